@@ -1,0 +1,335 @@
+/*
+ * policy_replay.c: the policy benchmark. Replays traces through policy/
+ * offline and compares the bytes moved by LRU, the learned (cyclic) policy
+ * and Belady's farthest-next-use reference at limits of 10%, 25% and 50% of
+ * each trace's peak live bytes. Main entry point: `main`.
+ *
+ * Usage: policy_replay [--svg FILE] [--svg-trace dit|llm|vae] [--svg-limit PCT]
+ *                      [--dump-trace NAME FILE] [--passes N] [TRACE_FILE]
+ * Without TRACE_FILE it runs the synthetic workloads of synth.c. The goal,
+ * learned <= 1.02 x Belady bytes moved (H2D + D2H) at every limit, decides
+ * the exit status: 0 met, 1 missed, 2 usage or input error.
+ */
+#include <errno.h>
+#include <inttypes.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "replay.h"
+#include "synth.h"
+#include "trace.h"
+
+#define GOAL 1.02
+#define MIB (1024.0 * 1024.0)
+
+static const unsigned limit_pct[] = {10, 25, 50};
+#define N_LIMITS (sizeof(limit_pct) / sizeof(limit_pct[0]))
+
+static const char *const order_name[] = {
+#define ORDER_NAME(suffix, name) name,
+    VS_BENCH_ORDER_LIST(ORDER_NAME)
+#undef ORDER_NAME
+};
+
+typedef int (*synth_fn)(vs_bench_trace_t *t);
+static const struct {
+    const char *name;
+    synth_fn fn;
+} synths[] = {
+#define SYNTH_ENTRY(name, fn, desc) {#name, fn},
+    VS_BENCH_SYNTH_LIST(SYNTH_ENTRY)
+#undef SYNTH_ENTRY
+};
+#define N_SYNTHS (sizeof(synths) / sizeof(synths[0]))
+
+static int load_file(const char *path, vs_bench_trace_t *t)
+{
+    FILE *f = fopen(path, "rb");
+    if (!f) {
+        fprintf(stderr, "policy_replay: cannot open %s: %s\n", path, strerror(errno));
+        return -errno;
+    }
+    size_t cap = 1 << 20, len = 0;
+    char *buf = malloc(cap);
+    int rc = 0;
+    while (buf) {
+        len += fread(buf + len, 1, cap - len, f);
+        if (len < cap)
+            break;
+        char *n = realloc(buf, cap * 2);
+        if (!n) {
+            free(buf);
+            buf = NULL;
+            break;
+        }
+        buf = n;
+        cap *= 2;
+    }
+    fclose(f);
+    if (!buf)
+        return -ENOMEM;
+    vs_trace_reader_t reader;
+    vs_trace_event_t ev;
+    vs_trace_reader_init(&reader, buf, len);
+    while ((rc = vs_trace_reader_next(&reader, &ev)) > 0) {
+        if (ev.kind == VS_TRACE_USE && ev.seq > t->seq)
+            t->seq = ev.seq;
+        if (ev.kind == VS_TRACE_USE && ev.seq < t->seq) {
+            fprintf(stderr, "%s:%zu: operation numbers go backwards\n", path, reader.line_no);
+            rc = -EINVAL;
+            break;
+        }
+        if ((rc = vs_bench_trace_push(t, &ev)) < 0)
+            break;
+    }
+    if (rc == -EINVAL && reader.line_no)
+        fprintf(stderr, "%s:%zu: malformed trace line\n", path, reader.line_no);
+    free(buf);
+    t->name = path;
+    return rc;
+}
+
+static int dump_file(const vs_bench_trace_t *t, const char *path)
+{
+    FILE *f = fopen(path, "w");
+    if (!f)
+        return -errno;
+    fprintf(f, "# vramshim trace v1 (synthetic: %s)\n", t->name);
+    char line[VS_TRACE_LINE_MAX + 2];
+    for (size_t k = 0; k < t->len; k++) {
+        int n = vs_trace_format(&t->ev[k], line, sizeof(line));
+        if (n < 0) {
+            fclose(f);
+            return n;
+        }
+        fwrite(line, 1, (size_t)n, f);
+    }
+    return fclose(f) == 0 ? 0 : -EIO;
+}
+
+/* ---- SVG timeline ------------------------------------------------------ */
+
+static void svg_panel(FILE *f, const char *title, const vs_bench_result_t *res, uint64_t limit,
+                      uint64_t ymax, double y0, double width, double height)
+{
+    const double left = 70, plot_w = width - left - 20, plot_h = height - 50;
+    const double top = y0 + 25;
+    size_t n = res->ops;
+    size_t buckets = n < 800 ? n : 800;
+    if (buckets == 0)
+        return;
+    fprintf(f, "<text x='%g' y='%g' font-size='14' font-weight='bold'>%s</text>\n", left, y0 + 16,
+            title);
+    fprintf(f, "<rect x='%g' y='%g' width='%g' height='%g' fill='none' stroke='#888'/>\n", left,
+            top, plot_w, plot_h);
+    double ly = top + plot_h * (1 - (double)limit / (double)ymax);
+    fprintf(f, "<line x1='%g' y1='%g' x2='%g' y2='%g' stroke='#000' stroke-dasharray='4 3'/>\n",
+            left, ly, left + plot_w, ly);
+    fprintf(f, "<text x='%g' y='%g' font-size='10' text-anchor='end'>limit</text>\n", left - 4, ly + 3);
+    fprintf(f, "<text x='%g' y='%g' font-size='10' text-anchor='end'>%.1f GiB</text>\n", left - 4,
+            top + 8, (double)ymax / (MIB * 1024));
+    /* Transfers per bucket, scaled to the bucket with the most traffic. */
+    uint64_t max_moved = 1;
+    for (size_t b = 0; b < buckets; b++) {
+        size_t lo = b * n / buckets, hi = (b + 1) * n / buckets - 1;
+        uint64_t prev_h = lo ? res->timeline[lo - 1].h2d : 0, prev_d = lo ? res->timeline[lo - 1].d2h : 0;
+        uint64_t m = res->timeline[hi].h2d - prev_h + res->timeline[hi].d2h - prev_d;
+        max_moved = m > max_moved ? m : max_moved;
+    }
+    double bw = plot_w / (double)buckets;
+    for (size_t b = 0; b < buckets; b++) {
+        size_t lo = b * n / buckets, hi = (b + 1) * n / buckets - 1;
+        uint64_t prev_h = lo ? res->timeline[lo - 1].h2d : 0, prev_d = lo ? res->timeline[lo - 1].d2h : 0;
+        double hh = (double)(res->timeline[hi].h2d - prev_h) / (double)max_moved * plot_h * 0.25;
+        double dh = (double)(res->timeline[hi].d2h - prev_d) / (double)max_moved * plot_h * 0.25;
+        double x = left + (double)b * bw;
+        if (hh > 0)
+            fprintf(f, "<rect x='%.1f' y='%.1f' width='%.2f' height='%.1f' fill='#2a2' opacity='0.6'/>\n",
+                    x, top + plot_h - hh, bw, hh);
+        if (dh > 0)
+            fprintf(f, "<rect x='%.1f' y='%.1f' width='%.2f' height='%.1f' fill='#d22' opacity='0.6'/>\n",
+                    x, top + plot_h - hh - dh, bw, dh);
+    }
+    static const char *const colour[2] = {"#1f5fbf", "#e08a00"};
+    for (int line = 0; line < 2; line++) {
+        fprintf(f, "<polyline fill='none' stroke='%s' stroke-width='1.5' points='", colour[line]);
+        for (size_t b = 0; b < buckets; b++) {
+            size_t hi = (b + 1) * n / buckets - 1;
+            uint64_t v = line == 0 ? res->timeline[hi].device_bytes : res->timeline[hi].host_bytes;
+            fprintf(f, "%.1f,%.1f ", left + ((double)b + 0.5) * bw,
+                    top + plot_h * (1 - (double)v / (double)ymax));
+        }
+        fprintf(f, "'/>\n");
+    }
+}
+
+static int render_svg(const char *path, const vs_bench_trace_t *t, unsigned pct)
+{
+    uint64_t peak = vs_bench_peak_bytes(t);
+    uint64_t limit = peak * pct / 100;
+    vs_bench_result_t res[VS_BENCH_ORDER_COUNT];
+    memset(res, 0, sizeof(res));
+    int rc = 0;
+    for (int o = 0; o < VS_BENCH_ORDER_COUNT && rc == 0; o++)
+        rc = vs_bench_replay(t, (vs_bench_order_t)o, limit, true, &res[o]);
+    FILE *f = rc == 0 ? fopen(path, "w") : NULL;
+    if (rc == 0 && !f)
+        rc = -errno;
+    if (f) {
+        const double width = 1000, panel = 220;
+        uint64_t ymax = peak;
+        for (int o = 0; o < VS_BENCH_ORDER_COUNT; o++)
+            for (size_t i = 0; i < res[o].ops; i++)
+                if (res[o].timeline[i].host_bytes > ymax)
+                    ymax = res[o].timeline[i].host_bytes;
+        fprintf(f, "<svg xmlns='http://www.w3.org/2000/svg' width='%g' height='%g' "
+                   "font-family='sans-serif'>\n<rect width='100%%' height='100%%' fill='white'/>\n",
+                width, 40 + panel * VS_BENCH_ORDER_COUNT);
+        fprintf(f, "<text x='10' y='20' font-size='15'>%s at %u%% of %.0f MiB: device bytes (blue), "
+                   "host-held bytes (orange), H2D (green) and D2H (red) per interval; x = operation "
+                   "(%" PRIu64 " ops)</text>\n", t->name, pct, (double)peak / MIB, res[0].ops);
+        for (int o = 0; o < VS_BENCH_ORDER_COUNT; o++) {
+            char title[160];
+            snprintf(title, sizeof(title), "%s: H2D %.0f MiB, D2H %.0f MiB", order_name[o],
+                     (double)res[o].h2d / MIB, (double)res[o].d2h / MIB);
+            svg_panel(f, title, &res[o], limit, ymax, 30 + panel * o, width, panel);
+        }
+        fprintf(f, "</svg>\n");
+        if (fclose(f) != 0)
+            rc = -EIO;
+    }
+    for (int o = 0; o < VS_BENCH_ORDER_COUNT; o++)
+        free(res[o].timeline);
+    return rc;
+}
+
+/* ---- the table ----------------------------------------------------------- */
+
+/* Prints one trace's rows; returns 1 when the goal is missed somewhere, 0
+ * when met, a negative errno when the trace cannot be replayed. */
+static int bench_trace(const vs_bench_trace_t *t, uint64_t passes)
+{
+    uint64_t peak = vs_bench_peak_bytes(t);
+    int missed = 0;
+    for (size_t l = 0; l < N_LIMITS; l++) {
+        uint64_t limit = peak * limit_pct[l] / 100;
+        vs_bench_result_t res[VS_BENCH_ORDER_COUNT];
+        for (int o = 0; o < VS_BENCH_ORDER_COUNT; o++) {
+            int rc = vs_bench_replay(t, (vs_bench_order_t)o, limit, false, &res[o]);
+            if (rc < 0) {
+                fprintf(stderr, "policy_replay: %s at %u%%: %s replay failed: %s\n", t->name,
+                        limit_pct[l], order_name[o],
+                        rc == -EINVAL ? "an operation does not fit or the trace is inconsistent"
+                                      : strerror(-rc));
+                return rc;
+            }
+        }
+        printf("%-5s %3u%% %8.0f", t->name, limit_pct[l], (double)limit / MIB);
+        for (int o = 0; o < VS_BENCH_ORDER_COUNT; o++)
+            printf(" | %8.0f %8.0f", (double)res[o].h2d / MIB / (double)passes,
+                   (double)res[o].d2h / MIB / (double)passes);
+        uint64_t best = res[VS_BENCH_BELADY].h2d + res[VS_BENCH_BELADY].d2h;
+        uint64_t learned = res[VS_BENCH_LEARNED].h2d + res[VS_BENCH_LEARNED].d2h;
+        uint64_t lru = res[VS_BENCH_LRU].h2d + res[VS_BENCH_LRU].d2h;
+        double ratio = best ? (double)learned / (double)best : (learned ? 1e9 : 1.0);
+        double lru_ratio = best ? (double)lru / (double)best : (lru ? 1e9 : 1.0);
+        bool ok = ratio <= GOAL;
+        missed |= !ok;
+        printf(" | %6.3f %6.3f %s\n", lru_ratio, ratio, ok ? "ok" : "MISSED");
+    }
+    return missed;
+}
+
+static void usage(void)
+{
+    fprintf(stderr, "usage: policy_replay [--svg FILE] [--svg-trace dit|llm|vae] [--svg-limit PCT]\n"
+                    "                     [--dump-trace NAME FILE] [--passes N] [TRACE_FILE]\n");
+}
+
+int main(int argc, char **argv)
+{
+    const char *svg = NULL, *svg_trace = "dit", *dump_name = NULL, *dump_path = NULL,
+               *file = NULL;
+    unsigned svg_pct = 25;
+    uint64_t file_passes = 1;
+    for (int i = 1; i < argc; i++) {
+        if (strcmp(argv[i], "--svg") == 0 && i + 1 < argc) {
+            svg = argv[++i];
+        } else if (strcmp(argv[i], "--svg-trace") == 0 && i + 1 < argc) {
+            svg_trace = argv[++i];
+        } else if (strcmp(argv[i], "--svg-limit") == 0 && i + 1 < argc) {
+            svg_pct = (unsigned)strtoul(argv[++i], NULL, 10);
+            if (svg_pct == 0 || svg_pct > 100) {
+                usage();
+                return 2;
+            }
+        } else if (strcmp(argv[i], "--dump-trace") == 0 && i + 2 < argc) {
+            dump_name = argv[++i];
+            dump_path = argv[++i];
+        } else if (strcmp(argv[i], "--passes") == 0 && i + 1 < argc) {
+            file_passes = strtoull(argv[++i], NULL, 10);
+            if (file_passes == 0) {
+                usage();
+                return 2;
+            }
+        } else if (argv[i][0] == '-' || file) {
+            usage();
+            return 2;
+        } else {
+            file = argv[i];
+        }
+    }
+    vs_bench_trace_t traces[N_SYNTHS];
+    size_t n_traces = 0;
+    int rc = 0;
+    memset(traces, 0, sizeof(traces));
+    if (file) {
+        rc = load_file(file, &traces[0]);
+        traces[0].passes = file_passes;
+        n_traces = 1;
+    } else {
+        for (size_t s = 0; s < N_SYNTHS && rc == 0; s++, n_traces++)
+            rc = synths[s].fn(&traces[s]);
+    }
+    if (rc < 0) {
+        fprintf(stderr, "policy_replay: cannot build the traces: %s\n", strerror(-rc));
+        for (size_t s = 0; s < n_traces; s++)
+            vs_bench_trace_fini(&traces[s]);
+        return 2;
+    }
+    int status = 0;
+    if (dump_name) {
+        for (size_t s = 0; s < n_traces; s++)
+            if (strcmp(traces[s].name, dump_name) == 0 && (rc = dump_file(&traces[s], dump_path)) < 0)
+                fprintf(stderr, "policy_replay: cannot write %s: %s\n", dump_path, strerror(-rc));
+    }
+    printf("bytes moved per pass in MiB (H2D in, D2H written back); ratio = (H2D+D2H) / Belady's\n");
+    printf("trace limit      MiB |   lru H2D      D2H | learned H2D    D2H |  belady H2D    D2H "
+           "| lru/B  lrn/B goal<=%.2f\n", GOAL);
+    for (size_t s = 0; s < n_traces; s++) {
+        int r = bench_trace(&traces[s], traces[s].passes);
+        if (r < 0)
+            status = 2;
+        else if (r > 0 && status == 0)
+            status = 1;
+    }
+    if (svg) {
+        const vs_bench_trace_t *t = NULL;
+        for (size_t s = 0; s < n_traces; s++)
+            if (file || strcmp(traces[s].name, svg_trace) == 0)
+                t = &traces[s];
+        if (!t) {
+            fprintf(stderr, "policy_replay: no trace named %s\n", svg_trace);
+            status = 2;
+        } else if ((rc = render_svg(svg, t, svg_pct)) < 0) {
+            fprintf(stderr, "policy_replay: cannot render %s: %s\n", svg, strerror(-rc));
+            status = 2;
+        }
+    }
+    printf("goal (learned <= %.2f x Belady at every limit): %s\n", GOAL,
+           status == 0 ? "met" : status == 1 ? "MISSED" : "not evaluated (error)");
+    for (size_t s = 0; s < n_traces; s++)
+        vs_bench_trace_fini(&traces[s]);
+    return status;
+}

@@ -1,0 +1,50 @@
+/*
+ * replay.h: replays a trace against a device memory limit under one
+ * eviction order and counts the bytes moved.
+ */
+#ifndef VS_BENCH_REPLAY_H
+#define VS_BENCH_REPLAY_H
+
+#include <stdbool.h>
+#include <stdint.h>
+
+#include "synth.h"
+
+/* The policies the benchmark compares: the two of policy/ and the offline
+ * Belady reference, which reads the future from the trace. */
+#define VS_BENCH_ORDER_LIST(X) \
+    X(LRU, "lru")              \
+    X(LEARNED, "learned")      \
+    X(BELADY, "belady")
+
+typedef enum vs_bench_order_e {
+#define VS_BENCH_ORDER_ENUM(suffix, name) VS_BENCH_##suffix,
+    VS_BENCH_ORDER_LIST(VS_BENCH_ORDER_ENUM)
+#undef VS_BENCH_ORDER_ENUM
+    VS_BENCH_ORDER_COUNT
+} vs_bench_order_t;
+
+/* One sample per operation, for the SVG timeline. */
+typedef struct vs_bench_sample_s {
+    uint64_t device_bytes; /* resident */
+    uint64_t host_bytes;   /* evicted allocations whose contents the host holds */
+    uint64_t h2d;          /* cumulative */
+    uint64_t d2h;          /* cumulative */
+} vs_bench_sample_t;
+
+typedef struct vs_bench_result_s {
+    uint64_t h2d;
+    uint64_t d2h;
+    uint64_t ops;
+    vs_bench_sample_t *timeline; /* `ops` samples when asked for, else NULL */
+} vs_bench_result_t;
+
+/* Bytes of the largest set of live allocations over the trace. */
+uint64_t vs_bench_peak_bytes(const vs_bench_trace_t *t);
+
+/* Returns 0, -EINVAL (the trace uses an unknown id, allocates a live one, or
+ * an operation does not fit in `limit`) or -ENOMEM. */
+int vs_bench_replay(const vs_bench_trace_t *t, vs_bench_order_t order, uint64_t limit,
+                    bool want_timeline, vs_bench_result_t *res);
+
+#endif

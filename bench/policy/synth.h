@@ -1,0 +1,35 @@
+/*
+ * synth.h: synthetic traces for the policy replay benchmark, and the growable
+ * event list every trace (synthetic or read from a file) is replayed from.
+ */
+#ifndef VS_BENCH_SYNTH_H
+#define VS_BENCH_SYNTH_H
+
+#include <stddef.h>
+#include <stdint.h>
+
+#include "trace.h"
+
+typedef struct vs_bench_trace_s {
+    const char *name;
+    vs_trace_event_t *ev;
+    size_t len;
+    size_t cap;
+    uint64_t passes; /* repeats of the main loop: steps, tokens, tiles */
+    uint64_t seq;    /* last operation number handed out */
+} vs_bench_trace_t;
+
+int vs_bench_trace_push(vs_bench_trace_t *t, const vs_trace_event_t *ev);
+void vs_bench_trace_fini(vs_bench_trace_t *t);
+
+/* X(name, generator, description) */
+#define VS_BENCH_SYNTH_LIST(X)                                                              \
+    X(dit, vs_bench_synth_dit, "60-block DiT (Qwen-Image-like), weight load + 20 steps")     \
+    X(llm, vs_bench_synth_llm, "32-layer LLM decode, 128 tokens, growing paged KV cache")    \
+    X(vae, vs_bench_synth_vae, "VAE decode, 4 stages of varied conv blocks, 3 tiled passes")
+
+#define VS_BENCH_SYNTH_DECL(name, fn, desc) int fn(vs_bench_trace_t *t);
+VS_BENCH_SYNTH_LIST(VS_BENCH_SYNTH_DECL)
+#undef VS_BENCH_SYNTH_DECL
+
+#endif

@@ -1,0 +1,584 @@
+/*
+ * policy.c: eviction and prefetch decisions for vramshim.
+ * Main entry points: `vs_policy_access` (learn), `vs_policy_victims` (evict),
+ * `vs_policy_prefetch` (restore ahead of use).
+ *
+ * Every allocation carries a prediction of its next use, learned from its
+ * own recent accesses: the gaps between its last accesses are searched for
+ * the shortest repeating pattern (one access per diffusion step gives the
+ * pattern "P", two accesses per step give "a, P-a", ...), and the next gap is
+ * taken to repeat the gap one pattern-length back. This needs no global
+ * notion of a pass, tolerates one-off allocations mixed into the cycle, and
+ * costs O(H^2) with H the fixed history length, i.e. O(1), per access.
+ *
+ * The `cyclic` kind evicts, in order:
+ *   1. dead allocations: those whose predicted use went by (with a
+ *      tolerance) without an access, oldest deadline first, which is where
+ *      one-off allocations end up;
+ *   2. then the allocation whose predicted next use is farthest (Belady's
+ *      rule applied to predictions). On a cycle larger than the limit this
+ *      keeps a fixed resident set and streams the rest (MRU on a scan).
+ * The `lru` kind evicts the least recently used allocation. Both share the
+ * predictor, so prefetch works whatever the kind.
+ *
+ * Before any allocation has been used twice no cycle length is known
+ * ("learning phase"); allocations then rank most recently used first, which is
+ * what Belady does when the first pass replays the load order. The cycle
+ * length is the longest one confirmed so far; whenever it grows, every
+ * allocation used at most once is re-ranked as "used again one cycle after
+ * its last use". Allocations created once a cycle is known and used once
+ * are presumed temporaries: dead unless reused within a tolerance of one
+ * eighth of a cycle.
+ */
+#include "policy.h"
+
+#include "heap.h"
+
+#include <errno.h>
+#include <stdlib.h>
+#include <string.h>
+
+/* uthash must not exit the host process on allocation failure: the add is
+ * dropped and the local `add_failed`, declared at each HASH_ADD site, is set. */
+#define HASH_NONFATAL_OOM 1
+#define uthash_nonfatal_oom(elt) (add_failed = true)
+#include <uthash.h>
+
+/* Accesses remembered per allocation: patterns of up to HISTORY-1 gaps, so
+ * up to 7 accesses per cycle are recognised with one repeat to confirm. */
+#define VS_POLICY_HISTORY 16
+
+typedef struct vs_policy_alloc_s {
+    uint64_t id;
+    uint64_t size;
+    uint64_t serial;    /* creation order: ties break the same way every run */
+    uint64_t last_use;  /* seq of the latest access, or `now` at creation */
+    uint64_t next_use;  /* predicted seq of the next access */
+    uint64_t deadline;  /* dead once `now` passes this without an access */
+    uint64_t history[VS_POLICY_HISTORY]; /* ring of access seqs */
+    uint64_t protect_mark; /* equals the query stamp while protected */
+    uint64_t chosen_mark;  /* equals the query stamp once chosen */
+    uint8_t hist_len;
+    uint8_t hist_head;  /* slot the next access is written to */
+    bool evictable;
+    bool resident;
+    bool born_late;     /* created after the cycle length was known */
+    size_t pos_evict;   /* position in `evict` (resident and evictable) */
+    size_t pos_dead;    /* position in `dead` (same members, cyclic only) */
+    size_t pos_next;    /* position in `next` (non-resident, not dead) */
+    UT_hash_handle hh;
+} vs_policy_alloc_t;
+
+/* Invariant: an allocation is in `evict` iff resident and evictable, in
+ * `dead` iff that and the kind is cyclic, and in `next` only when non-resident
+ * (dead ones are dropped from `next` lazily, when a prefetch meets them). All
+ * three heaps have room for every live allocation, so re-queueing cannot
+ * fail. */
+struct vs_policy_s {
+    vs_policy_kind_t kind;
+    vs_policy_alloc_t *by_id;
+    vs_heap_t evict;
+    vs_heap_t dead;
+    vs_heap_t next;
+    uint64_t now;
+    uint64_t period; /* longest cycle confirmed so far; 0 while learning */
+    uint64_t serial;
+    uint64_t stamp;
+    uint64_t count;
+    uint64_t resident_count;
+    uint64_t resident_bytes;
+    uint64_t evictable_bytes;
+    vs_policy_alloc_t **scratch; /* items popped during a query */
+    size_t scratch_len;
+    size_t scratch_cap;
+};
+
+static const char *const kind_names[] = {
+#define VS_POLICY_KIND_NAME(suffix, name, desc) name,
+    VS_POLICY_KIND_LIST(VS_POLICY_KIND_NAME)
+#undef VS_POLICY_KIND_NAME
+};
+
+int vs_policy_kind_from_name(const char *name, vs_policy_kind_t *kind)
+{
+    if (!name || !kind)
+        return -EINVAL;
+    for (int k = 0; k < VS_POLICY_KIND_COUNT; k++) {
+        if (strcmp(name, kind_names[k]) == 0) {
+            *kind = (vs_policy_kind_t)k;
+            return 0;
+        }
+    }
+    if (strcmp(name, "learned") == 0) {
+        *kind = VS_POLICY_CYCLIC;
+        return 0;
+    }
+    return -EINVAL;
+}
+
+const char *vs_policy_kind_name(vs_policy_kind_t kind)
+{
+    if ((int)kind < 0 || kind >= VS_POLICY_KIND_COUNT)
+        return NULL;
+    return kind_names[kind];
+}
+
+const char *vs_policy_kind_accepted(void)
+{
+    return "lru, cyclic, learned (alias of cyclic)";
+}
+
+static uint64_t sat_add(uint64_t a, uint64_t b)
+{
+    return a > UINT64_MAX - b ? UINT64_MAX : a + b;
+}
+
+/* How late an access may come and still count as the predicted one. */
+static uint64_t tolerance(uint64_t gap)
+{
+    return gap / 8 + 1;
+}
+
+static bool gaps_match(uint64_t a, uint64_t b)
+{
+    uint64_t hi = a > b ? a : b, lo = a > b ? b : a;
+    return hi - lo <= tolerance(hi);
+}
+
+static bool is_dead(const vs_policy_t *policy, const vs_policy_alloc_t *a)
+{
+    return a->deadline < policy->now;
+}
+
+static bool lru_before(const void *x, const void *y)
+{
+    const vs_policy_alloc_t *a = x, *b = y;
+    if (a->last_use != b->last_use)
+        return a->last_use < b->last_use;
+    return a->serial < b->serial;
+}
+
+static bool farthest_before(const void *x, const void *y)
+{
+    const vs_policy_alloc_t *a = x, *b = y;
+    if (a->next_use != b->next_use)
+        return a->next_use > b->next_use;
+    return a->serial < b->serial;
+}
+
+static bool deadline_before(const void *x, const void *y)
+{
+    const vs_policy_alloc_t *a = x, *b = y;
+    if (a->deadline != b->deadline)
+        return a->deadline < b->deadline;
+    return a->serial < b->serial;
+}
+
+static bool nearest_before(const void *x, const void *y)
+{
+    const vs_policy_alloc_t *a = x, *b = y;
+    if (a->next_use != b->next_use)
+        return a->next_use < b->next_use;
+    return a->serial < b->serial;
+}
+
+int vs_policy_create(vs_policy_kind_t kind, vs_policy_t **out)
+{
+    if (!out || (int)kind < 0 || kind >= VS_POLICY_KIND_COUNT)
+        return -EINVAL;
+    vs_policy_t *policy = calloc(1, sizeof(*policy));
+    if (!policy)
+        return -ENOMEM;
+    policy->kind = kind;
+    vs_heap_init(&policy->evict, offsetof(vs_policy_alloc_t, pos_evict),
+                 kind == VS_POLICY_LRU ? lru_before : farthest_before);
+    vs_heap_init(&policy->dead, offsetof(vs_policy_alloc_t, pos_dead), deadline_before);
+    vs_heap_init(&policy->next, offsetof(vs_policy_alloc_t, pos_next), nearest_before);
+    *out = policy;
+    return 0;
+}
+
+void vs_policy_destroy(vs_policy_t *policy)
+{
+    if (!policy)
+        return;
+    vs_heap_fini(&policy->evict);
+    vs_heap_fini(&policy->dead);
+    vs_heap_fini(&policy->next);
+    vs_policy_alloc_t *a, *tmp;
+    HASH_ITER(hh, policy->by_id, a, tmp) {
+        HASH_DEL(policy->by_id, a);
+        free(a);
+    }
+    free(policy->scratch);
+    free(policy);
+}
+
+vs_policy_kind_t vs_policy_kind(const vs_policy_t *policy)
+{
+    return policy->kind;
+}
+
+static vs_policy_alloc_t *find(const vs_policy_t *policy, uint64_t id)
+{
+    vs_policy_alloc_t *a = NULL;
+    HASH_FIND(hh, policy->by_id, &id, sizeof(id), a);
+    return a;
+}
+
+static void dequeue(vs_policy_t *policy, vs_policy_alloc_t *a)
+{
+    vs_heap_remove(&policy->evict, a);
+    vs_heap_remove(&policy->dead, a);
+    vs_heap_remove(&policy->next, a);
+}
+
+/* Puts `a` back where its state says it belongs, with its current keys.
+ * Cannot fail: every heap was reserved for all live allocations. */
+static void requeue(vs_policy_t *policy, vs_policy_alloc_t *a)
+{
+    dequeue(policy, a);
+    if (a->resident && a->evictable) {
+        (void)vs_heap_push(&policy->evict, a);
+        if (policy->kind == VS_POLICY_CYCLIC)
+            (void)vs_heap_push(&policy->dead, a);
+    } else if (!a->resident && !is_dead(policy, a)) {
+        (void)vs_heap_push(&policy->next, a);
+    }
+}
+
+/* Prediction for an allocation used at most once (see the file comment). */
+static void predict_single(const vs_policy_t *policy, vs_policy_alloc_t *a)
+{
+    uint64_t t = a->last_use;
+    if (policy->period == 0) {
+        a->next_use = t;
+        a->deadline = UINT64_MAX;
+    } else if (a->born_late) {
+        a->next_use = sat_add(t, policy->period);
+        a->deadline = sat_add(t, tolerance(policy->period));
+    } else {
+        a->next_use = sat_add(t, policy->period);
+        a->deadline = sat_add(a->next_use, tolerance(policy->period));
+    }
+}
+
+/* A longer cycle re-ranks every allocation used at most once: their
+ * predictions were made with the old length, and a first estimate is often
+ * short (a buffer reused by the next operation). The length only grows, and
+ * only a growth beyond the tolerance re-ranks, so this O(n log n) walk runs a
+ * logarithmic number of times over a policy's life. */
+static void learn_period(vs_policy_t *policy, uint64_t cycle)
+{
+    bool rerank = policy->period == 0 || cycle > policy->period + tolerance(policy->period);
+    policy->period = cycle;
+    if (!rerank)
+        return;
+    vs_policy_alloc_t *a, *tmp;
+    HASH_ITER(hh, policy->by_id, a, tmp) {
+        if (a->hist_len <= 1) {
+            predict_single(policy, a);
+            requeue(policy, a);
+        }
+    }
+}
+
+static void predict_after_access(vs_policy_t *policy, vs_policy_alloc_t *a)
+{
+    size_t n = a->hist_len > 0 ? (size_t)a->hist_len - 1 : 0; /* gaps */
+    if (n == 0) {
+        predict_single(policy, a);
+        return;
+    }
+    /* gaps[0] is the oldest, gaps[n - 1] the one that just ended. */
+    uint64_t gaps[VS_POLICY_HISTORY - 1];
+    size_t oldest = (a->hist_head + VS_POLICY_HISTORY - a->hist_len) % VS_POLICY_HISTORY;
+    for (size_t i = 0; i < n; i++) {
+        uint64_t from = a->history[(oldest + i) % VS_POLICY_HISTORY];
+        uint64_t to = a->history[(oldest + i + 1) % VS_POLICY_HISTORY];
+        gaps[i] = to - from;
+    }
+    /* The shortest pattern length m such that every gap equals the one m
+     * before it; m = n always matches (no repeat seen yet). */
+    size_t m = 1;
+    for (; m < n; m++) {
+        size_t j = m;
+        while (j < n && gaps_match(gaps[j], gaps[j - m]))
+            j++;
+        if (j == n)
+            break;
+    }
+    uint64_t gap = gaps[n - m];
+    uint64_t cycle = 0;
+    for (size_t i = n - m; i < n; i++)
+        cycle = sat_add(cycle, gaps[i]);
+    a->next_use = sat_add(a->last_use, gap);
+    a->deadline = sat_add(a->next_use, tolerance(gap));
+    /* A pattern confirmed by a repeat, or the very first reuse, tells the
+     * cycle length; an unconfirmed long history does not. */
+    if ((m < n || n == 1) && cycle > policy->period)
+        learn_period(policy, cycle);
+}
+
+int vs_policy_alloc(vs_policy_t *policy, uint64_t id, uint64_t size, bool evictable,
+                    bool resident)
+{
+    if (size == 0)
+        return -EINVAL;
+    if (find(policy, id))
+        return -EEXIST;
+    size_t want = (size_t)policy->count + 1;
+    if (vs_heap_reserve(&policy->evict, want) < 0 || vs_heap_reserve(&policy->dead, want) < 0 ||
+        vs_heap_reserve(&policy->next, want) < 0)
+        return -ENOMEM;
+    vs_policy_alloc_t *a = calloc(1, sizeof(*a));
+    if (!a)
+        return -ENOMEM;
+    a->id = id;
+    a->size = size;
+    a->serial = policy->serial++;
+    a->last_use = policy->now;
+    a->evictable = evictable;
+    a->resident = resident;
+    a->born_late = policy->period != 0;
+    a->pos_evict = a->pos_dead = a->pos_next = VS_HEAP_ABSENT;
+    predict_single(policy, a);
+    bool add_failed = false;
+    HASH_ADD(hh, policy->by_id, id, sizeof(a->id), a);
+    if (add_failed) {
+        free(a);
+        return -ENOMEM;
+    }
+    policy->count++;
+    if (resident) {
+        policy->resident_count++;
+        policy->resident_bytes += size;
+        if (evictable)
+            policy->evictable_bytes += size;
+    }
+    requeue(policy, a);
+    return 0;
+}
+
+static void account(vs_policy_t *policy, const vs_policy_alloc_t *a, int sign)
+{
+    if (!a->resident)
+        return;
+    if (sign > 0) {
+        policy->resident_count++;
+        policy->resident_bytes += a->size;
+        if (a->evictable)
+            policy->evictable_bytes += a->size;
+    } else {
+        policy->resident_count--;
+        policy->resident_bytes -= a->size;
+        if (a->evictable)
+            policy->evictable_bytes -= a->size;
+    }
+}
+
+int vs_policy_free(vs_policy_t *policy, uint64_t id)
+{
+    vs_policy_alloc_t *a = find(policy, id);
+    if (!a)
+        return -ENOENT;
+    dequeue(policy, a);
+    account(policy, a, -1);
+    HASH_DEL(policy->by_id, a);
+    policy->count--;
+    free(a);
+    return 0;
+}
+
+int vs_policy_set_evictable(vs_policy_t *policy, uint64_t id, bool evictable)
+{
+    vs_policy_alloc_t *a = find(policy, id);
+    if (!a)
+        return -ENOENT;
+    account(policy, a, -1);
+    a->evictable = evictable;
+    account(policy, a, +1);
+    requeue(policy, a);
+    return 0;
+}
+
+int vs_policy_set_resident(vs_policy_t *policy, uint64_t id, bool resident)
+{
+    vs_policy_alloc_t *a = find(policy, id);
+    if (!a)
+        return -ENOENT;
+    account(policy, a, -1);
+    a->resident = resident;
+    account(policy, a, +1);
+    requeue(policy, a);
+    return 0;
+}
+
+int vs_policy_access(vs_policy_t *policy, uint64_t id, uint64_t seq, vs_policy_rw_t rw)
+{
+    (void)rw; /* dirtiness is the shim's business; the order does not use it */
+    vs_policy_alloc_t *a = find(policy, id);
+    if (!a)
+        return -ENOENT;
+    if (seq < policy->now)
+        seq = policy->now;
+    policy->now = seq;
+    if (a->hist_len > 0 &&
+        a->history[(a->hist_head + VS_POLICY_HISTORY - 1) % VS_POLICY_HISTORY] == seq)
+        return 0; /* a second argument of the same operation */
+    a->history[a->hist_head] = seq;
+    a->hist_head = (uint8_t)((a->hist_head + 1) % VS_POLICY_HISTORY);
+    if (a->hist_len < VS_POLICY_HISTORY)
+        a->hist_len++;
+    a->last_use = seq;
+    predict_after_access(policy, a);
+    requeue(policy, a);
+    return 0;
+}
+
+static int scratch_push(vs_policy_t *policy, vs_policy_alloc_t *a)
+{
+    if (policy->scratch_len == policy->scratch_cap) {
+        size_t cap = policy->scratch_cap ? policy->scratch_cap * 2 : 64;
+        vs_policy_alloc_t **s = realloc(policy->scratch, cap * sizeof(*s));
+        if (!s)
+            return -ENOMEM;
+        policy->scratch = s;
+        policy->scratch_cap = cap;
+    }
+    policy->scratch[policy->scratch_len++] = a;
+    return 0;
+}
+
+/* Pops `heap` into the scratch list until `take` says stop; `take` returns
+ * 1 to consume the item, 0 to skip it (it goes back afterwards), -1 to stop
+ * (the item is pushed back unconsumed). */
+typedef struct victim_query_s {
+    vs_policy_t *policy;
+    uint64_t need;
+    uint64_t total;
+    uint64_t *out;
+    size_t cap;
+    size_t n;
+    int rc;
+} victim_query_t;
+
+static bool victim_take(victim_query_t *q, vs_policy_alloc_t *a)
+{
+    if (a->protect_mark == q->policy->stamp || a->chosen_mark == q->policy->stamp)
+        return true; /* skipped, keep going */
+    if (q->n == q->cap) {
+        q->rc = -ENOBUFS;
+        return false;
+    }
+    a->chosen_mark = q->policy->stamp;
+    q->out[q->n++] = a->id;
+    q->total += a->size;
+    return true;
+}
+
+/* Pops candidates from `heap` while the query wants more; `dead_only` stops
+ * at the first allocation that is not dead. Popped items are remembered in
+ * the scratch list starting at `base` and pushed back by the caller. */
+static int victims_from(victim_query_t *q, vs_heap_t *heap, bool dead_only)
+{
+    vs_policy_t *policy = q->policy;
+    while (q->total < q->need && q->rc == 0) {
+        vs_policy_alloc_t *a = vs_heap_top(heap);
+        if (!a || (dead_only && !is_dead(policy, a)))
+            break;
+        int rc = scratch_push(policy, a);
+        if (rc < 0)
+            return rc;
+        vs_heap_pop(heap);
+        if (!victim_take(q, a))
+            break;
+    }
+    return 0;
+}
+
+static void restore_scratch(vs_policy_t *policy, vs_heap_t *heap, size_t base)
+{
+    for (size_t i = base; i < policy->scratch_len; i++)
+        (void)vs_heap_push(heap, policy->scratch[i]);
+    policy->scratch_len = base;
+}
+
+int vs_policy_victims(vs_policy_t *policy, uint64_t need, const uint64_t *protect,
+                      size_t n_protect, uint64_t *victims, size_t cap, size_t *n_victims)
+{
+    *n_victims = 0;
+    if (need == 0)
+        return 0;
+    policy->stamp++;
+    for (size_t i = 0; i < n_protect; i++) {
+        vs_policy_alloc_t *a = find(policy, protect[i]);
+        if (a)
+            a->protect_mark = policy->stamp;
+    }
+    victim_query_t q = {policy, need, 0, victims, cap, 0, 0};
+    int rc = 0;
+    policy->scratch_len = 0;
+    if (policy->kind == VS_POLICY_CYCLIC) {
+        rc = victims_from(&q, &policy->dead, true);
+        restore_scratch(policy, &policy->dead, 0);
+    }
+    if (rc == 0) {
+        rc = victims_from(&q, &policy->evict, false);
+        restore_scratch(policy, &policy->evict, 0);
+    }
+    *n_victims = q.n;
+    if (rc < 0)
+        return rc;
+    if (q.rc < 0)
+        return q.rc;
+    return q.total >= need ? 0 : -ENOSPC;
+}
+
+int vs_policy_prefetch(vs_policy_t *policy, uint64_t budget, uint64_t *ids, size_t cap,
+                       size_t *n_ids)
+{
+    *n_ids = 0;
+    policy->scratch_len = 0;
+    int rc = 0;
+    uint64_t left = budget;
+    while (*n_ids < cap) {
+        vs_policy_alloc_t *a = vs_heap_top(&policy->next);
+        if (!a)
+            break;
+        if (is_dead(policy, a)) {
+            /* Dead stays dead until its next access re-queues it. */
+            vs_heap_pop(&policy->next);
+            continue;
+        }
+        if (a->size > left)
+            break;
+        rc = scratch_push(policy, a);
+        if (rc < 0)
+            break;
+        vs_heap_pop(&policy->next);
+        ids[(*n_ids)++] = a->id;
+        left -= a->size;
+    }
+    restore_scratch(policy, &policy->next, 0);
+    return rc;
+}
+
+int vs_policy_predict(const vs_policy_t *policy, uint64_t id, uint64_t *next_use)
+{
+    const vs_policy_alloc_t *a = find(policy, id);
+    if (!a)
+        return -ENOENT;
+    *next_use = is_dead(policy, a) ? VS_POLICY_NEVER : a->next_use;
+    return 0;
+}
+
+void vs_policy_stats(const vs_policy_t *policy, vs_policy_stats_t *stats)
+{
+    stats->allocs = policy->count;
+    stats->resident = policy->resident_count;
+    stats->resident_bytes = policy->resident_bytes;
+    stats->evictable_bytes = policy->evictable_bytes;
+    stats->period = policy->period;
+    stats->now = policy->now;
+}

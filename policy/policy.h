@@ -1,0 +1,107 @@
+/*
+ * policy.h: vramshim's eviction policy engine.
+ *
+ * Pure C, no CUDA, no I/O: the shim reports allocations, accesses, frees and
+ * residency changes, and asks two questions: which resident allocations to
+ * evict to make room (`vs_policy_victims`), and which non-resident ones will be
+ * needed next (`vs_policy_prefetch`). Not thread-safe: the caller serialises
+ * every call (the shim holds its registry lock).
+ *
+ * Costs: O(log n) per access, residency change and returned victim, with n
+ * the number of live allocations; O(1) hash lookups by id.
+ */
+#ifndef VS_POLICY_H
+#define VS_POLICY_H
+
+#include <stdbool.h>
+#include <stddef.h>
+#include <stdint.h>
+
+/* X(enum suffix, name accepted in VRAMSHIM_POLICY, description). The first
+ * entry is the default. `learned` is accepted as an alias of `cyclic`. */
+#define VS_POLICY_KIND_LIST(X)                                                     \
+    X(LRU, "lru", "least recently used allocation first (baseline)")               \
+    X(CYCLIC, "cyclic", "learned access cycle: farthest predicted next use first")
+
+typedef enum vs_policy_kind_e {
+#define VS_POLICY_KIND_ENUM(suffix, name, desc) VS_POLICY_##suffix,
+    VS_POLICY_KIND_LIST(VS_POLICY_KIND_ENUM)
+#undef VS_POLICY_KIND_ENUM
+    VS_POLICY_KIND_COUNT
+} vs_policy_kind_t;
+
+/* Whether an access writes the allocation, when the shim knows it. */
+typedef enum vs_policy_rw_e {
+    VS_POLICY_RW_UNKNOWN = 0,
+    VS_POLICY_RW_READ,
+    VS_POLICY_RW_WRITE,
+} vs_policy_rw_t;
+
+/* Predicted next use of an allocation believed never to be used again. */
+#define VS_POLICY_NEVER UINT64_MAX
+
+typedef struct vs_policy_s vs_policy_t;
+
+typedef struct vs_policy_stats_s {
+    uint64_t allocs;          /* live allocations */
+    uint64_t resident;        /* of which resident */
+    uint64_t resident_bytes;  /* bytes of resident allocations */
+    uint64_t evictable_bytes; /* bytes of resident, evictable allocations */
+    uint64_t period;          /* learned cycle length in operations, 0 while unknown */
+    uint64_t now;             /* latest operation sequence number seen */
+} vs_policy_stats_t;
+
+/* Parses a VRAMSHIM_POLICY value ("lru", "cyclic" or "learned", case
+ * sensitive). Returns 0 or -EINVAL. */
+int vs_policy_kind_from_name(const char *name, vs_policy_kind_t *kind);
+/* The canonical name of `kind`, or NULL when it is out of range. */
+const char *vs_policy_kind_name(vs_policy_kind_t kind);
+/* The accepted names, for error messages: "lru, cyclic, learned". */
+const char *vs_policy_kind_accepted(void);
+
+/* Returns 0, -EINVAL (unknown kind) or -ENOMEM. */
+int vs_policy_create(vs_policy_kind_t kind, vs_policy_t **out);
+void vs_policy_destroy(vs_policy_t *policy);
+vs_policy_kind_t vs_policy_kind(const vs_policy_t *policy);
+
+/* A new allocation, `resident` when it starts on the device. Non-evictable
+ * allocations are never returned as victims. Returns 0, -EEXIST (the id is
+ * live), -EINVAL (size 0) or -ENOMEM. */
+int vs_policy_alloc(vs_policy_t *policy, uint64_t id, uint64_t size, bool evictable,
+                    bool resident);
+/* Returns 0 or -ENOENT. */
+int vs_policy_free(vs_policy_t *policy, uint64_t id);
+int vs_policy_set_evictable(vs_policy_t *policy, uint64_t id, bool evictable);
+int vs_policy_set_resident(vs_policy_t *policy, uint64_t id, bool resident);
+
+/* Operation `seq` (the shim's global, increasing operation counter) uses
+ * allocation `id`. Several accesses may share one `seq` (one kernel, several
+ * arguments); a `seq` lower than one already seen is taken as the latest, so a
+ * racing caller cannot move time backwards. Returns 0 or -ENOENT. */
+int vs_policy_access(vs_policy_t *policy, uint64_t id, uint64_t seq, vs_policy_rw_t rw);
+
+/* To bring in `need` bytes while the current operation uses the allocations
+ * in `protect` (unknown ids there are ignored), which resident allocations
+ * should be evicted? Writes up to `cap` ids, best victim first, to `victims`
+ * and their count to `*n_victims`; their sizes add up to at least `need`
+ * unless the call fails. Nothing changes until the caller reports the
+ * evictions with `vs_policy_set_resident`. Returns 0, -ENOSPC (every
+ * candidate is listed and they are not enough), -ENOBUFS (`cap` ids were not
+ * enough to reach `need`) or -ENOMEM. */
+int vs_policy_victims(vs_policy_t *policy, uint64_t need, const uint64_t *protect,
+                      size_t n_protect, uint64_t *victims, size_t cap, size_t *n_victims);
+
+/* Which non-resident allocations will be needed next? Writes, nearest
+ * predicted use first, the ids of those that fit together in `budget` bytes
+ * (stopping at the first that does not fit, so the order is kept), at most
+ * `cap`. Allocations believed dead are skipped. Returns 0 or -ENOMEM. Works
+ * for every kind: prediction runs whatever the eviction order. */
+int vs_policy_prefetch(vs_policy_t *policy, uint64_t budget, uint64_t *ids, size_t cap,
+                       size_t *n_ids);
+
+/* Predicted next use of `id` (an operation sequence number), VS_POLICY_NEVER
+ * when it is believed dead. Returns 0 or -ENOENT. For tests and diagnostics. */
+int vs_policy_predict(const vs_policy_t *policy, uint64_t id, uint64_t *next_use);
+void vs_policy_stats(const vs_policy_t *policy, vs_policy_stats_t *stats);
+
+#endif

@@ -1,0 +1,386 @@
+/* test_sim_memory.c: simcuda's device, pool, managed and pinned host
+ * memory: capacity, exact cuMemGetInfo figures, faults on freed memory,
+ * pointer attributes and address ranges.
+ *
+ * Runs with SIMCUDA_DEVICE_MEM=64M so capacity is easy to reach.
+ */
+#include <cuda.h>
+
+#include <setjmp.h>
+#include <signal.h>
+#include <stdarg.h>
+#include <stdbool.h>
+#include <stddef.h>
+#include <stdint.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include <cmocka.h>
+
+#define MiB ((size_t)1 << 20)
+#define DEVICE_MEM (64 * MiB)
+
+static CUcontext ctx;
+
+static int setup(void **state)
+{
+    (void)state;
+    if (cuInit(0) != CUDA_SUCCESS || cuDevicePrimaryCtxRetain(&ctx, 0) != CUDA_SUCCESS ||
+        cuCtxSetCurrent(ctx) != CUDA_SUCCESS)
+        return -1;
+    return 0;
+}
+
+static size_t free_bytes(void)
+{
+    size_t free_now = 0, total = 0;
+    assert_int_equal(cuMemGetInfo_v2(&free_now, &total), CUDA_SUCCESS);
+    assert_int_equal(total, DEVICE_MEM);
+    return free_now;
+}
+
+/* Runs `touch` in a child and returns the signal that ended it (0 if it
+ * exited normally). */
+static int child_signal(void (*touch)(uintptr_t), uintptr_t address)
+{
+    pid_t pid = fork();
+    assert_true(pid >= 0);
+    if (pid == 0) {
+        signal(SIGSEGV, SIG_DFL);
+        touch(address);
+        _exit(0);
+    }
+    int status = 0;
+    assert_int_equal(waitpid(pid, &status, 0), pid);
+    return WIFSIGNALED(status) ? WTERMSIG(status) : 0;
+}
+
+static void write_byte(uintptr_t address)
+{
+    *(volatile char *)address = 1;
+}
+
+static void read_byte(uintptr_t address)
+{
+    (void)*(volatile char *)address;
+}
+
+static void test_mem_get_info_counts_exact_bytes(void **state)
+{
+    (void)state;
+    assert_int_equal(free_bytes(), DEVICE_MEM);
+    CUdeviceptr a, b, c, d;
+    size_t pitch = 0;
+    assert_int_equal(cuMemAlloc_v2(&a, 1000), CUDA_SUCCESS);
+    assert_int_equal(free_bytes(), DEVICE_MEM - 1000);
+    assert_int_equal(cuMemAllocPitch_v2(&b, &pitch, 100, 10, 4), CUDA_SUCCESS);
+    assert_int_equal(pitch, 512);
+    assert_int_equal(free_bytes(), DEVICE_MEM - 1000 - 5120);
+    assert_int_equal(cuMemAllocManaged(&c, 3 * MiB, CU_MEM_ATTACH_GLOBAL), CUDA_SUCCESS);
+    assert_int_equal(cuMemAllocAsync(&d, 2 * MiB, NULL), CUDA_SUCCESS);
+    assert_int_equal(free_bytes(), DEVICE_MEM - 1000 - 5120 - 5 * MiB);
+    assert_int_equal(cuMemFree_v2(a), CUDA_SUCCESS);
+    assert_int_equal(cuMemFree_v2(b), CUDA_SUCCESS);
+    assert_int_equal(cuMemFree_v2(c), CUDA_SUCCESS);
+    assert_int_equal(cuMemFreeAsync(d, NULL), CUDA_SUCCESS);
+    assert_int_equal(cuCtxSynchronize(), CUDA_SUCCESS);
+    assert_int_equal(free_bytes(), DEVICE_MEM);
+    assert_int_equal(cuMemGetInfo_v2(NULL, NULL), CUDA_ERROR_INVALID_VALUE);
+}
+
+static void test_device_memory_is_usable_and_distinct(void **state)
+{
+    (void)state;
+    CUdeviceptr a, b;
+    assert_int_equal(cuMemAlloc_v2(&a, 3 * MiB), CUDA_SUCCESS);
+    assert_int_equal(cuMemAlloc_v2(&b, 3 * MiB), CUDA_SUCCESS);
+    assert_true(a + 3 * MiB <= b || b + 3 * MiB <= a);
+    memset((void *)a, 0xab, 3 * MiB);
+    memset((void *)b, 0xcd, 3 * MiB);
+    assert_int_equal(((unsigned char *)a)[3 * MiB - 1], 0xab);
+    assert_int_equal(a % (2 * MiB), 0);
+    assert_int_equal(cuMemFree_v2(a), CUDA_SUCCESS);
+    assert_int_equal(cuMemFree_v2(a), CUDA_ERROR_INVALID_VALUE);
+    assert_int_equal(cuMemFree_v2(b + 8), CUDA_ERROR_INVALID_VALUE);
+    assert_int_equal(cuMemFree_v2(b), CUDA_SUCCESS);
+}
+
+static void test_freed_device_memory_faults(void **state)
+{
+    (void)state;
+    CUdeviceptr dptr;
+    assert_int_equal(cuMemAlloc_v2(&dptr, 4096), CUDA_SUCCESS);
+    assert_int_equal(child_signal(write_byte, dptr), 0);
+    assert_int_equal(cuMemFree_v2(dptr), CUDA_SUCCESS);
+    assert_int_equal(child_signal(read_byte, dptr), SIGSEGV);
+    /* The next allocation does not land on the freed range. */
+    CUdeviceptr next;
+    assert_int_equal(cuMemAlloc_v2(&next, 4096), CUDA_SUCCESS);
+    assert_int_not_equal(next, dptr);
+    assert_int_equal(child_signal(read_byte, dptr), SIGSEGV);
+    /* Past the end of an allocation there is a guard page. */
+    assert_int_equal(child_signal(write_byte, next + 4096), SIGSEGV);
+    assert_int_equal(cuMemFree_v2(next), CUDA_SUCCESS);
+}
+
+static void test_stream_ordered_free_faults_after_sync(void **state)
+{
+    (void)state;
+    CUdeviceptr dptr;
+    CUmemoryPool pool = NULL;
+    assert_int_equal(cuDeviceGetDefaultMemPool(&pool, 0), CUDA_SUCCESS);
+    assert_non_null(pool);
+    assert_int_equal(cuMemAllocFromPoolAsync(&dptr, 8192, pool, NULL), CUDA_SUCCESS);
+    CUmemoryPool owner = NULL;
+    assert_int_equal(cuPointerGetAttribute(&owner, CU_POINTER_ATTRIBUTE_MEMPOOL_HANDLE, dptr), CUDA_SUCCESS);
+    assert_ptr_equal(owner, pool);
+    assert_int_equal(cuMemFreeAsync(dptr, NULL), CUDA_SUCCESS);
+    assert_int_equal(cuMemFreeAsync(dptr, NULL), CUDA_ERROR_INVALID_VALUE);
+    assert_int_equal(cuCtxSynchronize(), CUDA_SUCCESS);
+    assert_int_equal(child_signal(read_byte, dptr), SIGSEGV);
+    assert_int_equal(cuMemPoolTrimTo(pool, 0), CUDA_SUCCESS);
+    assert_int_equal(free_bytes(), DEVICE_MEM);
+}
+
+typedef CUresult (*alloc_fn)(CUdeviceptr *out, size_t size);
+
+static CUresult alloc_plain(CUdeviceptr *out, size_t size)
+{
+    return cuMemAlloc_v2(out, size);
+}
+
+static CUresult alloc_pitch(CUdeviceptr *out, size_t size)
+{
+    size_t pitch;
+    return cuMemAllocPitch_v2(out, &pitch, size / 16, 16, 4);
+}
+
+static CUresult alloc_managed(CUdeviceptr *out, size_t size)
+{
+    return cuMemAllocManaged(out, size, CU_MEM_ATTACH_GLOBAL);
+}
+
+static CUresult alloc_async(CUdeviceptr *out, size_t size)
+{
+    return cuMemAllocAsync(out, size, NULL);
+}
+
+static CUresult alloc_vmm(CUdeviceptr *out, size_t size)
+{
+    CUmemAllocationProp prop = {0};
+    prop.type = CU_MEM_ALLOCATION_TYPE_PINNED;
+    prop.location.type = CU_MEM_LOCATION_TYPE_DEVICE;
+    prop.location.id = 0;
+    CUmemGenericAllocationHandle handle;
+    CUresult result = cuMemCreate(&handle, size, &prop, 0);
+    if (result == CUDA_SUCCESS)
+        *out = (CUdeviceptr)handle;
+    return result;
+}
+
+static void test_every_allocator_fails_over_capacity(void **state)
+{
+    (void)state;
+    alloc_fn allocators[] = {alloc_plain, alloc_pitch, alloc_managed, alloc_async, alloc_vmm};
+    /* Fill 48 MiB, leaving 16 MiB free. */
+    CUdeviceptr filler;
+    assert_int_equal(cuMemAlloc_v2(&filler, 48 * MiB), CUDA_SUCCESS);
+    memset((void *)filler, 0x5a, 48 * MiB);
+    for (size_t i = 0; i < sizeof allocators / sizeof *allocators; i++) {
+        CUdeviceptr out = 0;
+        assert_int_equal(allocators[i](&out, 18 * MiB), CUDA_ERROR_OUT_OF_MEMORY);
+        assert_int_equal(free_bytes(), 16 * MiB);
+        /* An allocation that fits still succeeds. */
+        assert_int_equal(allocators[i](&out, 16 * MiB), CUDA_SUCCESS);
+        assert_int_equal(free_bytes(), 0);
+        if (allocators[i] == alloc_vmm)
+            assert_int_equal(cuMemRelease((CUmemGenericAllocationHandle)out), CUDA_SUCCESS);
+        else if (allocators[i] == alloc_async)
+            assert_int_equal(cuMemFreeAsync(out, NULL), CUDA_SUCCESS);
+        else
+            assert_int_equal(cuMemFree_v2(out), CUDA_SUCCESS);
+        assert_int_equal(cuCtxSynchronize(), CUDA_SUCCESS);
+        assert_int_equal(free_bytes(), 16 * MiB);
+    }
+    /* The earlier allocation kept its contents through all this. */
+    for (size_t offset = 0; offset < 48 * MiB; offset += 4096)
+        assert_int_equal(((unsigned char *)filler)[offset], 0x5a);
+    assert_int_equal(cuMemFree_v2(filler), CUDA_SUCCESS);
+}
+
+static void test_pointer_attributes_describe_device_memory(void **state)
+{
+    (void)state;
+    CUdeviceptr dptr;
+    assert_int_equal(cuMemAlloc_v2(&dptr, 10000), CUDA_SUCCESS);
+    CUdeviceptr inside = dptr + 1234;
+
+    CUcontext owner = NULL;
+    unsigned memory_type = 0;
+    CUdeviceptr start = 0, device_pointer = 0;
+    size_t size = 0;
+    int ordinal = -1;
+    bool managed = true, mapped = false, ipc = false;
+    unsigned long long id1 = 0, id2 = 0;
+    assert_int_equal(cuPointerGetAttribute(&owner, CU_POINTER_ATTRIBUTE_CONTEXT, inside), CUDA_SUCCESS);
+    assert_ptr_equal(owner, ctx);
+    assert_int_equal(cuPointerGetAttribute(&memory_type, CU_POINTER_ATTRIBUTE_MEMORY_TYPE, inside), CUDA_SUCCESS);
+    assert_int_equal(memory_type, CU_MEMORYTYPE_DEVICE);
+    assert_int_equal(cuPointerGetAttribute(&device_pointer, CU_POINTER_ATTRIBUTE_DEVICE_POINTER, inside),
+                     CUDA_SUCCESS);
+    assert_int_equal(device_pointer, inside);
+    void *host = NULL;
+    assert_int_equal(cuPointerGetAttribute(&host, CU_POINTER_ATTRIBUTE_HOST_POINTER, inside),
+                     CUDA_ERROR_INVALID_VALUE);
+    assert_int_equal(cuPointerGetAttribute(&start, CU_POINTER_ATTRIBUTE_RANGE_START_ADDR, inside), CUDA_SUCCESS);
+    assert_int_equal(start, dptr);
+    assert_int_equal(cuPointerGetAttribute(&size, CU_POINTER_ATTRIBUTE_RANGE_SIZE, inside), CUDA_SUCCESS);
+    assert_int_equal(size, 10000);
+    assert_int_equal(cuPointerGetAttribute(&ordinal, CU_POINTER_ATTRIBUTE_DEVICE_ORDINAL, inside), CUDA_SUCCESS);
+    assert_int_equal(ordinal, 0);
+    assert_int_equal(cuPointerGetAttribute(&managed, CU_POINTER_ATTRIBUTE_IS_MANAGED, inside), CUDA_SUCCESS);
+    assert_false(managed);
+    assert_int_equal(cuPointerGetAttribute(&mapped, CU_POINTER_ATTRIBUTE_MAPPED, inside), CUDA_SUCCESS);
+    assert_true(mapped);
+    assert_int_equal(cuPointerGetAttribute(&ipc, CU_POINTER_ATTRIBUTE_IS_LEGACY_CUDA_IPC_CAPABLE, inside),
+                     CUDA_SUCCESS);
+    assert_true(ipc);
+    unsigned long long handle_types = 99;
+    assert_int_equal(cuPointerGetAttribute(&handle_types, CU_POINTER_ATTRIBUTE_ALLOWED_HANDLE_TYPES, inside),
+                     CUDA_SUCCESS);
+    assert_int_equal(handle_types, CU_MEM_HANDLE_TYPE_NONE);
+    assert_int_equal(cuPointerGetAttribute(&id1, CU_POINTER_ATTRIBUTE_BUFFER_ID, dptr), CUDA_SUCCESS);
+
+    CUdeviceptr other;
+    assert_int_equal(cuMemAlloc_v2(&other, 100), CUDA_SUCCESS);
+    assert_int_equal(cuPointerGetAttribute(&id2, CU_POINTER_ATTRIBUTE_BUFFER_ID, other), CUDA_SUCCESS);
+    assert_int_not_equal(id1, id2);
+
+    /* Past the requested size, and unknown pointers, are invalid. */
+    assert_int_equal(cuPointerGetAttribute(&ordinal, CU_POINTER_ATTRIBUTE_DEVICE_ORDINAL, dptr + 10000),
+                     CUDA_ERROR_INVALID_VALUE);
+    int stack_value = 0;
+    assert_int_equal(cuPointerGetAttribute(&ordinal, CU_POINTER_ATTRIBUTE_DEVICE_ORDINAL,
+                                           (CUdeviceptr)(uintptr_t)&stack_value),
+                     CUDA_ERROR_INVALID_VALUE);
+
+    /* The plural form reports unknown pointers as zeros, not as an error. */
+    CUpointer_attribute attributes[] = {CU_POINTER_ATTRIBUTE_MEMORY_TYPE, CU_POINTER_ATTRIBUTE_CONTEXT,
+                                        CU_POINTER_ATTRIBUTE_DEVICE_ORDINAL, CU_POINTER_ATTRIBUTE_HOST_POINTER};
+    memory_type = 77;
+    owner = (CUcontext)1;
+    ordinal = -1;
+    host = (void *)1;
+    void *data[] = {&memory_type, &owner, &ordinal, &host};
+    assert_int_equal(cuPointerGetAttributes(4, attributes, data, (CUdeviceptr)(uintptr_t)&stack_value),
+                     CUDA_SUCCESS);
+    assert_int_equal(memory_type, 0);
+    assert_null(owner);
+    assert_null(host);
+    assert_int_equal(cuPointerGetAttributes(4, attributes, data, inside), CUDA_SUCCESS);
+    assert_int_equal(memory_type, CU_MEMORYTYPE_DEVICE);
+    assert_ptr_equal(owner, ctx);
+    assert_int_equal(ordinal, 0);
+    assert_null(host);
+
+    CUdeviceptr base = 0;
+    assert_int_equal(cuMemGetAddressRange_v2(&base, &size, inside), CUDA_SUCCESS);
+    assert_int_equal(base, dptr);
+    assert_int_equal(size, 10000);
+    assert_int_equal(cuMemGetAddressRange_v2(&base, &size, (CUdeviceptr)(uintptr_t)&stack_value),
+                     CUDA_ERROR_NOT_FOUND);
+    CUipcMemHandle ipc_handle;
+    assert_int_equal(cuIpcGetMemHandle(&ipc_handle, dptr), CUDA_SUCCESS);
+    assert_int_equal(cuMemFree_v2(dptr), CUDA_SUCCESS);
+    assert_int_equal(cuMemFree_v2(other), CUDA_SUCCESS);
+    assert_int_equal(cuMemGetAddressRange_v2(&base, &size, inside), CUDA_ERROR_NOT_FOUND);
+}
+
+static void test_managed_memory_is_host_accessible(void **state)
+{
+    (void)state;
+    CUdeviceptr dptr;
+    assert_int_equal(cuMemAllocManaged(&dptr, 4096, 0), CUDA_ERROR_INVALID_VALUE);
+    assert_int_equal(cuMemAllocManaged(&dptr, 4096, CU_MEM_ATTACH_HOST), CUDA_SUCCESS);
+    bool managed = false;
+    void *host = NULL;
+    assert_int_equal(cuPointerGetAttribute(&managed, CU_POINTER_ATTRIBUTE_IS_MANAGED, dptr), CUDA_SUCCESS);
+    assert_true(managed);
+    assert_int_equal(cuPointerGetAttribute(&host, CU_POINTER_ATTRIBUTE_HOST_POINTER, dptr), CUDA_SUCCESS);
+    assert_ptr_equal(host, (void *)dptr);
+    CUipcMemHandle ipc_handle;
+    assert_int_equal(cuIpcGetMemHandle(&ipc_handle, dptr), CUDA_ERROR_INVALID_VALUE);
+    assert_int_equal(cuMemFree_v2(dptr), CUDA_SUCCESS);
+}
+
+static void test_pinned_host_memory_is_registered(void **state)
+{
+    (void)state;
+    void *pinned = NULL;
+    assert_int_equal(cuMemHostAlloc(&pinned, 5000, CU_MEMHOSTALLOC_PORTABLE | CU_MEMHOSTALLOC_DEVICEMAP),
+                     CUDA_SUCCESS);
+    memset(pinned, 1, 5000);
+    unsigned flags = 0;
+    assert_int_equal(cuMemHostGetFlags(&flags, pinned), CUDA_SUCCESS);
+    assert_int_equal(flags, CU_MEMHOSTALLOC_PORTABLE | CU_MEMHOSTALLOC_DEVICEMAP);
+    CUdeviceptr mapped = 0;
+    assert_int_equal(cuMemHostGetDevicePointer_v2(&mapped, (char *)pinned + 10, 0), CUDA_SUCCESS);
+    assert_int_equal(mapped, (CUdeviceptr)(uintptr_t)pinned + 10);
+    unsigned memory_type = 0;
+    assert_int_equal(cuPointerGetAttribute(&memory_type, CU_POINTER_ATTRIBUTE_MEMORY_TYPE, mapped), CUDA_SUCCESS);
+    assert_int_equal(memory_type, CU_MEMORYTYPE_HOST);
+    /* Pinned memory does not count against the device. */
+    assert_int_equal(free_bytes(), DEVICE_MEM);
+    assert_int_equal(cuMemFreeHost((char *)pinned + 1), CUDA_ERROR_INVALID_VALUE);
+    assert_int_equal(cuMemFreeHost(pinned), CUDA_SUCCESS);
+    assert_int_equal(cuMemHostGetFlags(&flags, pinned), CUDA_ERROR_INVALID_VALUE);
+
+    void *host = NULL;
+    assert_int_equal(cuMemAllocHost_v2(&host, 100), CUDA_SUCCESS);
+    assert_int_equal(cuMemFreeHost(host), CUDA_SUCCESS);
+
+    size_t length = 3 * 4096;
+    char *buffer = aligned_alloc(4096, length);
+    assert_non_null(buffer);
+    assert_int_equal(cuMemHostRegister_v2(buffer, length, CU_MEMHOSTREGISTER_PORTABLE), CUDA_SUCCESS);
+    assert_int_equal(cuMemHostRegister_v2(buffer + 4096, 100, 0), CUDA_ERROR_HOST_MEMORY_ALREADY_REGISTERED);
+    assert_int_equal(cuMemHostGetDevicePointer_v2(&mapped, buffer + 5000, 0), CUDA_SUCCESS);
+    assert_int_equal(cuMemHostUnregister(buffer + 1), CUDA_ERROR_HOST_MEMORY_NOT_REGISTERED);
+    assert_int_equal(cuMemHostUnregister(buffer), CUDA_SUCCESS);
+    assert_int_equal(cuMemHostUnregister(buffer), CUDA_ERROR_HOST_MEMORY_NOT_REGISTERED);
+    assert_int_equal(cuMemHostGetDevicePointer_v2(&mapped, buffer, 0), CUDA_ERROR_INVALID_VALUE);
+    free(buffer);
+}
+
+static void test_destroyed_context_frees_its_memory(void **state)
+{
+    (void)state;
+    CUcontext own;
+    assert_int_equal(cuCtxCreate_v4(&own, NULL, 0, 0), CUDA_SUCCESS);
+    CUdeviceptr dptr;
+    assert_int_equal(cuMemAlloc_v2(&dptr, 4 * MiB), CUDA_SUCCESS);
+    assert_int_equal(free_bytes(), DEVICE_MEM - 4 * MiB);
+    assert_int_equal(cuCtxDestroy_v2(own), CUDA_SUCCESS);
+    assert_int_equal(cuCtxSetCurrent(ctx), CUDA_SUCCESS);
+    assert_int_equal(free_bytes(), DEVICE_MEM);
+    assert_int_equal(child_signal(read_byte, dptr), SIGSEGV);
+}
+
+int main(void)
+{
+    setenv("SIMCUDA_DEVICE_MEM", "64M", 1);
+    const struct CMUnitTest tests[] = {
+        cmocka_unit_test(test_mem_get_info_counts_exact_bytes),
+        cmocka_unit_test(test_device_memory_is_usable_and_distinct),
+        cmocka_unit_test(test_freed_device_memory_faults),
+        cmocka_unit_test(test_stream_ordered_free_faults_after_sync),
+        cmocka_unit_test(test_every_allocator_fails_over_capacity),
+        cmocka_unit_test(test_pointer_attributes_describe_device_memory),
+        cmocka_unit_test(test_managed_memory_is_host_accessible),
+        cmocka_unit_test(test_pinned_host_memory_is_registered),
+        cmocka_unit_test(test_destroyed_context_frees_its_memory),
+    };
+    return cmocka_run_group_tests_name("simcuda memory", tests, setup, NULL);
+}

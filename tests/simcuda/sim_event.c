@@ -1,0 +1,354 @@
+/* sim_event.c: events and cross-stream waits.
+ *
+ * An event remembers its most recent record as a dependency ("stream S has
+ * completed operation N", with the modeled time of that point). Querying,
+ * synchronising and waiting all refer to that record; `cuStreamWaitEvent`
+ * copies it at the time of the call, so a later re-record does not affect
+ * an earlier wait. During capture a record remembers the capture's nodes
+ * instead, and a wait on it joins the waiting stream into the capture.
+ * Entry points: `sim_event_record_locked`, `sim_stream_wait_event_locked`
+ * and the `cuEvent*` functions.
+ */
+#include "sim_exec.h"
+
+#include <stdlib.h>
+#include <string.h>
+
+void sim_event_ref(struct CUevent_st *event)
+{
+    atomic_fetch_add(&event->refs, 1);
+}
+
+void sim_event_unref(struct CUevent_st *event)
+{
+    if (atomic_fetch_sub(&event->refs, 1) != 1)
+        return;
+    sim_dep_release(&event->record);
+    free(event->capture_nodes);
+    free(event);
+}
+
+struct CUevent_st *sim_event_from_handle(CUevent handle)
+{
+    if (handle == NULL || handle->magic != SIM_EVENT_MAGIC)
+        return NULL;
+    return handle;
+}
+
+void sim_event_stamp(struct CUevent_st *event, uint64_t gen)
+{
+    atomic_store(&event->wall_ns, sim_clock_wall_ns());
+    atomic_store(&event->stamped_gen, gen);
+}
+
+CUresult sim_event_record_locked(struct CUevent_st *event, struct CUstream_st *stream)
+{
+    if (stream->capture != NULL) {
+        /* Captured: later waits depend on the capture's current nodes. */
+        CUgraphNode *nodes = NULL;
+        if (stream->frontier_count > 0) {
+            nodes = malloc(stream->frontier_count * sizeof(*nodes));
+            if (nodes == NULL)
+                return CUDA_ERROR_OUT_OF_MEMORY;
+            memcpy(nodes, stream->frontier, stream->frontier_count * sizeof(*nodes));
+        }
+        free(event->capture_nodes);
+        event->capture_nodes = nodes;
+        event->capture_node_count = stream->frontier_count;
+        event->capture_id = sim_capture_id(stream->capture);
+        return CUDA_SUCCESS;
+    }
+    sim_event_ref(event);
+    event->gen++;
+    sim_cmd_t cmd = {.kind = SIM_CMD_EVENT_RECORD, .u.event = event};
+    CUresult result = sim_submit_locked(stream, &cmd);
+    if (result != CUDA_SUCCESS)
+        return result;
+    sim_dep_release(&event->record);
+    event->record = sim_stream_tail_dep(stream);
+    event->recorded = true;
+    event->capture_id = 0;
+    return CUDA_SUCCESS;
+}
+
+CUresult sim_stream_wait_event_locked(struct CUstream_st *stream, struct CUevent_st *event, unsigned flags)
+{
+    if (event->capture_id != 0) {
+        struct sim_capture_s *capture = sim_capture_find_locked(event->capture_id);
+        if (capture != NULL) {
+            if (stream->capture != NULL && stream->capture != capture) {
+                sim_capture_invalidate_locked(stream);
+                return CUDA_ERROR_STREAM_CAPTURE_ISOLATION;
+            }
+            return sim_capture_join_locked(stream, capture, event->capture_nodes, event->capture_node_count);
+        }
+        /* Recorded in a capture that has ended: nothing to wait for. */
+        return CUDA_SUCCESS;
+    }
+    if (stream->capture != NULL) {
+        if (!event->recorded)
+            return CUDA_SUCCESS;
+        if ((flags & CU_EVENT_WAIT_EXTERNAL) == 0) {
+            /* Depending on work outside the capture breaks its isolation. */
+            sim_capture_invalidate_locked(stream);
+            return CUDA_ERROR_STREAM_CAPTURE_ISOLATION;
+        }
+        sim_event_ref(event);
+        sim_cmd_t cmd = {.kind = SIM_CMD_EVENT_WAIT, .u.event = event};
+        return sim_capture_record_locked(stream, &cmd);
+    }
+    if (!event->recorded)
+        return CUDA_SUCCESS; /* never recorded: a no-op, as documented */
+    sim_event_ref(event);
+    sim_cmd_t cmd = {.kind = SIM_CMD_EVENT_WAIT, .u.event = event};
+    return sim_submit_locked(stream, &cmd);
+}
+
+/* ------------------------------------------------------------------------
+ * The cuEvent* API
+ * ------------------------------------------------------------------------ */
+
+SIM_EXPORT CUresult cuEventCreate(CUevent *phEvent, unsigned int Flags)
+{
+    CUresult fault = sim_api_enter(SIM_ID(cuEventCreate));
+    if (fault != CUDA_SUCCESS)
+        return fault;
+    const unsigned valid = CU_EVENT_BLOCKING_SYNC | CU_EVENT_DISABLE_TIMING | CU_EVENT_INTERPROCESS;
+    if (phEvent == NULL || (Flags & ~valid) != 0)
+        return CUDA_ERROR_INVALID_VALUE;
+    /* Interprocess events must also disable timing. */
+    if ((Flags & CU_EVENT_INTERPROCESS) && !(Flags & CU_EVENT_DISABLE_TIMING))
+        return CUDA_ERROR_INVALID_VALUE;
+    CUcontext ctx;
+    CUresult result = sim_ctx_require(&ctx);
+    if (result != CUDA_SUCCESS)
+        return result;
+    struct CUevent_st *event = calloc(1, sizeof(*event));
+    if (event == NULL)
+        return CUDA_ERROR_OUT_OF_MEMORY;
+    event->magic = SIM_EVENT_MAGIC;
+    atomic_init(&event->refs, 1);
+    event->flags = Flags;
+    event->ctx = ctx;
+    *phEvent = event;
+    return CUDA_SUCCESS;
+}
+
+static CUresult event_destroy(CUevent handle)
+{
+    struct CUevent_st *event = sim_event_from_handle(handle);
+    if (event == NULL)
+        return CUDA_ERROR_INVALID_HANDLE;
+    pthread_mutex_lock(&sim_submit_lock);
+    event->magic = 0;
+    pthread_mutex_unlock(&sim_submit_lock);
+    /* Pending records and waits hold their own references. */
+    sim_event_unref(event);
+    return CUDA_SUCCESS;
+}
+
+SIM_EXPORT CUresult cuEventDestroy_v2(CUevent hEvent)
+{
+    CUresult fault = sim_api_enter(SIM_ID(cuEventDestroy_v2));
+    if (fault != CUDA_SUCCESS)
+        return fault;
+    return event_destroy(hEvent);
+}
+
+SIM_EXPORT CUresult cuEventDestroy(CUevent hEvent)
+{
+    CUresult fault = sim_api_enter(SIM_ID(cuEventDestroy));
+    if (fault != CUDA_SUCCESS)
+        return fault;
+    return event_destroy(hEvent);
+}
+
+static CUresult event_record(CUevent handle, CUstream stream_handle, unsigned flags, bool per_thread)
+{
+    if ((flags & ~(unsigned)CU_EVENT_RECORD_EXTERNAL) != 0)
+        return CUDA_ERROR_INVALID_VALUE;
+    struct CUevent_st *event = sim_event_from_handle(handle);
+    if (event == NULL)
+        return CUDA_ERROR_INVALID_HANDLE;
+    CUresult result;
+    struct CUstream_st *stream = sim_stream_resolve(stream_handle, per_thread, &result);
+    if (stream == NULL)
+        return result;
+    pthread_mutex_lock(&sim_submit_lock);
+    if ((flags & CU_EVENT_RECORD_EXTERNAL) && stream->capture != NULL) {
+        /* An external record node: replays record the event for real. */
+        sim_event_ref(event);
+        sim_cmd_t cmd = {.kind = SIM_CMD_EVENT_RECORD, .u.event = event};
+        result = sim_capture_record_locked(stream, &cmd);
+    } else {
+        result = sim_event_record_locked(event, stream);
+    }
+    pthread_mutex_unlock(&sim_submit_lock);
+    return result;
+}
+
+SIM_EXPORT CUresult cuEventRecord(CUevent hEvent, CUstream hStream)
+{
+    CUresult fault = sim_api_enter(SIM_ID(cuEventRecord));
+    if (fault != CUDA_SUCCESS)
+        return fault;
+    return event_record(hEvent, hStream, 0, false);
+}
+
+SIM_EXPORT CUresult cuEventRecord_ptsz(CUevent hEvent, CUstream hStream)
+{
+    CUresult fault = sim_api_enter(SIM_ID(cuEventRecord_ptsz));
+    if (fault != CUDA_SUCCESS)
+        return fault;
+    return event_record(hEvent, hStream, 0, true);
+}
+
+SIM_EXPORT CUresult cuEventRecordWithFlags(CUevent hEvent, CUstream hStream, unsigned int flags)
+{
+    CUresult fault = sim_api_enter(SIM_ID(cuEventRecordWithFlags));
+    if (fault != CUDA_SUCCESS)
+        return fault;
+    return event_record(hEvent, hStream, flags, false);
+}
+
+SIM_EXPORT CUresult cuEventRecordWithFlags_ptsz(CUevent hEvent, CUstream hStream, unsigned int flags)
+{
+    CUresult fault = sim_api_enter(SIM_ID(cuEventRecordWithFlags_ptsz));
+    if (fault != CUDA_SUCCESS)
+        return fault;
+    return event_record(hEvent, hStream, flags, true);
+}
+
+/* Copies the event's latest record (with its own reference), or reports
+ * that there is none. */
+static bool event_snapshot(struct CUevent_st *event, sim_dep_t *out, uint64_t *gen)
+{
+    pthread_mutex_lock(&sim_submit_lock);
+    bool recorded = event->recorded;
+    if (recorded) {
+        *out = event->record;
+        sim_stream_ref(out->stream);
+        *gen = event->gen;
+    }
+    pthread_mutex_unlock(&sim_submit_lock);
+    return recorded;
+}
+
+SIM_EXPORT CUresult cuEventQuery(CUevent hEvent)
+{
+    CUresult fault = sim_api_enter(SIM_ID(cuEventQuery));
+    if (fault != CUDA_SUCCESS)
+        return fault;
+    struct CUevent_st *event = sim_event_from_handle(hEvent);
+    if (event == NULL)
+        return CUDA_ERROR_INVALID_HANDLE;
+    sim_dep_t dep;
+    uint64_t gen;
+    if (!event_snapshot(event, &dep, &gen))
+        return CUDA_SUCCESS; /* never recorded: complete */
+    bool done = sim_dep_done(&dep);
+    sim_dep_release(&dep);
+    return done ? CUDA_SUCCESS : CUDA_ERROR_NOT_READY;
+}
+
+SIM_EXPORT CUresult cuEventSynchronize(CUevent hEvent)
+{
+    CUresult fault = sim_api_enter(SIM_ID(cuEventSynchronize));
+    if (fault != CUDA_SUCCESS)
+        return fault;
+    struct CUevent_st *event = sim_event_from_handle(hEvent);
+    if (event == NULL)
+        return CUDA_ERROR_INVALID_HANDLE;
+    sim_dep_t dep;
+    uint64_t gen;
+    if (!event_snapshot(event, &dep, &gen))
+        return CUDA_SUCCESS;
+    sim_dep_wait(&dep);
+    sim_clock_host_wait(dep.vt_ns);
+    sim_dep_release(&dep);
+    return CUDA_SUCCESS;
+}
+
+static CUresult event_elapsed(float *ms, CUevent start_handle, CUevent end_handle)
+{
+    if (ms == NULL)
+        return CUDA_ERROR_INVALID_VALUE;
+    struct CUevent_st *start = sim_event_from_handle(start_handle);
+    struct CUevent_st *end = sim_event_from_handle(end_handle);
+    if (start == NULL || end == NULL)
+        return CUDA_ERROR_INVALID_HANDLE;
+    if ((start->flags | end->flags) & CU_EVENT_DISABLE_TIMING)
+        return CUDA_ERROR_INVALID_HANDLE;
+    sim_dep_t start_dep, end_dep;
+    uint64_t start_gen, end_gen;
+    if (!event_snapshot(start, &start_dep, &start_gen))
+        return CUDA_ERROR_INVALID_HANDLE;
+    if (!event_snapshot(end, &end_dep, &end_gen)) {
+        sim_dep_release(&start_dep);
+        return CUDA_ERROR_INVALID_HANDLE;
+    }
+    CUresult result = CUDA_SUCCESS;
+    if (!sim_dep_done(&start_dep) || !sim_dep_done(&end_dep)) {
+        result = CUDA_ERROR_NOT_READY;
+    } else if (sim_clock_is_virtual()) {
+        *ms = (float)(((double)end_dep.vt_ns - (double)start_dep.vt_ns) / 1e6);
+    } else if (atomic_load(&start->stamped_gen) != start_gen || atomic_load(&end->stamped_gen) != end_gen) {
+        /* Re-recorded while we looked: the newer record is not done. */
+        result = CUDA_ERROR_NOT_READY;
+    } else {
+        double diff = (double)atomic_load(&end->wall_ns) - (double)atomic_load(&start->wall_ns);
+        *ms = (float)(diff / 1e6);
+    }
+    sim_dep_release(&start_dep);
+    sim_dep_release(&end_dep);
+    return result;
+}
+
+SIM_EXPORT CUresult cuEventElapsedTime(float *pMilliseconds, CUevent hStart, CUevent hEnd)
+{
+    CUresult fault = sim_api_enter(SIM_ID(cuEventElapsedTime));
+    if (fault != CUDA_SUCCESS)
+        return fault;
+    return event_elapsed(pMilliseconds, hStart, hEnd);
+}
+
+SIM_EXPORT CUresult cuEventElapsedTime_v2(float *pMilliseconds, CUevent hStart, CUevent hEnd)
+{
+    CUresult fault = sim_api_enter(SIM_ID(cuEventElapsedTime_v2));
+    if (fault != CUDA_SUCCESS)
+        return fault;
+    return event_elapsed(pMilliseconds, hStart, hEnd);
+}
+
+static CUresult stream_wait_event(CUstream stream_handle, CUevent event_handle, unsigned flags, bool per_thread)
+{
+    if ((flags & ~(unsigned)CU_EVENT_WAIT_EXTERNAL) != 0)
+        return CUDA_ERROR_INVALID_VALUE;
+    struct CUevent_st *event = sim_event_from_handle(event_handle);
+    if (event == NULL)
+        return CUDA_ERROR_INVALID_HANDLE;
+    CUresult result;
+    struct CUstream_st *stream = sim_stream_resolve(stream_handle, per_thread, &result);
+    if (stream == NULL)
+        return result;
+    pthread_mutex_lock(&sim_submit_lock);
+    result = sim_stream_wait_event_locked(stream, event, flags);
+    pthread_mutex_unlock(&sim_submit_lock);
+    return result;
+}
+
+SIM_EXPORT CUresult cuStreamWaitEvent(CUstream hStream, CUevent hEvent, unsigned int Flags)
+{
+    CUresult fault = sim_api_enter(SIM_ID(cuStreamWaitEvent));
+    if (fault != CUDA_SUCCESS)
+        return fault;
+    return stream_wait_event(hStream, hEvent, Flags, false);
+}
+
+SIM_EXPORT CUresult cuStreamWaitEvent_ptsz(CUstream hStream, CUevent hEvent, unsigned int Flags)
+{
+    CUresult fault = sim_api_enter(SIM_ID(cuStreamWaitEvent_ptsz));
+    if (fault != CUDA_SUCCESS)
+        return fault;
+    return stream_wait_event(hStream, hEvent, Flags, true);
+}

@@ -1,0 +1,933 @@
+/* sim_graph.c: stream capture and graphs.
+ *
+ * While a stream captures, each submission becomes a graph node depending
+ * on the stream's frontier (the nodes the next one must follow), and the
+ * frontier becomes that node. Recording an event inside a capture remembers
+ * the frontier; waiting on that event from another stream joins it to the
+ * capture (fork), and waiting on the forked stream's event from the origin
+ * merges the frontiers (join). `cuStreamEndCapture` requires every node to
+ * lead to the origin's frontier.
+ *
+ * Graph nodes are only added after the nodes they depend on, so creation
+ * order is a topological order: an executable graph is its nodes' commands
+ * in creation order, and a launch submits copies of them to one stream.
+ *
+ * All capture state is guarded by `sim_submit_lock`.
+ * Entry points: `cuStreamBeginCapture*`, `cuStreamEndCapture*`,
+ * `sim_capture_record_locked`, `sim_capture_check_unsafe_call`, `cuGraph*`.
+ */
+#include "sim_exec.h"
+
+#include <stdlib.h>
+#include <string.h>
+
+#define SIM_GRAPH_MAGIC 0x47525048u      /* "GRPH" */
+#define SIM_GRAPH_NODE_MAGIC 0x474e4f44u /* "GNOD" */
+#define SIM_GRAPH_EXEC_MAGIC 0x47455843u /* "GEXC" */
+
+struct CUgraphNode_st {
+    uint32_t magic;
+    CUgraph graph;
+    size_t index; /* position in the graph, a topological order */
+    sim_cmd_t cmd;
+    CUgraphNode *deps;
+    size_t dep_count;
+};
+
+struct CUgraph_st {
+    uint32_t magic;
+    CUgraphNode *nodes;
+    size_t count, capacity;
+};
+
+struct CUgraphExec_st {
+    uint32_t magic;
+    sim_cmd_t *cmds;
+    size_t count;
+};
+
+typedef struct sim_capture_s {
+    uint64_t id;
+    CUstreamCaptureMode mode;
+    pthread_t thread; /* the thread that began it */
+    bool invalidated;
+    CUgraph graph;
+    struct CUstream_st *origin;
+    struct CUstream_st **streams; /* every stream taking part (referenced) */
+    size_t stream_count, stream_capacity;
+    CUgraphEdgeData *edge_data; /* all-default edges for GetCaptureInfo */
+    size_t edge_data_capacity;
+    struct sim_capture_s *next;
+} sim_capture_t;
+
+static sim_capture_t *captures;         /* in progress */
+static _Atomic int capture_count;       /* read without the lock */
+static uint64_t next_capture_id = 1;
+static _Thread_local CUstreamCaptureMode thread_capture_mode = CU_STREAM_CAPTURE_MODE_GLOBAL;
+
+/* ------------------------------------------------------------------------
+ * Graphs
+ * ------------------------------------------------------------------------ */
+
+static CUgraph graph_new(void)
+{
+    CUgraph graph = calloc(1, sizeof(*graph));
+    if (graph != NULL)
+        graph->magic = SIM_GRAPH_MAGIC;
+    return graph;
+}
+
+static void graph_free(CUgraph graph)
+{
+    for (size_t i = 0; i < graph->count; i++) {
+        CUgraphNode node = graph->nodes[i];
+        sim_cmd_release(&node->cmd);
+        free(node->deps);
+        node->magic = 0;
+        free(node);
+    }
+    graph->magic = 0;
+    free(graph->nodes);
+    free(graph);
+}
+
+/* Adds a node; takes `cmd` on success only. */
+static CUgraphNode graph_add(CUgraph graph, sim_cmd_t *cmd, const CUgraphNode *deps, size_t dep_count)
+{
+    if (graph->count == graph->capacity) {
+        size_t capacity = graph->capacity ? graph->capacity * 2 : 16;
+        CUgraphNode *grown = realloc(graph->nodes, capacity * sizeof(*grown));
+        if (grown == NULL)
+            return NULL;
+        graph->nodes = grown;
+        graph->capacity = capacity;
+    }
+    CUgraphNode node = calloc(1, sizeof(*node));
+    if (node == NULL)
+        return NULL;
+    if (dep_count > 0) {
+        node->deps = malloc(dep_count * sizeof(*deps));
+        if (node->deps == NULL) {
+            free(node);
+            return NULL;
+        }
+        memcpy(node->deps, deps, dep_count * sizeof(*deps));
+    }
+    node->magic = SIM_GRAPH_NODE_MAGIC;
+    node->graph = graph;
+    node->index = graph->count;
+    node->dep_count = dep_count;
+    node->cmd = *cmd;
+    memset(cmd, 0, sizeof(*cmd));
+    graph->nodes[graph->count++] = node;
+    return node;
+}
+
+/* ------------------------------------------------------------------------
+ * Capture bookkeeping
+ * ------------------------------------------------------------------------ */
+
+static int frontier_reserve(struct CUstream_st *s, size_t count)
+{
+    if (count <= s->frontier_cap)
+        return 0;
+    CUgraphNode *grown = realloc(s->frontier, count * sizeof(*grown));
+    if (grown == NULL)
+        return -1;
+    s->frontier = grown;
+    s->frontier_cap = count;
+    return 0;
+}
+
+/* Adds nodes to the frontier, skipping duplicates. */
+static int frontier_merge(struct CUstream_st *s, const CUgraphNode *nodes, size_t count)
+{
+    if (frontier_reserve(s, s->frontier_count + count) != 0)
+        return -1;
+    for (size_t i = 0; i < count; i++) {
+        bool present = false;
+        for (size_t j = 0; j < s->frontier_count && !present; j++)
+            present = s->frontier[j] == nodes[i];
+        if (!present)
+            s->frontier[s->frontier_count++] = nodes[i];
+    }
+    return 0;
+}
+
+static int capture_add_stream(sim_capture_t *c, struct CUstream_st *s)
+{
+    if (c->stream_count == c->stream_capacity) {
+        size_t capacity = c->stream_capacity ? c->stream_capacity * 2 : 4;
+        struct CUstream_st **grown = realloc(c->streams, capacity * sizeof(*grown));
+        if (grown == NULL)
+            return -1;
+        c->streams = grown;
+        c->stream_capacity = capacity;
+    }
+    sim_stream_ref(s);
+    c->streams[c->stream_count++] = s;
+    s->capture = c;
+    s->frontier_count = 0;
+    return 0;
+}
+
+static void capture_detach_stream(sim_capture_t *c, size_t i)
+{
+    struct CUstream_st *s = c->streams[i];
+    s->capture = NULL;
+    s->frontier_count = 0;
+    c->streams[i] = c->streams[--c->stream_count];
+    sim_stream_unref(s);
+}
+
+uint64_t sim_capture_id(const sim_capture_t *capture)
+{
+    return capture->id;
+}
+
+sim_capture_t *sim_capture_find_locked(uint64_t id)
+{
+    for (sim_capture_t *c = captures; c != NULL; c = c->next)
+        if (c->id == id)
+            return c;
+    return NULL;
+}
+
+void sim_capture_invalidate_locked(struct CUstream_st *stream)
+{
+    if (stream->capture != NULL)
+        stream->capture->invalidated = true;
+}
+
+CUresult sim_capture_record_locked(struct CUstream_st *stream, sim_cmd_t *cmd)
+{
+    sim_capture_t *c = stream->capture;
+    if (c->invalidated) {
+        sim_cmd_release(cmd);
+        return CUDA_ERROR_STREAM_CAPTURE_INVALIDATED;
+    }
+    if (frontier_reserve(stream, 1) != 0) {
+        sim_cmd_release(cmd);
+        return CUDA_ERROR_OUT_OF_MEMORY;
+    }
+    CUgraphNode node = graph_add(c->graph, cmd, stream->frontier, stream->frontier_count);
+    if (node == NULL) {
+        sim_cmd_release(cmd);
+        return CUDA_ERROR_OUT_OF_MEMORY;
+    }
+    stream->frontier[0] = node;
+    stream->frontier_count = 1;
+    return CUDA_SUCCESS;
+}
+
+CUresult sim_capture_join_locked(struct CUstream_st *stream, sim_capture_t *capture, const CUgraphNode *nodes,
+                                 size_t count)
+{
+    if (stream->capture == NULL) {
+        if (stream->is_legacy) {
+            /* The legacy stream cannot take part in a capture. */
+            capture->invalidated = true;
+            return CUDA_ERROR_STREAM_CAPTURE_IMPLICIT;
+        }
+        if (capture_add_stream(capture, stream) != 0)
+            return CUDA_ERROR_OUT_OF_MEMORY;
+    }
+    if (frontier_merge(stream, nodes, count) != 0)
+        return CUDA_ERROR_OUT_OF_MEMORY;
+    return CUDA_SUCCESS;
+}
+
+struct CUstream_st *sim_capture_blocking_stream_locked(CUcontext ctx)
+{
+    for (sim_capture_t *c = captures; c != NULL; c = c->next)
+        for (size_t i = 0; i < c->stream_count; i++)
+            if (c->streams[i]->ctx == ctx && sim_stream_is_blocking(c->streams[i]))
+                return c->streams[i];
+    return NULL;
+}
+
+void sim_capture_forget_stream_locked(struct CUstream_st *stream)
+{
+    sim_capture_t *c = stream->capture;
+    if (c == NULL)
+        return;
+    /* Destroying a stream that takes part in a capture breaks it. */
+    c->invalidated = true;
+    if (c->origin == stream)
+        c->origin = NULL;
+    for (size_t i = 0; i < c->stream_count; i++) {
+        if (c->streams[i] == stream) {
+            capture_detach_stream(c, i);
+            break;
+        }
+    }
+}
+
+CUresult sim_capture_check_unsafe_call(void)
+{
+    if (atomic_load(&capture_count) == 0 || thread_capture_mode == CU_STREAM_CAPTURE_MODE_RELAXED)
+        return CUDA_SUCCESS;
+    bool prohibited = false;
+    pthread_t self = pthread_self();
+    pthread_mutex_lock(&sim_submit_lock);
+    for (sim_capture_t *c = captures; c != NULL; c = c->next) {
+        bool mine = pthread_equal(c->thread, self);
+        /* This thread's own non-relaxed capture, or (in global mode) any
+         * other thread's global capture, forbids the call. */
+        if ((mine && c->mode != CU_STREAM_CAPTURE_MODE_RELAXED) ||
+            (!mine && thread_capture_mode == CU_STREAM_CAPTURE_MODE_GLOBAL && c->mode == CU_STREAM_CAPTURE_MODE_GLOBAL)) {
+            c->invalidated = true;
+            prohibited = true;
+        }
+    }
+    pthread_mutex_unlock(&sim_submit_lock);
+    return prohibited ? CUDA_ERROR_STREAM_CAPTURE_UNSUPPORTED : CUDA_SUCCESS;
+}
+
+/* ------------------------------------------------------------------------
+ * Begin / end / query
+ * ------------------------------------------------------------------------ */
+
+static CUresult begin_capture(CUstream handle, CUstreamCaptureMode mode, bool per_thread)
+{
+    if (mode != CU_STREAM_CAPTURE_MODE_GLOBAL && mode != CU_STREAM_CAPTURE_MODE_THREAD_LOCAL &&
+        mode != CU_STREAM_CAPTURE_MODE_RELAXED)
+        return CUDA_ERROR_INVALID_VALUE;
+    CUresult result;
+    struct CUstream_st *s = sim_stream_resolve(handle, per_thread, &result);
+    if (s == NULL)
+        return result;
+    if (s->is_legacy)
+        return CUDA_ERROR_STREAM_CAPTURE_UNSUPPORTED;
+    sim_capture_t *c = calloc(1, sizeof(*c));
+    CUgraph graph = graph_new();
+    if (c == NULL || graph == NULL) {
+        free(c);
+        free(graph);
+        return CUDA_ERROR_OUT_OF_MEMORY;
+    }
+    c->mode = mode;
+    c->thread = pthread_self();
+    c->graph = graph;
+    c->origin = s;
+    pthread_mutex_lock(&sim_submit_lock);
+    if (s->capture != NULL) {
+        result = CUDA_ERROR_ILLEGAL_STATE;
+    } else if (capture_add_stream(c, s) != 0) {
+        result = CUDA_ERROR_OUT_OF_MEMORY;
+    } else {
+        c->id = next_capture_id++;
+        c->next = captures;
+        captures = c;
+        atomic_fetch_add(&capture_count, 1);
+        result = CUDA_SUCCESS;
+    }
+    pthread_mutex_unlock(&sim_submit_lock);
+    if (result != CUDA_SUCCESS) {
+        graph_free(graph);
+        free(c->streams);
+        free(c);
+    }
+    return result;
+}
+
+/* Every node must be an ancestor of (or in) the origin's frontier. */
+static bool capture_is_joined(const sim_capture_t *c)
+{
+    CUgraph graph = c->graph;
+    if (graph->count == 0)
+        return true;
+    bool *reached = calloc(graph->count, sizeof(*reached));
+    CUgraphNode *stack = malloc(graph->count * sizeof(*stack));
+    bool joined = false;
+    if (reached == NULL || stack == NULL)
+        goto out;
+    size_t top = 0;
+    for (size_t i = 0; i < c->origin->frontier_count; i++) {
+        CUgraphNode node = c->origin->frontier[i];
+        if (!reached[node->index]) {
+            reached[node->index] = true;
+            stack[top++] = node;
+        }
+    }
+    while (top > 0) {
+        CUgraphNode node = stack[--top];
+        for (size_t i = 0; i < node->dep_count; i++) {
+            CUgraphNode dep = node->deps[i];
+            if (!reached[dep->index]) {
+                reached[dep->index] = true;
+                stack[top++] = dep;
+            }
+        }
+    }
+    joined = true;
+    for (size_t i = 0; i < graph->count; i++)
+        joined = joined && reached[i];
+out:
+    free(reached);
+    free(stack);
+    return joined;
+}
+
+static CUresult end_capture(CUstream handle, CUgraph *out, bool per_thread)
+{
+    if (out == NULL)
+        return CUDA_ERROR_INVALID_VALUE;
+    CUresult result;
+    struct CUstream_st *s = sim_stream_resolve(handle, per_thread, &result);
+    if (s == NULL)
+        return result;
+    pthread_mutex_lock(&sim_submit_lock);
+    sim_capture_t *c = s->capture;
+    if (c == NULL) {
+        pthread_mutex_unlock(&sim_submit_lock);
+        return CUDA_ERROR_ILLEGAL_STATE;
+    }
+    if (c->origin != s) {
+        c->invalidated = true;
+        pthread_mutex_unlock(&sim_submit_lock);
+        return CUDA_ERROR_STREAM_CAPTURE_UNMATCHED;
+    }
+    if (c->mode != CU_STREAM_CAPTURE_MODE_RELAXED && !pthread_equal(c->thread, pthread_self())) {
+        pthread_mutex_unlock(&sim_submit_lock);
+        return CUDA_ERROR_STREAM_CAPTURE_WRONG_THREAD;
+    }
+    if (c->invalidated)
+        result = CUDA_ERROR_STREAM_CAPTURE_INVALIDATED;
+    else if (!capture_is_joined(c))
+        result = CUDA_ERROR_STREAM_CAPTURE_UNJOINED;
+    else
+        result = CUDA_SUCCESS;
+    /* The capture ends on every stream either way. */
+    while (c->stream_count > 0)
+        capture_detach_stream(c, c->stream_count - 1);
+    for (sim_capture_t **p = &captures; *p != NULL; p = &(*p)->next) {
+        if (*p == c) {
+            *p = c->next;
+            break;
+        }
+    }
+    atomic_fetch_sub(&capture_count, 1);
+    pthread_mutex_unlock(&sim_submit_lock);
+
+    if (result == CUDA_SUCCESS) {
+        *out = c->graph;
+    } else {
+        graph_free(c->graph);
+        *out = NULL;
+    }
+    free(c->streams);
+    free(c->edge_data);
+    free(c);
+    return result;
+}
+
+SIM_EXPORT CUresult cuStreamBeginCapture(CUstream hStream)
+{
+    CUresult fault = sim_api_enter(SIM_ID(cuStreamBeginCapture));
+    if (fault != CUDA_SUCCESS)
+        return fault;
+    return begin_capture(hStream, CU_STREAM_CAPTURE_MODE_GLOBAL, false);
+}
+
+SIM_EXPORT CUresult cuStreamBeginCapture_ptsz(CUstream hStream)
+{
+    CUresult fault = sim_api_enter(SIM_ID(cuStreamBeginCapture_ptsz));
+    if (fault != CUDA_SUCCESS)
+        return fault;
+    return begin_capture(hStream, CU_STREAM_CAPTURE_MODE_GLOBAL, true);
+}
+
+SIM_EXPORT CUresult cuStreamBeginCapture_v2(CUstream hStream, CUstreamCaptureMode mode)
+{
+    CUresult fault = sim_api_enter(SIM_ID(cuStreamBeginCapture_v2));
+    if (fault != CUDA_SUCCESS)
+        return fault;
+    return begin_capture(hStream, mode, false);
+}
+
+SIM_EXPORT CUresult cuStreamBeginCapture_v2_ptsz(CUstream hStream, CUstreamCaptureMode mode)
+{
+    CUresult fault = sim_api_enter(SIM_ID(cuStreamBeginCapture_v2_ptsz));
+    if (fault != CUDA_SUCCESS)
+        return fault;
+    return begin_capture(hStream, mode, true);
+}
+
+SIM_EXPORT CUresult cuStreamEndCapture(CUstream hStream, CUgraph *phGraph)
+{
+    CUresult fault = sim_api_enter(SIM_ID(cuStreamEndCapture));
+    if (fault != CUDA_SUCCESS)
+        return fault;
+    return end_capture(hStream, phGraph, false);
+}
+
+SIM_EXPORT CUresult cuStreamEndCapture_ptsz(CUstream hStream, CUgraph *phGraph)
+{
+    CUresult fault = sim_api_enter(SIM_ID(cuStreamEndCapture_ptsz));
+    if (fault != CUDA_SUCCESS)
+        return fault;
+    return end_capture(hStream, phGraph, true);
+}
+
+SIM_EXPORT CUresult cuThreadExchangeStreamCaptureMode(CUstreamCaptureMode *mode)
+{
+    CUresult fault = sim_api_enter(SIM_ID(cuThreadExchangeStreamCaptureMode));
+    if (fault != CUDA_SUCCESS)
+        return fault;
+    if (mode == NULL || (*mode != CU_STREAM_CAPTURE_MODE_GLOBAL && *mode != CU_STREAM_CAPTURE_MODE_THREAD_LOCAL &&
+                         *mode != CU_STREAM_CAPTURE_MODE_RELAXED))
+        return CUDA_ERROR_INVALID_VALUE;
+    CUstreamCaptureMode previous = thread_capture_mode;
+    thread_capture_mode = *mode;
+    *mode = previous;
+    return CUDA_SUCCESS;
+}
+
+/* Everything the GetCaptureInfo versions report. */
+typedef struct capture_info_s {
+    CUstreamCaptureStatus status;
+    cuuint64_t id;
+    CUgraph graph;
+    const CUgraphNode *deps;
+    const CUgraphEdgeData *edges;
+    size_t dep_count;
+} capture_info_t;
+
+static CUresult capture_info(CUstream handle, bool per_thread, capture_info_t *info)
+{
+    CUresult result;
+    struct CUstream_st *s = sim_stream_resolve(handle, per_thread, &result);
+    if (s == NULL)
+        return result;
+    memset(info, 0, sizeof(*info));
+    info->status = CU_STREAM_CAPTURE_STATUS_NONE;
+    result = CUDA_SUCCESS;
+    pthread_mutex_lock(&sim_submit_lock);
+    if (s->is_legacy && sim_capture_blocking_stream_locked(s->ctx) != NULL) {
+        result = CUDA_ERROR_STREAM_CAPTURE_IMPLICIT;
+    } else if (s->capture != NULL) {
+        sim_capture_t *c = s->capture;
+        info->status = c->invalidated ? CU_STREAM_CAPTURE_STATUS_INVALIDATED : CU_STREAM_CAPTURE_STATUS_ACTIVE;
+        info->id = c->id;
+        info->graph = c->graph;
+        info->deps = s->frontier;
+        info->dep_count = s->frontier_count;
+        if (s->frontier_count > c->edge_data_capacity) {
+            CUgraphEdgeData *edges = calloc(s->frontier_count, sizeof(*edges));
+            if (edges != NULL) {
+                free(c->edge_data);
+                c->edge_data = edges;
+                c->edge_data_capacity = s->frontier_count;
+            }
+        }
+        info->edges = s->frontier_count <= c->edge_data_capacity ? c->edge_data : NULL;
+    }
+    pthread_mutex_unlock(&sim_submit_lock);
+    return result;
+}
+
+static CUresult is_capturing(CUstream handle, CUstreamCaptureStatus *status, bool per_thread)
+{
+    if (status == NULL)
+        return CUDA_ERROR_INVALID_VALUE;
+    capture_info_t info;
+    CUresult result = capture_info(handle, per_thread, &info);
+    if (result == CUDA_SUCCESS)
+        *status = info.status;
+    return result;
+}
+
+SIM_EXPORT CUresult cuStreamIsCapturing(CUstream hStream, CUstreamCaptureStatus *captureStatus)
+{
+    CUresult fault = sim_api_enter(SIM_ID(cuStreamIsCapturing));
+    if (fault != CUDA_SUCCESS)
+        return fault;
+    return is_capturing(hStream, captureStatus, false);
+}
+
+SIM_EXPORT CUresult cuStreamIsCapturing_ptsz(CUstream hStream, CUstreamCaptureStatus *captureStatus)
+{
+    CUresult fault = sim_api_enter(SIM_ID(cuStreamIsCapturing_ptsz));
+    if (fault != CUDA_SUCCESS)
+        return fault;
+    return is_capturing(hStream, captureStatus, true);
+}
+
+static CUresult get_capture_info(CUstream handle, bool per_thread, CUstreamCaptureStatus *status, cuuint64_t *id,
+                                 CUgraph *graph, const CUgraphNode **deps, const CUgraphEdgeData **edges,
+                                 size_t *dep_count)
+{
+    if (status == NULL)
+        return CUDA_ERROR_INVALID_VALUE;
+    capture_info_t info;
+    CUresult result = capture_info(handle, per_thread, &info);
+    if (result != CUDA_SUCCESS)
+        return result;
+    *status = info.status;
+    if (info.status == CU_STREAM_CAPTURE_STATUS_NONE)
+        return CUDA_SUCCESS;
+    if (id != NULL)
+        *id = info.id;
+    if (graph != NULL)
+        *graph = info.graph;
+    if (deps != NULL)
+        *deps = info.deps;
+    if (edges != NULL)
+        *edges = info.edges;
+    if (dep_count != NULL)
+        *dep_count = info.dep_count;
+    return CUDA_SUCCESS;
+}
+
+SIM_EXPORT CUresult cuStreamGetCaptureInfo(CUstream hStream, CUstreamCaptureStatus *captureStatus_out,
+                                           cuuint64_t *id_out)
+{
+    CUresult fault = sim_api_enter(SIM_ID(cuStreamGetCaptureInfo));
+    if (fault != CUDA_SUCCESS)
+        return fault;
+    return get_capture_info(hStream, false, captureStatus_out, id_out, NULL, NULL, NULL, NULL);
+}
+
+SIM_EXPORT CUresult cuStreamGetCaptureInfo_ptsz(CUstream hStream, CUstreamCaptureStatus *captureStatus_out,
+                                                cuuint64_t *id_out)
+{
+    CUresult fault = sim_api_enter(SIM_ID(cuStreamGetCaptureInfo_ptsz));
+    if (fault != CUDA_SUCCESS)
+        return fault;
+    return get_capture_info(hStream, true, captureStatus_out, id_out, NULL, NULL, NULL, NULL);
+}
+
+SIM_EXPORT CUresult cuStreamGetCaptureInfo_v2(CUstream hStream, CUstreamCaptureStatus *captureStatus_out,
+                                              cuuint64_t *id_out, CUgraph *graph_out,
+                                              const CUgraphNode **dependencies_out, size_t *numDependencies_out)
+{
+    CUresult fault = sim_api_enter(SIM_ID(cuStreamGetCaptureInfo_v2));
+    if (fault != CUDA_SUCCESS)
+        return fault;
+    return get_capture_info(hStream, false, captureStatus_out, id_out, graph_out, dependencies_out, NULL,
+                            numDependencies_out);
+}
+
+SIM_EXPORT CUresult cuStreamGetCaptureInfo_v2_ptsz(CUstream hStream, CUstreamCaptureStatus *captureStatus_out,
+                                                   cuuint64_t *id_out, CUgraph *graph_out,
+                                                   const CUgraphNode **dependencies_out, size_t *numDependencies_out)
+{
+    CUresult fault = sim_api_enter(SIM_ID(cuStreamGetCaptureInfo_v2_ptsz));
+    if (fault != CUDA_SUCCESS)
+        return fault;
+    return get_capture_info(hStream, true, captureStatus_out, id_out, graph_out, dependencies_out, NULL,
+                            numDependencies_out);
+}
+
+SIM_EXPORT CUresult cuStreamGetCaptureInfo_v3(CUstream hStream, CUstreamCaptureStatus *captureStatus_out,
+                                              cuuint64_t *id_out, CUgraph *graph_out,
+                                              const CUgraphNode **dependencies_out,
+                                              const CUgraphEdgeData **edgeData_out, size_t *numDependencies_out)
+{
+    CUresult fault = sim_api_enter(SIM_ID(cuStreamGetCaptureInfo_v3));
+    if (fault != CUDA_SUCCESS)
+        return fault;
+    return get_capture_info(hStream, false, captureStatus_out, id_out, graph_out, dependencies_out, edgeData_out,
+                            numDependencies_out);
+}
+
+SIM_EXPORT CUresult cuStreamGetCaptureInfo_v3_ptsz(CUstream hStream, CUstreamCaptureStatus *captureStatus_out,
+                                                   cuuint64_t *id_out, CUgraph *graph_out,
+                                                   const CUgraphNode **dependencies_out,
+                                                   const CUgraphEdgeData **edgeData_out, size_t *numDependencies_out)
+{
+    CUresult fault = sim_api_enter(SIM_ID(cuStreamGetCaptureInfo_v3_ptsz));
+    if (fault != CUDA_SUCCESS)
+        return fault;
+    return get_capture_info(hStream, true, captureStatus_out, id_out, graph_out, dependencies_out, edgeData_out,
+                            numDependencies_out);
+}
+
+/* ------------------------------------------------------------------------
+ * Graph API
+ * ------------------------------------------------------------------------ */
+
+static CUgraph graph_from_handle(CUgraph graph)
+{
+    return graph != NULL && graph->magic == SIM_GRAPH_MAGIC ? graph : NULL;
+}
+
+static CUgraphNode node_from_handle(CUgraphNode node)
+{
+    return node != NULL && node->magic == SIM_GRAPH_NODE_MAGIC ? node : NULL;
+}
+
+SIM_EXPORT CUresult cuGraphCreate(CUgraph *phGraph, unsigned int flags)
+{
+    CUresult fault = sim_api_enter(SIM_ID(cuGraphCreate));
+    if (fault != CUDA_SUCCESS)
+        return fault;
+    if (phGraph == NULL || flags != 0)
+        return CUDA_ERROR_INVALID_VALUE;
+    if (!sim_initialized())
+        return CUDA_ERROR_NOT_INITIALIZED;
+    CUgraph graph = graph_new();
+    if (graph == NULL)
+        return CUDA_ERROR_OUT_OF_MEMORY;
+    *phGraph = graph;
+    return CUDA_SUCCESS;
+}
+
+SIM_EXPORT CUresult cuGraphDestroy(CUgraph hGraph)
+{
+    CUresult fault = sim_api_enter(SIM_ID(cuGraphDestroy));
+    if (fault != CUDA_SUCCESS)
+        return fault;
+    CUgraph graph = graph_from_handle(hGraph);
+    if (graph == NULL)
+        return CUDA_ERROR_INVALID_VALUE;
+    graph_free(graph);
+    return CUDA_SUCCESS;
+}
+
+SIM_EXPORT CUresult cuGraphGetNodes(CUgraph hGraph, CUgraphNode *nodes, size_t *numNodes)
+{
+    CUresult fault = sim_api_enter(SIM_ID(cuGraphGetNodes));
+    if (fault != CUDA_SUCCESS)
+        return fault;
+    CUgraph graph = graph_from_handle(hGraph);
+    if (graph == NULL || numNodes == NULL)
+        return CUDA_ERROR_INVALID_VALUE;
+    if (nodes != NULL) {
+        for (size_t i = 0; i < *numNodes; i++)
+            nodes[i] = i < graph->count ? graph->nodes[i] : NULL;
+        if (*numNodes < graph->count)
+            return CUDA_SUCCESS;
+    }
+    *numNodes = graph->count;
+    return CUDA_SUCCESS;
+}
+
+SIM_EXPORT CUresult cuGraphNodeGetType(CUgraphNode hNode, CUgraphNodeType *type)
+{
+    CUresult fault = sim_api_enter(SIM_ID(cuGraphNodeGetType));
+    if (fault != CUDA_SUCCESS)
+        return fault;
+    CUgraphNode node = node_from_handle(hNode);
+    if (node == NULL || type == NULL)
+        return CUDA_ERROR_INVALID_VALUE;
+    switch (node->cmd.kind) {
+    case SIM_CMD_KERNEL:
+        *type = CU_GRAPH_NODE_TYPE_KERNEL;
+        break;
+    case SIM_CMD_COPY:
+        *type = CU_GRAPH_NODE_TYPE_MEMCPY;
+        break;
+    case SIM_CMD_SET:
+        *type = CU_GRAPH_NODE_TYPE_MEMSET;
+        break;
+    case SIM_CMD_HOST:
+        *type = CU_GRAPH_NODE_TYPE_HOST;
+        break;
+    case SIM_CMD_EVENT_RECORD:
+        *type = CU_GRAPH_NODE_TYPE_EVENT_RECORD;
+        break;
+    case SIM_CMD_EVENT_WAIT:
+        *type = CU_GRAPH_NODE_TYPE_WAIT_EVENT;
+        break;
+    case SIM_CMD_EMPTY:
+        *type = CU_GRAPH_NODE_TYPE_EMPTY;
+        break;
+    }
+    return CUDA_SUCCESS;
+}
+
+SIM_EXPORT CUresult cuGraphKernelNodeGetParams_v2(CUgraphNode hNode, CUDA_KERNEL_NODE_PARAMS *nodeParams)
+{
+    CUresult fault = sim_api_enter(SIM_ID(cuGraphKernelNodeGetParams_v2));
+    if (fault != CUDA_SUCCESS)
+        return fault;
+    CUgraphNode node = node_from_handle(hNode);
+    if (node == NULL || nodeParams == NULL || node->cmd.kind != SIM_CMD_KERNEL)
+        return CUDA_ERROR_INVALID_VALUE;
+    const sim_launch_desc_t *launch = &node->cmd.u.launch;
+    memset(nodeParams, 0, sizeof(*nodeParams));
+    nodeParams->func = (CUfunction)(void *)launch->kernel;
+    nodeParams->gridDimX = launch->grid[0];
+    nodeParams->gridDimY = launch->grid[1];
+    nodeParams->gridDimZ = launch->grid[2];
+    nodeParams->blockDimX = launch->block[0];
+    nodeParams->blockDimY = launch->block[1];
+    nodeParams->blockDimZ = launch->block[2];
+    nodeParams->sharedMemBytes = launch->shared_bytes;
+    /* The graph's own copies of the arguments, as the real driver gives. */
+    nodeParams->kernelParams = launch->param_ptrs;
+    return CUDA_SUCCESS;
+}
+
+SIM_EXPORT CUresult cuGraphAddKernelNode_v2(CUgraphNode *phGraphNode, CUgraph hGraph, const CUgraphNode *dependencies,
+                                            size_t numDependencies, const CUDA_KERNEL_NODE_PARAMS *nodeParams)
+{
+    CUresult fault = sim_api_enter(SIM_ID(cuGraphAddKernelNode_v2));
+    if (fault != CUDA_SUCCESS)
+        return fault;
+    CUgraph graph = graph_from_handle(hGraph);
+    if (phGraphNode == NULL || graph == NULL || nodeParams == NULL || (numDependencies > 0 && dependencies == NULL))
+        return CUDA_ERROR_INVALID_VALUE;
+    for (size_t i = 0; i < numDependencies; i++)
+        if (node_from_handle(dependencies[i]) == NULL || dependencies[i]->graph != graph)
+            return CUDA_ERROR_INVALID_VALUE;
+    const void *handle = nodeParams->func != NULL ? (const void *)nodeParams->func : (const void *)nodeParams->kern;
+    sim_kernel_t *kernel = sim_kernel_from_handle(handle);
+    if (kernel == NULL)
+        return CUDA_ERROR_INVALID_VALUE;
+    const unsigned dims[6] = {nodeParams->gridDimX, nodeParams->gridDimY, nodeParams->gridDimZ,
+                              nodeParams->blockDimX, nodeParams->blockDimY, nodeParams->blockDimZ};
+    for (int d = 0; d < 6; d++)
+        if (dims[d] == 0)
+            return CUDA_ERROR_INVALID_VALUE;
+    sim_cmd_t cmd = {.kind = SIM_CMD_KERNEL};
+    CUresult result = sim_launch_build(&cmd.u.launch, kernel, nodeParams->kernelParams, nodeParams->extra);
+    if (result != CUDA_SUCCESS)
+        return result;
+    memcpy(cmd.u.launch.grid, dims, sizeof(cmd.u.launch.grid));
+    memcpy(cmd.u.launch.block, dims + 3, sizeof(cmd.u.launch.block));
+    cmd.u.launch.shared_bytes = nodeParams->sharedMemBytes;
+    pthread_mutex_lock(&sim_submit_lock);
+    CUgraphNode node = graph_add(graph, &cmd, dependencies, numDependencies);
+    pthread_mutex_unlock(&sim_submit_lock);
+    if (node == NULL) {
+        sim_cmd_release(&cmd);
+        return CUDA_ERROR_OUT_OF_MEMORY;
+    }
+    *phGraphNode = node;
+    return CUDA_SUCCESS;
+}
+
+/* ------------------------------------------------------------------------
+ * Executable graphs
+ * ------------------------------------------------------------------------ */
+
+static void exec_free(CUgraphExec exec)
+{
+    for (size_t i = 0; i < exec->count; i++)
+        sim_cmd_release(&exec->cmds[i]);
+    exec->magic = 0;
+    free(exec->cmds);
+    free(exec);
+}
+
+static CUresult instantiate(CUgraphExec *out, CUgraph handle)
+{
+    CUgraph graph = graph_from_handle(handle);
+    if (out == NULL || graph == NULL)
+        return CUDA_ERROR_INVALID_VALUE;
+    CUgraphExec exec = calloc(1, sizeof(*exec));
+    if (exec == NULL)
+        return CUDA_ERROR_OUT_OF_MEMORY;
+    exec->magic = SIM_GRAPH_EXEC_MAGIC;
+    exec->cmds = calloc(graph->count ? graph->count : 1, sizeof(*exec->cmds));
+    if (exec->cmds == NULL) {
+        free(exec);
+        return CUDA_ERROR_OUT_OF_MEMORY;
+    }
+    /* Creation order is topological (see the top of this file). The
+     * executable owns copies, so the graph may be destroyed after. */
+    for (size_t i = 0; i < graph->count; i++) {
+        if (sim_cmd_clone(&exec->cmds[i], &graph->nodes[i]->cmd) != CUDA_SUCCESS) {
+            exec_free(exec);
+            return CUDA_ERROR_OUT_OF_MEMORY;
+        }
+        exec->count++;
+    }
+    *out = exec;
+    return CUDA_SUCCESS;
+}
+
+SIM_EXPORT CUresult cuGraphInstantiateWithFlags(CUgraphExec *phGraphExec, CUgraph hGraph, unsigned long long flags)
+{
+    CUresult fault = sim_api_enter(SIM_ID(cuGraphInstantiateWithFlags));
+    if (fault != CUDA_SUCCESS)
+        return fault;
+    const unsigned long long known = CUDA_GRAPH_INSTANTIATE_FLAG_AUTO_FREE_ON_LAUNCH | CUDA_GRAPH_INSTANTIATE_FLAG_UPLOAD |
+                                     CUDA_GRAPH_INSTANTIATE_FLAG_DEVICE_LAUNCH |
+                                     CUDA_GRAPH_INSTANTIATE_FLAG_USE_NODE_PRIORITY;
+    if ((flags & ~known) != 0)
+        return CUDA_ERROR_INVALID_VALUE;
+    return instantiate(phGraphExec, hGraph);
+}
+
+SIM_EXPORT CUresult cuGraphInstantiate(CUgraphExec *phGraphExec, CUgraph hGraph, CUgraphNode *phErrorNode,
+                                       char *logBuffer, size_t bufferSize)
+{
+    CUresult fault = sim_api_enter(SIM_ID(cuGraphInstantiate));
+    if (fault != CUDA_SUCCESS)
+        return fault;
+    if (logBuffer != NULL && bufferSize > 0)
+        logBuffer[0] = '\0';
+    return instantiate(phGraphExec, hGraph);
+}
+
+SIM_EXPORT CUresult cuGraphInstantiate_v2(CUgraphExec *phGraphExec, CUgraph hGraph, CUgraphNode *phErrorNode,
+                                          char *logBuffer, size_t bufferSize)
+{
+    CUresult fault = sim_api_enter(SIM_ID(cuGraphInstantiate_v2));
+    if (fault != CUDA_SUCCESS)
+        return fault;
+    if (logBuffer != NULL && bufferSize > 0)
+        logBuffer[0] = '\0';
+    return instantiate(phGraphExec, hGraph);
+}
+
+SIM_EXPORT CUresult cuGraphExecDestroy(CUgraphExec hGraphExec)
+{
+    CUresult fault = sim_api_enter(SIM_ID(cuGraphExecDestroy));
+    if (fault != CUDA_SUCCESS)
+        return fault;
+    if (hGraphExec == NULL || hGraphExec->magic != SIM_GRAPH_EXEC_MAGIC)
+        return CUDA_ERROR_INVALID_VALUE;
+    /* Launches submitted copies; nothing in flight refers to these. */
+    exec_free(hGraphExec);
+    return CUDA_SUCCESS;
+}
+
+static CUresult graph_launch(CUgraphExec exec, CUstream handle, bool per_thread)
+{
+    if (exec == NULL || exec->magic != SIM_GRAPH_EXEC_MAGIC)
+        return CUDA_ERROR_INVALID_VALUE;
+    CUresult result;
+    struct CUstream_st *s = sim_stream_resolve(handle, per_thread, &result);
+    if (s == NULL)
+        return result;
+    result = CUDA_SUCCESS;
+    pthread_mutex_lock(&sim_submit_lock);
+    for (size_t i = 0; i < exec->count && result == CUDA_SUCCESS; i++) {
+        sim_cmd_t cmd;
+        result = sim_cmd_clone(&cmd, &exec->cmds[i]);
+        if (result != CUDA_SUCCESS)
+            break;
+        if (cmd.kind == SIM_CMD_EVENT_RECORD) {
+            result = sim_event_record_locked(cmd.u.event, s);
+            sim_cmd_release(&cmd);
+        } else if (cmd.kind == SIM_CMD_EVENT_WAIT) {
+            result = sim_stream_wait_event_locked(s, cmd.u.event, 0);
+            sim_cmd_release(&cmd);
+        } else {
+            result = sim_submit_locked(s, &cmd);
+        }
+    }
+    pthread_mutex_unlock(&sim_submit_lock);
+    return result;
+}
+
+SIM_EXPORT CUresult cuGraphLaunch(CUgraphExec hGraphExec, CUstream hStream)
+{
+    CUresult fault = sim_api_enter(SIM_ID(cuGraphLaunch));
+    if (fault != CUDA_SUCCESS)
+        return fault;
+    return graph_launch(hGraphExec, hStream, false);
+}
+
+SIM_EXPORT CUresult cuGraphLaunch_ptsz(CUgraphExec hGraphExec, CUstream hStream)
+{
+    CUresult fault = sim_api_enter(SIM_ID(cuGraphLaunch_ptsz));
+    if (fault != CUDA_SUCCESS)
+        return fault;
+    return graph_launch(hGraphExec, hStream, true);
+}

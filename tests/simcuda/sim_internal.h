@@ -1,0 +1,249 @@
+/* sim_internal.h: the contract between the files of the simulated driver.
+ *
+ * simcuda is split in two halves that meet only through this header:
+ *   - the platform half (`sim_core.c`, `sim_memory.c`, `sim_procaddr.c`,
+ *     `sim_fault.c`, `sim_report.c`): initialisation, devices, contexts and the
+ *     current-context stack, every kind of memory, `cuGetProcAddress`, fault
+ *     injection, the exit report;
+ *   - the execution half (`sim_stream.c`, `sim_event.c`, `sim_copy.c`,
+ *     `sim_kernel.c`, `sim_builtin.c`, `sim_graph.c`, `sim_clock.c`): streams and
+ *     their worker threads, events, copies and memsets, modules and kernels,
+ *     capture and graphs, the virtual clock.
+ *
+ * Every exported driver function is one row of `api_platform.def` or
+ * `api_exec.def`. The rows expand into the call counters of the report, the
+ * fault-injection targets and the `cuGetProcAddress` table, so a function
+ * that is not listed cannot be reached through `cuGetProcAddress`.
+ *
+ * The whole library is compiled with `__CUDA_API_VERSION_INTERNAL` so that
+ * `cuda.h` declares every versioned symbol (`cuMemAlloc` and `cuMemAlloc_v2`,
+ * `cuMemcpyHtoD_v2` and `cuMemcpyHtoD_v2_ptds`, ...) under its real name and
+ * the compiler checks each definition against the toolkit's prototype.
+ */
+#ifndef SIMCUDA_SIM_INTERNAL_H
+#define SIMCUDA_SIM_INTERNAL_H
+
+#include <cuda.h>
+#include <pthread.h>
+#include <stdatomic.h>
+#include <stdbool.h>
+#include <stddef.h>
+#include <stdint.h>
+
+#define SIM_EXPORT __attribute__((visibility("default")))
+#define SIM_HIDDEN __attribute__((visibility("hidden")))
+
+/* ------------------------------------------------------------------------
+ * The API table.
+ *
+ * SIM_API(symbol, request, version, variant, fault_error)
+ *   symbol      the exported C symbol (`cuMemAlloc_v2`)
+ *   request     the name callers pass to `cuGetProcAddress` (`cuMemAlloc`)
+ *   version     the lowest CUDA version (as in `CUDA_VERSION`) at which that
+ *               request resolves to this symbol (3020 for `cuMemAlloc_v2`)
+ *   variant     SIM_PLAIN, or SIM_PER_THREAD for the `_ptsz`/`_ptds` forms
+ *               returned when flags ask for the per-thread default stream
+ *   fault_error what an injected failure of this call returns: the error the
+ *               real driver would give at that point
+ * ------------------------------------------------------------------------ */
+#define SIM_PLAIN 0
+#define SIM_PER_THREAD 1
+
+typedef enum sim_api_id_e {
+#define SIM_API(symbol, request, version, variant, fault_error) SIM_ID_##symbol,
+#include "api_platform.def"
+#include "api_exec.def"
+#undef SIM_API
+    SIM_API_COUNT
+} sim_api_id_t;
+
+#define SIM_ID(symbol) SIM_ID_##symbol
+
+typedef struct sim_api_entry_s {
+    const char *symbol;
+    const char *request;
+    int version;
+    int variant;
+    CUresult fault_error;
+    void *function;
+} sim_api_entry_t;
+
+/* Indexed by `sim_api_id_t`. Defined in `sim_procaddr.c`. */
+SIM_HIDDEN extern const sim_api_entry_t sim_api_table[SIM_API_COUNT];
+
+/* First statement of every exported function:
+ *     CUresult fault = sim_api_enter(SIM_ID(cuMemCreate));
+ *     if (fault != CUDA_SUCCESS)
+ *         return fault;
+ * Counts the call for the report and returns the injected error when
+ * `SIMCUDA_FAIL` selects this call, CUDA_SUCCESS otherwise. Lock-free on
+ * the common path. Defined in `sim_fault.c`. */
+SIM_HIDDEN CUresult sim_api_enter(sim_api_id_t id);
+
+/* ------------------------------------------------------------------------
+ * Configuration helpers (sim_core.c)
+ * ------------------------------------------------------------------------ */
+
+/* Parses a size such as "1G", "512M", "4096", "1.5G" (K/M/G/T ×1024).
+ * Returns 0 on success, -EINVAL on malformed input. */
+SIM_HIDDEN int sim_parse_size(const char *text, uint64_t *out);
+
+/* Reads an environment variable as a size; a malformed value is reported on
+ * stderr naming the variable and the default is used. */
+SIM_HIDDEN uint64_t sim_env_size(const char *name, uint64_t fallback);
+SIM_HIDDEN double sim_env_double(const char *name, double fallback);
+
+/* ------------------------------------------------------------------------
+ * Devices and contexts (sim_core.c)
+ * ------------------------------------------------------------------------ */
+
+typedef struct sim_device_s {
+    int ordinal;
+    char name[64];
+    CUuuid uuid;
+    uint64_t total_bytes;        /* SIMCUDA_DEVICE_MEM */
+    _Atomic uint64_t used_bytes; /* device memory physically in use, every kind */
+    _Atomic uint64_t peak_bytes;
+    uintptr_t va_base;           /* this device's slice of the reserved range */
+    uintptr_t va_size;
+    pthread_mutex_t lock;        /* guards primary-context state */
+    struct CUctx_st *primary;    /* created on first retain, kept until exit */
+    int primary_refcount;
+    unsigned primary_flags;
+} sim_device_t;
+
+struct CUstream_st;
+
+struct CUctx_st {
+    sim_device_t *device;
+    bool is_primary;
+    unsigned flags;
+    /* The legacy NULL stream of this context: created with the context,
+     * never destroyed while the context lives. Owned by the execution half. */
+    struct CUstream_st *legacy_stream;
+    /* Live streams of this context, for legacy-stream and context-wide
+     * synchronisation. Guarded by `streams_lock`. */
+    pthread_mutex_t streams_lock;
+    struct CUstream_st **streams;
+    size_t stream_count, stream_capacity;
+    /* Default memory pool of `cuMemAllocAsync`. Owned by the platform half. */
+    struct CUmemPoolHandle_st *default_pool;
+};
+
+/* At most this many simulated devices (`SIMCUDA_DEVICES`). */
+#define SIM_MAX_DEVICES 16
+
+SIM_HIDDEN extern int sim_device_count;
+SIM_HIDDEN extern sim_device_t *sim_devices;
+
+/* True once `cuInit` has succeeded. */
+SIM_HIDDEN bool sim_initialized(void);
+
+/* The calling thread's current context, or NULL. */
+SIM_HIDDEN CUcontext sim_ctx_current(void);
+
+/* The current context for an API call: CUDA_ERROR_NOT_INITIALIZED before
+ * `cuInit`, CUDA_ERROR_INVALID_CONTEXT when none is current. */
+SIM_HIDDEN CUresult sim_ctx_require(CUcontext *out);
+
+/* Hooks the execution half provides so contexts own their streams:
+ * called when a context is created and destroyed. */
+SIM_HIDDEN CUresult sim_exec_ctx_created(CUcontext ctx);
+SIM_HIDDEN void sim_exec_ctx_destroying(CUcontext ctx);
+
+/* Waits for all work of every stream of the context (`cuCtxSynchronize`). */
+SIM_HIDDEN CUresult sim_exec_ctx_synchronize(CUcontext ctx);
+
+/* ------------------------------------------------------------------------
+ * Memory classification (sim_memory.c), used by copies
+ * ------------------------------------------------------------------------ */
+
+typedef enum sim_mem_kind_e {
+    SIM_MEM_PAGEABLE = 0, /* ordinary host memory */
+    SIM_MEM_PINNED,       /* cuMemHostAlloc / cuMemAllocHost / registered */
+    SIM_MEM_DEVICE,       /* inside a device's reserved range */
+    SIM_MEM_MANAGED,      /* cuMemAllocManaged */
+} sim_mem_kind_t;
+
+/* What kind of memory `address` points into; for device memory also which
+ * device (else *device_out is left alone). Safe from any thread. */
+SIM_HIDDEN sim_mem_kind_t sim_mem_classify(uintptr_t address, int *device_out);
+
+/* ------------------------------------------------------------------------
+ * Execution services used by the platform half (sim_stream.c)
+ * ------------------------------------------------------------------------ */
+
+/* Resolves a stream handle as given by the application (NULL,
+ * CU_STREAM_LEGACY, CU_STREAM_PER_THREAD or a created stream) for the current
+ * context. `per_thread_variant` is true for `_ptsz`/`_ptds` entry points, where
+ * NULL means the per-thread default stream. Returns NULL (and sets *error)
+ * for an invalid handle. */
+SIM_HIDDEN struct CUstream_st *sim_stream_resolve(CUstream handle, bool per_thread_variant, CUresult *error);
+
+/* Enqueues a host-side step on a stream, ordered with its other work (used by
+ * `cuMemFreeAsync` and `cuMemAllocAsync`). During capture it is recorded into
+ * the graph instead. */
+SIM_HIDDEN CUresult sim_stream_enqueue_host(struct CUstream_st *stream, void (*fn)(void *), void *arg);
+
+/* A call that is illegal during global-mode capture on this thread (a
+ * synchronous allocation, a context-wide sync): invalidates the capture and
+ * returns CUDA_ERROR_STREAM_CAPTURE_UNSUPPORTED; else CUDA_SUCCESS. */
+SIM_HIDDEN CUresult sim_capture_check_unsafe_call(void);
+
+/* ------------------------------------------------------------------------
+ * Statistics for the report (sim_report.c reads, everyone writes)
+ * ------------------------------------------------------------------------ */
+
+typedef struct sim_stats_s {
+    _Atomic uint64_t copied_htod;
+    _Atomic uint64_t copied_dtoh;
+    _Atomic uint64_t copied_dtod;
+    _Atomic uint64_t copied_htoh;
+    _Atomic uint64_t kernels;
+    _Atomic uint64_t faults_injected;
+    _Atomic uint64_t calls[SIM_API_COUNT];
+} sim_stats_t;
+
+SIM_HIDDEN extern sim_stats_t sim_stats;
+
+/* End of the virtual clock in ns: the latest time of every timeline and of
+ * the host clock (0 with the real clock). Defined in `sim_clock.c`. */
+SIM_HIDDEN uint64_t sim_clock_modeled_ns(void);
+
+/* Records device memory that became physically used (+) or free (-), and the
+ * peak. Defined in `sim_memory.c`. */
+SIM_HIDDEN void sim_device_account(sim_device_t *device, int64_t delta_bytes);
+
+/* ------------------------------------------------------------------------
+ * Platform-half services added for both halves
+ * ------------------------------------------------------------------------ */
+
+/* Looks up a `CUDA_ERROR_*` (or `CUDA_SUCCESS`) name as spelled in cuda.h.
+ * Returns 0, or -ENOENT for an unknown name. Defined in `sim_core.c`. */
+SIM_HIDDEN int sim_error_from_name(const char *name, CUresult *out);
+
+/* The device of an ordinal: CUDA_ERROR_NOT_INITIALIZED before `cuInit`,
+ * CUDA_ERROR_INVALID_DEVICE for an ordinal out of range. */
+SIM_HIDDEN CUresult sim_device_get(CUdevice ordinal, sim_device_t **out);
+
+/* True when `ctx` is a live context (primary or created). */
+SIM_HIDDEN bool sim_ctx_valid(CUcontext ctx);
+
+/* Charges `bytes` of device memory against the device's capacity: 0, or
+ * -ENOMEM (nothing charged) when it would exceed `total_bytes`. Undo with
+ * `sim_device_account(device, -(int64_t)bytes)`. Defined in `sim_memory.c`. */
+SIM_HIDDEN int sim_device_charge(sim_device_t *device, uint64_t bytes);
+
+/* The live device allocation (cuMemAlloc*, pool, managed, or one VMM
+ * mapping) containing `address`: 0 with its base and size, or -ENOENT.
+ * Defined in `sim_memory.c`. */
+SIM_HIDDEN int sim_mem_range(uintptr_t address, uintptr_t *base_out, size_t *size_out);
+
+/* Internal to the platform half (sim_core.c calls sim_memory.c and
+ * sim_fault.c). */
+SIM_HIDDEN int sim_memory_init(void);
+SIM_HIDDEN void sim_memory_ctx_destroying(CUcontext ctx);
+SIM_HIDDEN struct CUmemPoolHandle_st *sim_memory_default_pool(sim_device_t *device);
+SIM_HIDDEN void sim_fault_check_config(void);
+
+#endif /* SIMCUDA_SIM_INTERNAL_H */

@@ -1,0 +1,1648 @@
+/* sim_memory.c: every kind of memory of the simulated driver.
+ *
+ * Device memory lives at real addresses: `sim_memory_init` (called by
+ * `cuInit`) reserves one PROT_NONE range per device (`SIMCUDA_VA_SIZE`,
+ * default 64G). Allocations take address space from their device's range and
+ * map real pages there; freeing maps PROT_NONE back over the hole, so a
+ * touch of freed or unmapped device memory faults as a bad GPU access
+ * would. Address space is handed out by a bump pointer and reused only once
+ * the range is exhausted, so use-after-free keeps faulting.
+ *
+ *   cuMemAlloc*, pools, managed   anonymous MAP_SHARED pages, read-write
+ *   cuMemCreate                   a memfd per handle; cuMemMap maps it
+ *                                 PROT_NONE, cuMemSetAccess grants access
+ *   cuMemHostAlloc/Register       ordinary host pages, listed as pinned
+ *
+ * Every kind of device allocation is charged against the device's
+ * `total_bytes` (`sim_device_charge`), so `CUDA_ERROR_OUT_OF_MEMORY` and
+ * `cuMemGetInfo` agree with what is live. Main entry points: the `cuMem*`
+ * functions and `sim_mem_classify` (for copies).
+ *
+ * Locking: one rwlock, `mem_lock`, guards the three block maps, the handle
+ * table and the address-space allocators. Lookups take it shared; mmap calls
+ * that change what an address means are made under it held exclusively, so
+ * a reader never sees a block whose pages are not there yet.
+ */
+#include "sim_internal.h"
+
+#include <errno.h>
+#include <fcntl.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/mman.h>
+#include <unistd.h>
+
+#define HASH_NONFATAL_OOM 1
+#include <uthash.h>
+
+#define SIM_GRANULARITY ((size_t)2 << 20) /* VMM granularity, as on H100 */
+#define SIM_PITCH_ALIGNMENT 512
+#define SIM_DEFAULT_VA_SIZE (64ull << 30)
+
+/* ------------------------------------------------------------------------
+ * Data structures
+ * ------------------------------------------------------------------------ */
+
+typedef enum mem_kind_e {
+    MEM_DEVICE,          /* cuMemAlloc, cuMemAllocPitch */
+    MEM_POOL,            /* cuMemAllocAsync, cuMemAllocFromPoolAsync */
+    MEM_MANAGED,         /* cuMemAllocManaged */
+    MEM_RESERVATION,     /* cuMemAddressReserve */
+    MEM_MAPPING,         /* cuMemMap of a handle into a reservation */
+    MEM_HOST_ALLOC,      /* cuMemHostAlloc, cuMemAllocHost */
+    MEM_HOST_REGISTERED, /* cuMemHostRegister */
+} mem_kind_t;
+
+/* Physical memory of one `cuMemCreate`. It lives while the user holds a
+ * handle reference or a mapping uses it (`cuMemRelease` of a mapped handle
+ * is legal). */
+typedef struct mem_phys_s {
+    UT_hash_handle hh;
+    CUmemGenericAllocationHandle handle; /* key: the struct's address */
+    int fd;
+    size_t size;
+    sim_device_t *device;
+    CUmemAllocationProp prop;
+    int handle_refs;
+    int map_refs;
+    unsigned long long block_id;
+} mem_phys_t;
+
+typedef struct mem_block_s {
+    uintptr_t base;
+    size_t size;   /* what the caller asked for */
+    size_t span;   /* pages really mapped (or reserved) from `base` */
+    size_t va_len; /* address space taken: span plus a guard page */
+    mem_kind_t kind;
+    sim_device_t *device; /* NULL for host memory */
+    CUcontext ctx;        /* NULL for VMM memory */
+    unsigned long long buffer_id;
+    unsigned host_flags;
+    struct CUmemPoolHandle_st *pool;
+    bool free_pending; /* cuMemFreeAsync queued, not yet run */
+    /* MEM_MAPPING */
+    mem_phys_t *phys;
+    size_t offset;
+    struct mem_block_s *reservation;
+    unsigned char access[SIM_MAX_DEVICES]; /* CUmemAccess_flags per device */
+    /* MEM_RESERVATION */
+    size_t mapping_count;
+} mem_block_t;
+
+/* Blocks sorted by base, not overlapping: lookup of the block owning any
+ * interior address is a binary search. */
+typedef struct mem_map_s {
+    mem_block_t **items;
+    size_t count, capacity;
+} mem_map_t;
+
+typedef struct va_hole_s {
+    uintptr_t start, end;
+} va_hole_t;
+
+/* One device's address range: [base, base+next) has been handed out at
+ * least once; `holes` are freed ranges (sorted, coalesced), reused only when
+ * the bump pointer reaches the end. */
+typedef struct va_space_s {
+    uintptr_t base, size, next;
+    va_hole_t *holes;
+    size_t hole_count, hole_capacity;
+} va_space_t;
+
+struct CUmemPoolHandle_st {
+    sim_device_t *device;
+};
+
+static pthread_rwlock_t mem_lock = PTHREAD_RWLOCK_INITIALIZER;
+static mem_map_t device_blocks; /* device, pool, managed, reservations */
+static mem_map_t mappings;      /* VMM mappings inside reservations */
+static mem_map_t host_blocks;   /* pinned and registered host memory */
+static mem_phys_t *phys_table;
+static va_space_t va_spaces[SIM_MAX_DEVICES];
+static struct CUmemPoolHandle_st default_pools[SIM_MAX_DEVICES];
+static _Atomic unsigned long long next_buffer_id = 1;
+static size_t page_size;
+
+/* ------------------------------------------------------------------------
+ * Helpers
+ * ------------------------------------------------------------------------ */
+
+static uintptr_t align_up(uintptr_t value, uintptr_t alignment)
+{
+    return (value + alignment - 1) & ~(alignment - 1);
+}
+
+static uintptr_t block_end(const mem_block_t *block)
+{
+    return block->base + block->span;
+}
+
+/* Index of the last block whose base is <= address, or -1. */
+static ptrdiff_t map_floor(const mem_map_t *map, uintptr_t address)
+{
+    ptrdiff_t low = 0, high = (ptrdiff_t)map->count - 1, found = -1;
+    while (low <= high) {
+        ptrdiff_t middle = low + (high - low) / 2;
+        if (map->items[middle]->base <= address) {
+            found = middle;
+            low = middle + 1;
+        } else {
+            high = middle - 1;
+        }
+    }
+    return found;
+}
+
+static mem_block_t *map_find(const mem_map_t *map, uintptr_t address)
+{
+    ptrdiff_t index = map_floor(map, address);
+    if (index < 0)
+        return NULL;
+    mem_block_t *block = map->items[index];
+    return address < block_end(block) ? block : NULL;
+}
+
+/* True when some block overlaps [start, end). */
+static bool map_overlaps(const mem_map_t *map, uintptr_t start, uintptr_t end)
+{
+    ptrdiff_t index = map_floor(map, end - 1);
+    return index >= 0 && block_end(map->items[index]) > start;
+}
+
+static int map_insert(mem_map_t *map, mem_block_t *block)
+{
+    if (map->count == map->capacity) {
+        size_t capacity = map->capacity ? map->capacity * 2 : 64;
+        mem_block_t **grown = realloc(map->items, capacity * sizeof *grown);
+        if (grown == NULL)
+            return -ENOMEM;
+        map->items = grown;
+        map->capacity = capacity;
+    }
+    size_t index = (size_t)(map_floor(map, block->base) + 1);
+    memmove(&map->items[index + 1], &map->items[index], (map->count - index) * sizeof *map->items);
+    map->items[index] = block;
+    map->count++;
+    return 0;
+}
+
+static void map_remove(mem_map_t *map, mem_block_t *block)
+{
+    ptrdiff_t index = map_floor(map, block->base);
+    if (index < 0 || map->items[index] != block)
+        return;
+    memmove(&map->items[index], &map->items[index + 1], (map->count - (size_t)index - 1) * sizeof *map->items);
+    map->count--;
+}
+
+/* ------------------------------------------------------------------------
+ * Address space
+ * ------------------------------------------------------------------------ */
+
+static int va_add_hole(va_space_t *space, uintptr_t start, uintptr_t end)
+{
+    if (start >= end)
+        return 0;
+    size_t index = 0;
+    while (index < space->hole_count && space->holes[index].start < start)
+        index++;
+    /* Coalesce with the neighbours. */
+    bool merge_left = index > 0 && space->holes[index - 1].end == start;
+    bool merge_right = index < space->hole_count && space->holes[index].start == end;
+    if (merge_left && merge_right) {
+        space->holes[index - 1].end = space->holes[index].end;
+        memmove(&space->holes[index], &space->holes[index + 1], (space->hole_count - index - 1) * sizeof(va_hole_t));
+        space->hole_count--;
+        return 0;
+    }
+    if (merge_left) {
+        space->holes[index - 1].end = end;
+        return 0;
+    }
+    if (merge_right) {
+        space->holes[index].start = start;
+        return 0;
+    }
+    if (space->hole_count == space->hole_capacity) {
+        size_t capacity = space->hole_capacity ? space->hole_capacity * 2 : 64;
+        va_hole_t *grown = realloc(space->holes, capacity * sizeof *grown);
+        if (grown == NULL)
+            return -ENOMEM;
+        space->holes = grown;
+        space->hole_capacity = capacity;
+    }
+    memmove(&space->holes[index + 1], &space->holes[index], (space->hole_count - index) * sizeof(va_hole_t));
+    space->holes[index] = (va_hole_t){start, end};
+    space->hole_count++;
+    return 0;
+}
+
+/* Carves [start, start+len) out of hole `index`. */
+static int va_take_from_hole(va_space_t *space, size_t index, uintptr_t start, size_t len)
+{
+    va_hole_t hole = space->holes[index];
+    memmove(&space->holes[index], &space->holes[index + 1], (space->hole_count - index - 1) * sizeof(va_hole_t));
+    space->hole_count--;
+    if (va_add_hole(space, hole.start, start) != 0 || va_add_hole(space, start + len, hole.end) != 0)
+        return -ENOMEM;
+    return 0;
+}
+
+/* Hands out `len` bytes aligned to `alignment`, at `hint` when that range
+ * is free. Caller holds `mem_lock` exclusively. */
+static int va_alloc(va_space_t *space, size_t len, size_t alignment, uintptr_t hint, uintptr_t *out)
+{
+    uintptr_t limit = space->base + space->size;
+    uintptr_t frontier = space->base + space->next;
+    if (hint != 0 && hint % alignment == 0 && hint >= space->base && hint + len <= limit && hint + len > hint) {
+        if (hint >= frontier) {
+            if (va_add_hole(space, frontier, hint) != 0)
+                return -ENOMEM;
+            space->next = hint + len - space->base;
+            *out = hint;
+            return 0;
+        }
+        for (size_t i = 0; i < space->hole_count; i++) {
+            if (space->holes[i].start <= hint && hint + len <= space->holes[i].end) {
+                *out = hint;
+                return va_take_from_hole(space, i, hint, len);
+            }
+        }
+    }
+    uintptr_t start = align_up(frontier, alignment);
+    if (start + len <= limit && start + len > start) {
+        if (va_add_hole(space, frontier, start) != 0)
+            return -ENOMEM;
+        space->next = start + len - space->base;
+        *out = start;
+        return 0;
+    }
+    /* The range is exhausted: reuse freed address space, first fit. */
+    for (size_t i = 0; i < space->hole_count; i++) {
+        start = align_up(space->holes[i].start, alignment);
+        if (start + len <= space->holes[i].end && start + len > start) {
+            *out = start;
+            return va_take_from_hole(space, i, start, len);
+        }
+    }
+    return -ENOMEM;
+}
+
+static void va_free(va_space_t *space, uintptr_t start, size_t len)
+{
+    /* On allocation failure the range is simply never reused. */
+    (void)va_add_hole(space, start, start + len);
+}
+
+static va_space_t *va_space_of(uintptr_t address)
+{
+    for (int i = 0; i < sim_device_count; i++) {
+        va_space_t *space = &va_spaces[i];
+        if (address >= space->base && address - space->base < space->size)
+            return space;
+    }
+    return NULL;
+}
+
+/* Maps inaccessible, unbacked pages over [base, base+len): the range stays
+ * reserved, touching it faults, and the pages that were there are gone. */
+static void map_reserved(uintptr_t base, size_t len)
+{
+    void *result = mmap((void *)base, len, PROT_NONE, MAP_PRIVATE | MAP_ANONYMOUS | MAP_FIXED | MAP_NORESERVE, -1, 0);
+    if (result == MAP_FAILED)
+        fprintf(stderr, "simcuda: cannot re-reserve %#lx+%zu: %s\n", (unsigned long)base, len, strerror(errno));
+}
+
+int sim_memory_init(void)
+{
+    page_size = (size_t)sysconf(_SC_PAGESIZE);
+    for (int i = 0; i < SIM_MAX_DEVICES; i++)
+        default_pools[i].device = i < sim_device_count ? &sim_devices[i] : NULL;
+    if (sim_device_count == 0)
+        return 0;
+    uint64_t per_device = align_up(sim_env_size("SIMCUDA_VA_SIZE", SIM_DEFAULT_VA_SIZE), SIM_GRANULARITY);
+    if (per_device < SIM_GRANULARITY)
+        per_device = SIM_GRANULARITY;
+    size_t total = (size_t)per_device * (size_t)sim_device_count + SIM_GRANULARITY;
+    void *range = mmap(NULL, total, PROT_NONE, MAP_PRIVATE | MAP_ANONYMOUS | MAP_NORESERVE, -1, 0);
+    if (range == MAP_FAILED) {
+        fprintf(stderr, "simcuda: cannot reserve %zu bytes of address space for device memory (SIMCUDA_VA_SIZE): %s\n",
+                total, strerror(errno));
+        return -ENOMEM;
+    }
+    uintptr_t base = align_up((uintptr_t)range, SIM_GRANULARITY);
+    for (int i = 0; i < sim_device_count; i++) {
+        sim_devices[i].va_base = base + (uintptr_t)per_device * (uintptr_t)i;
+        sim_devices[i].va_size = (uintptr_t)per_device;
+        va_spaces[i] = (va_space_t){.base = sim_devices[i].va_base, .size = sim_devices[i].va_size};
+    }
+    return 0;
+}
+
+/* ------------------------------------------------------------------------
+ * Capacity accounting
+ * ------------------------------------------------------------------------ */
+
+static void peak_update(sim_device_t *device, uint64_t used)
+{
+    uint64_t peak = atomic_load_explicit(&device->peak_bytes, memory_order_relaxed);
+    while (used > peak && !atomic_compare_exchange_weak(&device->peak_bytes, &peak, used))
+        ;
+}
+
+void sim_device_account(sim_device_t *device, int64_t delta_bytes)
+{
+    uint64_t used = atomic_fetch_add(&device->used_bytes, (uint64_t)delta_bytes) + (uint64_t)delta_bytes;
+    if (delta_bytes > 0)
+        peak_update(device, used);
+}
+
+int sim_device_charge(sim_device_t *device, uint64_t bytes)
+{
+    uint64_t used = atomic_load(&device->used_bytes);
+    do {
+        if (bytes > device->total_bytes || used > device->total_bytes - bytes)
+            return -ENOMEM;
+    } while (!atomic_compare_exchange_weak(&device->used_bytes, &used, used + bytes));
+    peak_update(device, used + bytes);
+    return 0;
+}
+
+/* ------------------------------------------------------------------------
+ * Device allocations (cuMemAlloc, pitch, pools, managed)
+ * ------------------------------------------------------------------------ */
+
+static CUresult device_alloc(sim_device_t *device, CUcontext ctx, size_t size, mem_kind_t kind,
+                             struct CUmemPoolHandle_st *pool, CUdeviceptr *out)
+{
+    if (out == NULL || size == 0)
+        return CUDA_ERROR_INVALID_VALUE;
+    if (sim_device_charge(device, size) != 0)
+        return CUDA_ERROR_OUT_OF_MEMORY;
+    mem_block_t *block = calloc(1, sizeof *block);
+    if (block == NULL)
+        goto fail_uncharge;
+    block->size = size;
+    block->span = align_up(size, page_size);
+    if (block->span < size)
+        goto fail_free;
+    /* A guard page after each allocation makes overruns fault. */
+    block->va_len = block->span + page_size;
+    block->kind = kind;
+    block->device = device;
+    block->ctx = ctx;
+    block->pool = pool;
+    block->buffer_id = atomic_fetch_add(&next_buffer_id, 1);
+    size_t alignment = size >= SIM_GRANULARITY ? SIM_GRANULARITY : page_size;
+
+    pthread_rwlock_wrlock(&mem_lock);
+    va_space_t *space = &va_spaces[device->ordinal];
+    if (va_alloc(space, block->va_len, alignment, 0, &block->base) != 0)
+        goto fail_unlock;
+    void *pages = mmap((void *)block->base, block->span, PROT_READ | PROT_WRITE, MAP_SHARED | MAP_ANONYMOUS | MAP_FIXED,
+                       -1, 0);
+    if (pages == MAP_FAILED) {
+        va_free(space, block->base, block->va_len);
+        goto fail_unlock;
+    }
+    if (map_insert(&device_blocks, block) != 0) {
+        map_reserved(block->base, block->span);
+        va_free(space, block->base, block->va_len);
+        goto fail_unlock;
+    }
+    pthread_rwlock_unlock(&mem_lock);
+    *out = (CUdeviceptr)block->base;
+    return CUDA_SUCCESS;
+
+fail_unlock:
+    pthread_rwlock_unlock(&mem_lock);
+fail_free:
+    free(block);
+fail_uncharge:
+    sim_device_account(device, -(int64_t)size);
+    return CUDA_ERROR_OUT_OF_MEMORY;
+}
+
+/* Unmaps a block already removed from its map, returns its address space
+ * and capacity, frees it. */
+static void device_release(mem_block_t *block)
+{
+    pthread_rwlock_wrlock(&mem_lock);
+    map_reserved(block->base, block->span);
+    va_free(&va_spaces[block->device->ordinal], block->base, block->va_len);
+    pthread_rwlock_unlock(&mem_lock);
+    sim_device_account(block->device, -(int64_t)block->size);
+    free(block);
+}
+
+static bool is_device_allocation(const mem_block_t *block)
+{
+    return block->kind == MEM_DEVICE || block->kind == MEM_POOL || block->kind == MEM_MANAGED;
+}
+
+/* Removes and returns the allocation starting exactly at `address`. */
+static mem_block_t *device_detach(uintptr_t address)
+{
+    pthread_rwlock_wrlock(&mem_lock);
+    mem_block_t *block = map_find(&device_blocks, address);
+    if (block == NULL || block->base != address || !is_device_allocation(block) || block->free_pending)
+        block = NULL;
+    else
+        map_remove(&device_blocks, block);
+    pthread_rwlock_unlock(&mem_lock);
+    return block;
+}
+
+SIM_EXPORT CUresult cuMemAlloc_v2(CUdeviceptr *dptr, size_t bytesize)
+{
+    CUresult fault = sim_api_enter(SIM_ID(cuMemAlloc_v2));
+    if (fault != CUDA_SUCCESS)
+        return fault;
+    CUcontext ctx;
+    CUresult result = sim_ctx_require(&ctx);
+    if (result != CUDA_SUCCESS)
+        return result;
+    result = sim_capture_check_unsafe_call();
+    if (result != CUDA_SUCCESS)
+        return result;
+    return device_alloc(ctx->device, ctx, bytesize, MEM_DEVICE, NULL, dptr);
+}
+
+SIM_EXPORT CUresult cuMemAllocPitch_v2(CUdeviceptr *dptr, size_t *pPitch, size_t WidthInBytes, size_t Height,
+                                       unsigned int ElementSizeBytes)
+{
+    CUresult fault = sim_api_enter(SIM_ID(cuMemAllocPitch_v2));
+    if (fault != CUDA_SUCCESS)
+        return fault;
+    CUcontext ctx;
+    CUresult result = sim_ctx_require(&ctx);
+    if (result != CUDA_SUCCESS)
+        return result;
+    if (dptr == NULL || pPitch == NULL || WidthInBytes == 0 || Height == 0 ||
+        (ElementSizeBytes != 4 && ElementSizeBytes != 8 && ElementSizeBytes != 16))
+        return CUDA_ERROR_INVALID_VALUE;
+    size_t pitch = align_up(WidthInBytes, SIM_PITCH_ALIGNMENT);
+    if (pitch < WidthInBytes || Height > SIZE_MAX / pitch)
+        return CUDA_ERROR_OUT_OF_MEMORY;
+    result = sim_capture_check_unsafe_call();
+    if (result != CUDA_SUCCESS)
+        return result;
+    result = device_alloc(ctx->device, ctx, pitch * Height, MEM_DEVICE, NULL, dptr);
+    if (result == CUDA_SUCCESS)
+        *pPitch = pitch;
+    return result;
+}
+
+SIM_EXPORT CUresult cuMemAllocManaged(CUdeviceptr *dptr, size_t bytesize, unsigned int flags)
+{
+    CUresult fault = sim_api_enter(SIM_ID(cuMemAllocManaged));
+    if (fault != CUDA_SUCCESS)
+        return fault;
+    CUcontext ctx;
+    CUresult result = sim_ctx_require(&ctx);
+    if (result != CUDA_SUCCESS)
+        return result;
+    if (flags != CU_MEM_ATTACH_GLOBAL && flags != CU_MEM_ATTACH_HOST)
+        return CUDA_ERROR_INVALID_VALUE;
+    result = sim_capture_check_unsafe_call();
+    if (result != CUDA_SUCCESS)
+        return result;
+    return device_alloc(ctx->device, ctx, bytesize, MEM_MANAGED, NULL, dptr);
+}
+
+SIM_EXPORT CUresult cuMemFree_v2(CUdeviceptr dptr)
+{
+    CUresult fault = sim_api_enter(SIM_ID(cuMemFree_v2));
+    if (fault != CUDA_SUCCESS)
+        return fault;
+    if (!sim_initialized())
+        return CUDA_ERROR_NOT_INITIALIZED;
+    if (dptr == 0)
+        return CUDA_SUCCESS;
+    CUresult result = sim_capture_check_unsafe_call();
+    if (result != CUDA_SUCCESS)
+        return result;
+    pthread_rwlock_rdlock(&mem_lock);
+    mem_block_t *block = map_find(&device_blocks, (uintptr_t)dptr);
+    CUcontext ctx = block != NULL && block->base == dptr && is_device_allocation(block) ? block->ctx : NULL;
+    pthread_rwlock_unlock(&mem_lock);
+    if (ctx == NULL)
+        return CUDA_ERROR_INVALID_VALUE;
+    /* Like the real driver, freeing waits for the context's work, which may
+     * still be using the memory. */
+    (void)sim_exec_ctx_synchronize(ctx);
+    block = device_detach((uintptr_t)dptr);
+    if (block == NULL)
+        return CUDA_ERROR_INVALID_VALUE;
+    device_release(block);
+    return CUDA_SUCCESS;
+}
+
+SIM_EXPORT CUresult cuMemGetInfo_v2(size_t *free_bytes, size_t *total_bytes)
+{
+    CUresult fault = sim_api_enter(SIM_ID(cuMemGetInfo_v2));
+    if (fault != CUDA_SUCCESS)
+        return fault;
+    CUcontext ctx;
+    CUresult result = sim_ctx_require(&ctx);
+    if (result != CUDA_SUCCESS)
+        return result;
+    if (free_bytes == NULL || total_bytes == NULL)
+        return CUDA_ERROR_INVALID_VALUE;
+    sim_device_t *device = ctx->device;
+    uint64_t used = atomic_load(&device->used_bytes);
+    *total_bytes = (size_t)device->total_bytes;
+    *free_bytes = (size_t)(used < device->total_bytes ? device->total_bytes - used : 0);
+    return CUDA_SUCCESS;
+}
+
+/* ------------------------------------------------------------------------
+ * Stream-ordered allocation
+ * ------------------------------------------------------------------------ */
+
+struct CUmemPoolHandle_st *sim_memory_default_pool(sim_device_t *device)
+{
+    return &default_pools[device->ordinal];
+}
+
+static bool pool_valid(CUmemoryPool pool)
+{
+    for (int i = 0; i < sim_device_count; i++)
+        if (pool == &default_pools[i])
+            return true;
+    return false;
+}
+
+SIM_EXPORT CUresult cuDeviceGetDefaultMemPool(CUmemoryPool *pool_out, CUdevice dev)
+{
+    CUresult fault = sim_api_enter(SIM_ID(cuDeviceGetDefaultMemPool));
+    if (fault != CUDA_SUCCESS)
+        return fault;
+    sim_device_t *device;
+    CUresult result = sim_device_get(dev, &device);
+    if (result != CUDA_SUCCESS)
+        return result;
+    if (pool_out == NULL)
+        return CUDA_ERROR_INVALID_VALUE;
+    *pool_out = sim_memory_default_pool(device);
+    return CUDA_SUCCESS;
+}
+
+/* The current pool is always the default one: simcuda has no
+ * cuDeviceSetMemPool. */
+SIM_EXPORT CUresult cuDeviceGetMemPool(CUmemoryPool *pool, CUdevice dev)
+{
+    CUresult fault = sim_api_enter(SIM_ID(cuDeviceGetMemPool));
+    if (fault != CUDA_SUCCESS)
+        return fault;
+    sim_device_t *device;
+    CUresult result = sim_device_get(dev, &device);
+    if (result != CUDA_SUCCESS)
+        return result;
+    if (pool == NULL)
+        return CUDA_ERROR_INVALID_VALUE;
+    *pool = sim_memory_default_pool(device);
+    return CUDA_SUCCESS;
+}
+
+/* Pools keep no freed memory (release threshold 0), so there is nothing to
+ * trim; the handle is still checked. */
+SIM_EXPORT CUresult cuMemPoolTrimTo(CUmemoryPool pool, size_t minBytesToKeep)
+{
+    CUresult fault = sim_api_enter(SIM_ID(cuMemPoolTrimTo));
+    if (fault != CUDA_SUCCESS)
+        return fault;
+    if (!sim_initialized())
+        return CUDA_ERROR_NOT_INITIALIZED;
+    return pool_valid(pool) ? CUDA_SUCCESS : CUDA_ERROR_INVALID_VALUE;
+}
+
+/* Allocation is immediate (the address is valid at once, the memory usable
+ * in stream order as the real driver promises). */
+static CUresult alloc_async(CUdeviceptr *dptr, size_t bytesize, CUmemoryPool pool, CUstream hStream, bool per_thread)
+{
+    CUcontext ctx;
+    CUresult result = sim_ctx_require(&ctx);
+    if (result != CUDA_SUCCESS)
+        return result;
+    if (pool == NULL)
+        pool = ctx->default_pool;
+    else if (!pool_valid(pool))
+        return CUDA_ERROR_INVALID_VALUE;
+    if (sim_stream_resolve(hStream, per_thread, &result) == NULL)
+        return result;
+    return device_alloc(pool->device, ctx, bytesize, MEM_POOL, pool, dptr);
+}
+
+SIM_EXPORT CUresult cuMemAllocAsync(CUdeviceptr *dptr, size_t bytesize, CUstream hStream)
+{
+    CUresult fault = sim_api_enter(SIM_ID(cuMemAllocAsync));
+    if (fault != CUDA_SUCCESS)
+        return fault;
+    return alloc_async(dptr, bytesize, NULL, hStream, false);
+}
+
+SIM_EXPORT CUresult cuMemAllocAsync_ptsz(CUdeviceptr *dptr, size_t bytesize, CUstream hStream)
+{
+    CUresult fault = sim_api_enter(SIM_ID(cuMemAllocAsync_ptsz));
+    if (fault != CUDA_SUCCESS)
+        return fault;
+    return alloc_async(dptr, bytesize, NULL, hStream, true);
+}
+
+SIM_EXPORT CUresult cuMemAllocFromPoolAsync(CUdeviceptr *dptr, size_t bytesize, CUmemoryPool pool, CUstream hStream)
+{
+    CUresult fault = sim_api_enter(SIM_ID(cuMemAllocFromPoolAsync));
+    if (fault != CUDA_SUCCESS)
+        return fault;
+    if (pool == NULL)
+        return CUDA_ERROR_INVALID_VALUE;
+    return alloc_async(dptr, bytesize, pool, hStream, false);
+}
+
+SIM_EXPORT CUresult cuMemAllocFromPoolAsync_ptsz(CUdeviceptr *dptr, size_t bytesize, CUmemoryPool pool,
+                                                 CUstream hStream)
+{
+    CUresult fault = sim_api_enter(SIM_ID(cuMemAllocFromPoolAsync_ptsz));
+    if (fault != CUDA_SUCCESS)
+        return fault;
+    if (pool == NULL)
+        return CUDA_ERROR_INVALID_VALUE;
+    return alloc_async(dptr, bytesize, pool, hStream, true);
+}
+
+/* The host step `cuMemFreeAsync` queues: runs when the stream reaches it. */
+static void free_async_step(void *arg)
+{
+    mem_block_t *block = arg;
+    pthread_rwlock_wrlock(&mem_lock);
+    map_remove(&device_blocks, block);
+    pthread_rwlock_unlock(&mem_lock);
+    device_release(block);
+}
+
+static CUresult free_async(CUdeviceptr dptr, CUstream hStream, bool per_thread)
+{
+    CUcontext ctx;
+    CUresult result = sim_ctx_require(&ctx);
+    if (result != CUDA_SUCCESS)
+        return result;
+    struct CUstream_st *stream = sim_stream_resolve(hStream, per_thread, &result);
+    if (stream == NULL)
+        return result;
+    pthread_rwlock_wrlock(&mem_lock);
+    mem_block_t *block = map_find(&device_blocks, (uintptr_t)dptr);
+    bool valid = block != NULL && block->base == dptr && is_device_allocation(block) && !block->free_pending;
+    if (valid)
+        block->free_pending = true;
+    pthread_rwlock_unlock(&mem_lock);
+    if (!valid)
+        return CUDA_ERROR_INVALID_VALUE;
+    result = sim_stream_enqueue_host(stream, free_async_step, block);
+    if (result != CUDA_SUCCESS) {
+        pthread_rwlock_wrlock(&mem_lock);
+        block->free_pending = false;
+        pthread_rwlock_unlock(&mem_lock);
+    }
+    return result;
+}
+
+SIM_EXPORT CUresult cuMemFreeAsync(CUdeviceptr dptr, CUstream hStream)
+{
+    CUresult fault = sim_api_enter(SIM_ID(cuMemFreeAsync));
+    if (fault != CUDA_SUCCESS)
+        return fault;
+    return free_async(dptr, hStream, false);
+}
+
+SIM_EXPORT CUresult cuMemFreeAsync_ptsz(CUdeviceptr dptr, CUstream hStream)
+{
+    CUresult fault = sim_api_enter(SIM_ID(cuMemFreeAsync_ptsz));
+    if (fault != CUDA_SUCCESS)
+        return fault;
+    return free_async(dptr, hStream, true);
+}
+
+/* Frees what a destroyed (or reset primary) context allocated, as the real
+ * driver does. Frees already queued on a stream are left to their step. */
+void sim_memory_ctx_destroying(CUcontext ctx)
+{
+    for (;;) {
+        mem_block_t *victim = NULL;
+        pthread_rwlock_wrlock(&mem_lock);
+        for (size_t i = 0; i < device_blocks.count && victim == NULL; i++) {
+            mem_block_t *block = device_blocks.items[i];
+            if (block->ctx == ctx && is_device_allocation(block) && !block->free_pending)
+                victim = block;
+        }
+        if (victim != NULL)
+            map_remove(&device_blocks, victim);
+        for (size_t i = 0; i < host_blocks.count && victim == NULL; i++) {
+            mem_block_t *block = host_blocks.items[i];
+            if (block->ctx == ctx) {
+                map_remove(&host_blocks, block);
+                if (block->kind == MEM_HOST_ALLOC)
+                    munmap((void *)block->base, block->span);
+                free(block);
+                i--;
+            }
+        }
+        pthread_rwlock_unlock(&mem_lock);
+        if (victim == NULL)
+            return;
+        device_release(victim);
+    }
+}
+
+/* ------------------------------------------------------------------------
+ * Virtual memory management
+ * ------------------------------------------------------------------------ */
+
+static bool location_is_device(const CUmemLocation *location)
+{
+    return location->type == CU_MEM_LOCATION_TYPE_DEVICE && location->id >= 0 && location->id < sim_device_count;
+}
+
+static mem_phys_t *phys_find(CUmemGenericAllocationHandle handle)
+{
+    mem_phys_t *phys = NULL;
+    HASH_FIND(hh, phys_table, &handle, sizeof handle, phys);
+    return phys;
+}
+
+/* Drops a reference; the last one closes the memfd and returns capacity.
+ * Caller holds `mem_lock` exclusively. */
+static void phys_unref(mem_phys_t *phys)
+{
+    if (phys->handle_refs > 0 || phys->map_refs > 0)
+        return;
+    close(phys->fd);
+    sim_device_account(phys->device, -(int64_t)phys->size);
+    free(phys);
+}
+
+SIM_EXPORT CUresult cuMemGetAllocationGranularity(size_t *granularity, const CUmemAllocationProp *prop,
+                                                  CUmemAllocationGranularity_flags option)
+{
+    CUresult fault = sim_api_enter(SIM_ID(cuMemGetAllocationGranularity));
+    if (fault != CUDA_SUCCESS)
+        return fault;
+    if (!sim_initialized())
+        return CUDA_ERROR_NOT_INITIALIZED;
+    if (granularity == NULL || prop == NULL || !location_is_device(&prop->location) ||
+        (option != CU_MEM_ALLOC_GRANULARITY_MINIMUM && option != CU_MEM_ALLOC_GRANULARITY_RECOMMENDED))
+        return CUDA_ERROR_INVALID_VALUE;
+    *granularity = SIM_GRANULARITY;
+    return CUDA_SUCCESS;
+}
+
+SIM_EXPORT CUresult cuMemAddressReserve(CUdeviceptr *ptr, size_t size, size_t alignment, CUdeviceptr addr,
+                                        unsigned long long flags)
+{
+    CUresult fault = sim_api_enter(SIM_ID(cuMemAddressReserve));
+    if (fault != CUDA_SUCCESS)
+        return fault;
+    if (!sim_initialized())
+        return CUDA_ERROR_NOT_INITIALIZED;
+    if (ptr == NULL || size == 0 || size % SIM_GRANULARITY != 0 || flags != 0 ||
+        (alignment & (alignment - 1)) != 0)
+        return CUDA_ERROR_INVALID_VALUE;
+    if (sim_device_count == 0)
+        return CUDA_ERROR_OUT_OF_MEMORY;
+    if (alignment < SIM_GRANULARITY)
+        alignment = SIM_GRANULARITY;
+    /* Reserve where the hint points, else in the current device's range. */
+    va_space_t *space = addr != 0 ? va_space_of((uintptr_t)addr) : NULL;
+    if (space == NULL) {
+        CUcontext ctx = sim_ctx_current();
+        space = &va_spaces[ctx != NULL ? ctx->device->ordinal : 0];
+    }
+    mem_block_t *block = calloc(1, sizeof *block);
+    if (block == NULL)
+        return CUDA_ERROR_OUT_OF_MEMORY;
+    block->size = block->span = block->va_len = size;
+    block->kind = MEM_RESERVATION;
+    block->device = &sim_devices[space - va_spaces];
+    block->buffer_id = atomic_fetch_add(&next_buffer_id, 1);
+    pthread_rwlock_wrlock(&mem_lock);
+    int rc = va_alloc(space, size, alignment, (uintptr_t)addr, &block->base);
+    if (rc == 0 && map_insert(&device_blocks, block) != 0) {
+        va_free(space, block->base, size);
+        rc = -ENOMEM;
+    }
+    pthread_rwlock_unlock(&mem_lock);
+    if (rc != 0) {
+        free(block);
+        return CUDA_ERROR_OUT_OF_MEMORY;
+    }
+    *ptr = (CUdeviceptr)block->base;
+    return CUDA_SUCCESS;
+}
+
+SIM_EXPORT CUresult cuMemAddressFree(CUdeviceptr ptr, size_t size)
+{
+    CUresult fault = sim_api_enter(SIM_ID(cuMemAddressFree));
+    if (fault != CUDA_SUCCESS)
+        return fault;
+    if (!sim_initialized())
+        return CUDA_ERROR_NOT_INITIALIZED;
+    CUresult result = CUDA_ERROR_INVALID_VALUE;
+    pthread_rwlock_wrlock(&mem_lock);
+    mem_block_t *block = map_find(&device_blocks, (uintptr_t)ptr);
+    /* The whole reservation, with nothing still mapped in it. */
+    if (block != NULL && block->kind == MEM_RESERVATION && block->base == ptr && block->size == size &&
+        block->mapping_count == 0) {
+        map_remove(&device_blocks, block);
+        va_free(&va_spaces[block->device->ordinal], block->base, block->va_len);
+        free(block);
+        result = CUDA_SUCCESS;
+    }
+    pthread_rwlock_unlock(&mem_lock);
+    return result;
+}
+
+SIM_EXPORT CUresult cuMemCreate(CUmemGenericAllocationHandle *handle, size_t size, const CUmemAllocationProp *prop,
+                                unsigned long long flags)
+{
+    CUresult fault = sim_api_enter(SIM_ID(cuMemCreate));
+    if (fault != CUDA_SUCCESS)
+        return fault;
+    if (!sim_initialized())
+        return CUDA_ERROR_NOT_INITIALIZED;
+    if (handle == NULL || prop == NULL || flags != 0 || size == 0 || size % SIM_GRANULARITY != 0 ||
+        prop->type != CU_MEM_ALLOCATION_TYPE_PINNED || prop->location.type != CU_MEM_LOCATION_TYPE_DEVICE)
+        return CUDA_ERROR_INVALID_VALUE;
+    if (prop->location.id < 0 || prop->location.id >= sim_device_count)
+        return CUDA_ERROR_INVALID_DEVICE;
+    if ((prop->requestedHandleTypes & ~CU_MEM_HANDLE_TYPE_POSIX_FILE_DESCRIPTOR) != 0)
+        return CUDA_ERROR_NOT_SUPPORTED;
+    sim_device_t *device = &sim_devices[prop->location.id];
+    if (sim_device_charge(device, size) != 0)
+        return CUDA_ERROR_OUT_OF_MEMORY;
+    mem_phys_t *phys = calloc(1, sizeof *phys);
+    int fd = memfd_create("simcuda-vmm", MFD_CLOEXEC);
+    if (phys == NULL || fd < 0 || ftruncate(fd, (off_t)size) != 0)
+        goto fail;
+    phys->fd = fd;
+    phys->size = size;
+    phys->device = device;
+    phys->prop = *prop;
+    phys->handle_refs = 1;
+    phys->handle = (CUmemGenericAllocationHandle)(uintptr_t)phys;
+    phys->block_id = atomic_fetch_add(&next_buffer_id, 1);
+    pthread_rwlock_wrlock(&mem_lock);
+    HASH_ADD(hh, phys_table, handle, sizeof phys->handle, phys);
+    bool added = phys_find(phys->handle) == phys;
+    pthread_rwlock_unlock(&mem_lock);
+    if (!added)
+        goto fail;
+    *handle = phys->handle;
+    return CUDA_SUCCESS;
+
+fail:
+    if (fd >= 0)
+        close(fd);
+    free(phys);
+    sim_device_account(device, -(int64_t)size);
+    return CUDA_ERROR_OUT_OF_MEMORY;
+}
+
+SIM_EXPORT CUresult cuMemRelease(CUmemGenericAllocationHandle handle)
+{
+    CUresult fault = sim_api_enter(SIM_ID(cuMemRelease));
+    if (fault != CUDA_SUCCESS)
+        return fault;
+    if (!sim_initialized())
+        return CUDA_ERROR_NOT_INITIALIZED;
+    pthread_rwlock_wrlock(&mem_lock);
+    mem_phys_t *phys = phys_find(handle);
+    if (phys != NULL) {
+        if (--phys->handle_refs == 0) {
+            HASH_DELETE(hh, phys_table, phys);
+            phys_unref(phys);
+        }
+    }
+    pthread_rwlock_unlock(&mem_lock);
+    return phys != NULL ? CUDA_SUCCESS : CUDA_ERROR_INVALID_VALUE;
+}
+
+SIM_EXPORT CUresult cuMemMap(CUdeviceptr ptr, size_t size, size_t offset, CUmemGenericAllocationHandle handle,
+                             unsigned long long flags)
+{
+    CUresult fault = sim_api_enter(SIM_ID(cuMemMap));
+    if (fault != CUDA_SUCCESS)
+        return fault;
+    if (!sim_initialized())
+        return CUDA_ERROR_NOT_INITIALIZED;
+    if (flags != 0 || size == 0 || ptr % SIM_GRANULARITY != 0 || size % SIM_GRANULARITY != 0 ||
+        offset % SIM_GRANULARITY != 0)
+        return CUDA_ERROR_INVALID_VALUE;
+    mem_block_t *mapping = calloc(1, sizeof *mapping);
+    if (mapping == NULL)
+        return CUDA_ERROR_OUT_OF_MEMORY;
+    CUresult result = CUDA_ERROR_INVALID_VALUE;
+    pthread_rwlock_wrlock(&mem_lock);
+    mem_phys_t *phys = phys_find(handle);
+    mem_block_t *reservation = map_find(&device_blocks, (uintptr_t)ptr);
+    if (phys == NULL)
+        result = CUDA_ERROR_INVALID_HANDLE;
+    if (phys == NULL || reservation == NULL || reservation->kind != MEM_RESERVATION ||
+        ptr + size > block_end(reservation) || offset > phys->size || size > phys->size - offset ||
+        map_overlaps(&mappings, (uintptr_t)ptr, (uintptr_t)(ptr + size)))
+        goto out;
+    /* A new mapping has no access until cuMemSetAccess. */
+    void *pages = mmap((void *)(uintptr_t)ptr, size, PROT_NONE, MAP_SHARED | MAP_FIXED, phys->fd, (off_t)offset);
+    if (pages == MAP_FAILED) {
+        result = CUDA_ERROR_OUT_OF_MEMORY;
+        goto out;
+    }
+    mapping->base = (uintptr_t)ptr;
+    mapping->size = mapping->span = mapping->va_len = size;
+    mapping->kind = MEM_MAPPING;
+    mapping->device = phys->device;
+    mapping->phys = phys;
+    mapping->offset = offset;
+    mapping->reservation = reservation;
+    mapping->buffer_id = atomic_fetch_add(&next_buffer_id, 1);
+    if (map_insert(&mappings, mapping) != 0) {
+        map_reserved(mapping->base, size);
+        result = CUDA_ERROR_OUT_OF_MEMORY;
+        goto out;
+    }
+    phys->map_refs++;
+    reservation->mapping_count++;
+    mapping = NULL;
+    result = CUDA_SUCCESS;
+out:
+    pthread_rwlock_unlock(&mem_lock);
+    free(mapping);
+    return result;
+}
+
+/* Collects the mappings that exactly tile [ptr, ptr+size): the first index
+ * in `mappings`, and their number. Caller holds `mem_lock`. */
+static int mappings_tiling(uintptr_t ptr, size_t size, size_t *first_out, size_t *count_out)
+{
+    ptrdiff_t index = map_floor(&mappings, ptr);
+    if (size == 0 || index < 0 || mappings.items[index]->base != ptr)
+        return -EINVAL;
+    uintptr_t cursor = ptr, end = ptr + size;
+    size_t count = 0;
+    for (size_t i = (size_t)index; i < mappings.count && cursor < end; i++) {
+        mem_block_t *mapping = mappings.items[i];
+        if (mapping->base != cursor || block_end(mapping) > end)
+            return -EINVAL;
+        cursor = block_end(mapping);
+        count++;
+    }
+    if (cursor != end)
+        return -EINVAL;
+    *first_out = (size_t)index;
+    *count_out = count;
+    return 0;
+}
+
+SIM_EXPORT CUresult cuMemUnmap(CUdeviceptr ptr, size_t size)
+{
+    CUresult fault = sim_api_enter(SIM_ID(cuMemUnmap));
+    if (fault != CUDA_SUCCESS)
+        return fault;
+    if (!sim_initialized())
+        return CUDA_ERROR_NOT_INITIALIZED;
+    size_t first, count;
+    pthread_rwlock_wrlock(&mem_lock);
+    int rc = mappings_tiling((uintptr_t)ptr, size, &first, &count);
+    if (rc == 0) {
+        for (size_t i = 0; i < count; i++) {
+            mem_block_t *mapping = mappings.items[first];
+            map_reserved(mapping->base, mapping->span);
+            map_remove(&mappings, mapping);
+            mapping->reservation->mapping_count--;
+            mapping->phys->map_refs--;
+            phys_unref(mapping->phys);
+            free(mapping);
+        }
+    }
+    pthread_rwlock_unlock(&mem_lock);
+    return rc == 0 ? CUDA_SUCCESS : CUDA_ERROR_INVALID_VALUE;
+}
+
+/* The host can do what the most privileged device may: the simulated
+ * devices all run on the host. */
+static int host_protection(const mem_block_t *mapping)
+{
+    int protection = PROT_NONE;
+    for (int i = 0; i < sim_device_count; i++) {
+        if (mapping->access[i] == CU_MEM_ACCESS_FLAGS_PROT_READWRITE)
+            return PROT_READ | PROT_WRITE;
+        if (mapping->access[i] == CU_MEM_ACCESS_FLAGS_PROT_READ)
+            protection = PROT_READ;
+    }
+    return protection;
+}
+
+SIM_EXPORT CUresult cuMemSetAccess(CUdeviceptr ptr, size_t size, const CUmemAccessDesc *desc, size_t count)
+{
+    CUresult fault = sim_api_enter(SIM_ID(cuMemSetAccess));
+    if (fault != CUDA_SUCCESS)
+        return fault;
+    if (!sim_initialized())
+        return CUDA_ERROR_NOT_INITIALIZED;
+    if (desc == NULL || count == 0)
+        return CUDA_ERROR_INVALID_VALUE;
+    for (size_t i = 0; i < count; i++) {
+        if (!location_is_device(&desc[i].location))
+            return desc[i].location.type == CU_MEM_LOCATION_TYPE_DEVICE ? CUDA_ERROR_INVALID_DEVICE
+                                                                       : CUDA_ERROR_INVALID_VALUE;
+        if (desc[i].flags != CU_MEM_ACCESS_FLAGS_PROT_NONE && desc[i].flags != CU_MEM_ACCESS_FLAGS_PROT_READ &&
+            desc[i].flags != CU_MEM_ACCESS_FLAGS_PROT_READWRITE)
+            return CUDA_ERROR_INVALID_VALUE;
+    }
+    size_t first, mapping_count;
+    CUresult result = CUDA_SUCCESS;
+    pthread_rwlock_wrlock(&mem_lock);
+    if (mappings_tiling((uintptr_t)ptr, size, &first, &mapping_count) != 0) {
+        result = CUDA_ERROR_INVALID_VALUE;
+        goto out;
+    }
+    for (size_t m = first; m < first + mapping_count; m++) {
+        mem_block_t *mapping = mappings.items[m];
+        for (size_t i = 0; i < count; i++)
+            mapping->access[desc[i].location.id] = (unsigned char)desc[i].flags;
+        if (mprotect((void *)mapping->base, mapping->span, host_protection(mapping)) != 0)
+            result = CUDA_ERROR_OUT_OF_MEMORY;
+    }
+out:
+    pthread_rwlock_unlock(&mem_lock);
+    return result;
+}
+
+SIM_EXPORT CUresult cuMemGetAccess(unsigned long long *flags, const CUmemLocation *location, CUdeviceptr ptr)
+{
+    CUresult fault = sim_api_enter(SIM_ID(cuMemGetAccess));
+    if (fault != CUDA_SUCCESS)
+        return fault;
+    if (!sim_initialized())
+        return CUDA_ERROR_NOT_INITIALIZED;
+    if (flags == NULL || location == NULL || !location_is_device(location))
+        return CUDA_ERROR_INVALID_VALUE;
+    pthread_rwlock_rdlock(&mem_lock);
+    mem_block_t *mapping = map_find(&mappings, (uintptr_t)ptr);
+    if (mapping != NULL)
+        *flags = mapping->access[location->id];
+    pthread_rwlock_unlock(&mem_lock);
+    return mapping != NULL ? CUDA_SUCCESS : CUDA_ERROR_INVALID_VALUE;
+}
+
+SIM_EXPORT CUresult cuMemRetainAllocationHandle(CUmemGenericAllocationHandle *handle, void *addr)
+{
+    CUresult fault = sim_api_enter(SIM_ID(cuMemRetainAllocationHandle));
+    if (fault != CUDA_SUCCESS)
+        return fault;
+    if (!sim_initialized())
+        return CUDA_ERROR_NOT_INITIALIZED;
+    if (handle == NULL)
+        return CUDA_ERROR_INVALID_VALUE;
+    pthread_rwlock_wrlock(&mem_lock);
+    mem_block_t *mapping = map_find(&mappings, (uintptr_t)addr);
+    if (mapping != NULL) {
+        mem_phys_t *phys = mapping->phys;
+        /* A released-but-mapped handle becomes valid again. */
+        if (phys->handle_refs++ == 0)
+            HASH_ADD(hh, phys_table, handle, sizeof phys->handle, phys);
+        *handle = phys->handle;
+    }
+    pthread_rwlock_unlock(&mem_lock);
+    return mapping != NULL ? CUDA_SUCCESS : CUDA_ERROR_INVALID_VALUE;
+}
+
+SIM_EXPORT CUresult cuMemGetAllocationPropertiesFromHandle(CUmemAllocationProp *prop,
+                                                           CUmemGenericAllocationHandle handle)
+{
+    CUresult fault = sim_api_enter(SIM_ID(cuMemGetAllocationPropertiesFromHandle));
+    if (fault != CUDA_SUCCESS)
+        return fault;
+    if (!sim_initialized())
+        return CUDA_ERROR_NOT_INITIALIZED;
+    if (prop == NULL)
+        return CUDA_ERROR_INVALID_VALUE;
+    pthread_rwlock_rdlock(&mem_lock);
+    mem_phys_t *phys = phys_find(handle);
+    if (phys != NULL)
+        *prop = phys->prop;
+    pthread_rwlock_unlock(&mem_lock);
+    return phys != NULL ? CUDA_SUCCESS : CUDA_ERROR_INVALID_VALUE;
+}
+
+SIM_EXPORT CUresult cuMemExportToShareableHandle(void *shareableHandle, CUmemGenericAllocationHandle handle,
+                                                 CUmemAllocationHandleType handleType, unsigned long long flags)
+{
+    CUresult fault = sim_api_enter(SIM_ID(cuMemExportToShareableHandle));
+    if (fault != CUDA_SUCCESS)
+        return fault;
+    if (!sim_initialized())
+        return CUDA_ERROR_NOT_INITIALIZED;
+    if (shareableHandle == NULL || flags != 0 || handleType != CU_MEM_HANDLE_TYPE_POSIX_FILE_DESCRIPTOR)
+        return CUDA_ERROR_INVALID_VALUE;
+    CUresult result = CUDA_SUCCESS;
+    pthread_rwlock_rdlock(&mem_lock);
+    mem_phys_t *phys = phys_find(handle);
+    /* Exportable only if it was created asking for this handle type. */
+    if (phys == NULL || (phys->prop.requestedHandleTypes & CU_MEM_HANDLE_TYPE_POSIX_FILE_DESCRIPTOR) == 0) {
+        result = CUDA_ERROR_INVALID_VALUE;
+    } else {
+        int fd = fcntl(phys->fd, F_DUPFD_CLOEXEC, 0);
+        if (fd < 0)
+            result = CUDA_ERROR_OUT_OF_MEMORY;
+        else
+            *(int *)shareableHandle = fd;
+    }
+    pthread_rwlock_unlock(&mem_lock);
+    return result;
+}
+
+/* Legacy IPC: only `cuMemAlloc` memory qualifies (not VMM, not pools, as on
+ * the real driver). The handle identifies the allocation in this process;
+ * simcuda has no `cuIpcOpenMemHandle`. */
+SIM_EXPORT CUresult cuIpcGetMemHandle(CUipcMemHandle *pHandle, CUdeviceptr dptr)
+{
+    CUresult fault = sim_api_enter(SIM_ID(cuIpcGetMemHandle));
+    if (fault != CUDA_SUCCESS)
+        return fault;
+    if (!sim_initialized())
+        return CUDA_ERROR_NOT_INITIALIZED;
+    if (pHandle == NULL)
+        return CUDA_ERROR_INVALID_VALUE;
+    CUresult result = CUDA_ERROR_INVALID_VALUE;
+    pthread_rwlock_rdlock(&mem_lock);
+    mem_block_t *block = map_find(&device_blocks, (uintptr_t)dptr);
+    if (block != NULL && block->kind == MEM_DEVICE && (uintptr_t)dptr < block->base + block->size) {
+        struct {
+            char magic[8];
+            uint64_t pid, base, size, buffer_id;
+        } content = {"simcuda", (uint64_t)getpid(), block->base, block->size, block->buffer_id};
+        memset(pHandle, 0, sizeof *pHandle);
+        memcpy(pHandle->reserved, &content, sizeof content);
+        result = CUDA_SUCCESS;
+    }
+    pthread_rwlock_unlock(&mem_lock);
+    return result;
+}
+
+/* ------------------------------------------------------------------------
+ * Pinned host memory
+ * ------------------------------------------------------------------------ */
+
+static CUresult host_alloc(void **pp, size_t bytesize, unsigned flags)
+{
+    CUcontext ctx;
+    CUresult result = sim_ctx_require(&ctx);
+    if (result != CUDA_SUCCESS)
+        return result;
+    if (pp == NULL || bytesize == 0 ||
+        (flags & ~(unsigned)(CU_MEMHOSTALLOC_PORTABLE | CU_MEMHOSTALLOC_DEVICEMAP | CU_MEMHOSTALLOC_WRITECOMBINED)) != 0)
+        return CUDA_ERROR_INVALID_VALUE;
+    mem_block_t *block = calloc(1, sizeof *block);
+    if (block == NULL)
+        return CUDA_ERROR_OUT_OF_MEMORY;
+    block->size = bytesize;
+    block->span = block->va_len = align_up(bytesize, page_size);
+    block->kind = MEM_HOST_ALLOC;
+    block->ctx = ctx;
+    block->host_flags = flags;
+    block->buffer_id = atomic_fetch_add(&next_buffer_id, 1);
+    void *pages = block->span < bytesize ? MAP_FAILED
+                                         : mmap(NULL, block->span, PROT_READ | PROT_WRITE,
+                                                MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
+    if (pages == MAP_FAILED) {
+        free(block);
+        return CUDA_ERROR_OUT_OF_MEMORY;
+    }
+    block->base = (uintptr_t)pages;
+    pthread_rwlock_wrlock(&mem_lock);
+    int rc = map_insert(&host_blocks, block);
+    pthread_rwlock_unlock(&mem_lock);
+    if (rc != 0) {
+        munmap(pages, block->span);
+        free(block);
+        return CUDA_ERROR_OUT_OF_MEMORY;
+    }
+    *pp = pages;
+    return CUDA_SUCCESS;
+}
+
+SIM_EXPORT CUresult cuMemHostAlloc(void **pp, size_t bytesize, unsigned int Flags)
+{
+    CUresult fault = sim_api_enter(SIM_ID(cuMemHostAlloc));
+    if (fault != CUDA_SUCCESS)
+        return fault;
+    return host_alloc(pp, bytesize, Flags);
+}
+
+SIM_EXPORT CUresult cuMemAllocHost_v2(void **pp, size_t bytesize)
+{
+    CUresult fault = sim_api_enter(SIM_ID(cuMemAllocHost_v2));
+    if (fault != CUDA_SUCCESS)
+        return fault;
+    return host_alloc(pp, bytesize, 0);
+}
+
+SIM_EXPORT CUresult cuMemFreeHost(void *p)
+{
+    CUresult fault = sim_api_enter(SIM_ID(cuMemFreeHost));
+    if (fault != CUDA_SUCCESS)
+        return fault;
+    if (!sim_initialized())
+        return CUDA_ERROR_NOT_INITIALIZED;
+    pthread_rwlock_wrlock(&mem_lock);
+    mem_block_t *block = map_find(&host_blocks, (uintptr_t)p);
+    if (block != NULL && (block->base != (uintptr_t)p || block->kind != MEM_HOST_ALLOC))
+        block = NULL;
+    if (block != NULL)
+        map_remove(&host_blocks, block);
+    pthread_rwlock_unlock(&mem_lock);
+    if (block == NULL)
+        return CUDA_ERROR_INVALID_VALUE;
+    munmap((void *)block->base, block->span);
+    free(block);
+    return CUDA_SUCCESS;
+}
+
+static CUresult host_register(void *p, size_t bytesize, unsigned flags)
+{
+    CUcontext ctx;
+    CUresult result = sim_ctx_require(&ctx);
+    if (result != CUDA_SUCCESS)
+        return result;
+    unsigned known = CU_MEMHOSTREGISTER_PORTABLE | CU_MEMHOSTREGISTER_DEVICEMAP | CU_MEMHOSTREGISTER_IOMEMORY |
+                     CU_MEMHOSTREGISTER_READ_ONLY;
+    if (p == NULL || bytesize == 0 || (flags & ~known) != 0 || (uintptr_t)p + bytesize < (uintptr_t)p)
+        return CUDA_ERROR_INVALID_VALUE;
+    if (flags & CU_MEMHOSTREGISTER_IOMEMORY)
+        return CUDA_ERROR_NOT_SUPPORTED;
+    /* The range must be mapped memory: msync fails with ENOMEM on holes. */
+    uintptr_t first_page = (uintptr_t)p & ~(uintptr_t)(page_size - 1);
+    if (msync((void *)first_page, (uintptr_t)p + bytesize - first_page, MS_ASYNC) != 0)
+        return CUDA_ERROR_INVALID_VALUE;
+    mem_block_t *block = calloc(1, sizeof *block);
+    if (block == NULL)
+        return CUDA_ERROR_OUT_OF_MEMORY;
+    block->base = (uintptr_t)p;
+    block->size = block->span = block->va_len = bytesize;
+    block->kind = MEM_HOST_REGISTERED;
+    block->ctx = ctx;
+    block->host_flags = flags;
+    block->buffer_id = atomic_fetch_add(&next_buffer_id, 1);
+    pthread_rwlock_wrlock(&mem_lock);
+    if (map_overlaps(&host_blocks, block->base, block->base + bytesize))
+        result = CUDA_ERROR_HOST_MEMORY_ALREADY_REGISTERED;
+    else if (map_insert(&host_blocks, block) != 0)
+        result = CUDA_ERROR_OUT_OF_MEMORY;
+    pthread_rwlock_unlock(&mem_lock);
+    if (result != CUDA_SUCCESS)
+        free(block);
+    return result;
+}
+
+SIM_EXPORT CUresult cuMemHostRegister(void *p, size_t bytesize, unsigned int Flags)
+{
+    CUresult fault = sim_api_enter(SIM_ID(cuMemHostRegister));
+    if (fault != CUDA_SUCCESS)
+        return fault;
+    return host_register(p, bytesize, Flags);
+}
+
+SIM_EXPORT CUresult cuMemHostRegister_v2(void *p, size_t bytesize, unsigned int Flags)
+{
+    CUresult fault = sim_api_enter(SIM_ID(cuMemHostRegister_v2));
+    if (fault != CUDA_SUCCESS)
+        return fault;
+    return host_register(p, bytesize, Flags);
+}
+
+SIM_EXPORT CUresult cuMemHostUnregister(void *p)
+{
+    CUresult fault = sim_api_enter(SIM_ID(cuMemHostUnregister));
+    if (fault != CUDA_SUCCESS)
+        return fault;
+    if (!sim_initialized())
+        return CUDA_ERROR_NOT_INITIALIZED;
+    pthread_rwlock_wrlock(&mem_lock);
+    mem_block_t *block = map_find(&host_blocks, (uintptr_t)p);
+    if (block != NULL && (block->base != (uintptr_t)p || block->kind != MEM_HOST_REGISTERED))
+        block = NULL;
+    if (block != NULL)
+        map_remove(&host_blocks, block);
+    pthread_rwlock_unlock(&mem_lock);
+    if (block == NULL)
+        return CUDA_ERROR_HOST_MEMORY_NOT_REGISTERED;
+    free(block);
+    return CUDA_SUCCESS;
+}
+
+SIM_EXPORT CUresult cuMemHostGetDevicePointer_v2(CUdeviceptr *pdptr, void *p, unsigned int Flags)
+{
+    CUresult fault = sim_api_enter(SIM_ID(cuMemHostGetDevicePointer_v2));
+    if (fault != CUDA_SUCCESS)
+        return fault;
+    if (!sim_initialized())
+        return CUDA_ERROR_NOT_INITIALIZED;
+    if (pdptr == NULL || Flags != 0)
+        return CUDA_ERROR_INVALID_VALUE;
+    pthread_rwlock_rdlock(&mem_lock);
+    bool pinned = map_find(&host_blocks, (uintptr_t)p) != NULL;
+    pthread_rwlock_unlock(&mem_lock);
+    if (!pinned)
+        return CUDA_ERROR_INVALID_VALUE;
+    /* Unified addressing: the device sees pinned memory at its host address. */
+    *pdptr = (CUdeviceptr)(uintptr_t)p;
+    return CUDA_SUCCESS;
+}
+
+SIM_EXPORT CUresult cuMemHostGetFlags(unsigned int *pFlags, void *p)
+{
+    CUresult fault = sim_api_enter(SIM_ID(cuMemHostGetFlags));
+    if (fault != CUDA_SUCCESS)
+        return fault;
+    if (!sim_initialized())
+        return CUDA_ERROR_NOT_INITIALIZED;
+    if (pFlags == NULL)
+        return CUDA_ERROR_INVALID_VALUE;
+    pthread_rwlock_rdlock(&mem_lock);
+    mem_block_t *block = map_find(&host_blocks, (uintptr_t)p);
+    if (block != NULL)
+        *pFlags = block->host_flags;
+    pthread_rwlock_unlock(&mem_lock);
+    return block != NULL ? CUDA_SUCCESS : CUDA_ERROR_INVALID_VALUE;
+}
+
+/* ------------------------------------------------------------------------
+ * Pointer queries
+ * ------------------------------------------------------------------------ */
+
+/* Everything the pointer queries report about one address, copied out
+ * under the lock. */
+typedef struct ptr_info_s {
+    bool valid;
+    mem_kind_t kind;
+    CUcontext ctx;
+    int device;
+    uintptr_t range_base, range_size;     /* allocation or reservation */
+    uintptr_t mapping_base, mapping_size; /* what is really mapped */
+    unsigned long long buffer_id, block_id;
+    unsigned long long handle_types;
+    CUmemoryPool pool;
+    unsigned access;
+} ptr_info_t;
+
+static ptr_info_t ptr_info(uintptr_t address)
+{
+    ptr_info_t info = {0};
+    CUcontext current = sim_ctx_current();
+    pthread_rwlock_rdlock(&mem_lock);
+    mem_block_t *block = map_find(&device_blocks, address);
+    if (block != NULL && block->kind == MEM_RESERVATION) {
+        mem_block_t *mapping = map_find(&mappings, address);
+        if (mapping != NULL) {
+            info.valid = true;
+            info.kind = MEM_MAPPING;
+            info.device = mapping->device->ordinal;
+            info.range_base = block->base;
+            info.range_size = block->size;
+            info.mapping_base = mapping->base;
+            info.mapping_size = mapping->size;
+            info.buffer_id = mapping->buffer_id;
+            info.block_id = mapping->phys->block_id;
+            info.handle_types = (unsigned long long)mapping->phys->prop.requestedHandleTypes;
+            int viewer = current != NULL ? current->device->ordinal : info.device;
+            info.access = mapping->access[viewer];
+        }
+    } else if (block != NULL && address < block->base + block->size) {
+        info.valid = true;
+        info.kind = block->kind;
+        info.ctx = block->ctx;
+        info.device = block->device->ordinal;
+        info.range_base = info.mapping_base = block->base;
+        info.range_size = info.mapping_size = block->size;
+        info.buffer_id = info.block_id = block->buffer_id;
+        info.pool = block->pool;
+        info.access = CU_POINTER_ATTRIBUTE_ACCESS_FLAG_READWRITE;
+    } else if (block == NULL) {
+        block = map_find(&host_blocks, address);
+        if (block != NULL && address < block->base + block->size) {
+            info.valid = true;
+            info.kind = block->kind;
+            info.ctx = block->ctx;
+            info.device = block->ctx->device->ordinal;
+            info.range_base = info.mapping_base = block->base;
+            info.range_size = info.mapping_size = block->size;
+            info.buffer_id = info.block_id = block->buffer_id;
+            info.access = (block->host_flags & CU_MEMHOSTREGISTER_READ_ONLY) && block->kind == MEM_HOST_REGISTERED
+                              ? CU_POINTER_ATTRIBUTE_ACCESS_FLAG_READ
+                              : CU_POINTER_ATTRIBUTE_ACCESS_FLAG_READWRITE;
+        }
+    }
+    pthread_rwlock_unlock(&mem_lock);
+    return info;
+}
+
+static bool is_host_kind(mem_kind_t kind)
+{
+    return kind == MEM_HOST_ALLOC || kind == MEM_HOST_REGISTERED;
+}
+
+/* Writes one attribute of a valid pointer. Returns CUDA_ERROR_INVALID_VALUE
+ * for attributes that do not apply (a host pointer of device memory) or
+ * that simcuda does not know. */
+static CUresult write_attribute(const ptr_info_t *info, CUpointer_attribute attribute, void *data, uintptr_t address)
+{
+    switch (attribute) {
+    case CU_POINTER_ATTRIBUTE_CONTEXT:
+        *(CUcontext *)data = info->ctx;
+        return CUDA_SUCCESS;
+    case CU_POINTER_ATTRIBUTE_MEMORY_TYPE:
+        *(unsigned int *)data = is_host_kind(info->kind) ? CU_MEMORYTYPE_HOST : CU_MEMORYTYPE_DEVICE;
+        return CUDA_SUCCESS;
+    case CU_POINTER_ATTRIBUTE_DEVICE_POINTER:
+        *(CUdeviceptr *)data = (CUdeviceptr)address;
+        return CUDA_SUCCESS;
+    case CU_POINTER_ATTRIBUTE_HOST_POINTER:
+        if (!is_host_kind(info->kind) && info->kind != MEM_MANAGED)
+            return CUDA_ERROR_INVALID_VALUE;
+        *(void **)data = (void *)address;
+        return CUDA_SUCCESS;
+    case CU_POINTER_ATTRIBUTE_SYNC_MEMOPS:
+        *(bool *)data = false;
+        return CUDA_SUCCESS;
+    case CU_POINTER_ATTRIBUTE_BUFFER_ID:
+        *(unsigned long long *)data = info->buffer_id;
+        return CUDA_SUCCESS;
+    case CU_POINTER_ATTRIBUTE_IS_MANAGED:
+        *(bool *)data = info->kind == MEM_MANAGED;
+        return CUDA_SUCCESS;
+    case CU_POINTER_ATTRIBUTE_DEVICE_ORDINAL:
+        *(int *)data = info->device;
+        return CUDA_SUCCESS;
+    case CU_POINTER_ATTRIBUTE_IS_LEGACY_CUDA_IPC_CAPABLE:
+        *(bool *)data = info->kind == MEM_DEVICE;
+        return CUDA_SUCCESS;
+    case CU_POINTER_ATTRIBUTE_RANGE_START_ADDR:
+        *(CUdeviceptr *)data = (CUdeviceptr)info->range_base;
+        return CUDA_SUCCESS;
+    case CU_POINTER_ATTRIBUTE_RANGE_SIZE:
+        *(size_t *)data = info->range_size;
+        return CUDA_SUCCESS;
+    case CU_POINTER_ATTRIBUTE_MAPPED:
+        *(bool *)data = true;
+        return CUDA_SUCCESS;
+    case CU_POINTER_ATTRIBUTE_ALLOWED_HANDLE_TYPES:
+        *(unsigned long long *)data = info->handle_types;
+        return CUDA_SUCCESS;
+    case CU_POINTER_ATTRIBUTE_IS_GPU_DIRECT_RDMA_CAPABLE:
+        *(bool *)data = false;
+        return CUDA_SUCCESS;
+    case CU_POINTER_ATTRIBUTE_ACCESS_FLAGS:
+        *(unsigned int *)data = info->access;
+        return CUDA_SUCCESS;
+    case CU_POINTER_ATTRIBUTE_MEMPOOL_HANDLE:
+        *(CUmemoryPool *)data = info->pool;
+        return CUDA_SUCCESS;
+    case CU_POINTER_ATTRIBUTE_MAPPING_SIZE:
+        *(size_t *)data = info->mapping_size;
+        return CUDA_SUCCESS;
+    case CU_POINTER_ATTRIBUTE_MAPPING_BASE_ADDR:
+        *(void **)data = (void *)info->mapping_base;
+        return CUDA_SUCCESS;
+    case CU_POINTER_ATTRIBUTE_MEMORY_BLOCK_ID:
+        *(unsigned long long *)data = info->block_id;
+        return CUDA_SUCCESS;
+    case CU_POINTER_ATTRIBUTE_IS_HW_DECOMPRESS_CAPABLE:
+        *(bool *)data = false;
+        return CUDA_SUCCESS;
+    default:
+        return CUDA_ERROR_INVALID_VALUE;
+    }
+}
+
+SIM_EXPORT CUresult cuPointerGetAttribute(void *data, CUpointer_attribute attribute, CUdeviceptr ptr)
+{
+    CUresult fault = sim_api_enter(SIM_ID(cuPointerGetAttribute));
+    if (fault != CUDA_SUCCESS)
+        return fault;
+    if (!sim_initialized())
+        return CUDA_ERROR_NOT_INITIALIZED;
+    if (data == NULL)
+        return CUDA_ERROR_INVALID_VALUE;
+    ptr_info_t info = ptr_info((uintptr_t)ptr);
+    if (!info.valid)
+        return CUDA_ERROR_INVALID_VALUE;
+    return write_attribute(&info, attribute, data, (uintptr_t)ptr);
+}
+
+/* The size of each attribute's value, to clear it for pointers the driver
+ * does not know (cuPointerGetAttributes reports those as zero/NULL). */
+static size_t attribute_size(CUpointer_attribute attribute)
+{
+    switch (attribute) {
+    case CU_POINTER_ATTRIBUTE_CONTEXT: return sizeof(CUcontext);
+    case CU_POINTER_ATTRIBUTE_MEMORY_TYPE: return sizeof(unsigned int);
+    case CU_POINTER_ATTRIBUTE_DEVICE_POINTER: return sizeof(CUdeviceptr);
+    case CU_POINTER_ATTRIBUTE_HOST_POINTER: return sizeof(void *);
+    case CU_POINTER_ATTRIBUTE_BUFFER_ID: return sizeof(unsigned long long);
+    case CU_POINTER_ATTRIBUTE_DEVICE_ORDINAL: return sizeof(int);
+    case CU_POINTER_ATTRIBUTE_RANGE_START_ADDR: return sizeof(CUdeviceptr);
+    case CU_POINTER_ATTRIBUTE_RANGE_SIZE: return sizeof(size_t);
+    case CU_POINTER_ATTRIBUTE_ALLOWED_HANDLE_TYPES: return sizeof(unsigned long long);
+    case CU_POINTER_ATTRIBUTE_ACCESS_FLAGS: return sizeof(unsigned int);
+    case CU_POINTER_ATTRIBUTE_MEMPOOL_HANDLE: return sizeof(CUmemoryPool);
+    case CU_POINTER_ATTRIBUTE_MAPPING_SIZE: return sizeof(size_t);
+    case CU_POINTER_ATTRIBUTE_MAPPING_BASE_ADDR: return sizeof(void *);
+    case CU_POINTER_ATTRIBUTE_MEMORY_BLOCK_ID: return sizeof(unsigned long long);
+    case CU_POINTER_ATTRIBUTE_SYNC_MEMOPS:
+    case CU_POINTER_ATTRIBUTE_IS_MANAGED:
+    case CU_POINTER_ATTRIBUTE_IS_LEGACY_CUDA_IPC_CAPABLE:
+    case CU_POINTER_ATTRIBUTE_MAPPED:
+    case CU_POINTER_ATTRIBUTE_IS_GPU_DIRECT_RDMA_CAPABLE:
+    case CU_POINTER_ATTRIBUTE_IS_HW_DECOMPRESS_CAPABLE: return sizeof(bool);
+    default: return 0;
+    }
+}
+
+/* Unlike cuPointerGetAttribute, an unknown pointer is not an error: every
+ * attribute reads as zero/NULL (cuda.h documents this), and attributes that
+ * do not apply to a known pointer read as zero too. */
+SIM_EXPORT CUresult cuPointerGetAttributes(unsigned int numAttributes, CUpointer_attribute *attributes, void **data,
+                                           CUdeviceptr ptr)
+{
+    CUresult fault = sim_api_enter(SIM_ID(cuPointerGetAttributes));
+    if (fault != CUDA_SUCCESS)
+        return fault;
+    if (!sim_initialized())
+        return CUDA_ERROR_NOT_INITIALIZED;
+    if (numAttributes == 0 || attributes == NULL || data == NULL)
+        return CUDA_ERROR_INVALID_VALUE;
+    for (unsigned i = 0; i < numAttributes; i++)
+        if (data[i] == NULL || attribute_size(attributes[i]) == 0)
+            return CUDA_ERROR_INVALID_VALUE;
+    ptr_info_t info = ptr_info((uintptr_t)ptr);
+    for (unsigned i = 0; i < numAttributes; i++) {
+        if (!info.valid || write_attribute(&info, attributes[i], data[i], (uintptr_t)ptr) != CUDA_SUCCESS)
+            memset(data[i], 0, attribute_size(attributes[i]));
+    }
+    return CUDA_SUCCESS;
+}
+
+SIM_EXPORT CUresult cuMemGetAddressRange_v2(CUdeviceptr *pbase, size_t *psize, CUdeviceptr dptr)
+{
+    CUresult fault = sim_api_enter(SIM_ID(cuMemGetAddressRange_v2));
+    if (fault != CUDA_SUCCESS)
+        return fault;
+    if (!sim_initialized())
+        return CUDA_ERROR_NOT_INITIALIZED;
+    ptr_info_t info = ptr_info((uintptr_t)dptr);
+    if (!info.valid)
+        return CUDA_ERROR_NOT_FOUND;
+    if (pbase != NULL)
+        *pbase = (CUdeviceptr)info.mapping_base;
+    if (psize != NULL)
+        *psize = info.mapping_size;
+    return CUDA_SUCCESS;
+}
+
+int sim_mem_range(uintptr_t address, uintptr_t *base_out, size_t *size_out)
+{
+    ptr_info_t info = ptr_info(address);
+    if (!info.valid || is_host_kind(info.kind))
+        return -ENOENT;
+    *base_out = info.mapping_base;
+    *size_out = info.mapping_size;
+    return 0;
+}
+
+sim_mem_kind_t sim_mem_classify(uintptr_t address, int *device_out)
+{
+    va_space_t *space = va_space_of(address);
+    if (space != NULL) {
+        int device = (int)(space - va_spaces);
+        sim_mem_kind_t kind = SIM_MEM_DEVICE;
+        pthread_rwlock_rdlock(&mem_lock);
+        mem_block_t *block = map_find(&device_blocks, address);
+        if (block != NULL && block->kind == MEM_MANAGED) {
+            kind = SIM_MEM_MANAGED;
+        } else if (block != NULL && block->kind == MEM_RESERVATION) {
+            /* Memory of another device may be mapped in this range. */
+            mem_block_t *mapping = map_find(&mappings, address);
+            if (mapping != NULL)
+                device = mapping->device->ordinal;
+        }
+        pthread_rwlock_unlock(&mem_lock);
+        if (device_out != NULL)
+            *device_out = device;
+        return kind;
+    }
+    pthread_rwlock_rdlock(&mem_lock);
+    bool pinned = map_find(&host_blocks, address) != NULL;
+    pthread_rwlock_unlock(&mem_lock);
+    return pinned ? SIM_MEM_PINNED : SIM_MEM_PAGEABLE;
+}

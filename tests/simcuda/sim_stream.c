@@ -1,0 +1,1034 @@
+/* sim_stream.c: streams, their worker threads and submission.
+ *
+ * Every stream runs its queue in order on its own worker thread, started on
+ * the first submission. Cross-stream ordering is expressed as dependencies
+ * (`sim_dep_t`: "stream S has completed operation N") attached to an
+ * operation at submission; the worker waits for them before running it.
+ * That one mechanism gives event waits, the legacy NULL stream (its work
+ * depends on the tails of all blocking streams of the context; their later
+ * work depends on its tail) and graph launches.
+ *
+ * Entry points: `sim_submit_locked` (everything that queues work ends here),
+ * `sim_stream_resolve`, the `cuStream*` functions and the context hooks.
+ */
+#include "sim_exec.h"
+
+#include <errno.h>
+#include <stdlib.h>
+#include <string.h>
+
+pthread_mutex_t sim_submit_lock = PTHREAD_MUTEX_INITIALIZER;
+
+struct sim_op_s {
+    sim_op_t *next;
+    uint64_t seq;
+    sim_dep_t *deps;
+    size_t dep_count;
+    uint64_t event_gen; /* for SIM_CMD_EVENT_RECORD */
+    sim_cmd_t cmd;
+};
+
+static _Atomic unsigned long long next_stream_id = 1;
+
+/* The priority range reported for streams: 0 (least) to -5 (greatest), as
+ * on current GPUs. */
+#define SIM_PRIORITY_LEAST 0
+#define SIM_PRIORITY_GREATEST (-5)
+
+/* ------------------------------------------------------------------------
+ * Lifetime
+ * ------------------------------------------------------------------------ */
+
+static struct CUstream_st *stream_new(CUcontext ctx, unsigned flags, int priority)
+{
+    struct CUstream_st *s = calloc(1, sizeof(*s));
+    if (s == NULL)
+        return NULL;
+    s->magic = SIM_STREAM_MAGIC;
+    atomic_init(&s->refs, 1);
+    s->ctx = ctx;
+    s->flags = flags;
+    s->priority = priority;
+    s->id = atomic_fetch_add(&next_stream_id, 1);
+    pthread_mutex_init(&s->lock, NULL);
+    pthread_cond_init(&s->cond, NULL);
+    return s;
+}
+
+void sim_stream_ref(struct CUstream_st *stream)
+{
+    atomic_fetch_add(&stream->refs, 1);
+}
+
+void sim_stream_unref(struct CUstream_st *stream)
+{
+    if (atomic_fetch_sub(&stream->refs, 1) != 1)
+        return;
+    pthread_mutex_destroy(&stream->lock);
+    pthread_cond_destroy(&stream->cond);
+    free(stream->frontier);
+    free(stream);
+}
+
+bool sim_stream_is_blocking(const struct CUstream_st *stream)
+{
+    return !stream->is_legacy && (stream->flags & CU_STREAM_NON_BLOCKING) == 0;
+}
+
+/* Adds a live stream to its context's list. Caller holds `sim_submit_lock`. */
+static int ctx_add_stream_locked(CUcontext ctx, struct CUstream_st *s)
+{
+    int rc = 0;
+    pthread_mutex_lock(&ctx->streams_lock);
+    if (ctx->stream_count == ctx->stream_capacity) {
+        size_t capacity = ctx->stream_capacity ? ctx->stream_capacity * 2 : 8;
+        struct CUstream_st **grown = realloc(ctx->streams, capacity * sizeof(*grown));
+        if (grown == NULL) {
+            rc = -ENOMEM;
+            goto out;
+        }
+        ctx->streams = grown;
+        ctx->stream_capacity = capacity;
+    }
+    ctx->streams[ctx->stream_count++] = s;
+out:
+    pthread_mutex_unlock(&ctx->streams_lock);
+    return rc;
+}
+
+static void ctx_remove_stream_locked(CUcontext ctx, struct CUstream_st *s)
+{
+    pthread_mutex_lock(&ctx->streams_lock);
+    for (size_t i = 0; i < ctx->stream_count; i++) {
+        if (ctx->streams[i] == s) {
+            ctx->streams[i] = ctx->streams[--ctx->stream_count];
+            break;
+        }
+    }
+    pthread_mutex_unlock(&ctx->streams_lock);
+}
+
+/* Makes the handle invalid and lets the worker exit once its queue is
+ * drained: pending work still completes, as with the real driver. Caller
+ * holds `sim_submit_lock`; the caller's reference is still to be dropped. */
+static void stream_retire_locked(struct CUstream_st *s)
+{
+    if (s->capture != NULL)
+        sim_capture_forget_stream_locked(s);
+    if (!s->is_legacy)
+        ctx_remove_stream_locked(s->ctx, s);
+    s->magic = SIM_STREAM_DEAD;
+    pthread_mutex_lock(&s->lock);
+    s->destroyed = true;
+    pthread_cond_broadcast(&s->cond);
+    pthread_mutex_unlock(&s->lock);
+}
+
+/* ------------------------------------------------------------------------
+ * Dependencies
+ * ------------------------------------------------------------------------ */
+
+sim_dep_t sim_stream_tail_dep(struct CUstream_st *stream)
+{
+    sim_stream_ref(stream);
+    return (sim_dep_t){.stream = stream, .seq = stream->enqueued_seq, .vt_ns = stream->vt_tail_ns};
+}
+
+void sim_dep_release(sim_dep_t *dep)
+{
+    if (dep->stream != NULL)
+        sim_stream_unref(dep->stream);
+    dep->stream = NULL;
+}
+
+bool sim_dep_done(const sim_dep_t *dep)
+{
+    pthread_mutex_lock(&dep->stream->lock);
+    bool done = dep->stream->completed_seq >= dep->seq;
+    pthread_mutex_unlock(&dep->stream->lock);
+    return done;
+}
+
+void sim_dep_wait(const sim_dep_t *dep)
+{
+    struct CUstream_st *s = dep->stream;
+    pthread_mutex_lock(&s->lock);
+    while (s->completed_seq < dep->seq)
+        pthread_cond_wait(&s->cond, &s->lock);
+    pthread_mutex_unlock(&s->lock);
+}
+
+/* The work a host wait on `s` covers: its own tail and, for the legacy
+ * stream, the tails of every blocking stream. Caller holds the submit lock. */
+static int collect_wait_deps_locked(struct CUstream_st *s, sim_dep_t **out, size_t *count)
+{
+    size_t n = 1, cap = 1;
+    if (s->is_legacy) {
+        pthread_mutex_lock(&s->ctx->streams_lock);
+        cap += s->ctx->stream_count;
+        pthread_mutex_unlock(&s->ctx->streams_lock);
+    }
+    sim_dep_t *deps = calloc(cap, sizeof(*deps));
+    if (deps == NULL)
+        return -ENOMEM;
+    deps[0] = sim_stream_tail_dep(s);
+    if (s->is_legacy) {
+        pthread_mutex_lock(&s->ctx->streams_lock);
+        for (size_t i = 0; i < s->ctx->stream_count && n < cap; i++)
+            if (sim_stream_is_blocking(s->ctx->streams[i]))
+                deps[n++] = sim_stream_tail_dep(s->ctx->streams[i]);
+        pthread_mutex_unlock(&s->ctx->streams_lock);
+    }
+    *out = deps;
+    *count = n;
+    return 0;
+}
+
+static void wait_and_release_deps(sim_dep_t *deps, size_t count)
+{
+    for (size_t i = 0; i < count; i++) {
+        sim_dep_wait(&deps[i]);
+        sim_clock_host_wait(deps[i].vt_ns);
+        sim_dep_release(&deps[i]);
+    }
+    free(deps);
+}
+
+void sim_stream_host_wait(struct CUstream_st *stream)
+{
+    sim_dep_t *deps;
+    size_t count;
+    pthread_mutex_lock(&sim_submit_lock);
+    int rc = collect_wait_deps_locked(stream, &deps, &count);
+    pthread_mutex_unlock(&sim_submit_lock);
+    if (rc == 0) {
+        wait_and_release_deps(deps, count);
+        return;
+    }
+    /* Out of memory for the list: wait on the stream's own tail. */
+    pthread_mutex_lock(&stream->lock);
+    while (stream->head != NULL)
+        pthread_cond_wait(&stream->cond, &stream->lock);
+    pthread_mutex_unlock(&stream->lock);
+}
+
+/* ------------------------------------------------------------------------
+ * Commands
+ * ------------------------------------------------------------------------ */
+
+void sim_cmd_release(sim_cmd_t *cmd)
+{
+    switch (cmd->kind) {
+    case SIM_CMD_KERNEL:
+        free(cmd->u.launch.args);
+        free(cmd->u.launch.param_ptrs);
+        break;
+    case SIM_CMD_EVENT_RECORD:
+    case SIM_CMD_EVENT_WAIT:
+        if (cmd->u.event != NULL)
+            sim_event_unref(cmd->u.event);
+        break;
+    default:
+        break;
+    }
+    memset(cmd, 0, sizeof(*cmd));
+}
+
+CUresult sim_cmd_clone(sim_cmd_t *dst, const sim_cmd_t *src)
+{
+    *dst = *src;
+    switch (src->kind) {
+    case SIM_CMD_KERNEL: {
+        const sim_launch_desc_t *from = &src->u.launch;
+        sim_launch_desc_t *to = &dst->u.launch;
+        unsigned count = from->kernel->param_count;
+        to->args = malloc(from->args_size ? from->args_size : 1);
+        to->param_ptrs = calloc(count ? count : 1, sizeof(void *));
+        if (to->args == NULL || to->param_ptrs == NULL) {
+            free(to->args);
+            free(to->param_ptrs);
+            memset(dst, 0, sizeof(*dst));
+            return CUDA_ERROR_OUT_OF_MEMORY;
+        }
+        memcpy(to->args, from->args, from->args_size);
+        for (unsigned i = 0; i < count; i++)
+            to->param_ptrs[i] = to->args + from->kernel->param_offsets[i];
+        break;
+    }
+    case SIM_CMD_EVENT_RECORD:
+    case SIM_CMD_EVENT_WAIT:
+        sim_event_ref(src->u.event);
+        break;
+    default:
+        break;
+    }
+    return CUDA_SUCCESS;
+}
+
+void sim_cmd_execute(const sim_cmd_t *cmd, uint64_t event_gen)
+{
+    switch (cmd->kind) {
+    case SIM_CMD_KERNEL:
+        sim_launch_execute(&cmd->u.launch);
+        break;
+    case SIM_CMD_COPY:
+        sim_copy_execute(&cmd->u.copy);
+        break;
+    case SIM_CMD_SET:
+        sim_set_execute(&cmd->u.set);
+        break;
+    case SIM_CMD_HOST:
+        cmd->u.host.fn(cmd->u.host.arg);
+        break;
+    case SIM_CMD_EVENT_RECORD:
+        sim_event_stamp(cmd->u.event, event_gen);
+        break;
+    case SIM_CMD_EVENT_WAIT: /* the dependency did the waiting */
+    case SIM_CMD_EMPTY:
+        break;
+    }
+}
+
+/* ------------------------------------------------------------------------
+ * Worker
+ * ------------------------------------------------------------------------ */
+
+static void op_free(sim_op_t *op)
+{
+    for (size_t i = 0; i < op->dep_count; i++)
+        sim_dep_release(&op->deps[i]);
+    free(op->deps);
+    sim_cmd_release(&op->cmd);
+    free(op);
+}
+
+static void *stream_worker(void *arg)
+{
+    struct CUstream_st *s = arg;
+    pthread_mutex_lock(&s->lock);
+    for (;;) {
+        while (s->head == NULL && !s->destroyed)
+            pthread_cond_wait(&s->cond, &s->lock);
+        sim_op_t *op = s->head;
+        if (op == NULL)
+            break; /* destroyed and drained */
+        s->head = op->next;
+        if (s->head == NULL)
+            s->tail = NULL;
+        pthread_mutex_unlock(&s->lock);
+
+        for (size_t i = 0; i < op->dep_count; i++)
+            sim_dep_wait(&op->deps[i]);
+        sim_cmd_execute(&op->cmd, op->event_gen);
+
+        pthread_mutex_lock(&s->lock);
+        s->completed_seq = op->seq;
+        pthread_cond_broadcast(&s->cond);
+        pthread_mutex_unlock(&s->lock);
+        /* Outside the lock: releasing dependencies may free other streams. */
+        op_free(op);
+        pthread_mutex_lock(&s->lock);
+    }
+    pthread_mutex_unlock(&s->lock);
+    sim_stream_unref(s);
+    return NULL;
+}
+
+static int stream_start_worker(struct CUstream_st *s)
+{
+    if (s->worker_started)
+        return 0;
+    pthread_attr_t attr;
+    pthread_attr_init(&attr);
+    pthread_attr_setdetachstate(&attr, PTHREAD_CREATE_DETACHED);
+    pthread_t thread;
+    sim_stream_ref(s); /* the worker's reference */
+    int rc = pthread_create(&thread, &attr, stream_worker, s);
+    pthread_attr_destroy(&attr);
+    if (rc != 0) {
+        sim_stream_unref(s);
+        return -rc;
+    }
+    s->worker_started = true;
+    return 0;
+}
+
+/* ------------------------------------------------------------------------
+ * Submission
+ * ------------------------------------------------------------------------ */
+
+static bool is_device_side(sim_mem_kind_t kind)
+{
+    return kind == SIM_MEM_DEVICE || kind == SIM_MEM_MANAGED;
+}
+
+/* Which engine runs `cmd`, what it costs, and the statistics it adds. */
+static sim_engine_t cmd_schedule_info(const sim_cmd_t *cmd, uint64_t *cost_ns)
+{
+    *cost_ns = 0;
+    switch (cmd->kind) {
+    case SIM_CMD_KERNEL:
+        atomic_fetch_add(&sim_stats.kernels, 1);
+        *cost_ns = sim_launch_cost_ns(&cmd->u.launch);
+        return SIM_ENGINE_COMPUTE;
+    case SIM_CMD_COPY: {
+        uint64_t bytes = sim_copy_bytes(&cmd->u.copy);
+        bool dst_dev = is_device_side(sim_mem_classify(cmd->u.copy.dst, NULL));
+        bool src_dev = is_device_side(sim_mem_classify(cmd->u.copy.src, NULL));
+        sim_engine_t engine;
+        if (src_dev && dst_dev) {
+            atomic_fetch_add(&sim_stats.copied_dtod, bytes);
+            engine = SIM_ENGINE_COMPUTE;
+        } else if (dst_dev) {
+            atomic_fetch_add(&sim_stats.copied_htod, bytes);
+            engine = SIM_ENGINE_H2D;
+        } else if (src_dev) {
+            atomic_fetch_add(&sim_stats.copied_dtoh, bytes);
+            engine = SIM_ENGINE_D2H;
+        } else {
+            atomic_fetch_add(&sim_stats.copied_htoh, bytes);
+            engine = SIM_ENGINE_NONE;
+        }
+        *cost_ns = sim_clock_transfer_ns(engine, bytes);
+        return engine;
+    }
+    case SIM_CMD_SET: {
+        const sim_set_desc_t *set = &cmd->u.set;
+        uint64_t bytes = (uint64_t)set->width * set->elem_size * set->height;
+        sim_engine_t engine = is_device_side(sim_mem_classify(set->dst, NULL)) ? SIM_ENGINE_COMPUTE : SIM_ENGINE_NONE;
+        *cost_ns = sim_clock_transfer_ns(engine, bytes);
+        return engine;
+    }
+    default:
+        return SIM_ENGINE_NONE;
+    }
+}
+
+static int op_add_dep(sim_op_t *op, size_t *cap, sim_dep_t dep)
+{
+    if (op->dep_count == *cap) {
+        size_t grown_cap = *cap ? *cap * 2 : 4;
+        sim_dep_t *grown = realloc(op->deps, grown_cap * sizeof(*grown));
+        if (grown == NULL) {
+            sim_dep_release(&dep);
+            return -ENOMEM;
+        }
+        op->deps = grown;
+        *cap = grown_cap;
+    }
+    op->deps[op->dep_count++] = dep;
+    return 0;
+}
+
+/* Submits with an optional extra dependency (an event wait); `extra` keeps
+ * its reference (the operation takes its own). */
+static CUresult submit_locked(struct CUstream_st *s, sim_cmd_t *cmd, const sim_dep_t *extra)
+{
+    CUresult result = CUDA_SUCCESS;
+    if (s->capture != NULL)
+        return sim_capture_record_locked(s, cmd);
+    if (s->is_legacy) {
+        struct CUstream_st *capturing = sim_capture_blocking_stream_locked(s->ctx);
+        if (capturing != NULL) {
+            /* Legacy work would synchronise with a capturing stream. */
+            sim_capture_invalidate_locked(capturing);
+            sim_cmd_release(cmd);
+            return CUDA_ERROR_STREAM_CAPTURE_IMPLICIT;
+        }
+    }
+    sim_op_t *op = calloc(1, sizeof(*op));
+    if (op == NULL) {
+        sim_cmd_release(cmd);
+        return CUDA_ERROR_OUT_OF_MEMORY;
+    }
+    op->cmd = *cmd;
+    memset(cmd, 0, sizeof(*cmd));
+    size_t cap = 0;
+    uint64_t ready_ns = s->vt_tail_ns;
+    int rc = 0;
+
+    if (s->is_legacy) {
+        pthread_mutex_lock(&s->ctx->streams_lock);
+        for (size_t i = 0; i < s->ctx->stream_count && rc == 0; i++) {
+            struct CUstream_st *t = s->ctx->streams[i];
+            if (sim_stream_is_blocking(t) && t->enqueued_seq > 0) {
+                if (t->vt_tail_ns > ready_ns)
+                    ready_ns = t->vt_tail_ns;
+                rc = op_add_dep(op, &cap, sim_stream_tail_dep(t));
+            }
+        }
+        pthread_mutex_unlock(&s->ctx->streams_lock);
+    } else if (sim_stream_is_blocking(s) && s->ctx->legacy_stream != NULL) {
+        struct CUstream_st *legacy = s->ctx->legacy_stream;
+        if (legacy->enqueued_seq > 0) {
+            if (legacy->vt_tail_ns > ready_ns)
+                ready_ns = legacy->vt_tail_ns;
+            rc = op_add_dep(op, &cap, sim_stream_tail_dep(legacy));
+        }
+    }
+    if (rc == 0 && extra != NULL && extra->stream != NULL) {
+        if (extra->vt_ns > ready_ns)
+            ready_ns = extra->vt_ns;
+        sim_stream_ref(extra->stream);
+        rc = op_add_dep(op, &cap, *extra);
+    }
+    if (rc == 0)
+        rc = stream_start_worker(s);
+    if (rc != 0) {
+        op_free(op);
+        return CUDA_ERROR_OUT_OF_MEMORY;
+    }
+
+    uint64_t cost_ns;
+    sim_engine_t engine = cmd_schedule_info(&op->cmd, &cost_ns);
+    s->vt_tail_ns = sim_clock_schedule(s->ctx->device->ordinal, engine, ready_ns, cost_ns);
+    if (op->cmd.kind == SIM_CMD_EVENT_RECORD)
+        op->event_gen = op->cmd.u.event->gen;
+    op->seq = ++s->enqueued_seq;
+
+    pthread_mutex_lock(&s->lock);
+    if (s->tail != NULL)
+        s->tail->next = op;
+    else
+        s->head = op;
+    s->tail = op;
+    pthread_cond_broadcast(&s->cond);
+    pthread_mutex_unlock(&s->lock);
+    return result;
+}
+
+CUresult sim_submit_locked(struct CUstream_st *stream, sim_cmd_t *cmd)
+{
+    if (cmd->kind == SIM_CMD_EVENT_WAIT && stream->capture == NULL) {
+        /* A wait op is only its dependency; see `sim_stream_wait_event_locked`. */
+        struct CUevent_st *event = cmd->u.event;
+        sim_dep_t dep = event->recorded ? event->record : (sim_dep_t){0};
+        return submit_locked(stream, cmd, &dep);
+    }
+    return submit_locked(stream, cmd, NULL);
+}
+
+CUresult sim_submit(struct CUstream_st *stream, sim_cmd_t *cmd)
+{
+    pthread_mutex_lock(&sim_submit_lock);
+    CUresult result = sim_submit_locked(stream, cmd);
+    pthread_mutex_unlock(&sim_submit_lock);
+    return result;
+}
+
+CUresult sim_stream_enqueue_host(struct CUstream_st *stream, void (*fn)(void *), void *arg)
+{
+    sim_cmd_t cmd = {.kind = SIM_CMD_HOST, .u.host = {.fn = fn, .arg = arg}};
+    return sim_submit(stream, &cmd);
+}
+
+/* ------------------------------------------------------------------------
+ * Per-thread default streams: one per thread and context, released when
+ * the thread exits.
+ * ------------------------------------------------------------------------ */
+
+typedef struct pts_table_s {
+    size_t count, capacity;
+    struct { CUcontext ctx; struct CUstream_st *stream; } *entries;
+} pts_table_t;
+
+static pthread_key_t pts_key;
+static pthread_once_t pts_once = PTHREAD_ONCE_INIT;
+
+static void pts_thread_exit(void *arg)
+{
+    pts_table_t *table = arg;
+    for (size_t i = 0; i < table->count; i++) {
+        struct CUstream_st *s = table->entries[i].stream;
+        pthread_mutex_lock(&sim_submit_lock);
+        if (!s->destroyed)
+            stream_retire_locked(s);
+        pthread_mutex_unlock(&sim_submit_lock);
+        sim_stream_unref(s);
+    }
+    free(table->entries);
+    free(table);
+}
+
+static void pts_init(void)
+{
+    pthread_key_create(&pts_key, pts_thread_exit);
+}
+
+static struct CUstream_st *per_thread_stream(CUcontext ctx, CUresult *error)
+{
+    pthread_once(&pts_once, pts_init);
+    pts_table_t *table = pthread_getspecific(pts_key);
+    if (table == NULL) {
+        table = calloc(1, sizeof(*table));
+        if (table == NULL || pthread_setspecific(pts_key, table) != 0) {
+            free(table);
+            *error = CUDA_ERROR_OUT_OF_MEMORY;
+            return NULL;
+        }
+    }
+    for (size_t i = 0; i < table->count; i++) {
+        struct CUstream_st *s = table->entries[i].stream;
+        if (table->entries[i].ctx != ctx)
+            continue;
+        if (!s->destroyed)
+            return s;
+        /* Its context was destroyed (and this address reused): replace. */
+        sim_stream_unref(s);
+        table->entries[i] = table->entries[--table->count];
+        break;
+    }
+    if (table->count == table->capacity) {
+        size_t capacity = table->capacity ? table->capacity * 2 : 4;
+        void *grown = realloc(table->entries, capacity * sizeof(*table->entries));
+        if (grown == NULL) {
+            *error = CUDA_ERROR_OUT_OF_MEMORY;
+            return NULL;
+        }
+        table->entries = grown;
+        table->capacity = capacity;
+    }
+    struct CUstream_st *s = stream_new(ctx, CU_STREAM_DEFAULT, SIM_PRIORITY_LEAST);
+    if (s == NULL) {
+        *error = CUDA_ERROR_OUT_OF_MEMORY;
+        return NULL;
+    }
+    s->is_per_thread = true;
+    pthread_mutex_lock(&sim_submit_lock);
+    int rc = ctx_add_stream_locked(ctx, s);
+    pthread_mutex_unlock(&sim_submit_lock);
+    if (rc != 0) {
+        sim_stream_unref(s);
+        *error = CUDA_ERROR_OUT_OF_MEMORY;
+        return NULL;
+    }
+    table->entries[table->count].ctx = ctx;
+    table->entries[table->count].stream = s;
+    table->count++;
+    return s;
+}
+
+struct CUstream_st *sim_stream_resolve(CUstream handle, bool per_thread_variant, CUresult *error)
+{
+    CUresult ignored;
+    if (error == NULL)
+        error = &ignored;
+    if (handle == NULL)
+        handle = per_thread_variant ? CU_STREAM_PER_THREAD : CU_STREAM_LEGACY;
+    if (handle == CU_STREAM_LEGACY || handle == CU_STREAM_PER_THREAD) {
+        CUcontext ctx;
+        CUresult result = sim_ctx_require(&ctx);
+        if (result != CUDA_SUCCESS) {
+            *error = result;
+            return NULL;
+        }
+        if (ctx->legacy_stream == NULL) {
+            *error = CUDA_ERROR_INVALID_CONTEXT;
+            return NULL;
+        }
+        if (handle == CU_STREAM_LEGACY)
+            return ctx->legacy_stream;
+        return per_thread_stream(ctx, error);
+    }
+    if (!sim_initialized()) {
+        *error = CUDA_ERROR_NOT_INITIALIZED;
+        return NULL;
+    }
+    struct CUstream_st *s = handle;
+    if (s->magic != SIM_STREAM_MAGIC) {
+        *error = CUDA_ERROR_INVALID_HANDLE;
+        return NULL;
+    }
+    return s;
+}
+
+/* ------------------------------------------------------------------------
+ * Context hooks
+ * ------------------------------------------------------------------------ */
+
+CUresult sim_exec_ctx_created(CUcontext ctx)
+{
+    struct CUstream_st *legacy = stream_new(ctx, CU_STREAM_DEFAULT, SIM_PRIORITY_LEAST);
+    if (legacy == NULL)
+        return CUDA_ERROR_OUT_OF_MEMORY;
+    legacy->is_legacy = true;
+    ctx->legacy_stream = legacy;
+    return CUDA_SUCCESS;
+}
+
+void sim_exec_ctx_destroying(CUcontext ctx)
+{
+    /* Real semantics: the context's work completes, its streams go away. */
+    sim_exec_ctx_synchronize(ctx);
+    pthread_mutex_lock(&sim_submit_lock);
+    for (;;) {
+        pthread_mutex_lock(&ctx->streams_lock);
+        struct CUstream_st *s = ctx->stream_count ? ctx->streams[ctx->stream_count - 1] : NULL;
+        pthread_mutex_unlock(&ctx->streams_lock);
+        if (s == NULL)
+            break;
+        stream_retire_locked(s);
+        /* Per-thread streams stay referenced by their thread's table. */
+        if (!s->is_per_thread)
+            sim_stream_unref(s);
+    }
+    struct CUstream_st *legacy = ctx->legacy_stream;
+    ctx->legacy_stream = NULL;
+    if (legacy != NULL)
+        stream_retire_locked(legacy);
+    pthread_mutex_unlock(&sim_submit_lock);
+    if (legacy != NULL)
+        sim_stream_unref(legacy);
+    pthread_mutex_lock(&ctx->streams_lock);
+    free(ctx->streams);
+    ctx->streams = NULL;
+    ctx->stream_capacity = 0;
+    pthread_mutex_unlock(&ctx->streams_lock);
+}
+
+CUresult sim_exec_ctx_synchronize(CUcontext ctx)
+{
+    CUresult result = sim_capture_check_unsafe_call();
+    if (result != CUDA_SUCCESS)
+        return result;
+    if (ctx == NULL || ctx->legacy_stream == NULL)
+        return CUDA_ERROR_INVALID_CONTEXT;
+    sim_dep_t *deps;
+    size_t count;
+    pthread_mutex_lock(&sim_submit_lock);
+    /* The legacy stream's wait set is every blocking stream; add the
+     * non-blocking ones. */
+    int rc = collect_wait_deps_locked(ctx->legacy_stream, &deps, &count);
+    sim_dep_t *all = NULL;
+    size_t extra = 0;
+    if (rc == 0) {
+        pthread_mutex_lock(&ctx->streams_lock);
+        all = realloc(deps, (count + ctx->stream_count) * sizeof(*all));
+        if (all != NULL) {
+            deps = all;
+            for (size_t i = 0; i < ctx->stream_count; i++)
+                if (!sim_stream_is_blocking(ctx->streams[i]))
+                    deps[count + extra++] = sim_stream_tail_dep(ctx->streams[i]);
+        }
+        pthread_mutex_unlock(&ctx->streams_lock);
+    }
+    pthread_mutex_unlock(&sim_submit_lock);
+    if (rc != 0)
+        return CUDA_ERROR_OUT_OF_MEMORY;
+    wait_and_release_deps(deps, count + extra);
+    return CUDA_SUCCESS;
+}
+
+/* ------------------------------------------------------------------------
+ * Synchronous calls
+ * ------------------------------------------------------------------------ */
+
+CUresult sim_sync_stream(bool per_thread_variant, struct CUstream_st **out)
+{
+    CUresult result = sim_capture_check_unsafe_call();
+    if (result != CUDA_SUCCESS)
+        return result;
+    struct CUstream_st *s = sim_stream_resolve(NULL, per_thread_variant, &result);
+    if (s == NULL)
+        return result;
+    pthread_mutex_lock(&sim_submit_lock);
+    if (s->capture != NULL) {
+        sim_capture_invalidate_locked(s);
+        result = CUDA_ERROR_STREAM_CAPTURE_UNSUPPORTED;
+    }
+    pthread_mutex_unlock(&sim_submit_lock);
+    *out = s;
+    return result;
+}
+
+/* ------------------------------------------------------------------------
+ * The cuStream* API
+ * ------------------------------------------------------------------------ */
+
+static CUresult stream_create(CUstream *out, unsigned flags, int priority)
+{
+    if (out == NULL || (flags & ~(unsigned)CU_STREAM_NON_BLOCKING) != 0)
+        return CUDA_ERROR_INVALID_VALUE;
+    CUcontext ctx;
+    CUresult result = sim_ctx_require(&ctx);
+    if (result != CUDA_SUCCESS)
+        return result;
+    /* Out-of-range priorities are clamped, as documented. */
+    if (priority > SIM_PRIORITY_LEAST)
+        priority = SIM_PRIORITY_LEAST;
+    if (priority < SIM_PRIORITY_GREATEST)
+        priority = SIM_PRIORITY_GREATEST;
+    struct CUstream_st *s = stream_new(ctx, flags, priority);
+    if (s == NULL)
+        return CUDA_ERROR_OUT_OF_MEMORY;
+    pthread_mutex_lock(&sim_submit_lock);
+    int rc = ctx_add_stream_locked(ctx, s);
+    pthread_mutex_unlock(&sim_submit_lock);
+    if (rc != 0) {
+        sim_stream_unref(s);
+        return CUDA_ERROR_OUT_OF_MEMORY;
+    }
+    *out = s;
+    return CUDA_SUCCESS;
+}
+
+SIM_EXPORT CUresult cuStreamCreate(CUstream *phStream, unsigned int Flags)
+{
+    CUresult fault = sim_api_enter(SIM_ID(cuStreamCreate));
+    if (fault != CUDA_SUCCESS)
+        return fault;
+    return stream_create(phStream, Flags, SIM_PRIORITY_LEAST);
+}
+
+SIM_EXPORT CUresult cuStreamCreateWithPriority(CUstream *phStream, unsigned int flags, int priority)
+{
+    CUresult fault = sim_api_enter(SIM_ID(cuStreamCreateWithPriority));
+    if (fault != CUDA_SUCCESS)
+        return fault;
+    return stream_create(phStream, flags, priority);
+}
+
+static CUresult stream_destroy(CUstream handle)
+{
+    if (handle == NULL || handle == CU_STREAM_LEGACY || handle == CU_STREAM_PER_THREAD)
+        return CUDA_ERROR_INVALID_HANDLE;
+    CUresult result;
+    struct CUstream_st *s = sim_stream_resolve(handle, false, &result);
+    if (s == NULL)
+        return result;
+    pthread_mutex_lock(&sim_submit_lock);
+    stream_retire_locked(s);
+    pthread_mutex_unlock(&sim_submit_lock);
+    sim_stream_unref(s);
+    return CUDA_SUCCESS;
+}
+
+SIM_EXPORT CUresult cuStreamDestroy_v2(CUstream hStream)
+{
+    CUresult fault = sim_api_enter(SIM_ID(cuStreamDestroy_v2));
+    if (fault != CUDA_SUCCESS)
+        return fault;
+    return stream_destroy(hStream);
+}
+
+SIM_EXPORT CUresult cuStreamDestroy(CUstream hStream)
+{
+    CUresult fault = sim_api_enter(SIM_ID(cuStreamDestroy));
+    if (fault != CUDA_SUCCESS)
+        return fault;
+    return stream_destroy(hStream);
+}
+
+static CUresult stream_synchronize(CUstream handle, bool per_thread)
+{
+    CUresult result;
+    struct CUstream_st *s = sim_stream_resolve(handle, per_thread, &result);
+    if (s == NULL)
+        return result;
+    pthread_mutex_lock(&sim_submit_lock);
+    struct CUstream_st *capturing = s->capture != NULL ? s : NULL;
+    if (capturing == NULL && s->is_legacy)
+        capturing = sim_capture_blocking_stream_locked(s->ctx);
+    if (capturing != NULL) {
+        sim_capture_invalidate_locked(capturing);
+        result = capturing == s ? CUDA_ERROR_STREAM_CAPTURE_UNSUPPORTED : CUDA_ERROR_STREAM_CAPTURE_IMPLICIT;
+    }
+    pthread_mutex_unlock(&sim_submit_lock);
+    if (capturing != NULL)
+        return result;
+    sim_stream_host_wait(s);
+    return CUDA_SUCCESS;
+}
+
+SIM_EXPORT CUresult cuStreamSynchronize(CUstream hStream)
+{
+    CUresult fault = sim_api_enter(SIM_ID(cuStreamSynchronize));
+    if (fault != CUDA_SUCCESS)
+        return fault;
+    return stream_synchronize(hStream, false);
+}
+
+SIM_EXPORT CUresult cuStreamSynchronize_ptsz(CUstream hStream)
+{
+    CUresult fault = sim_api_enter(SIM_ID(cuStreamSynchronize_ptsz));
+    if (fault != CUDA_SUCCESS)
+        return fault;
+    return stream_synchronize(hStream, true);
+}
+
+static CUresult stream_query(CUstream handle, bool per_thread)
+{
+    CUresult result;
+    struct CUstream_st *s = sim_stream_resolve(handle, per_thread, &result);
+    if (s == NULL)
+        return result;
+    sim_dep_t *deps = NULL;
+    size_t count = 0;
+    result = CUDA_SUCCESS;
+    pthread_mutex_lock(&sim_submit_lock);
+    if (s->capture != NULL) {
+        sim_capture_invalidate_locked(s);
+        result = CUDA_ERROR_STREAM_CAPTURE_UNSUPPORTED;
+    } else if (collect_wait_deps_locked(s, &deps, &count) != 0) {
+        result = CUDA_ERROR_OUT_OF_MEMORY;
+    }
+    pthread_mutex_unlock(&sim_submit_lock);
+    for (size_t i = 0; i < count; i++) {
+        if (result == CUDA_SUCCESS && !sim_dep_done(&deps[i]))
+            result = CUDA_ERROR_NOT_READY;
+        sim_dep_release(&deps[i]);
+    }
+    free(deps);
+    return result;
+}
+
+SIM_EXPORT CUresult cuStreamQuery(CUstream hStream)
+{
+    CUresult fault = sim_api_enter(SIM_ID(cuStreamQuery));
+    if (fault != CUDA_SUCCESS)
+        return fault;
+    return stream_query(hStream, false);
+}
+
+SIM_EXPORT CUresult cuStreamQuery_ptsz(CUstream hStream)
+{
+    CUresult fault = sim_api_enter(SIM_ID(cuStreamQuery_ptsz));
+    if (fault != CUDA_SUCCESS)
+        return fault;
+    return stream_query(hStream, true);
+}
+
+/* `cuStreamAddCallback` hands the callback the stream and a status. */
+typedef struct stream_callback_s {
+    CUstreamCallback callback;
+    CUstream handle;
+    void *user;
+} stream_callback_t;
+
+static void stream_callback_run(void *arg)
+{
+    stream_callback_t *cb = arg;
+    cb->callback(cb->handle, CUDA_SUCCESS, cb->user);
+    free(cb);
+}
+
+static CUresult stream_add_callback(CUstream handle, CUstreamCallback callback, void *user, unsigned flags, bool per_thread)
+{
+    if (callback == NULL || flags != 0)
+        return CUDA_ERROR_INVALID_VALUE;
+    CUresult result;
+    struct CUstream_st *s = sim_stream_resolve(handle, per_thread, &result);
+    if (s == NULL)
+        return result;
+    stream_callback_t *cb = malloc(sizeof(*cb));
+    if (cb == NULL)
+        return CUDA_ERROR_OUT_OF_MEMORY;
+    *cb = (stream_callback_t){.callback = callback, .handle = handle, .user = user};
+    sim_cmd_t cmd = {.kind = SIM_CMD_HOST, .u.host = {.fn = stream_callback_run, .arg = cb}};
+    pthread_mutex_lock(&sim_submit_lock);
+    if (s->capture != NULL) {
+        /* Not capturable: use cuLaunchHostFunc. */
+        sim_capture_invalidate_locked(s);
+        result = CUDA_ERROR_STREAM_CAPTURE_UNSUPPORTED;
+    } else {
+        result = sim_submit_locked(s, &cmd);
+    }
+    pthread_mutex_unlock(&sim_submit_lock);
+    if (result != CUDA_SUCCESS && cmd.kind == SIM_CMD_HOST)
+        free(cb);
+    return result;
+}
+
+SIM_EXPORT CUresult cuStreamAddCallback(CUstream hStream, CUstreamCallback callback, void *userData, unsigned int flags)
+{
+    CUresult fault = sim_api_enter(SIM_ID(cuStreamAddCallback));
+    if (fault != CUDA_SUCCESS)
+        return fault;
+    return stream_add_callback(hStream, callback, userData, flags, false);
+}
+
+SIM_EXPORT CUresult cuStreamAddCallback_ptsz(CUstream hStream, CUstreamCallback callback, void *userData, unsigned int flags)
+{
+    CUresult fault = sim_api_enter(SIM_ID(cuStreamAddCallback_ptsz));
+    if (fault != CUDA_SUCCESS)
+        return fault;
+    return stream_add_callback(hStream, callback, userData, flags, true);
+}
+
+static CUresult launch_host_func(CUstream handle, CUhostFn fn, void *user, bool per_thread)
+{
+    if (fn == NULL)
+        return CUDA_ERROR_INVALID_VALUE;
+    CUresult result;
+    struct CUstream_st *s = sim_stream_resolve(handle, per_thread, &result);
+    if (s == NULL)
+        return result;
+    return sim_stream_enqueue_host(s, fn, user);
+}
+
+SIM_EXPORT CUresult cuLaunchHostFunc(CUstream hStream, CUhostFn fn, void *userData)
+{
+    CUresult fault = sim_api_enter(SIM_ID(cuLaunchHostFunc));
+    if (fault != CUDA_SUCCESS)
+        return fault;
+    return launch_host_func(hStream, fn, userData, false);
+}
+
+SIM_EXPORT CUresult cuLaunchHostFunc_ptsz(CUstream hStream, CUhostFn fn, void *userData)
+{
+    CUresult fault = sim_api_enter(SIM_ID(cuLaunchHostFunc_ptsz));
+    if (fault != CUDA_SUCCESS)
+        return fault;
+    return launch_host_func(hStream, fn, userData, true);
+}
+
+/* The getters share one resolver; `what` selects the field. */
+typedef enum stream_field_e { FIELD_FLAGS, FIELD_PRIORITY, FIELD_CTX, FIELD_ID, FIELD_DEVICE } stream_field_t;
+
+static CUresult stream_get(CUstream handle, bool per_thread, stream_field_t what, void *out)
+{
+    if (out == NULL)
+        return CUDA_ERROR_INVALID_VALUE;
+    CUresult result;
+    struct CUstream_st *s = sim_stream_resolve(handle, per_thread, &result);
+    if (s == NULL)
+        return result;
+    switch (what) {
+    case FIELD_FLAGS:
+        *(unsigned *)out = s->flags;
+        break;
+    case FIELD_PRIORITY:
+        *(int *)out = s->priority;
+        break;
+    case FIELD_CTX:
+        *(CUcontext *)out = s->ctx;
+        break;
+    case FIELD_ID:
+        *(unsigned long long *)out = s->id;
+        break;
+    case FIELD_DEVICE:
+        *(CUdevice *)out = s->ctx->device->ordinal;
+        break;
+    }
+    return CUDA_SUCCESS;
+}
+
+#define SIM_STREAM_GETTER(symbol, type, field, per_thread)                       \
+    SIM_EXPORT CUresult symbol(CUstream hStream, type *out)                      \
+    {                                                                            \
+        CUresult fault = sim_api_enter(SIM_ID(symbol));                          \
+        if (fault != CUDA_SUCCESS)                                               \
+            return fault;                                                        \
+        return stream_get(hStream, per_thread, field, out);                      \
+    }
+
+SIM_STREAM_GETTER(cuStreamGetFlags, unsigned int, FIELD_FLAGS, false)
+SIM_STREAM_GETTER(cuStreamGetFlags_ptsz, unsigned int, FIELD_FLAGS, true)
+SIM_STREAM_GETTER(cuStreamGetPriority, int, FIELD_PRIORITY, false)
+SIM_STREAM_GETTER(cuStreamGetPriority_ptsz, int, FIELD_PRIORITY, true)
+SIM_STREAM_GETTER(cuStreamGetCtx, CUcontext, FIELD_CTX, false)
+SIM_STREAM_GETTER(cuStreamGetCtx_ptsz, CUcontext, FIELD_CTX, true)
+SIM_STREAM_GETTER(cuStreamGetId, unsigned long long, FIELD_ID, false)
+SIM_STREAM_GETTER(cuStreamGetId_ptsz, unsigned long long, FIELD_ID, true)
+SIM_STREAM_GETTER(cuStreamGetDevice, CUdevice, FIELD_DEVICE, false)
+SIM_STREAM_GETTER(cuStreamGetDevice_ptsz, CUdevice, FIELD_DEVICE, true)

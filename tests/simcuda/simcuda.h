@@ -1,0 +1,70 @@
+/* simcuda.h: the public C API of the simulated driver for tests.
+ *
+ * Tests link `libcuda.so.1` from tests/simcuda (or dlopen it) and use these
+ * exported `simcuda_*` functions to register their own kernels and to read
+ * the clock. A registered kernel is found by name by `cuModuleGetFunction`
+ * and `cuLibraryGetKernel` in any module or library, like the built-ins.
+ *
+ * A kernel is a host function run on the worker thread of the stream it was
+ * launched on, after all earlier work of that stream. It receives one
+ * pointer per parameter (into the driver's own copy of the arguments, made
+ * at launch) and dereferences device pointers directly: device memory is
+ * host memory in the simulator.
+ */
+#ifndef SIMCUDA_SIMCUDA_H
+#define SIMCUDA_SIMCUDA_H
+
+#include <stddef.h>
+#include <stdint.h>
+
+#ifdef __cplusplus
+extern "C" {
+#endif
+
+/* Launch geometry, for kernels that care. */
+typedef struct simcuda_launch_s {
+    unsigned grid[3];
+    unsigned block[3];
+    unsigned shared_bytes;
+} simcuda_launch_t;
+
+/* The kernel body: `args[i]` points at parameter i. */
+typedef void (*simcuda_kernel_fn)(void **args, const simcuda_launch_t *launch, void *user);
+/* Modeled duration in ns of one launch with these arguments (virtual clock). */
+typedef uint64_t (*simcuda_cost_fn)(void **args, const simcuda_launch_t *launch, void *user);
+
+typedef struct simcuda_kernel_desc_s {
+    const char *name;            /* looked up by cuModuleGetFunction & co. */
+    unsigned param_count;
+    const size_t *param_sizes;   /* param_count entries */
+    /* Either explicit offsets, or alignments from which offsets follow the
+     * C ABI (each parameter at the next multiple of its alignment). With
+     * both NULL each parameter is aligned to its size rounded up to a
+     * power of two, at most 8. */
+    const size_t *param_offsets;
+    const size_t *param_aligns;
+    simcuda_kernel_fn fn;
+    void *user;
+    /* Modeled cost: `cost` if set, else `cost_ns` for every launch. */
+    simcuda_cost_fn cost;
+    uint64_t cost_ns;
+} simcuda_kernel_desc_t;
+
+/* Registers a kernel. Returns 0, -EINVAL for a malformed description or a
+ * layout with overlapping parameters, -EEXIST when the name is taken, or
+ * -ENOMEM. */
+int simcuda_register_kernel(const simcuda_kernel_desc_t *desc);
+
+/* 1 when SIMCUDA_CLOCK=virtual, else 0. */
+int simcuda_clock_is_virtual(void);
+/* Host time: the modeled host clock (virtual), or CLOCK_MONOTONIC ns (real). */
+uint64_t simcuda_clock_now_ns(void);
+/* End of the virtual clock: the latest modeled time of any work or host
+ * wait so far (0 with the real clock). */
+uint64_t simcuda_clock_end_ns(void);
+
+#ifdef __cplusplus
+}
+#endif
+
+#endif /* SIMCUDA_SIMCUDA_H */
