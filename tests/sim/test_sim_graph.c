@@ -1,0 +1,370 @@
+/* test_sim_graph.c: simcuda's stream capture and graphs: captured work is
+ * recorded, not run; replays re-execute it; cross-stream fork/join; node
+ * queries; and the capture errors real programs hit (synchronising during a
+ * global capture, isolation, unjoined forks, legacy-stream implicit sync).
+ */
+#include <cuda.h>
+
+#include <setjmp.h>
+#include <stdarg.h>
+#include <stdbool.h>
+#include <stddef.h>
+#include <stdint.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include <cmocka.h>
+
+static CUcontext ctx;
+static CUmodule module;
+static CUfunction fn_fill, fn_axpy;
+
+static int setup(void **state)
+{
+    (void)state;
+    if (cuInit(0) != CUDA_SUCCESS || cuDevicePrimaryCtxRetain(&ctx, 0) != CUDA_SUCCESS ||
+        cuCtxSetCurrent(ctx) != CUDA_SUCCESS || cuModuleLoadData(&module, "image") != CUDA_SUCCESS ||
+        cuModuleGetFunction(&fn_fill, module, "sim_fill_u32") != CUDA_SUCCESS ||
+        cuModuleGetFunction(&fn_axpy, module, "sim_axpy_f32") != CUDA_SUCCESS)
+        return -1;
+    return 0;
+}
+
+static void add_one(void *arg)
+{
+    (*(int *)arg)++;
+}
+
+static float read_float(CUdeviceptr d, size_t index)
+{
+    float v;
+    assert_int_equal(cuMemcpyDtoH_v2(&v, d + index * 4, 4), CUDA_SUCCESS);
+    return v;
+}
+
+/* y = 2x + y captured once; each replay applies it again. */
+static void test_captured_work_runs_only_on_replay(void **state)
+{
+    (void)state;
+    enum { N = 32 };
+    CUstream s;
+    CUdeviceptr x, y;
+    CUgraph graph;
+    CUgraphExec exec;
+    int host_calls = 0;
+    assert_int_equal(cuStreamCreate(&s, CU_STREAM_NON_BLOCKING), CUDA_SUCCESS);
+    assert_int_equal(cuMemAlloc_v2(&x, N * 4), CUDA_SUCCESS);
+    assert_int_equal(cuMemAlloc_v2(&y, N * 4), CUDA_SUCCESS);
+    float ones[N];
+    for (int i = 0; i < N; i++)
+        ones[i] = 1.0f;
+    assert_int_equal(cuMemcpyHtoD_v2(x, ones, sizeof(ones)), CUDA_SUCCESS);
+    assert_int_equal(cuMemsetD32_v2(y, 0, N), CUDA_SUCCESS);
+
+    assert_int_equal(cuStreamBeginCapture_v2(s, CU_STREAM_CAPTURE_MODE_GLOBAL), CUDA_SUCCESS);
+    CUstreamCaptureStatus status;
+    assert_int_equal(cuStreamIsCapturing(s, &status), CUDA_SUCCESS);
+    assert_int_equal(status, CU_STREAM_CAPTURE_STATUS_ACTIVE);
+    float a = 2.0f;
+    uint64_t n = N;
+    void *params[] = {&a, &x, &y, &n};
+    assert_int_equal(cuLaunchKernel(fn_axpy, 1, 1, 1, 32, 1, 1, 0, s, params, NULL), CUDA_SUCCESS);
+    a = 100.0f; /* the graph keeps its own copy of the arguments */
+    assert_int_equal(cuMemsetD32Async(x + 4 * (N - 1), 0, 1, s), CUDA_SUCCESS);
+    assert_int_equal(cuLaunchHostFunc(s, add_one, &host_calls), CUDA_SUCCESS);
+    assert_int_equal(cuStreamEndCapture(s, &graph), CUDA_SUCCESS);
+    assert_non_null(graph);
+    assert_int_equal(cuStreamIsCapturing(s, &status), CUDA_SUCCESS);
+    assert_int_equal(status, CU_STREAM_CAPTURE_STATUS_NONE);
+
+    assert_int_equal(cuStreamSynchronize(s), CUDA_SUCCESS);
+    assert_true(read_float(y, 0) == 0.0f); /* nothing ran */
+    assert_int_equal(host_calls, 0);
+
+    size_t count = 0;
+    assert_int_equal(cuGraphGetNodes(graph, NULL, &count), CUDA_SUCCESS);
+    assert_int_equal(count, 3);
+    CUgraphNode nodes[3];
+    assert_int_equal(cuGraphGetNodes(graph, nodes, &count), CUDA_SUCCESS);
+    CUgraphNodeType type;
+    assert_int_equal(cuGraphNodeGetType(nodes[0], &type), CUDA_SUCCESS);
+    assert_int_equal(type, CU_GRAPH_NODE_TYPE_KERNEL);
+    assert_int_equal(cuGraphNodeGetType(nodes[1], &type), CUDA_SUCCESS);
+    assert_int_equal(type, CU_GRAPH_NODE_TYPE_MEMSET);
+    assert_int_equal(cuGraphNodeGetType(nodes[2], &type), CUDA_SUCCESS);
+    assert_int_equal(type, CU_GRAPH_NODE_TYPE_HOST);
+    CUDA_KERNEL_NODE_PARAMS kp;
+    assert_int_equal(cuGraphKernelNodeGetParams_v2(nodes[0], &kp), CUDA_SUCCESS);
+    assert_ptr_equal(kp.func, fn_axpy);
+    assert_int_equal(kp.blockDimX, 32);
+    assert_true(*(float *)kp.kernelParams[0] == 2.0f);
+    assert_int_equal(*(CUdeviceptr *)kp.kernelParams[2], y);
+    assert_ptr_not_equal(kp.kernelParams[0], &a);
+
+    assert_int_equal(cuGraphInstantiateWithFlags(&exec, graph, 0), CUDA_SUCCESS);
+    assert_int_equal(cuGraphDestroy(graph), CUDA_SUCCESS); /* the executable is independent */
+    assert_int_equal(cuGraphLaunch(exec, s), CUDA_SUCCESS);
+    assert_int_equal(cuStreamSynchronize(s), CUDA_SUCCESS);
+    assert_true(read_float(y, 0) == 2.0f);
+    assert_true(read_float(y, N - 1) == 2.0f);
+    assert_int_equal(host_calls, 1);
+    /* Second replay: x[N-1] is now 0, so y[N-1] stays. */
+    assert_int_equal(cuGraphLaunch_ptsz(exec, s), CUDA_SUCCESS);
+    assert_int_equal(cuStreamSynchronize(s), CUDA_SUCCESS);
+    assert_true(read_float(y, 0) == 4.0f);
+    assert_true(read_float(y, N - 1) == 2.0f);
+    assert_int_equal(host_calls, 2);
+    assert_int_equal(cuGraphExecDestroy(exec), CUDA_SUCCESS);
+    cuMemFree_v2(x);
+    cuMemFree_v2(y);
+    cuStreamDestroy_v2(s);
+}
+
+/* Fork onto a second stream with an event, join back: both branches are in
+ * the graph and the replay runs both. */
+static void test_cross_stream_fork_join_is_captured(void **state)
+{
+    (void)state;
+    CUstream origin, side;
+    CUevent fork, join;
+    CUgraph graph;
+    CUgraphExec exec;
+    CUdeviceptr a, b;
+    assert_int_equal(cuStreamCreate(&origin, CU_STREAM_NON_BLOCKING), CUDA_SUCCESS);
+    assert_int_equal(cuStreamCreate(&side, CU_STREAM_NON_BLOCKING), CUDA_SUCCESS);
+    assert_int_equal(cuEventCreate(&fork, CU_EVENT_DISABLE_TIMING), CUDA_SUCCESS);
+    assert_int_equal(cuEventCreate(&join, CU_EVENT_DISABLE_TIMING), CUDA_SUCCESS);
+    assert_int_equal(cuMemAlloc_v2(&a, 64), CUDA_SUCCESS);
+    assert_int_equal(cuMemAlloc_v2(&b, 64), CUDA_SUCCESS);
+    assert_int_equal(cuMemsetD32_v2(a, 0, 16), CUDA_SUCCESS);
+    assert_int_equal(cuMemsetD32_v2(b, 0, 16), CUDA_SUCCESS);
+
+    assert_int_equal(cuStreamBeginCapture_v2(origin, CU_STREAM_CAPTURE_MODE_THREAD_LOCAL), CUDA_SUCCESS);
+    assert_int_equal(cuMemsetD32Async(a, 11, 16, origin), CUDA_SUCCESS);
+    assert_int_equal(cuEventRecord(fork, origin), CUDA_SUCCESS);
+    assert_int_equal(cuStreamWaitEvent(side, fork, 0), CUDA_SUCCESS);
+    CUstreamCaptureStatus status;
+    cuuint64_t id_origin = 0, id_side = 1;
+    const CUgraphNode *deps = NULL;
+    size_t dep_count = 0;
+    assert_int_equal(cuStreamGetCaptureInfo_v3(side, &status, &id_side, NULL, &deps, NULL, &dep_count), CUDA_SUCCESS);
+    assert_int_equal(status, CU_STREAM_CAPTURE_STATUS_ACTIVE);
+    assert_int_equal(dep_count, 1);
+    assert_int_equal(cuStreamGetCaptureInfo_v3(origin, &status, &id_origin, NULL, NULL, NULL, NULL), CUDA_SUCCESS);
+    assert_int_equal(id_origin, id_side);
+    assert_int_equal(cuMemcpyDtoDAsync_v2(b, a, 64, side), CUDA_SUCCESS);
+    assert_int_equal(cuEventRecord(join, side), CUDA_SUCCESS);
+    assert_int_equal(cuStreamWaitEvent(origin, join, 0), CUDA_SUCCESS);
+    assert_int_equal(cuStreamEndCapture(origin, &graph), CUDA_SUCCESS);
+    assert_int_equal(cuStreamIsCapturing(side, &status), CUDA_SUCCESS);
+    assert_int_equal(status, CU_STREAM_CAPTURE_STATUS_NONE);
+
+    assert_int_equal(cuGraphInstantiateWithFlags(&exec, graph, 0), CUDA_SUCCESS);
+    assert_int_equal(cuGraphLaunch(exec, origin), CUDA_SUCCESS);
+    assert_int_equal(cuStreamSynchronize(origin), CUDA_SUCCESS);
+    uint32_t out[16];
+    assert_int_equal(cuMemcpyDtoH_v2(out, b, 64), CUDA_SUCCESS);
+    for (int i = 0; i < 16; i++)
+        assert_int_equal(out[i], 11);
+    cuGraphExecDestroy(exec);
+    cuGraphDestroy(graph);
+    cuEventDestroy_v2(fork);
+    cuEventDestroy_v2(join);
+    cuStreamDestroy_v2(origin);
+    cuStreamDestroy_v2(side);
+    cuMemFree_v2(a);
+    cuMemFree_v2(b);
+}
+
+static void test_fork_without_join_fails_unjoined(void **state)
+{
+    (void)state;
+    CUstream origin, side;
+    CUevent fork;
+    CUgraph graph = (CUgraph)1;
+    CUdeviceptr a;
+    assert_int_equal(cuStreamCreate(&origin, CU_STREAM_NON_BLOCKING), CUDA_SUCCESS);
+    assert_int_equal(cuStreamCreate(&side, CU_STREAM_NON_BLOCKING), CUDA_SUCCESS);
+    assert_int_equal(cuEventCreate(&fork, CU_EVENT_DISABLE_TIMING), CUDA_SUCCESS);
+    assert_int_equal(cuMemAlloc_v2(&a, 64), CUDA_SUCCESS);
+    assert_int_equal(cuStreamBeginCapture_v2(origin, CU_STREAM_CAPTURE_MODE_GLOBAL), CUDA_SUCCESS);
+    assert_int_equal(cuEventRecord(fork, origin), CUDA_SUCCESS);
+    assert_int_equal(cuStreamWaitEvent(side, fork, 0), CUDA_SUCCESS);
+    assert_int_equal(cuMemsetD8Async(a, 1, 64, side), CUDA_SUCCESS);
+    assert_int_equal(cuStreamEndCapture(side, &graph), CUDA_ERROR_STREAM_CAPTURE_UNMATCHED);
+    assert_int_equal(cuStreamEndCapture(origin, &graph), CUDA_ERROR_STREAM_CAPTURE_INVALIDATED);
+    assert_null(graph);
+
+    assert_int_equal(cuStreamBeginCapture_v2(origin, CU_STREAM_CAPTURE_MODE_GLOBAL), CUDA_SUCCESS);
+    assert_int_equal(cuEventRecord(fork, origin), CUDA_SUCCESS);
+    assert_int_equal(cuStreamWaitEvent(side, fork, 0), CUDA_SUCCESS);
+    assert_int_equal(cuMemsetD8Async(a, 1, 64, side), CUDA_SUCCESS);
+    assert_int_equal(cuStreamEndCapture(origin, &graph), CUDA_ERROR_STREAM_CAPTURE_UNJOINED);
+    cuEventDestroy_v2(fork);
+    cuStreamDestroy_v2(origin);
+    cuStreamDestroy_v2(side);
+    cuMemFree_v2(a);
+}
+
+/* Synchronising calls during a global capture are refused and invalidate
+ * the capture; the stream works normally afterwards. */
+static void test_sync_during_global_capture_invalidates_it(void **state)
+{
+    (void)state;
+    CUstream s;
+    CUgraph graph = (CUgraph)1;
+    CUdeviceptr d;
+    uint32_t host = 0;
+    assert_int_equal(cuStreamCreate(&s, CU_STREAM_NON_BLOCKING), CUDA_SUCCESS);
+    assert_int_equal(cuMemAlloc_v2(&d, 4), CUDA_SUCCESS);
+
+    for (int which = 0; which < 4; which++) {
+        assert_int_equal(cuStreamBeginCapture_v2(s, CU_STREAM_CAPTURE_MODE_GLOBAL), CUDA_SUCCESS);
+        assert_int_equal(cuMemsetD32Async(d, 5, 1, s), CUDA_SUCCESS);
+        switch (which) {
+        case 0:
+            assert_int_equal(cuCtxSynchronize(), CUDA_ERROR_STREAM_CAPTURE_UNSUPPORTED);
+            break;
+        case 1:
+            assert_int_equal(cuStreamSynchronize(s), CUDA_ERROR_STREAM_CAPTURE_UNSUPPORTED);
+            break;
+        case 2:
+            assert_int_equal(cuMemcpyDtoH_v2(&host, d, 4), CUDA_ERROR_STREAM_CAPTURE_UNSUPPORTED);
+            break;
+        case 3: {
+            CUdeviceptr extra;
+            assert_int_equal(cuMemAlloc_v2(&extra, 64), CUDA_ERROR_STREAM_CAPTURE_UNSUPPORTED);
+            break;
+        }
+        }
+        CUstreamCaptureStatus status;
+        assert_int_equal(cuStreamIsCapturing(s, &status), CUDA_SUCCESS);
+        assert_int_equal(status, CU_STREAM_CAPTURE_STATUS_INVALIDATED);
+        assert_int_equal(cuMemsetD32Async(d, 6, 1, s), CUDA_ERROR_STREAM_CAPTURE_INVALIDATED);
+        assert_int_equal(cuStreamEndCapture(s, &graph), CUDA_ERROR_STREAM_CAPTURE_INVALIDATED);
+        assert_null(graph);
+    }
+    /* Nothing captured ever ran, and the stream is usable again. */
+    assert_int_equal(cuMemcpyDtoH_v2(&host, d, 4), CUDA_SUCCESS);
+    assert_int_not_equal(host, 5);
+    assert_int_equal(cuMemsetD32Async(d, 7, 1, s), CUDA_SUCCESS);
+    assert_int_equal(cuStreamSynchronize(s), CUDA_SUCCESS);
+    cuMemFree_v2(d);
+    cuStreamDestroy_v2(s);
+}
+
+/* Relaxed mode (as PyTorch uses for its allocator) permits cuMemAlloc. */
+static void test_relaxed_thread_mode_permits_allocation(void **state)
+{
+    (void)state;
+    CUstream s;
+    CUgraph graph;
+    CUdeviceptr d;
+    assert_int_equal(cuStreamCreate(&s, CU_STREAM_NON_BLOCKING), CUDA_SUCCESS);
+    assert_int_equal(cuStreamBeginCapture_v2(s, CU_STREAM_CAPTURE_MODE_GLOBAL), CUDA_SUCCESS);
+    CUstreamCaptureMode mode = CU_STREAM_CAPTURE_MODE_RELAXED;
+    assert_int_equal(cuThreadExchangeStreamCaptureMode(&mode), CUDA_SUCCESS);
+    assert_int_equal(mode, CU_STREAM_CAPTURE_MODE_GLOBAL);
+    assert_int_equal(cuMemAlloc_v2(&d, 64), CUDA_SUCCESS);
+    assert_int_equal(cuThreadExchangeStreamCaptureMode(&mode), CUDA_SUCCESS);
+    assert_int_equal(cuMemsetD8Async(d, 1, 64, s), CUDA_SUCCESS);
+    assert_int_equal(cuStreamEndCapture(s, &graph), CUDA_SUCCESS);
+    cuGraphDestroy(graph);
+    cuMemFree_v2(d);
+    cuStreamDestroy_v2(s);
+}
+
+static void test_wait_on_outside_event_breaks_isolation(void **state)
+{
+    (void)state;
+    CUstream s, other;
+    CUevent outside;
+    CUgraph graph;
+    assert_int_equal(cuStreamCreate(&s, CU_STREAM_NON_BLOCKING), CUDA_SUCCESS);
+    assert_int_equal(cuStreamCreate(&other, CU_STREAM_NON_BLOCKING), CUDA_SUCCESS);
+    assert_int_equal(cuEventCreate(&outside, 0), CUDA_SUCCESS);
+    assert_int_equal(cuEventRecord(outside, other), CUDA_SUCCESS);
+
+    /* With CU_EVENT_WAIT_EXTERNAL the wait becomes an event-wait node. */
+    assert_int_equal(cuStreamBeginCapture_v2(s, CU_STREAM_CAPTURE_MODE_GLOBAL), CUDA_SUCCESS);
+    assert_int_equal(cuStreamWaitEvent(s, outside, CU_EVENT_WAIT_EXTERNAL), CUDA_SUCCESS);
+    assert_int_equal(cuStreamEndCapture(s, &graph), CUDA_SUCCESS);
+    CUgraphNode node;
+    size_t count = 1;
+    CUgraphNodeType type;
+    assert_int_equal(cuGraphGetNodes(graph, &node, &count), CUDA_SUCCESS);
+    assert_int_equal(cuGraphNodeGetType(node, &type), CUDA_SUCCESS);
+    assert_int_equal(type, CU_GRAPH_NODE_TYPE_WAIT_EVENT);
+    cuGraphDestroy(graph);
+
+    assert_int_equal(cuStreamBeginCapture_v2(s, CU_STREAM_CAPTURE_MODE_GLOBAL), CUDA_SUCCESS);
+    assert_int_equal(cuStreamWaitEvent(s, outside, 0), CUDA_ERROR_STREAM_CAPTURE_ISOLATION);
+    assert_int_equal(cuStreamEndCapture(s, &graph), CUDA_ERROR_STREAM_CAPTURE_INVALIDATED);
+    cuEventDestroy_v2(outside);
+    cuStreamDestroy_v2(s);
+    cuStreamDestroy_v2(other);
+}
+
+/* A blocking stream's capture forbids legacy-stream work (implicit sync),
+ * and the legacy stream itself cannot be captured. */
+static void test_legacy_stream_work_during_blocking_capture_is_implicit_sync(void **state)
+{
+    (void)state;
+    CUstream blocking;
+    CUgraph graph;
+    CUdeviceptr d;
+    assert_int_equal(cuMemAlloc_v2(&d, 64), CUDA_SUCCESS);
+    assert_int_equal(cuStreamCreate(&blocking, CU_STREAM_DEFAULT), CUDA_SUCCESS);
+    assert_int_equal(cuStreamBeginCapture_v2(NULL, CU_STREAM_CAPTURE_MODE_GLOBAL),
+                     CUDA_ERROR_STREAM_CAPTURE_UNSUPPORTED);
+    assert_int_equal(cuStreamBeginCapture_v2(blocking, CU_STREAM_CAPTURE_MODE_RELAXED), CUDA_SUCCESS);
+    CUstreamCaptureStatus status;
+    assert_int_equal(cuStreamIsCapturing(NULL, &status), CUDA_ERROR_STREAM_CAPTURE_IMPLICIT);
+    assert_int_equal(cuMemsetD8Async(d, 1, 64, NULL), CUDA_ERROR_STREAM_CAPTURE_IMPLICIT);
+    assert_int_equal(cuStreamEndCapture(blocking, &graph), CUDA_ERROR_STREAM_CAPTURE_INVALIDATED);
+    cuStreamDestroy_v2(blocking);
+    cuMemFree_v2(d);
+}
+
+/* Graphs built by hand replay like captured ones. */
+static void test_added_kernel_node_replays(void **state)
+{
+    (void)state;
+    CUgraph graph;
+    CUgraphNode first, second;
+    CUgraphExec exec;
+    CUdeviceptr d;
+    assert_int_equal(cuMemAlloc_v2(&d, 4 * 4), CUDA_SUCCESS);
+    assert_int_equal(cuGraphCreate(&graph, 0), CUDA_SUCCESS);
+    uint64_t n = 4;
+    uint32_t seed = 3;
+    void *params[] = {&d, &n, &seed};
+    CUDA_KERNEL_NODE_PARAMS kp = {.func = fn_fill, .gridDimX = 1, .gridDimY = 1, .gridDimZ = 1,
+                                  .blockDimX = 1, .blockDimY = 1, .blockDimZ = 1, .kernelParams = params};
+    assert_int_equal(cuGraphAddKernelNode_v2(&first, graph, NULL, 0, &kp), CUDA_SUCCESS);
+    seed = 4;
+    assert_int_equal(cuGraphAddKernelNode_v2(&second, graph, &first, 1, &kp), CUDA_SUCCESS);
+    assert_int_equal(cuGraphInstantiateWithFlags(&exec, graph, 0), CUDA_SUCCESS);
+    assert_int_equal(cuGraphLaunch(exec, NULL), CUDA_SUCCESS);
+    uint32_t out[4];
+    assert_int_equal(cuMemcpyDtoH_v2(out, d, sizeof(out)), CUDA_SUCCESS);
+    assert_int_equal(out[1], 4u ^ 2654435761u); /* the second node ran last */
+    cuGraphExecDestroy(exec);
+    cuGraphDestroy(graph);
+    cuMemFree_v2(d);
+}
+
+int main(void)
+{
+    const struct CMUnitTest tests[] = {
+        cmocka_unit_test(test_captured_work_runs_only_on_replay),
+        cmocka_unit_test(test_cross_stream_fork_join_is_captured),
+        cmocka_unit_test(test_fork_without_join_fails_unjoined),
+        cmocka_unit_test(test_sync_during_global_capture_invalidates_it),
+        cmocka_unit_test(test_relaxed_thread_mode_permits_allocation),
+        cmocka_unit_test(test_wait_on_outside_event_breaks_isolation),
+        cmocka_unit_test(test_legacy_stream_work_during_blocking_capture_is_implicit_sync),
+        cmocka_unit_test(test_added_kernel_node_replays),
+    };
+    return cmocka_run_group_tests_name("simcuda capture and graphs", tests, setup, NULL);
+}
