@@ -1,0 +1,88 @@
+/* config.h: the shim's environment variables, parsed once at load.
+ *
+ * `vs_config_parse` is pure (it reads variables through a callback and
+ * reports errors into a buffer), so the unit tests drive it directly; the
+ * library's constructor calls `vs_config_load`, which prints the one-line
+ * message and exits with status 2 on a malformed value, before the program
+ * does any GPU work.
+ */
+#ifndef VS_CONFIG_H
+#define VS_CONFIG_H
+
+#include <stdbool.h>
+#include <stddef.h>
+#include <stdint.h>
+
+#include "log.h"
+
+#define VS_MAX_DEVICES 64
+#define VS_CONFIG_PATH_MAX 4096
+
+/* The forms `VRAM_LIMIT` (and later `VRAMSHIM_HOST_LIMIT`) accept, quoted in
+ * every error message. */
+#define VS_SIZE_FORMS                                                                              \
+    "bytes (1073741824), K/M/G/T or KiB/MiB/GiB/TiB (x1024), KB/MB/GB/TB (x1000), decimals (1.5G)"
+#define VS_LIMIT_FORMS                                                                             \
+    VS_SIZE_FORMS ", a percentage of device memory (75%), a per-device list (0:10G,1:20G) or 0"
+
+/* Every variable: X(field, name, accepted forms). One list, expanded into
+ * the parser's dispatch, the error messages and the documentation test. */
+#define VS_CONFIG_VARS(X)                                                                          \
+    X(vram_limit, "VRAM_LIMIT", VS_LIMIT_FORMS)                                                    \
+    X(mode, "VRAMSHIM_MODE", "cap")                                                                \
+    X(log, "VRAMSHIM_LOG", "error|warn|info|debug")                                                \
+    X(log_file, "VRAMSHIM_LOG_FILE", "a writable file path")                                       \
+    X(driver, "VRAMSHIM_DRIVER", "the path of the real libcuda.so.1")                              \
+    X(debug_snapshot, "VRAMSHIM_DEBUG_SNAPSHOT", "a writable file path")
+
+typedef enum vs_mode_e {
+    VS_MODE_CAP = 0, /* track every allocation; refuse those over the limit */
+} vs_mode_t;
+
+typedef enum vs_limit_kind_e {
+    VS_LIMIT_NONE = 0, /* no limit on this device: track only */
+    VS_LIMIT_BYTES,    /* an absolute number of bytes (0 included) */
+    VS_LIMIT_PERCENT,  /* a fraction of the device's physical memory */
+} vs_limit_kind_t;
+
+typedef struct vs_limit_s {
+    vs_limit_kind_t kind;
+    uint64_t bytes; /* VS_LIMIT_BYTES */
+    uint32_t ppm;   /* VS_LIMIT_PERCENT, in parts per million (75% = 750000) */
+} vs_limit_t;
+
+typedef struct vs_config_s {
+    vs_mode_t mode;
+    bool limit_set;                     /* VRAM_LIMIT was given */
+    vs_limit_t limit[VS_MAX_DEVICES];   /* per device; NONE where not listed */
+    vs_log_level_t log_level;
+    char log_file[VS_CONFIG_PATH_MAX];
+    char driver[VS_CONFIG_PATH_MAX];    /* "" = libcuda.so.1 from the search path */
+    char debug_snapshot[VS_CONFIG_PATH_MAX];
+} vs_config_t;
+
+/* Looks up one variable; returns NULL when unset. */
+typedef const char *(*vs_config_getenv_fn)(const char *name, void *ctx);
+
+/* Parses a size (see VS_SIZE_FORMS) into bytes. 0 or -EINVAL (malformed),
+ * -ERANGE (does not fit 64 bits). */
+int vs_config_parse_size(const char *text, uint64_t *bytes);
+
+/* Parses a `VRAM_LIMIT` value into per-device limits. 0 or -EINVAL/-ERANGE. */
+int vs_config_parse_limit(const char *text, vs_limit_t limits[VS_MAX_DEVICES]);
+
+/* Fills `cfg` from the variables. On a malformed value returns -EINVAL and
+ * writes into `msg` one line naming the variable, the value and the accepted
+ * forms. */
+int vs_config_parse(vs_config_t *cfg, vs_config_getenv_fn get, void *ctx, char *msg, size_t msg_len);
+
+/* The limit of `device` in bytes given its physical memory; UINT64_MAX when
+ * the device is not limited. */
+uint64_t vs_config_limit_bytes(const vs_limit_t *limit, uint64_t physical_bytes);
+
+/* The process-wide configuration, parsed from the environment on first use
+ * (the constructor makes that first use happen at load). Exits with status
+ * 2 after one line on stderr when a value is malformed. */
+const vs_config_t *vs_config_get(void);
+
+#endif /* VS_CONFIG_H */

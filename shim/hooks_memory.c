@@ -1,0 +1,487 @@
+/* hooks_memory.c: every allocator, counted against the cap and registered
+ * (`cuMemAlloc_v2` and its siblings, `cuMemGetInfo_v2`).
+ *
+ * An allocation reserves its bytes with `vs_cap_reserve` before the driver
+ * is asked, so the cap holds under any interleaving of threads, and gives
+ * them back if the driver refuses. A refusal by the cap is exactly
+ * CUDA_ERROR_OUT_OF_MEMORY and touches nothing else. A free forgets the
+ * allocation before the driver frees it, so a concurrent allocation that
+ * gets the same address back never meets a stale record.
+ *
+ * The application's own VMM memory is counted where it is physical: at
+ * `cuMemCreate` (a handle may be mapped several times, or not at all), and
+ * given back once it is both released and unmapped. Its mappings are
+ * registered so launches that use them are seen.
+ */
+#include <errno.h>
+#include <inttypes.h>
+#include <pthread.h>
+#include <stdlib.h>
+
+#define HASH_NONFATAL_OOM 1
+#include <uthash.h>
+
+#include "cap.h"
+#include "config.h"
+#include "log.h"
+#include "registry.h"
+#include "shim.h"
+
+#define VS_DEVICE_KINDS                                                                            \
+    ((1u << VS_ALLOC_DEVICE) | (1u << VS_ALLOC_PITCH) | (1u << VS_ALLOC_ASYNC) | (1u << VS_ALLOC_POOL))
+
+/* Takes `bytes` on the current device, or refuses with
+ * CUDA_ERROR_OUT_OF_MEMORY. *device is -1 when nothing was reserved (no
+ * current context: the driver will fail the call itself). */
+static CUresult vs_memory_reserve(int device, uint64_t bytes, int *device_out)
+{
+    *device_out = -1;
+    if (bytes == 0 || device < 0)
+        return CUDA_SUCCESS;
+    if (vs_cap_reserve(device, bytes) != 0) {
+        VS_COUNT(refused);
+        vs_log(VS_LOG_INFO,
+               "cap: refused %" PRIu64 " bytes on device %d (%" PRIu64 " of %" PRIu64 " bytes in use)", bytes,
+               device, vs_cap_used(device), vs_cap_limit(device));
+        return CUDA_ERROR_OUT_OF_MEMORY;
+    }
+    *device_out = device;
+    return CUDA_SUCCESS;
+}
+
+/* Registers what the driver returned, or gives the reservation back when
+ * it failed. */
+static void vs_memory_commit(CUresult rc, int device, uintptr_t base, uint64_t bytes, vs_alloc_kind_t kind,
+                             uint64_t handle)
+{
+    vs_alloc_desc_t desc = {.base = base, .size = bytes, .device = device, .kind = kind, .handle = handle};
+    int err;
+
+    if (rc != CUDA_SUCCESS || base == 0) {
+        if (device >= 0 && kind != VS_ALLOC_VMM)
+            vs_cap_release(device, bytes);
+        return;
+    }
+    err = vs_registry_add(&desc, NULL);
+    if (err == -EEXIST) {
+        /* Freed through a path the shim does not see (legacy 32-bit entry
+         * points); the old record is stale. */
+        vs_alloc_info_t stale;
+        if (vs_registry_remove(base, ~0u, &stale) == 0 && (VS_DEVICE_KINDS & (1u << stale.kind)))
+            vs_cap_release(stale.device, stale.size);
+        err = vs_registry_add(&desc, NULL);
+    }
+    if (err != 0) {
+        vs_log(VS_LOG_WARN, "cannot register a %s allocation of %" PRIu64 " bytes at 0x%" PRIxPTR ": error %d",
+               vs_registry_kind_name(kind), bytes, base, err);
+        if (device >= 0 && kind != VS_ALLOC_VMM)
+            vs_cap_release(device, bytes);
+    }
+}
+
+/* Forgets a device allocation before the driver frees it. Returns true
+ * with its record in *info when it was known. */
+static bool vs_memory_forget(CUdeviceptr dptr, vs_alloc_info_t *info)
+{
+    if (dptr == 0 || vs_registry_remove((uintptr_t)dptr, VS_DEVICE_KINDS | (1u << VS_ALLOC_MANAGED), info) != 0)
+        return false;
+    if (info->kind == VS_ALLOC_MANAGED)
+        vs_cap_count_managed(-(int64_t)info->size);
+    else if (info->device >= 0)
+        vs_cap_release(info->device, info->size);
+    return true;
+}
+
+/* The driver refused a free the shim had already accounted: restore. */
+static void vs_memory_unforget(const vs_alloc_info_t *info)
+{
+    vs_alloc_desc_t desc = {
+        .base = info->base, .size = info->size, .device = info->device, .kind = info->kind, .handle = info->handle};
+    if (info->kind == VS_ALLOC_MANAGED)
+        vs_cap_count_managed((int64_t)info->size);
+    else if (info->device >= 0)
+        vs_cap_charge(info->device, info->size); /* it exists: count it even over the cap */
+    if (vs_registry_add(&desc, NULL) != 0 && info->kind != VS_ALLOC_MANAGED && info->device >= 0)
+        vs_cap_release(info->device, info->size);
+}
+
+static CUresult vs_memory_free(CUdeviceptr dptr, CUresult (*real_free)(CUdeviceptr, CUstream), CUstream stream)
+{
+    vs_alloc_info_t info;
+    bool known = vs_memory_forget(dptr, &info);
+    CUresult rc = real_free(dptr, stream);
+
+    if (rc != CUDA_SUCCESS && known)
+        vs_memory_unforget(&info);
+    return rc;
+}
+
+CUresult CUDAAPI cuMemAlloc_v2(CUdeviceptr *dptr, size_t bytesize)
+{
+    int device;
+    CUresult rc;
+
+    vs_shim_ready();
+    rc = vs_memory_reserve(vs_shim_current_device(), bytesize, &device);
+    if (rc != CUDA_SUCCESS)
+        return rc;
+    rc = VS_CALL(cuMemAlloc_v2, (dptr, bytesize));
+    vs_memory_commit(rc, device, dptr != NULL ? (uintptr_t)*dptr : 0, bytesize, VS_ALLOC_DEVICE, 0);
+    return rc;
+}
+
+CUresult CUDAAPI cuMemAllocPitch_v2(CUdeviceptr *dptr, size_t *pPitch, size_t WidthInBytes, size_t Height,
+                                    unsigned int ElementSizeBytes)
+{
+    int device;
+    CUresult rc;
+
+    vs_shim_ready();
+    /* The pitch is only known afterwards: reserve the unpadded size, then
+     * settle the padding once the driver has chosen it. */
+    uint64_t requested = (uint64_t)WidthInBytes * Height;
+    rc = vs_memory_reserve(vs_shim_current_device(), requested, &device);
+    if (rc != CUDA_SUCCESS)
+        return rc;
+    rc = VS_CALL(cuMemAllocPitch_v2, (dptr, pPitch, WidthInBytes, Height, ElementSizeBytes));
+    uint64_t actual = requested;
+    if (rc == CUDA_SUCCESS && pPitch != NULL && device >= 0) {
+        actual = (uint64_t)*pPitch * Height;
+        if (actual > requested && vs_cap_reserve(device, actual - requested) != 0) {
+            /* The padding takes the device over its limit. */
+            VS_CALL(cuMemFree_v2, (*dptr));
+            vs_cap_release(device, requested);
+            VS_COUNT(refused);
+            return CUDA_ERROR_OUT_OF_MEMORY;
+        }
+    }
+    vs_memory_commit(rc, device, dptr != NULL ? (uintptr_t)*dptr : 0, actual, VS_ALLOC_PITCH, 0);
+    return rc;
+}
+
+static CUresult vs_free_sync(CUdeviceptr dptr, CUstream stream)
+{
+    (void)stream;
+    return VS_CALL(cuMemFree_v2, (dptr));
+}
+
+CUresult CUDAAPI cuMemFree_v2(CUdeviceptr dptr)
+{
+    vs_shim_ready();
+    return vs_memory_free(dptr, vs_free_sync, NULL);
+}
+
+/* Stream-ordered allocations: counted from the call, as the address is
+ * handed out then. */
+#define VS_ALLOC_ASYNC_HOOK(symbol)                                                                \
+    CUresult CUDAAPI symbol(CUdeviceptr *dptr, size_t bytesize, CUstream hStream)                  \
+    {                                                                                              \
+        int device;                                                                                \
+        CUresult rc;                                                                               \
+        vs_shim_ready();                                                                           \
+        rc = vs_memory_reserve(vs_shim_current_device(), bytesize, &device);                       \
+        if (rc != CUDA_SUCCESS)                                                                    \
+            return rc;                                                                             \
+        rc = VS_CALL(symbol, (dptr, bytesize, hStream));                                           \
+        vs_memory_commit(rc, device, dptr != NULL ? (uintptr_t)*dptr : 0, bytesize, VS_ALLOC_ASYNC, 0); \
+        return rc;                                                                                 \
+    }
+VS_ALLOC_ASYNC_HOOK(cuMemAllocAsync)
+VS_ALLOC_ASYNC_HOOK(cuMemAllocAsync_ptsz)
+
+#define VS_ALLOC_POOL_HOOK(symbol)                                                                 \
+    CUresult CUDAAPI symbol(CUdeviceptr *dptr, size_t bytesize, CUmemoryPool pool, CUstream hStream) \
+    {                                                                                              \
+        int device;                                                                                \
+        CUresult rc;                                                                               \
+        vs_shim_ready();                                                                           \
+        rc = vs_memory_reserve(vs_shim_current_device(), bytesize, &device);                       \
+        if (rc != CUDA_SUCCESS)                                                                    \
+            return rc;                                                                             \
+        rc = VS_CALL(symbol, (dptr, bytesize, pool, hStream));                                     \
+        vs_memory_commit(rc, device, dptr != NULL ? (uintptr_t)*dptr : 0, bytesize, VS_ALLOC_POOL, 0); \
+        return rc;                                                                                 \
+    }
+VS_ALLOC_POOL_HOOK(cuMemAllocFromPoolAsync)
+VS_ALLOC_POOL_HOOK(cuMemAllocFromPoolAsync_ptsz)
+
+static CUresult vs_free_async(CUdeviceptr dptr, CUstream stream)
+{
+    return VS_CALL(cuMemFreeAsync, (dptr, stream));
+}
+
+static CUresult vs_free_async_ptsz(CUdeviceptr dptr, CUstream stream)
+{
+    return VS_CALL(cuMemFreeAsync_ptsz, (dptr, stream));
+}
+
+CUresult CUDAAPI cuMemFreeAsync(CUdeviceptr dptr, CUstream hStream)
+{
+    vs_shim_ready();
+    return vs_memory_free(dptr, vs_free_async, hStream);
+}
+
+CUresult CUDAAPI cuMemFreeAsync_ptsz(CUdeviceptr dptr, CUstream hStream)
+{
+    vs_shim_ready();
+    return vs_memory_free(dptr, vs_free_async_ptsz, hStream);
+}
+
+CUresult CUDAAPI cuMemAllocManaged(CUdeviceptr *dptr, size_t bytesize, unsigned int flags)
+{
+    CUresult rc;
+
+    vs_shim_ready();
+    rc = VS_CALL(cuMemAllocManaged, (dptr, bytesize, flags));
+    if (rc == CUDA_SUCCESS && dptr != NULL && *dptr != 0) {
+        vs_alloc_desc_t desc = {.base = (uintptr_t)*dptr,
+                                .size = bytesize,
+                                .device = vs_shim_current_device(),
+                                .kind = VS_ALLOC_MANAGED};
+        if (vs_registry_add(&desc, NULL) == 0)
+            vs_cap_count_managed((int64_t)bytesize);
+    }
+    return rc;
+}
+
+/* ---- The application's own VMM memory ---------------------------------- */
+
+/* One physical allocation (`cuMemCreate` handle). Guarded by
+ * `vs_physical_lock` (a leaf lock). */
+typedef struct vs_physical_s {
+    uint64_t handle;
+    uint64_t size;
+    int device;       /* -1: host-located, counted apart */
+    uint32_t mapped;  /* live mappings */
+    bool released;    /* `cuMemRelease` called */
+    UT_hash_handle hh;
+} vs_physical_t;
+
+static vs_physical_t *vs_physicals;
+static pthread_mutex_t vs_physical_lock = PTHREAD_MUTEX_INITIALIZER;
+
+/* Gives back the bytes of a handle that is released and no longer mapped.
+ * Called with the lock held. */
+static void vs_physical_settle(vs_physical_t *p)
+{
+    if (!p->released || p->mapped != 0)
+        return;
+    if (p->device >= 0)
+        vs_cap_release(p->device, p->size);
+    else
+        vs_cap_count_host(-(int64_t)p->size);
+    HASH_DEL(vs_physicals, p);
+    free(p);
+}
+
+CUresult CUDAAPI cuMemCreate(CUmemGenericAllocationHandle *handle, size_t size, const CUmemAllocationProp *prop,
+                             unsigned long long flags)
+{
+    int device = -1;
+    CUresult rc;
+    bool on_device = prop != NULL && prop->location.type == CU_MEM_LOCATION_TYPE_DEVICE;
+
+    vs_shim_ready();
+    if (on_device) {
+        rc = vs_memory_reserve(prop->location.id, size, &device);
+        if (rc != CUDA_SUCCESS)
+            return rc;
+    }
+    rc = VS_CALL(cuMemCreate, (handle, size, prop, flags));
+    if (rc != CUDA_SUCCESS || handle == NULL) {
+        if (device >= 0)
+            vs_cap_release(device, size);
+        return rc;
+    }
+    vs_physical_t *p = calloc(1, sizeof *p);
+    if (p == NULL) {
+        /* Untracked: give the reservation back so the counter stays exact
+         * for what the shim knows about. */
+        if (device >= 0)
+            vs_cap_release(device, size);
+        vs_log(VS_LOG_WARN, "out of memory tracking a cuMemCreate handle");
+        return rc;
+    }
+    p->handle = (uint64_t)*handle;
+    p->size = size;
+    p->device = device;
+    if (!on_device)
+        vs_cap_count_host((int64_t)size);
+    pthread_mutex_lock(&vs_physical_lock);
+    HASH_ADD(hh, vs_physicals, handle, sizeof p->handle, p);
+    if (p->hh.tbl == NULL) {
+        pthread_mutex_unlock(&vs_physical_lock);
+        if (device >= 0)
+            vs_cap_release(device, size);
+        free(p);
+        return rc;
+    }
+    pthread_mutex_unlock(&vs_physical_lock);
+    return rc;
+}
+
+CUresult CUDAAPI cuMemRelease(CUmemGenericAllocationHandle handle)
+{
+    CUresult rc;
+    uint64_t key = (uint64_t)handle;
+    vs_physical_t *p;
+
+    vs_shim_ready();
+    rc = VS_CALL(cuMemRelease, (handle));
+    if (rc != CUDA_SUCCESS)
+        return rc;
+    pthread_mutex_lock(&vs_physical_lock);
+    HASH_FIND(hh, vs_physicals, &key, sizeof key, p);
+    if (p != NULL) {
+        p->released = true;
+        vs_physical_settle(p);
+    }
+    pthread_mutex_unlock(&vs_physical_lock);
+    return rc;
+}
+
+CUresult CUDAAPI cuMemMap(CUdeviceptr ptr, size_t size, size_t offset, CUmemGenericAllocationHandle handle,
+                          unsigned long long flags)
+{
+    CUresult rc;
+    uint64_t key = (uint64_t)handle;
+    vs_physical_t *p;
+    int device = -1;
+
+    vs_shim_ready();
+    rc = VS_CALL(cuMemMap, (ptr, size, offset, handle, flags));
+    if (rc != CUDA_SUCCESS)
+        return rc;
+    pthread_mutex_lock(&vs_physical_lock);
+    HASH_FIND(hh, vs_physicals, &key, sizeof key, p);
+    if (p != NULL) {
+        p->mapped++;
+        device = p->device;
+    }
+    pthread_mutex_unlock(&vs_physical_lock);
+    vs_alloc_desc_t desc = {.base = (uintptr_t)ptr, .size = size, .device = device, .kind = VS_ALLOC_VMM, .handle = key};
+    if (vs_registry_add(&desc, NULL) != 0)
+        vs_log(VS_LOG_WARN, "cannot register the mapping at 0x%" PRIxPTR, (uintptr_t)ptr);
+    return rc;
+}
+
+static void vs_unmapped(const vs_alloc_info_t *info, void *arg)
+{
+    uint64_t key = info->handle;
+    vs_physical_t *p;
+
+    (void)arg;
+    pthread_mutex_lock(&vs_physical_lock);
+    HASH_FIND(hh, vs_physicals, &key, sizeof key, p);
+    if (p != NULL && p->mapped > 0) {
+        p->mapped--;
+        vs_physical_settle(p);
+    }
+    pthread_mutex_unlock(&vs_physical_lock);
+}
+
+CUresult CUDAAPI cuMemUnmap(CUdeviceptr ptr, size_t size)
+{
+    CUresult rc;
+
+    vs_shim_ready();
+    rc = VS_CALL(cuMemUnmap, (ptr, size));
+    if (rc == CUDA_SUCCESS)
+        vs_registry_remove_range((uintptr_t)ptr, size, VS_ALLOC_VMM, vs_unmapped, NULL);
+    return rc;
+}
+
+/* ---- Pinned host memory: tracked apart, never capped ------------------- */
+
+static void vs_host_register(void *p, uint64_t bytes, vs_alloc_kind_t kind)
+{
+    vs_alloc_desc_t desc = {.base = (uintptr_t)p, .size = bytes, .device = -1, .kind = kind};
+    if (p != NULL && vs_registry_add(&desc, NULL) == 0)
+        vs_cap_count_host((int64_t)bytes);
+}
+
+static void vs_host_forget(void *p, vs_alloc_kind_t kind)
+{
+    vs_alloc_info_t info;
+    if (p != NULL && vs_registry_remove((uintptr_t)p, 1u << kind, &info) == 0)
+        vs_cap_count_host(-(int64_t)info.size);
+}
+
+CUresult CUDAAPI cuMemHostAlloc(void **pp, size_t bytesize, unsigned int Flags)
+{
+    CUresult rc;
+
+    vs_shim_ready();
+    rc = VS_CALL(cuMemHostAlloc, (pp, bytesize, Flags));
+    if (rc == CUDA_SUCCESS && pp != NULL)
+        vs_host_register(*pp, bytesize, VS_ALLOC_HOST_PINNED);
+    return rc;
+}
+
+CUresult CUDAAPI cuMemAllocHost_v2(void **pp, size_t bytesize)
+{
+    CUresult rc;
+
+    vs_shim_ready();
+    rc = VS_CALL(cuMemAllocHost_v2, (pp, bytesize));
+    if (rc == CUDA_SUCCESS && pp != NULL)
+        vs_host_register(*pp, bytesize, VS_ALLOC_HOST_PINNED);
+    return rc;
+}
+
+CUresult CUDAAPI cuMemFreeHost(void *p)
+{
+    CUresult rc;
+
+    vs_shim_ready();
+    rc = VS_CALL(cuMemFreeHost, (p));
+    if (rc == CUDA_SUCCESS)
+        vs_host_forget(p, VS_ALLOC_HOST_PINNED);
+    return rc;
+}
+
+CUresult CUDAAPI cuMemHostRegister_v2(void *p, size_t bytesize, unsigned int Flags)
+{
+    CUresult rc;
+
+    vs_shim_ready();
+    rc = VS_CALL(cuMemHostRegister_v2, (p, bytesize, Flags));
+    if (rc == CUDA_SUCCESS)
+        vs_host_register(p, bytesize, VS_ALLOC_HOST_REGISTERED);
+    return rc;
+}
+
+CUresult CUDAAPI cuMemHostUnregister(void *p)
+{
+    CUresult rc;
+
+    vs_shim_ready();
+    rc = VS_CALL(cuMemHostUnregister, (p));
+    if (rc == CUDA_SUCCESS)
+        vs_host_forget(p, VS_ALLOC_HOST_REGISTERED);
+    return rc;
+}
+
+/* ---- The virtual memory figures ----------------------------------------- */
+
+CUresult CUDAAPI cuMemGetInfo_v2(size_t *free_out, size_t *total_out)
+{
+    size_t physical_free = 0, physical_total = 0;
+    CUresult rc;
+
+    vs_shim_ready();
+    /* The driver gets our own out-parameters: NULL from the caller is
+     * tolerated, whatever the driver thinks of it. */
+    rc = VS_CALL(cuMemGetInfo_v2, (&physical_free, &physical_total));
+    if (rc != CUDA_SUCCESS)
+        return rc;
+    uint64_t virtual_free = physical_free, virtual_total = physical_total;
+    int device = vs_shim_current_device();
+    if (vs_config_get()->limit_set && device >= 0)
+        vs_cap_meminfo(device, physical_free, physical_total, &virtual_free, &virtual_total);
+    if (free_out != NULL)
+        *free_out = (size_t)virtual_free;
+    if (total_out != NULL)
+        *total_out = (size_t)virtual_total;
+    return rc;
+}

@@ -1,0 +1,291 @@
+/* launch.c: what a kernel launch touches (`vs_launch_observe`).
+ *
+ * The driver describes a kernel's parameters (12.4+: `cuFuncGetParamInfo`,
+ * `cuKernelGetParamInfo`) by offset and size only, not by type, so every
+ * 8-byte-aligned word of every parameter is looked up in the registry:
+ * pointers inside by-value structs are found as well as plain pointer
+ * arguments. The `extra` form hands over one packed buffer, scanned whole.
+ *
+ * Layouts are cached per function handle. The launch path first checks a
+ * one-entry per-thread cache (no lock: most threads launch the same few
+ * kernels in a row), then the shared table under a read lock. Module and
+ * library unloads may recycle handle addresses, so they bump a generation
+ * that invalidates every cache; old layouts are retired, not freed, because
+ * another thread may still be reading one.
+ */
+#include <errno.h>
+#include <pthread.h>
+#include <stdlib.h>
+#include <string.h>
+
+#define HASH_NONFATAL_OOM 1
+#include <uthash.h>
+
+#include "log.h"
+#include "registry.h"
+#include "shim.h"
+
+typedef struct vs_layout_s {
+    const void *function; /* CUfunction or CUkernel */
+    bool known;           /* false: the driver could not describe it */
+    uint32_t count;
+    uint32_t *sizes;      /* bytes of each parameter */
+    struct vs_layout_s *retired_next;
+    UT_hash_handle hh;
+} vs_layout_t;
+
+/* Lock order: `vs_layouts_lock` before the registry lock, never the
+ * reverse; neither is held while calling the driver except the real
+ * param-info functions, which do not call back. */
+static pthread_rwlock_t vs_layouts_lock = PTHREAD_RWLOCK_INITIALIZER;
+static vs_layout_t *vs_layouts;
+static vs_layout_t *vs_layouts_retired;
+static _Atomic uint64_t vs_layouts_generation = 1;
+
+/* CUkernel handles seen from `cuLibraryGetKernel`: a launch that passes one
+ * cast to CUfunction (as cudart does) needs `cuKernelGetParamInfo`. */
+typedef struct vs_kernel_handle_s {
+    const void *kernel;
+    UT_hash_handle hh;
+} vs_kernel_handle_t;
+static vs_kernel_handle_t *vs_kernel_handles;
+
+static __thread struct {
+    const void *function;
+    uint64_t generation;
+    const vs_layout_t *layout;
+} vs_layout_tls __attribute__((tls_model("initial-exec")));
+
+static CUresult vs_param_info(const void *handle, bool as_kernel, size_t index, size_t *offset, size_t *size)
+{
+    if (as_kernel)
+        return VS_CALL(cuKernelGetParamInfo, ((CUkernel)(uintptr_t)handle, index, offset, size));
+    return VS_CALL(cuFuncGetParamInfo, ((CUfunction)(uintptr_t)handle, index, offset, size));
+}
+
+/* Asks the driver for the sizes; parameters are counted by querying until
+ * CUDA_ERROR_INVALID_VALUE (13.0 has no count call). */
+static int vs_layout_query(const void *handle, bool as_kernel, uint32_t *count_out, uint32_t **sizes_out)
+{
+    uint32_t count = 0, capacity = 0;
+    uint32_t *sizes = NULL;
+
+    for (size_t i = 0;; i++) {
+        size_t offset = 0, size = 0;
+        CUresult rc = vs_param_info(handle, as_kernel, i, &offset, &size);
+        if (rc == CUDA_ERROR_INVALID_VALUE)
+            break;
+        if (rc != CUDA_SUCCESS) {
+            free(sizes);
+            return -EINVAL;
+        }
+        if (count == capacity) {
+            capacity = capacity ? capacity * 2 : 8;
+            uint32_t *grown = realloc(sizes, capacity * sizeof *grown);
+            if (grown == NULL) {
+                free(sizes);
+                return -ENOMEM;
+            }
+            sizes = grown;
+        }
+        sizes[count++] = (uint32_t)size;
+    }
+    *count_out = count;
+    *sizes_out = sizes;
+    return 0;
+}
+
+static vs_layout_t *vs_layout_build(const void *handle)
+{
+    vs_layout_t *layout = calloc(1, sizeof *layout);
+    vs_kernel_handle_t *known_kernel;
+
+    if (layout == NULL)
+        return NULL;
+    layout->function = handle;
+    if (!vs_shim_has_param_info())
+        return layout;
+    pthread_rwlock_rdlock(&vs_layouts_lock);
+    HASH_FIND_PTR(vs_kernel_handles, &handle, known_kernel);
+    pthread_rwlock_unlock(&vs_layouts_lock);
+    bool as_kernel = known_kernel != NULL;
+    /* A handle not seen from `cuLibraryGetKernel` is most likely a
+     * CUfunction; if the driver says otherwise, try it as a CUkernel. */
+    if (vs_layout_query(handle, as_kernel, &layout->count, &layout->sizes) == 0
+        || vs_layout_query(handle, !as_kernel, &layout->count, &layout->sizes) == 0)
+        layout->known = true;
+    else
+        vs_log(VS_LOG_WARN, "the driver cannot describe the parameters of function %p: its launches are not scanned",
+               handle);
+    return layout;
+}
+
+/* The cached layout of `f`, building it on first use. */
+static const vs_layout_t *vs_layout_get(const void *f)
+{
+    uint64_t generation = atomic_load_explicit(&vs_layouts_generation, memory_order_acquire);
+    vs_layout_t *layout;
+
+    if (vs_layout_tls.function == f && vs_layout_tls.generation == generation)
+        return vs_layout_tls.layout;
+
+    pthread_rwlock_rdlock(&vs_layouts_lock);
+    HASH_FIND_PTR(vs_layouts, &f, layout);
+    pthread_rwlock_unlock(&vs_layouts_lock);
+    if (layout == NULL) {
+        vs_layout_t *built = vs_layout_build(f);
+        if (built == NULL)
+            return NULL;
+        pthread_rwlock_wrlock(&vs_layouts_lock);
+        HASH_FIND_PTR(vs_layouts, &f, layout);
+        if (layout == NULL) {
+            HASH_ADD_PTR(vs_layouts, function, built);
+            /* With HASH_NONFATAL_OOM an add that ran out of memory leaves
+             * `hh.tbl` NULL: use the layout once, uncached. */
+            layout = built;
+            built = NULL;
+        }
+        pthread_rwlock_unlock(&vs_layouts_lock);
+        if (built != NULL) {
+            free(built->sizes);
+            free(built);
+        }
+    }
+    vs_layout_tls.function = f;
+    vs_layout_tls.generation = generation;
+    vs_layout_tls.layout = layout;
+    return layout;
+}
+
+void vs_launch_remember_kernel(CUkernel kernel)
+{
+    vs_kernel_handle_t *entry;
+    const void *key = kernel;
+
+    pthread_rwlock_wrlock(&vs_layouts_lock);
+    HASH_FIND_PTR(vs_kernel_handles, &key, entry);
+    if (entry == NULL) {
+        entry = calloc(1, sizeof *entry);
+        if (entry != NULL) {
+            entry->kernel = key;
+            HASH_ADD_PTR(vs_kernel_handles, kernel, entry);
+        }
+    }
+    pthread_rwlock_unlock(&vs_layouts_lock);
+}
+
+void vs_launch_forget_layouts(void)
+{
+    vs_layout_t *layout, *tmp;
+    vs_kernel_handle_t *k, *ktmp;
+
+    pthread_rwlock_wrlock(&vs_layouts_lock);
+    HASH_ITER(hh, vs_layouts, layout, tmp) {
+        HASH_DEL(vs_layouts, layout);
+        layout->retired_next = vs_layouts_retired;
+        vs_layouts_retired = layout;
+    }
+    HASH_ITER(hh, vs_kernel_handles, k, ktmp) {
+        HASH_DEL(vs_kernel_handles, k);
+        free(k);
+    }
+    atomic_fetch_add_explicit(&vs_layouts_generation, 1, memory_order_acq_rel);
+    pthread_rwlock_unlock(&vs_layouts_lock);
+}
+
+/* Finds the packed buffer of the `extra` form. */
+static bool vs_extra_buffer(void **extra, const unsigned char **buffer, size_t *size)
+{
+    const unsigned char *buf = NULL;
+    size_t len = 0;
+    bool have_size = false;
+
+    /* A well-formed list is a few pairs; the bound stops a malformed one
+     * from being read on forever. */
+    for (size_t i = 0; i < 64 && extra[i] != CU_LAUNCH_PARAM_END; i += 2) {
+        if (extra[i] == CU_LAUNCH_PARAM_BUFFER_POINTER) {
+            buf = extra[i + 1];
+        } else if (extra[i] == CU_LAUNCH_PARAM_BUFFER_SIZE && extra[i + 1] != NULL) {
+            memcpy(&len, extra[i + 1], sizeof len);
+            have_size = true;
+        }
+    }
+    if (buf == NULL || !have_size)
+        return false;
+    *buffer = buf;
+    *size = len;
+    return true;
+}
+
+/* The scan itself, shared by launches (stamp) and graphs (collect); written
+ * once as a macro so that each user gets its word action inlined. */
+#define VS_SCAN_WORDS(layout, kernel_params, extra, WORD_ACTION)                                   \
+    do {                                                                                           \
+        if ((kernel_params) != NULL && (layout)->known) {                                          \
+            for (uint32_t i_ = 0; i_ < (layout)->count; i_++) {                                    \
+                const unsigned char *p_ = (kernel_params)[i_];                                     \
+                if (p_ == NULL)                                                                    \
+                    continue;                                                                      \
+                for (uint32_t off_ = 0; off_ + 8 <= (layout)->sizes[i_]; off_ += 8) {              \
+                    uintptr_t w_;                                                                  \
+                    memcpy(&w_, p_ + off_, sizeof w_);                                             \
+                    WORD_ACTION(w_);                                                               \
+                }                                                                                  \
+            }                                                                                      \
+        } else if ((extra) != NULL) {                                                              \
+            const unsigned char *b_;                                                               \
+            size_t n_;                                                                             \
+            if (vs_extra_buffer((extra), &b_, &n_)) {                                              \
+                for (size_t off_ = 0; off_ + 8 <= n_; off_ += 8) {                                 \
+                    uintptr_t w_;                                                                  \
+                    memcpy(&w_, b_ + off_, sizeof w_);                                             \
+                    WORD_ACTION(w_);                                                               \
+                }                                                                                  \
+            }                                                                                      \
+        }                                                                                          \
+    } while (0)
+
+void vs_launch_observe(CUfunction f, void **kernel_params, void **extra)
+{
+    const vs_layout_t *layout;
+
+    VS_COUNT(launches);
+    if (kernel_params == NULL && extra == NULL)
+        return;
+    layout = vs_layout_get(f);
+    if (layout == NULL || (kernel_params != NULL && !layout->known)) {
+        VS_COUNT(launches_unscanned);
+        return;
+    }
+    /* Gather the words first, then stamp them together so that their
+     * registry look-ups overlap (`vs_registry_touch_many_locked`). */
+    uintptr_t words[256];
+    size_t count = 0;
+    uint64_t seq = vs_registry_next_seq();
+    vs_registry_read_begin();
+#define VS_GATHER(word)                                                                            \
+    do {                                                                                           \
+        words[count++] = (word);                                                                   \
+        if (count == sizeof words / sizeof words[0]) {                                             \
+            vs_registry_touch_many_locked(words, count, seq);                                      \
+            count = 0;                                                                             \
+        }                                                                                          \
+    } while (0)
+    VS_SCAN_WORDS(layout, kernel_params, extra, VS_GATHER);
+#undef VS_GATHER
+    vs_registry_touch_many_locked(words, count, seq);
+    vs_registry_read_end();
+}
+
+bool vs_launch_visit_words(CUfunction f, void **kernel_params, void **extra,
+                           void (*visit)(uintptr_t word, void *arg), void *arg)
+{
+    const vs_layout_t *layout = vs_layout_get(f);
+
+    if (layout == NULL || (kernel_params != NULL && !layout->known))
+        return false;
+#define VS_VISIT(word) visit((word), arg)
+    VS_SCAN_WORDS(layout, kernel_params, extra, VS_VISIT);
+#undef VS_VISIT
+    return true;
+}

@@ -1,0 +1,71 @@
+/* log.c: leveled logging for the shim (`vs_log`).
+ *
+ * The shim lives inside someone else's process and is entered from any
+ * thread, from inside the driver's own callbacks and before `main`. So a
+ * message is formatted into a stack buffer and written with one `write(2)`
+ * (lines from different threads never interleave), nothing here allocates,
+ * and `errno` is restored before returning.
+ */
+#include "log.h"
+
+#include <errno.h>
+#include <fcntl.h>
+#include <stdarg.h>
+#include <stdatomic.h>
+#include <stdio.h>
+#include <unistd.h>
+
+static _Atomic int vs_log_threshold = VS_LOG_WARN;
+static _Atomic int vs_log_fd = STDERR_FILENO;
+
+static const char *const vs_log_names[] = {"error", "warn", "info", "debug"};
+
+int vs_log_configure(vs_log_level_t level, const char *path)
+{
+    int saved_errno = errno;
+    int rc = 0;
+
+    atomic_store(&vs_log_threshold, (int)level);
+    if (path != NULL && path[0] != '\0') {
+        int fd = open(path, O_WRONLY | O_CREAT | O_APPEND | O_CLOEXEC, 0644);
+        if (fd < 0)
+            rc = -errno;
+        else
+            atomic_store(&vs_log_fd, fd);
+    }
+    errno = saved_errno;
+    return rc;
+}
+
+int vs_log_enabled(vs_log_level_t level)
+{
+    return (int)level <= atomic_load_explicit(&vs_log_threshold, memory_order_relaxed);
+}
+
+void vs_log(vs_log_level_t level, const char *fmt, ...)
+{
+    char line[1024];
+    va_list ap;
+    int saved_errno = errno;
+    int used;
+
+    if (!vs_log_enabled(level))
+        return;
+    used = snprintf(line, sizeof line, "vramshim[%d] %s: ", (int)getpid(), vs_log_names[level]);
+    if (used < 0)
+        goto out;
+    va_start(ap, fmt);
+    int body = vsnprintf(line + used, sizeof line - (size_t)used, fmt, ap);
+    va_end(ap);
+    if (body < 0)
+        goto out;
+    used += body;
+    if ((size_t)used >= sizeof line - 1)
+        used = (int)sizeof line - 2;
+    line[used++] = '\n';
+    /* One write per line; a short write to a log is not worth retrying. */
+    ssize_t ignored = write(atomic_load(&vs_log_fd), line, (size_t)used);
+    (void)ignored;
+out:
+    errno = saved_errno;
+}

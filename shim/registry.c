@@ -1,0 +1,749 @@
+/* registry.c: the table of live allocations (`vs_registry_add`,
+ * `vs_registry_touch_locked`).
+ *
+ * Two tables share the records: `by_base` (uthash; every allocation, keyed
+ * by its base, for frees) and the page index (device-side allocations only,
+ * keyed by `address >> 21`; each page keeps the bounds of the allocations
+ * overlapping it, sorted by base). An interior look-up is one range check
+ * against the lowest and highest device address ever registered, one probe
+ * of a flat open-addressing table and, only where several allocations share
+ * a 2 MiB page, a binary search among them: O(1) in the number of live
+ * allocations and at most two cache misses before the allocation itself,
+ * which is what keeps the per-launch scan cheap. The page index is not a
+ * uthash table because uthash's chained buckets cost a dependent load per
+ * link on this, the hottest path of the shim.
+ *
+ * Lock order: `vs_registry.lock` is a leaf; nothing else is taken under it.
+ */
+#include "registry.h"
+
+#include <errno.h>
+#include <pthread.h>
+#include <stdlib.h>
+#include <string.h>
+#include <time.h>
+
+/* Keys are addresses or page numbers: a multiplicative hash spreads them in
+ * a few cycles, where uthash's default hashes byte by byte. The high half of
+ * the product goes to the low bits uthash uses to pick a bucket. */
+#define HASH_FUNCTION(keyptr, keylen, hashv)                                                       \
+    do {                                                                                           \
+        uint64_t vs_key_;                                                                          \
+        memcpy(&vs_key_, (keyptr), sizeof vs_key_);                                                \
+        (hashv) = (unsigned)((vs_key_ * 0x9E3779B97F4A7C15ull) >> 32);                             \
+    } while (0)
+/* uthash must not exit the host process when malloc fails. */
+#define HASH_NONFATAL_OOM 1
+#define uthash_nonfatal_oom(elt) (vs_registry.oom = true)
+#include <uthash.h>
+
+typedef struct vs_alloc_s {
+    uint64_t id;
+    uintptr_t base;
+    uint64_t size;
+    int device;
+    vs_alloc_kind_t kind;
+    vs_residency_t residency;
+    uint64_t handle;
+    uint64_t created_seq;
+    uint64_t created_ns;
+    uint32_t hot; /* index of its recency and frequency in `vs_registry.hot` */
+    bool evictable;
+    const char *pinned_reason;
+    UT_hash_handle hh; /* in `by_base` */
+} vs_alloc_t;
+
+/* One allocation as seen from a page: its bounds are copied here so that a
+ * look-up compares addresses without touching the allocation itself. */
+typedef struct vs_page_entry_s {
+    uintptr_t base, end;
+    vs_alloc_t *alloc;
+    uint32_t hot;
+} vs_page_entry_t;
+
+/* What a launch writes: kept apart from the records, in one dense array,
+ * so that stamping ten thousand allocations touches 16 bytes each instead
+ * of a cache line scattered somewhere in the heap. A free slot holds the
+ * index of the next free one in `last_use_seq`. */
+typedef struct vs_hot_s {
+    _Atomic uint64_t last_use_seq;
+    _Atomic uint64_t use_count;
+} vs_hot_t;
+
+/* A page shared by several allocations. `sub[k]` is the index of the last
+ * entry starting at or before the k-th 32 KiB of the page (0 when none), so
+ * a look-up lands on the right entry, or a few entries before it, in one
+ * load instead of a binary search's chain of dependent loads. */
+#define VS_SUB_SHIFT 15
+#define VS_SUBS (1u << (VS_REGISTRY_PAGE_SHIFT - VS_SUB_SHIFT))
+typedef struct vs_page_s {
+    uint32_t count, capacity;
+    vs_page_entry_t *entries; /* sorted by base, non-overlapping */
+    uint16_t sub[VS_SUBS];
+} vs_page_t;
+
+/* The page index: open addressing with linear probing, keyed by page
+ * number + 1 (0 = empty slot, VS_SLOT_DELETED = tombstone). A page with one
+ * allocation, the common case for buffers of 2 MiB and more, is held in the
+ * slot itself, so a look-up is one probe and one compare. */
+#define VS_SLOT_DELETED UINTPTR_MAX
+typedef struct vs_page_slot_s {
+    uintptr_t key;
+    uintptr_t base, end; /* the single allocation when `single` */
+    uint32_t hot;
+    union {
+        vs_alloc_t *single; /* base != 0 */
+        vs_page_t *page;    /* base == 0: several allocations */
+    } u;
+} vs_page_slot_t;
+
+static const struct {
+    const char *name;
+    bool device_side;
+    bool evictable;
+    const char *reason;
+} vs_kind_table[VS_ALLOC_KIND_COUNT] = {
+#define VS_KIND_ROW(suffix, name, device_side, evictable, reason) {name, device_side, evictable, reason},
+    VS_ALLOC_KINDS(VS_KIND_ROW)
+#undef VS_KIND_ROW
+};
+
+static struct {
+    pthread_rwlock_t lock;
+    vs_alloc_t *by_base;
+    vs_page_slot_t *slots;
+    size_t slot_mask; /* capacity - 1; capacity is a power of two */
+    size_t slots_used; /* live + tombstones */
+    vs_hot_t *hot;
+    uint32_t hot_capacity, hot_top, hot_free; /* hot_free: UINT32_MAX = none */
+    /* Every device-side allocation lies in [lo, hi): a word outside is not a
+     * pointer into one (most scalars fail here). Only ever widened. */
+    uintptr_t lo, hi;
+    bool oom;
+    vs_registry_stats_t stats;
+    uint64_t live_device_bytes;
+} vs_registry = {
+    .lock = PTHREAD_RWLOCK_INITIALIZER,
+    .lo = UINTPTR_MAX,
+    .hi = 0,
+    .hot_free = UINT32_MAX,
+};
+
+static _Atomic uint64_t vs_registry_seq;
+static _Atomic uint64_t vs_registry_ids;
+
+const char *vs_registry_kind_name(vs_alloc_kind_t kind)
+{
+    return (unsigned)kind < VS_ALLOC_KIND_COUNT ? vs_kind_table[kind].name : "?";
+}
+
+bool vs_registry_kind_device_side(vs_alloc_kind_t kind)
+{
+    return (unsigned)kind < VS_ALLOC_KIND_COUNT && vs_kind_table[kind].device_side;
+}
+
+uint64_t vs_registry_next_seq(void)
+{
+    return atomic_fetch_add_explicit(&vs_registry_seq, 1, memory_order_relaxed) + 1;
+}
+
+static uint64_t vs_now_ns(void)
+{
+    struct timespec ts;
+    clock_gettime(CLOCK_MONOTONIC, &ts);
+    return (uint64_t)ts.tv_sec * 1000000000ull + (uint64_t)ts.tv_nsec;
+}
+
+static void vs_alloc_copy(const vs_alloc_t *a, vs_alloc_info_t *out)
+{
+    out->id = a->id;
+    out->base = a->base;
+    out->size = a->size;
+    out->device = a->device;
+    out->kind = a->kind;
+    out->residency = a->residency;
+    out->handle = a->handle;
+    out->created_seq = a->created_seq;
+    out->created_ns = a->created_ns;
+    out->last_use_seq = atomic_load_explicit(&vs_registry.hot[a->hot].last_use_seq, memory_order_relaxed);
+    out->use_count = atomic_load_explicit(&vs_registry.hot[a->hot].use_count, memory_order_relaxed);
+    out->evictable = a->evictable;
+    out->pinned_reason = a->pinned_reason;
+}
+
+/* A zeroed hot slot; write lock held. 0 or -ENOMEM. */
+static int vs_hot_take(uint32_t *index)
+{
+    if (vs_registry.hot_free != UINT32_MAX) {
+        *index = vs_registry.hot_free;
+        vs_registry.hot_free = (uint32_t)atomic_load(&vs_registry.hot[*index].last_use_seq);
+    } else {
+        if (vs_registry.hot_top == vs_registry.hot_capacity) {
+            uint32_t capacity = vs_registry.hot_capacity ? vs_registry.hot_capacity * 2 : 1024;
+            vs_hot_t *grown = realloc(vs_registry.hot, capacity * sizeof *grown);
+            if (grown == NULL)
+                return -ENOMEM;
+            vs_registry.hot = grown;
+            vs_registry.hot_capacity = capacity;
+        }
+        *index = vs_registry.hot_top++;
+    }
+    atomic_init(&vs_registry.hot[*index].last_use_seq, 0);
+    atomic_init(&vs_registry.hot[*index].use_count, 0);
+    return 0;
+}
+
+static void vs_hot_give(uint32_t index)
+{
+    atomic_store(&vs_registry.hot[index].last_use_seq, vs_registry.hot_free);
+    vs_registry.hot_free = index;
+}
+
+/* Index of the first entry of `page` whose base is greater than addr. */
+static inline uint32_t vs_page_upper_bound(const vs_page_t *page, uintptr_t addr)
+{
+    uint32_t lo = 0, hi = page->count;
+    while (lo < hi) {
+        uint32_t mid = lo + (hi - lo) / 2;
+        if (page->entries[mid].base <= addr)
+            lo = mid + 1;
+        else
+            hi = mid;
+    }
+    return lo;
+}
+
+/* Recomputes `page->sub` after a change; `page_base` is the page's first
+ * address. Pages holding more than 65535 allocations keep no index (the
+ * look-up falls back to a binary search). */
+static void vs_page_reindex(vs_page_t *page, uintptr_t page_base)
+{
+    uint32_t i = 0;
+    for (uint32_t k = 0; k < VS_SUBS; k++) {
+        uintptr_t start = page_base + ((uintptr_t)k << VS_SUB_SHIFT);
+        while (i + 1 < page->count && page->entries[i + 1].base <= start)
+            i++;
+        page->sub[k] = (uint16_t)(page->count <= UINT16_MAX ? i : 0);
+    }
+}
+
+static inline size_t vs_slot_hash(uintptr_t key, size_t mask)
+{
+    return (size_t)((key * 0x9E3779B97F4A7C15ull) >> 32) & mask;
+}
+
+/* The slot holding page `key`, or NULL. */
+static inline vs_page_slot_t *vs_slot_find(uintptr_t key)
+{
+    if (vs_registry.slots == NULL)
+        return NULL;
+    for (size_t i = vs_slot_hash(key, vs_registry.slot_mask);; i = (i + 1) & vs_registry.slot_mask) {
+        vs_page_slot_t *slot = &vs_registry.slots[i];
+        if (slot->key == key)
+            return slot;
+        if (slot->key == 0)
+            return NULL;
+    }
+}
+
+static int vs_slots_grow(void)
+{
+    size_t capacity = vs_registry.slots ? (vs_registry.slot_mask + 1) * 2 : 1024;
+    vs_page_slot_t *slots = calloc(capacity, sizeof *slots);
+    if (slots == NULL)
+        return -ENOMEM;
+    size_t mask = capacity - 1, used = 0;
+    if (vs_registry.slots != NULL) {
+        for (size_t i = 0; i <= vs_registry.slot_mask; i++) {
+            vs_page_slot_t *old = &vs_registry.slots[i];
+            if (old->key == 0 || old->key == VS_SLOT_DELETED)
+                continue;
+            size_t j = vs_slot_hash(old->key, mask);
+            while (slots[j].key != 0)
+                j = (j + 1) & mask;
+            slots[j] = *old;
+            used++;
+        }
+        free(vs_registry.slots);
+    }
+    vs_registry.slots = slots;
+    vs_registry.slot_mask = mask;
+    vs_registry.slots_used = used;
+    return 0;
+}
+
+/* A free slot for page `key` (known absent), growing the table first when
+ * it is three-quarters full. */
+static vs_page_slot_t *vs_slot_claim(uintptr_t key)
+{
+    if ((vs_registry.slots == NULL || (vs_registry.slots_used + 1) * 4 > (vs_registry.slot_mask + 1) * 3)
+        && vs_slots_grow() != 0)
+        return NULL;
+    size_t i = vs_slot_hash(key, vs_registry.slot_mask);
+    while (vs_registry.slots[i].key != 0 && vs_registry.slots[i].key != VS_SLOT_DELETED)
+        i = (i + 1) & vs_registry.slot_mask;
+    if (vs_registry.slots[i].key == 0)
+        vs_registry.slots_used++;
+    vs_registry.slots[i].key = key;
+    return &vs_registry.slots[i];
+}
+
+static int vs_page_insert(uintptr_t page_no, vs_alloc_t *a)
+{
+    uintptr_t key = page_no + 1;
+    vs_page_slot_t *slot = vs_slot_find(key);
+    vs_page_entry_t entry = {.base = a->base, .end = a->base + a->size, .alloc = a, .hot = a->hot};
+
+    if (slot == NULL) {
+        slot = vs_slot_claim(key);
+        if (slot == NULL)
+            return -ENOMEM;
+        slot->base = entry.base;
+        slot->end = entry.end;
+        slot->hot = entry.hot;
+        slot->u.single = a;
+        return 0;
+    }
+    if (slot->base != 0) {
+        /* A second allocation in this page: move to a page array. */
+        vs_page_t *page = calloc(1, sizeof *page);
+        vs_page_entry_t *entries = page ? malloc(4 * sizeof *entries) : NULL;
+        if (entries == NULL) {
+            free(page);
+            return -ENOMEM;
+        }
+        entries[0] = (vs_page_entry_t){.base = slot->base, .end = slot->end, .alloc = slot->u.single, .hot = slot->hot};
+        page->entries = entries;
+        page->count = 1;
+        page->capacity = 4;
+        slot->base = slot->end = 0;
+        slot->u.page = page;
+    }
+    vs_page_t *page = slot->u.page;
+    if (page->count == page->capacity) {
+        uint32_t capacity = page->capacity * 2;
+        vs_page_entry_t *grown = realloc(page->entries, capacity * sizeof *grown);
+        if (grown == NULL)
+            return -ENOMEM;
+        page->entries = grown;
+        page->capacity = capacity;
+    }
+    uint32_t at = vs_page_upper_bound(page, a->base);
+    memmove(&page->entries[at + 1], &page->entries[at], (page->count - at) * sizeof *page->entries);
+    page->entries[at] = entry;
+    page->count++;
+    vs_page_reindex(page, page_no << VS_REGISTRY_PAGE_SHIFT);
+    return 0;
+}
+
+static void vs_page_erase(uintptr_t page_no, const vs_alloc_t *a)
+{
+    vs_page_slot_t *slot = vs_slot_find(page_no + 1);
+
+    if (slot == NULL)
+        return;
+    if (slot->base != 0) {
+        if (slot->u.single == a) {
+            slot->key = VS_SLOT_DELETED;
+            slot->base = slot->end = 0;
+            slot->u.single = NULL;
+        }
+        return;
+    }
+    vs_page_t *page = slot->u.page;
+    for (uint32_t i = 0; i < page->count; i++) {
+        if (page->entries[i].alloc == a) {
+            memmove(&page->entries[i], &page->entries[i + 1], (page->count - i - 1) * sizeof *page->entries);
+            page->count--;
+            break;
+        }
+    }
+    vs_page_reindex(page, page_no << VS_REGISTRY_PAGE_SHIFT);
+    if (page->count == 1) {
+        /* Back to the single form. */
+        slot->base = page->entries[0].base;
+        slot->end = page->entries[0].end;
+        slot->hot = page->entries[0].hot;
+        slot->u.single = page->entries[0].alloc;
+        free(page->entries);
+        free(page);
+    } else if (page->count == 0) {
+        slot->key = VS_SLOT_DELETED;
+        slot->u.page = NULL;
+        free(page->entries);
+        free(page);
+    }
+}
+
+static uintptr_t vs_first_page(const vs_alloc_t *a)
+{
+    return a->base >> VS_REGISTRY_PAGE_SHIFT;
+}
+
+static uintptr_t vs_last_page(const vs_alloc_t *a)
+{
+    return (a->base + a->size - 1) >> VS_REGISTRY_PAGE_SHIFT;
+}
+
+/* Unlinks `a` from both tables and the statistics; the caller frees it. */
+static void vs_registry_unlink(vs_alloc_t *a)
+{
+    HASH_DEL(vs_registry.by_base, a);
+    if (vs_kind_table[a->kind].device_side) {
+        for (uintptr_t p = vs_first_page(a); p <= vs_last_page(a); p++)
+            vs_page_erase(p, a);
+        vs_registry.live_device_bytes -= a->size;
+    }
+    vs_registry.stats.live_count[a->kind]--;
+    vs_registry.stats.live_bytes[a->kind] -= a->size;
+}
+
+int vs_registry_add(const vs_alloc_desc_t *desc, uint64_t *id_out)
+{
+    vs_alloc_t *a, *existing;
+    int rc = 0;
+
+    if (desc->size == 0 || (unsigned)desc->kind >= VS_ALLOC_KIND_COUNT
+        || desc->base + desc->size < desc->base)
+        return -EINVAL;
+    a = calloc(1, sizeof *a);
+    if (a == NULL)
+        return -ENOMEM;
+    a->id = atomic_fetch_add_explicit(&vs_registry_ids, 1, memory_order_relaxed) + 1;
+    a->base = desc->base;
+    a->size = desc->size;
+    a->device = desc->device;
+    a->kind = desc->kind;
+    a->residency = VS_RESIDENT;
+    a->handle = desc->handle;
+    a->created_seq = vs_registry_next_seq();
+    a->created_ns = vs_now_ns();
+    a->evictable = vs_kind_table[desc->kind].evictable;
+    a->pinned_reason = vs_kind_table[desc->kind].reason;
+    if (a->evictable && desc->size < VS_EVICT_MIN_BYTES) {
+        a->evictable = false;
+        a->pinned_reason = "smaller than the 2 MiB eviction unit; kept resident";
+    }
+
+    pthread_rwlock_wrlock(&vs_registry.lock);
+    HASH_FIND(hh, vs_registry.by_base, &a->base, sizeof a->base, existing);
+    if (existing != NULL) {
+        rc = -EEXIST;
+        goto out_unlock;
+    }
+    rc = vs_hot_take(&a->hot);
+    if (rc != 0)
+        goto out_unlock;
+    vs_registry.oom = false;
+    HASH_ADD(hh, vs_registry.by_base, base, sizeof a->base, a);
+    if (vs_registry.oom) {
+        vs_hot_give(a->hot);
+        rc = -ENOMEM;
+        goto out_unlock;
+    }
+    if (vs_kind_table[a->kind].device_side) {
+        for (uintptr_t p = vs_first_page(a); p <= vs_last_page(a); p++) {
+            rc = vs_page_insert(p, a);
+            if (rc != 0) {
+                for (uintptr_t q = vs_first_page(a); q < p; q++)
+                    vs_page_erase(q, a);
+                HASH_DEL(vs_registry.by_base, a);
+                vs_hot_give(a->hot);
+                goto out_unlock;
+            }
+        }
+        if (a->base < vs_registry.lo)
+            vs_registry.lo = a->base;
+        if (a->base + a->size > vs_registry.hi)
+            vs_registry.hi = a->base + a->size;
+        vs_registry.live_device_bytes += a->size;
+        if (vs_registry.live_device_bytes > vs_registry.stats.peak_device_bytes)
+            vs_registry.stats.peak_device_bytes = vs_registry.live_device_bytes;
+    }
+    vs_registry.stats.live_count[a->kind]++;
+    vs_registry.stats.live_bytes[a->kind] += a->size;
+    vs_registry.stats.total_count[a->kind]++;
+    if (id_out != NULL)
+        *id_out = a->id;
+out_unlock:
+    pthread_rwlock_unlock(&vs_registry.lock);
+    if (rc != 0)
+        free(a);
+    return rc;
+}
+
+int vs_registry_remove(uintptr_t base, unsigned kinds, vs_alloc_info_t *out)
+{
+    vs_alloc_t *a;
+
+    pthread_rwlock_wrlock(&vs_registry.lock);
+    HASH_FIND(hh, vs_registry.by_base, &base, sizeof base, a);
+    if (a == NULL || !(kinds & (1u << a->kind))) {
+        pthread_rwlock_unlock(&vs_registry.lock);
+        return -ENOENT;
+    }
+    vs_registry_unlink(a);
+    if (out != NULL)
+        vs_alloc_copy(a, out);
+    vs_hot_give(a->hot);
+    pthread_rwlock_unlock(&vs_registry.lock);
+    free(a);
+    return 0;
+}
+
+size_t vs_registry_remove_range(uintptr_t start, uint64_t size, vs_alloc_kind_t kind,
+                                void (*fn)(const vs_alloc_info_t *info, void *arg), void *arg)
+{
+    vs_alloc_t *a, *tmp;
+    size_t removed = 0;
+
+    /* Unmaps are rare and cover few allocations: a walk over the table is
+     * simpler than walking pages and fine at that rate. */
+    pthread_rwlock_wrlock(&vs_registry.lock);
+    HASH_ITER(hh, vs_registry.by_base, a, tmp) {
+        if (a->kind != kind || a->base < start || a->base - start >= size)
+            continue;
+        vs_registry_unlink(a);
+        if (fn != NULL) {
+            vs_alloc_info_t info;
+            vs_alloc_copy(a, &info);
+            fn(&info, arg);
+        }
+        vs_hot_give(a->hot);
+        free(a);
+        removed++;
+    }
+    pthread_rwlock_unlock(&vs_registry.lock);
+    return removed;
+}
+
+/* The device-side allocation containing addr, and its hot index; read lock
+ * held. */
+static inline vs_alloc_t *vs_registry_lookup_locked(uintptr_t addr, uint32_t *hot)
+{
+    if (addr < vs_registry.lo || addr >= vs_registry.hi)
+        return NULL;
+    const vs_page_slot_t *slot = vs_slot_find((addr >> VS_REGISTRY_PAGE_SHIFT) + 1);
+    if (slot == NULL)
+        return NULL;
+    if (slot->base != 0) {
+        if (addr < slot->base || addr >= slot->end)
+            return NULL;
+        *hot = slot->hot;
+        return slot->u.single;
+    }
+    const vs_page_t *page = slot->u.page;
+    const vs_page_entry_t *e;
+    if (page->count <= UINT16_MAX) {
+        /* Start at the last entry before this 32 KiB and step over the few
+         * that start inside it. */
+        uint32_t i = page->sub[(addr >> VS_SUB_SHIFT) & (VS_SUBS - 1)];
+        while (i + 1 < page->count && page->entries[i + 1].base <= addr)
+            i++;
+        e = &page->entries[i];
+    } else {
+        /* Branch-free binary search for the last entry with base <= addr. */
+        e = page->entries;
+        for (uint32_t n = page->count; n > 1;) {
+            uint32_t half = n / 2;
+            e = e[half].base <= addr ? e + half : e;
+            n -= half;
+        }
+    }
+    if (addr < e->base || addr >= e->end)
+        return NULL;
+    *hot = e->hot;
+    return e->alloc;
+}
+
+int vs_registry_find(uintptr_t addr, vs_alloc_info_t *out)
+{
+    vs_alloc_t *a;
+    int rc = -ENOENT;
+
+    uint32_t hot;
+    pthread_rwlock_rdlock(&vs_registry.lock);
+    a = vs_registry_lookup_locked(addr, &hot);
+    if (a == NULL)
+        HASH_FIND(hh, vs_registry.by_base, &addr, sizeof addr, a);
+    if (a != NULL) {
+        if (out != NULL)
+            vs_alloc_copy(a, out);
+        rc = 0;
+    }
+    pthread_rwlock_unlock(&vs_registry.lock);
+    return rc;
+}
+
+void vs_registry_read_begin(void)
+{
+    pthread_rwlock_rdlock(&vs_registry.lock);
+}
+
+void vs_registry_read_end(void)
+{
+    pthread_rwlock_unlock(&vs_registry.lock);
+}
+
+/* One use per event, however many words of it point into the allocation.
+ * Plain (relaxed, not read-modify-write) updates: a locked instruction per
+ * word would cost more than the whole look-up, and these fields are the
+ * eviction policy's recency and frequency hints, not correctness state. Two
+ * launches racing on one allocation may lose one increment or leave the
+ * older of their two sequence numbers. */
+static inline void vs_hot_stamp(uint32_t index, uint64_t seq)
+{
+    vs_hot_t *hot = &vs_registry.hot[index];
+    uint64_t last = atomic_load_explicit(&hot->last_use_seq, memory_order_relaxed);
+    if (last < seq) {
+        atomic_store_explicit(&hot->last_use_seq, seq, memory_order_relaxed);
+        atomic_store_explicit(&hot->use_count, atomic_load_explicit(&hot->use_count, memory_order_relaxed) + 1,
+                              memory_order_relaxed);
+    }
+}
+
+bool vs_registry_touch_locked(uintptr_t addr, uint64_t seq)
+{
+    uint32_t index;
+
+    if (vs_registry_lookup_locked(addr, &index) == NULL)
+        return false;
+    vs_hot_stamp(index, seq);
+    return true;
+}
+
+size_t vs_registry_touch_many_locked(const uintptr_t *words, size_t count, uint64_t seq)
+{
+    /* The look-ups of a launch are independent. Done in stages over all the
+     * words, each stage prefetching what the next one reads (slot, page
+     * index, entry, hot slot), their cache misses overlap instead of
+     * queueing behind one another. */
+    enum { BATCH = 64 };
+    const vs_page_t *pages[BATCH];
+    uint32_t at[BATCH];
+    uint32_t hot[BATCH];
+    size_t touched = 0;
+
+    if (vs_registry.slots == NULL)
+        return 0;
+    for (size_t first = 0; first < count; first += BATCH) {
+        size_t n = count - first < BATCH ? count - first : BATCH;
+        const uintptr_t *w = words + first;
+
+        for (size_t i = 0; i < n; i++) {
+            if (w[i] >= vs_registry.lo && w[i] < vs_registry.hi)
+                __builtin_prefetch(&vs_registry.slots[vs_slot_hash((w[i] >> VS_REGISTRY_PAGE_SHIFT) + 1,
+                                                                   vs_registry.slot_mask)]);
+        }
+        for (size_t i = 0; i < n; i++) {
+            pages[i] = NULL;
+            hot[i] = UINT32_MAX;
+            if (w[i] < vs_registry.lo || w[i] >= vs_registry.hi)
+                continue;
+            const vs_page_slot_t *slot = vs_slot_find((w[i] >> VS_REGISTRY_PAGE_SHIFT) + 1);
+            if (slot == NULL)
+                continue;
+            if (slot->base != 0) {
+                if (w[i] >= slot->base && w[i] < slot->end) {
+                    hot[i] = slot->hot;
+                    __builtin_prefetch(&vs_registry.hot[slot->hot]);
+                }
+            } else if (slot->u.page->count <= UINT16_MAX) {
+                pages[i] = slot->u.page;
+                __builtin_prefetch(&pages[i]->sub[(w[i] >> VS_SUB_SHIFT) & (VS_SUBS - 1)]);
+            } else {
+                /* A page too crowded for the index: the plain path. */
+                (void)vs_registry_lookup_locked(w[i], &hot[i]);
+            }
+        }
+        for (size_t i = 0; i < n; i++) {
+            if (pages[i] == NULL)
+                continue;
+            at[i] = pages[i]->sub[(w[i] >> VS_SUB_SHIFT) & (VS_SUBS - 1)];
+            __builtin_prefetch(&pages[i]->entries[at[i]]);
+        }
+        for (size_t i = 0; i < n; i++) {
+            if (pages[i] == NULL)
+                continue;
+            const vs_page_t *page = pages[i];
+            uint32_t k = at[i];
+            while (k + 1 < page->count && page->entries[k + 1].base <= w[i])
+                k++;
+            const vs_page_entry_t *e = &page->entries[k];
+            if (w[i] >= e->base && w[i] < e->end) {
+                hot[i] = e->hot;
+                __builtin_prefetch(&vs_registry.hot[e->hot]);
+            }
+        }
+        for (size_t i = 0; i < n; i++) {
+            if (hot[i] != UINT32_MAX) {
+                vs_hot_stamp(hot[i], seq);
+                touched++;
+            }
+        }
+    }
+    return touched;
+}
+
+bool vs_registry_touch(uintptr_t addr, uint64_t seq)
+{
+    bool found;
+
+    pthread_rwlock_rdlock(&vs_registry.lock);
+    found = vs_registry_touch_locked(addr, seq);
+    pthread_rwlock_unlock(&vs_registry.lock);
+    return found;
+}
+
+void vs_registry_foreach(void (*fn)(const vs_alloc_info_t *info, void *arg), void *arg)
+{
+    vs_alloc_t *a, *tmp;
+
+    pthread_rwlock_rdlock(&vs_registry.lock);
+    HASH_ITER(hh, vs_registry.by_base, a, tmp) {
+        vs_alloc_info_t info;
+        vs_alloc_copy(a, &info);
+        fn(&info, arg);
+    }
+    pthread_rwlock_unlock(&vs_registry.lock);
+}
+
+void vs_registry_stats(vs_registry_stats_t *out)
+{
+    pthread_rwlock_rdlock(&vs_registry.lock);
+    *out = vs_registry.stats;
+    pthread_rwlock_unlock(&vs_registry.lock);
+}
+
+void vs_registry_clear(void)
+{
+    vs_alloc_t *a, *tmp;
+
+    pthread_rwlock_wrlock(&vs_registry.lock);
+    HASH_ITER(hh, vs_registry.by_base, a, tmp) {
+        HASH_DEL(vs_registry.by_base, a);
+        free(a);
+    }
+    if (vs_registry.slots != NULL) {
+        for (size_t i = 0; i <= vs_registry.slot_mask; i++) {
+            vs_page_slot_t *slot = &vs_registry.slots[i];
+            if (slot->key != 0 && slot->key != VS_SLOT_DELETED && slot->base == 0) {
+                free(slot->u.page->entries);
+                free(slot->u.page);
+            }
+        }
+        free(vs_registry.slots);
+        vs_registry.slots = NULL;
+        vs_registry.slot_mask = 0;
+        vs_registry.slots_used = 0;
+    }
+    free(vs_registry.hot);
+    vs_registry.hot = NULL;
+    vs_registry.hot_capacity = vs_registry.hot_top = 0;
+    vs_registry.hot_free = UINT32_MAX;
+    memset(&vs_registry.stats, 0, sizeof vs_registry.stats);
+    vs_registry.live_device_bytes = 0;
+    vs_registry.lo = UINTPTR_MAX;
+    vs_registry.hi = 0;
+    pthread_rwlock_unlock(&vs_registry.lock);
+}

@@ -1,0 +1,141 @@
+/* registry.h: every live allocation the shim has seen, from every allocator.
+ *
+ * The registry answers two questions fast: "which allocation owns this
+ * address?" (any interior pointer, O(1): an open-addressing table of 2 MiB
+ * pages, each holding the bounds of the allocations that overlap it) and
+ * "which allocation starts here?" (a uthash table by base address, for
+ * frees). Each allocation carries a
+ * stable id, its creation and last-use sequence numbers and whether it
+ * could be evicted, which is what the eviction policy of the
+ * oversubscription mode will consume.
+ *
+ * Locking: one reader-writer lock. Adds and removes take it for writing;
+ * launch scans take it once for reading around all their look-ups and
+ * update the last-use fields with relaxed atomics (kept in a dense array
+ * apart from the records, so stamping is cache-friendly).
+ */
+#ifndef VS_REGISTRY_H
+#define VS_REGISTRY_H
+
+#include <stdatomic.h>
+#include <stdbool.h>
+#include <stddef.h>
+#include <stdint.h>
+
+/* Allocation kinds: X(enum suffix, name, device_side, evictable, reason it is
+ * not evictable). `device_side` kinds are indexed for interior look-ups;
+ * host kinds are tracked apart (by base only). */
+#define VS_ALLOC_KINDS(X)                                                                          \
+    X(DEVICE, "device", true, true, NULL)                                                          \
+    X(PITCH, "pitch", true, true, NULL)                                                            \
+    X(ASYNC, "async", true, false, "stream-ordered allocation: its pool owns the address")        \
+    X(POOL, "pool", true, false, "allocated from an explicit memory pool that owns the address")  \
+    X(MANAGED, "managed", true, false, "managed memory: the driver migrates it itself")            \
+    X(VMM, "vmm", true, false, "the application's own cuMemMap mapping")                          \
+    X(HOST_PINNED, "host-pinned", false, false, "pinned host memory")                              \
+    X(HOST_REGISTERED, "host-registered", false, false, "registered host memory")
+
+typedef enum vs_alloc_kind_e {
+#define VS_KIND_ENUM(suffix, name, device_side, evictable, reason) VS_ALLOC_##suffix,
+    VS_ALLOC_KINDS(VS_KIND_ENUM)
+#undef VS_KIND_ENUM
+    VS_ALLOC_KIND_COUNT
+} vs_alloc_kind_t;
+
+/* Where an allocation's bytes are. Everything is resident until the
+ * oversubscription mode exists; the field is here so that its users do not
+ * have to change shape. */
+typedef enum vs_residency_e {
+    VS_RESIDENT = 0,
+    VS_ON_HOST,
+    VS_ON_DISK,
+} vs_residency_t;
+
+/* Allocations below the VMM granularity cannot be evicted one by one, and
+ * small buffers are the ones most likely to hold device-side pointer tables
+ * a launch scan cannot see: they stay resident. */
+#define VS_EVICT_MIN_BYTES (2ull << 20)
+
+/* The page size of the interior-pointer index. */
+#define VS_REGISTRY_PAGE_SHIFT 21
+
+typedef struct vs_alloc_desc_s {
+    uintptr_t base;
+    uint64_t size; /* the size the application asked for */
+    int device;
+    vs_alloc_kind_t kind;
+    uint64_t handle; /* VMM: the physical allocation mapped here */
+} vs_alloc_desc_t;
+
+/* A copy of one allocation's state, for callers outside the lock. */
+typedef struct vs_alloc_info_s {
+    uint64_t id;
+    uintptr_t base;
+    uint64_t size;
+    int device;
+    vs_alloc_kind_t kind;
+    vs_residency_t residency;
+    uint64_t handle;
+    uint64_t created_seq;
+    uint64_t created_ns; /* CLOCK_MONOTONIC */
+    uint64_t last_use_seq;
+    uint64_t use_count;
+    bool evictable;
+    const char *pinned_reason; /* why not evictable; NULL when evictable */
+} vs_alloc_info_t;
+
+typedef struct vs_registry_stats_s {
+    uint64_t live_count[VS_ALLOC_KIND_COUNT];
+    uint64_t live_bytes[VS_ALLOC_KIND_COUNT];
+    uint64_t total_count[VS_ALLOC_KIND_COUNT];
+    uint64_t peak_device_bytes; /* peak of live bytes over device-side kinds */
+} vs_registry_stats_t;
+
+const char *vs_registry_kind_name(vs_alloc_kind_t kind);
+bool vs_registry_kind_device_side(vs_alloc_kind_t kind);
+
+/* A new event number: creation, launch, copy. Strictly increasing. */
+uint64_t vs_registry_next_seq(void);
+
+/* Records a new allocation. 0, -EINVAL (size 0, bad kind), -EEXIST (an
+ * allocation already starts there) or -ENOMEM. */
+int vs_registry_add(const vs_alloc_desc_t *desc, uint64_t *id_out);
+
+/* Forgets the allocation that starts exactly at `base` of one of the
+ * `kinds` (a bit mask of 1u << kind); copies it to *out. 0 or -ENOENT. */
+int vs_registry_remove(uintptr_t base, unsigned kinds, vs_alloc_info_t *out);
+
+/* Forgets every device-side allocation of `kind` lying inside
+ * [start, start + size), calling `fn` on each first. Returns how many. */
+size_t vs_registry_remove_range(uintptr_t start, uint64_t size, vs_alloc_kind_t kind,
+                                void (*fn)(const vs_alloc_info_t *info, void *arg), void *arg);
+
+/* The allocation owning `addr`: any interior address of a device-side
+ * allocation, or the exact base of a host one. 0 or -ENOENT. */
+int vs_registry_find(uintptr_t addr, vs_alloc_info_t *out);
+
+/* The scan path: take the read lock once, then stamp each word that lands
+ * in an allocation. `vs_registry_touch_locked` returns true when `addr`
+ * belongs to a device-side allocation. */
+void vs_registry_read_begin(void);
+void vs_registry_read_end(void);
+bool vs_registry_touch_locked(uintptr_t addr, uint64_t seq);
+
+/* Stamps every word of `words` that lands in a device-side allocation;
+ * the look-ups are interleaved so their cache misses overlap. Read lock
+ * held. Returns how many words hit. */
+size_t vs_registry_touch_many_locked(const uintptr_t *words, size_t count, uint64_t seq);
+
+/* Convenience for single operands (copies, memsets). */
+bool vs_registry_touch(uintptr_t addr, uint64_t seq);
+
+/* Calls `fn` on every live allocation, under the read lock (`fn` must not
+ * call back into the registry). */
+void vs_registry_foreach(void (*fn)(const vs_alloc_info_t *info, void *arg), void *arg);
+
+void vs_registry_stats(vs_registry_stats_t *out);
+
+/* Frees every record (unit tests, between cases). */
+void vs_registry_clear(void);
+
+#endif /* VS_REGISTRY_H */

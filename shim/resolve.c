@@ -1,0 +1,223 @@
+/* resolve.c: the two ways a program looks the driver up at run time: the
+ * `dlsym` override and the `cuGetProcAddress`/`_v2` wrappers.
+ *
+ * Both ask the real resolver first, with exactly the caller's arguments,
+ * and only then decide: when the answer is a driver function the shim
+ * wraps (pointer-equal to what the real `dlsym` gave for that row of
+ * hooks.def), the wrapper is handed out instead; anything else passes
+ * through untouched. The wrapper is chosen by what the driver actually
+ * returned, never by guessing `_v2`/`_v3` suffixes from the requested name
+ * and version, so a driver that maps a request to a symbol the shim does
+ * not know simply bypasses the shim for that function.
+ *
+ * `dlsym(RTLD_NEXT, ...)` depends on who calls it. The exported `dlsym` is
+ * a few instructions of assembly that jump (not call) to the real one for
+ * RTLD_NEXT, so the C library still sees the caller's return address; every
+ * other handle goes to `vs_dlsym_c`. On architectures without that stub
+ * RTLD_NEXT is answered relative to the shim (documented limitation).
+ */
+#include <dlfcn.h>
+#include <pthread.h>
+#include <stddef.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "log.h"
+#include "shim.h"
+
+typedef void (*vs_fn_t)(void);
+
+typedef struct vs_wrapper_row_s {
+    const char *name;
+    vs_fn_t wrapper;
+    size_t real_offset; /* of the slot in `vs_real` */
+} vs_wrapper_row_t;
+
+static vs_wrapper_row_t vs_rows[] = {
+#define VS_HOOK(family, symbol) {#symbol, (vs_fn_t)&symbol, offsetof(vs_real_t, symbol)},
+#include "hooks.def"
+#undef VS_HOOK
+};
+#define VS_ROW_COUNT (sizeof vs_rows / sizeof vs_rows[0])
+
+/* Real function -> wrapper, sorted by the real address. */
+typedef struct vs_real_map_s {
+    const void *real;
+    void *wrapper;
+} vs_real_map_t;
+static vs_real_map_t vs_real_map[VS_ROW_COUNT];
+static size_t vs_real_map_count;
+
+static int vs_row_compare(const void *a, const void *b)
+{
+    return strcmp(((const vs_wrapper_row_t *)a)->name, ((const vs_wrapper_row_t *)b)->name);
+}
+
+static int vs_map_compare(const void *a, const void *b)
+{
+    uintptr_t x = (uintptr_t)((const vs_real_map_t *)a)->real, y = (uintptr_t)((const vs_real_map_t *)b)->real;
+    return x < y ? -1 : x > y;
+}
+
+static pthread_once_t vs_rows_once = PTHREAD_ONCE_INIT;
+
+static void vs_rows_sort(void)
+{
+    qsort(vs_rows, VS_ROW_COUNT, sizeof vs_rows[0], vs_row_compare);
+}
+
+static const vs_wrapper_row_t *vs_row_by_name(const char *name)
+{
+    vs_wrapper_row_t key = {.name = name};
+    pthread_once(&vs_rows_once, vs_rows_sort);
+    return bsearch(&key, vs_rows, VS_ROW_COUNT, sizeof vs_rows[0], vs_row_compare);
+}
+
+static void *vs_row_real(const vs_wrapper_row_t *row)
+{
+    void *real;
+    memcpy(&real, (const char *)&vs_real + row->real_offset, sizeof real);
+    return real;
+}
+
+void vs_resolve_driver_loaded(void)
+{
+    size_t n = 0;
+    for (size_t i = 0; i < VS_ROW_COUNT; i++) {
+        void *real = vs_row_real(&vs_rows[i]);
+        if (real == NULL)
+            continue;
+        vs_real_map[n].real = real;
+        /* ISO C has no cast between function and object pointers; the
+         * platforms dlsym exists on store both the same way. */
+        memcpy(&vs_real_map[n].wrapper, &vs_rows[i].wrapper, sizeof vs_real_map[n].wrapper);
+        n++;
+    }
+    qsort(vs_real_map, n, sizeof vs_real_map[0], vs_map_compare);
+    vs_real_map_count = n;
+}
+
+void *vs_resolve_wrapper_for_real(const void *real_function)
+{
+    vs_real_map_t key = {.real = real_function};
+    const vs_real_map_t *hit;
+
+    if (real_function == NULL || vs_shim_ready() != 0)
+        return NULL;
+    hit = bsearch(&key, vs_real_map, vs_real_map_count, sizeof vs_real_map[0], vs_map_compare);
+    return hit != NULL ? hit->wrapper : NULL;
+}
+
+/* Every handle but RTLD_NEXT (and RTLD_NEXT where there is no trampoline). */
+__attribute__((visibility("hidden"))) void *vs_dlsym_c(void *handle, const char *name);
+VS_NO_SANITIZE void *vs_dlsym_c(void *handle, const char *name)
+{
+    void *result = vs_shim_real_dlsym(handle, name);
+
+    /* Most look-ups in a process are not for the driver: leave them after
+     * two character compares, without loading anything. */
+    if (result == NULL || name == NULL || name[0] != 'c' || name[1] != 'u')
+        return result;
+    if (vs_row_by_name(name) == NULL)
+        return result;
+    void *wrapper = vs_resolve_wrapper_for_real(result);
+    if (wrapper != NULL)
+        vs_log(VS_LOG_DEBUG, "dlsym(%p, \"%s\") -> wrapper", handle, name);
+    return wrapper != NULL ? wrapper : result;
+}
+
+#if defined(__x86_64__)
+/* dlsym(handle, name): RTLD_NEXT is ((void *)-1). The real `dlsym` reads
+ * its caller from the return address on the stack, which a `jmp` leaves
+ * untouched. When the pointer is not known yet (a library constructor
+ * running before the shim's) it is fetched first, preserving the argument
+ * registers and the stack alignment. */
+__asm__(".text\n"
+        ".globl dlsym\n"
+        ".type dlsym, @function\n"
+        "dlsym:\n"
+        "    cmpq $-1, %rdi\n"
+        "    jne vs_dlsym_c\n"
+        "    movq vs_real_dlsym_ptr(%rip), %rax\n"
+        "    testq %rax, %rax\n"
+        "    jz 1f\n"
+        "    jmp *%rax\n"
+        "1:  pushq %rdi\n"
+        "    pushq %rsi\n"
+        "    subq $8, %rsp\n"
+        "    call vs_shim_init_real_dlsym\n"
+        "    addq $8, %rsp\n"
+        "    popq %rsi\n"
+        "    popq %rdi\n"
+        "    testq %rax, %rax\n"
+        "    jz 2f\n"
+        "    jmp *%rax\n"
+        "2:  ret\n"
+        ".size dlsym, .-dlsym\n");
+#elif defined(__aarch64__)
+__asm__(".text\n"
+        ".globl dlsym\n"
+        ".type dlsym, %function\n"
+        "dlsym:\n"
+        "    cmn x0, #1\n"
+        "    b.ne vs_dlsym_c\n"
+        "    adrp x16, vs_real_dlsym_ptr\n"
+        "    ldr x16, [x16, :lo12:vs_real_dlsym_ptr]\n"
+        "    cbz x16, 1f\n"
+        "    br x16\n"
+        "1:  stp x0, x1, [sp, #-32]!\n"
+        "    str x30, [sp, #16]\n"
+        "    bl vs_shim_init_real_dlsym\n"
+        "    mov x16, x0\n"
+        "    ldr x30, [sp, #16]\n"
+        "    ldp x0, x1, [sp], #32\n"
+        "    cbz x16, 2f\n"
+        "    br x16\n"
+        "2:  mov x0, #0\n"
+        "    ret\n"
+        ".size dlsym, .-dlsym\n");
+#else
+VS_EXPORT void *dlsym(void *handle, const char *name)
+{
+    return vs_dlsym_c(handle, name);
+}
+#endif
+
+/* The result of a successful look-up: the wrapper if the driver returned a
+ * function the shim wraps. */
+static void vs_procaddr_substitute(const char *symbol, void **pfn, int version, cuuint64_t flags)
+{
+    void *wrapper;
+
+    if (pfn == NULL || *pfn == NULL)
+        return;
+    wrapper = vs_resolve_wrapper_for_real(*pfn);
+    if (wrapper != NULL) {
+        vs_log(VS_LOG_DEBUG, "cuGetProcAddress(\"%s\", %d, %llu) -> wrapper", symbol ? symbol : "(null)", version,
+               (unsigned long long)flags);
+        *pfn = wrapper;
+    }
+}
+
+CUresult CUDAAPI cuGetProcAddress_v2(const char *symbol, void **pfn, int cudaVersion, cuuint64_t flags,
+                                     CUdriverProcAddressQueryResult *symbolStatus)
+{
+    CUresult rc;
+
+    vs_shim_ready();
+    rc = VS_CALL(cuGetProcAddress_v2, (symbol, pfn, cudaVersion, flags, symbolStatus));
+    if (rc == CUDA_SUCCESS)
+        vs_procaddr_substitute(symbol, pfn, cudaVersion, flags);
+    return rc;
+}
+
+CUresult CUDAAPI cuGetProcAddress(const char *symbol, void **pfn, int cudaVersion, cuuint64_t flags)
+{
+    CUresult rc;
+
+    vs_shim_ready();
+    rc = VS_CALL(cuGetProcAddress, (symbol, pfn, cudaVersion, flags));
+    if (rc == CUDA_SUCCESS)
+        vs_procaddr_substitute(symbol, pfn, cudaVersion, flags);
+    return rc;
+}

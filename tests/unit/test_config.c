@@ -1,0 +1,253 @@
+/* test_config.c: unit tests of shim/config.c: every accepted form of
+ * VRAM_LIMIT and one test per malformed shape, plus the other variables. */
+#include <errno.h>
+#include <setjmp.h>
+#include <stdarg.h>
+#include <stddef.h>
+#include <stdint.h>
+#include <string.h>
+
+#include <cmocka.h>
+
+#include "config.h"
+
+#define KiB (1ull << 10)
+#define MiB (1ull << 20)
+#define GiB (1ull << 30)
+#define TiB (1ull << 40)
+
+static uint64_t size_of(const char *text)
+{
+    uint64_t bytes = 0;
+    assert_int_equal(vs_config_parse_size(text, &bytes), 0);
+    return bytes;
+}
+
+static void test_size_plain_bytes_parse_exactly(void **state)
+{
+    (void)state;
+    assert_int_equal(size_of("0"), 0);
+    assert_int_equal(size_of("1073741824"), GiB);
+    assert_int_equal(size_of("512B"), 512);
+}
+
+static void test_size_binary_suffixes_multiply_by_1024(void **state)
+{
+    (void)state;
+    assert_int_equal(size_of("4K"), 4 * KiB);
+    assert_int_equal(size_of("256M"), 256 * MiB);
+    assert_int_equal(size_of("10G"), 10 * GiB);
+    assert_int_equal(size_of("2T"), 2 * TiB);
+    assert_int_equal(size_of("4KiB"), 4 * KiB);
+    assert_int_equal(size_of("256MiB"), 256 * MiB);
+    assert_int_equal(size_of("10GiB"), 10 * GiB);
+    assert_int_equal(size_of("2TiB"), 2 * TiB);
+    assert_int_equal(size_of("10g"), 10 * GiB);
+}
+
+static void test_size_decimal_suffixes_multiply_by_1000(void **state)
+{
+    (void)state;
+    assert_int_equal(size_of("4KB"), 4000);
+    assert_int_equal(size_of("256MB"), 256000000ull);
+    assert_int_equal(size_of("10GB"), 10000000000ull);
+    assert_int_equal(size_of("2TB"), 2000000000000ull);
+}
+
+static void test_size_decimals_scale_exactly(void **state)
+{
+    (void)state;
+    assert_int_equal(size_of("1.5G"), GiB + GiB / 2);
+    assert_int_equal(size_of("0.25M"), MiB / 4);
+    assert_int_equal(size_of("1.5GB"), 1500000000ull);
+}
+
+static void test_size_too_large_is_erange(void **state)
+{
+    uint64_t bytes;
+    (void)state;
+    assert_int_equal(vs_config_parse_size("99999999999999999999", &bytes), -ERANGE);
+    assert_int_equal(vs_config_parse_size("20000000T", &bytes), -ERANGE);
+}
+
+static void test_limit_single_value_applies_to_every_device(void **state)
+{
+    vs_limit_t limits[VS_MAX_DEVICES];
+    (void)state;
+    assert_int_equal(vs_config_parse_limit("256M", limits), 0);
+    for (int d = 0; d < VS_MAX_DEVICES; d++) {
+        assert_int_equal(limits[d].kind, VS_LIMIT_BYTES);
+        assert_int_equal(limits[d].bytes, 256 * MiB);
+    }
+}
+
+static void test_limit_zero_is_a_zero_byte_limit(void **state)
+{
+    vs_limit_t limits[VS_MAX_DEVICES];
+    (void)state;
+    assert_int_equal(vs_config_parse_limit("0", limits), 0);
+    assert_int_equal(limits[0].kind, VS_LIMIT_BYTES);
+    assert_int_equal(limits[0].bytes, 0);
+    assert_int_equal(vs_config_limit_bytes(&limits[0], 80 * GiB), 0);
+}
+
+static void test_limit_percentage_resolves_against_physical(void **state)
+{
+    vs_limit_t limits[VS_MAX_DEVICES];
+    (void)state;
+    assert_int_equal(vs_config_parse_limit("75%", limits), 0);
+    assert_int_equal(limits[3].kind, VS_LIMIT_PERCENT);
+    assert_int_equal(vs_config_limit_bytes(&limits[3], 80 * GiB), 60 * GiB);
+    assert_int_equal(vs_config_parse_limit("12.5%", limits), 0);
+    assert_int_equal(vs_config_limit_bytes(&limits[0], 8 * GiB), GiB);
+    assert_int_equal(vs_config_parse_limit("100%", limits), 0);
+    assert_int_equal(vs_config_limit_bytes(&limits[0], 8 * GiB), 8 * GiB);
+}
+
+static void test_limit_device_list_limits_only_listed_devices(void **state)
+{
+    vs_limit_t limits[VS_MAX_DEVICES];
+    (void)state;
+    assert_int_equal(vs_config_parse_limit("0:10G,1:20G,3:50%", limits), 0);
+    assert_int_equal(vs_config_limit_bytes(&limits[0], 80 * GiB), 10 * GiB);
+    assert_int_equal(vs_config_limit_bytes(&limits[1], 80 * GiB), 20 * GiB);
+    assert_int_equal(limits[2].kind, VS_LIMIT_NONE);
+    assert_int_equal(vs_config_limit_bytes(&limits[2], 80 * GiB), UINT64_MAX);
+    assert_int_equal(vs_config_limit_bytes(&limits[3], 80 * GiB), 40 * GiB);
+}
+
+/* One shape of malformed VRAM_LIMIT per entry: each must be refused. */
+static const char *const malformed_limits[] = {
+    "",            /* empty */
+    "abc",         /* no number */
+    "G",           /* unit without number */
+    "10X",         /* unknown unit */
+    "10 G",        /* space inside */
+    " 10G",        /* leading space */
+    "-1G",         /* negative */
+    "+1G",         /* sign */
+    "1.5",         /* fraction of a byte: unit forgotten */
+    "1.G",         /* dot without fraction digits */
+    ".5G",         /* fraction without integer part */
+    "1..5G",       /* two dots */
+    "10G5",        /* trailing garbage */
+    "1e9",         /* exponent */
+    "0x100",       /* hexadecimal */
+    "99999999999999999999", /* does not fit 64 bits */
+    "150%",        /* percentage above 100 */
+    "0%",          /* zero percentage */
+    "%",           /* percentage without number */
+    "50%%",        /* doubled percent sign */
+    "0:",          /* device without value */
+    ":10G",        /* value without device */
+    "0:10G,",      /* trailing comma */
+    ",0:10G",      /* leading comma */
+    "0:10G,0:5G",  /* device listed twice */
+    "x:10G",       /* device not a number */
+    "64:10G",      /* device out of range */
+    "0:10G;1:5G",  /* wrong separator */
+    "0:10G,1",     /* list entry without colon */
+    "0:1:10G",     /* two colons */
+};
+
+static void test_limit_every_malformed_shape_is_refused(void **state)
+{
+    vs_limit_t limits[VS_MAX_DEVICES];
+    (void)state;
+    for (size_t i = 0; i < sizeof malformed_limits / sizeof malformed_limits[0]; i++) {
+        int rc = vs_config_parse_limit(malformed_limits[i], limits);
+        if (rc == 0)
+            fail_msg("VRAM_LIMIT=\"%s\" was accepted", malformed_limits[i]);
+        assert_true(rc == -EINVAL || rc == -ERANGE);
+    }
+}
+
+/* A fake environment: NULL-terminated name/value pairs. */
+static const char *fake_getenv(const char *name, void *ctx)
+{
+    const char *const *pairs = ctx;
+    for (size_t i = 0; pairs[i] != NULL; i += 2) {
+        if (strcmp(pairs[i], name) == 0)
+            return pairs[i + 1];
+    }
+    return NULL;
+}
+
+static void test_parse_unset_environment_tracks_only(void **state)
+{
+    const char *env[] = {NULL};
+    vs_config_t cfg;
+    (void)state;
+    assert_int_equal(vs_config_parse(&cfg, fake_getenv, env, NULL, 0), 0);
+    assert_false(cfg.limit_set);
+    assert_int_equal(cfg.mode, VS_MODE_CAP);
+    assert_int_equal(cfg.log_level, VS_LOG_WARN);
+    assert_int_equal(cfg.limit[0].kind, VS_LIMIT_NONE);
+}
+
+static void test_parse_all_variables_are_read(void **state)
+{
+    const char *env[] = {"VRAM_LIMIT", "1.5G", "VRAMSHIM_MODE", "cap", "VRAMSHIM_LOG", "debug",
+                         "VRAMSHIM_LOG_FILE", "/tmp/x.log", "VRAMSHIM_DRIVER", "/opt/libcuda.so.1",
+                         "VRAMSHIM_DEBUG_SNAPSHOT", "/tmp/snap", NULL};
+    vs_config_t cfg;
+    (void)state;
+    assert_int_equal(vs_config_parse(&cfg, fake_getenv, env, NULL, 0), 0);
+    assert_true(cfg.limit_set);
+    assert_int_equal(cfg.limit[0].bytes, GiB + GiB / 2);
+    assert_int_equal(cfg.log_level, VS_LOG_DEBUG);
+    assert_string_equal(cfg.log_file, "/tmp/x.log");
+    assert_string_equal(cfg.driver, "/opt/libcuda.so.1");
+    assert_string_equal(cfg.debug_snapshot, "/tmp/snap");
+}
+
+static void test_parse_malformed_limit_message_names_variable_value_and_forms(void **state)
+{
+    const char *env[] = {"VRAM_LIMIT", "10X", NULL};
+    vs_config_t cfg;
+    char msg[512];
+    (void)state;
+    assert_int_equal(vs_config_parse(&cfg, fake_getenv, env, msg, sizeof msg), -EINVAL);
+    assert_non_null(strstr(msg, "VRAM_LIMIT"));
+    assert_non_null(strstr(msg, "\"10X\""));
+    assert_non_null(strstr(msg, "KiB"));
+    assert_non_null(strstr(msg, "75%"));
+    assert_non_null(strstr(msg, "0:10G,1:20G"));
+    assert_null(strchr(msg, '\n'));
+}
+
+static void test_parse_unknown_mode_and_log_level_are_refused(void **state)
+{
+    const char *bad_mode[] = {"VRAMSHIM_MODE", "oversubscribe", NULL};
+    const char *bad_log[] = {"VRAMSHIM_LOG", "verbose", NULL};
+    const char *empty_file[] = {"VRAMSHIM_LOG_FILE", "", NULL};
+    vs_config_t cfg;
+    char msg[512];
+    (void)state;
+    assert_int_equal(vs_config_parse(&cfg, fake_getenv, bad_mode, msg, sizeof msg), -EINVAL);
+    assert_non_null(strstr(msg, "VRAMSHIM_MODE"));
+    assert_int_equal(vs_config_parse(&cfg, fake_getenv, bad_log, msg, sizeof msg), -EINVAL);
+    assert_non_null(strstr(msg, "error|warn|info|debug"));
+    assert_int_equal(vs_config_parse(&cfg, fake_getenv, empty_file, msg, sizeof msg), -EINVAL);
+}
+
+int main(void)
+{
+    const struct CMUnitTest tests[] = {
+        cmocka_unit_test(test_size_plain_bytes_parse_exactly),
+        cmocka_unit_test(test_size_binary_suffixes_multiply_by_1024),
+        cmocka_unit_test(test_size_decimal_suffixes_multiply_by_1000),
+        cmocka_unit_test(test_size_decimals_scale_exactly),
+        cmocka_unit_test(test_size_too_large_is_erange),
+        cmocka_unit_test(test_limit_single_value_applies_to_every_device),
+        cmocka_unit_test(test_limit_zero_is_a_zero_byte_limit),
+        cmocka_unit_test(test_limit_percentage_resolves_against_physical),
+        cmocka_unit_test(test_limit_device_list_limits_only_listed_devices),
+        cmocka_unit_test(test_limit_every_malformed_shape_is_refused),
+        cmocka_unit_test(test_parse_unset_environment_tracks_only),
+        cmocka_unit_test(test_parse_all_variables_are_read),
+        cmocka_unit_test(test_parse_malformed_limit_message_names_variable_value_and_forms),
+        cmocka_unit_test(test_parse_unknown_mode_and_log_level_are_refused),
+    };
+    return cmocka_run_group_tests_name("config.c", tests, NULL, NULL);
+}
