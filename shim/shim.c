@@ -105,7 +105,7 @@ VS_NO_SANITIZE void *vs_shim_real_dlsym(void *handle, const char *name)
     return fn != NULL ? fn(handle, name) : NULL;
 }
 
-static int vs_device_total(int device, uint64_t *bytes)
+int vs_shim_device_total(int device, uint64_t *bytes)
 {
     CUdevice dev;
     size_t total = 0;
@@ -152,6 +152,7 @@ static void vs_load_driver(void)
                "not seen, only the `extra` buffer form is scanned",
                path, version / 1000, version % 1000 / 10);
     vs_log(VS_LOG_DEBUG, "driver %s loaded, version %d", path, version);
+    vs_publish_start();
 }
 
 int vs_shim_ready(void)
@@ -241,7 +242,7 @@ __attribute__((constructor)) static void vs_shim_load(void)
     const vs_config_t *cfg = vs_config_get(); /* exits with 2 when malformed */
 
     vs_find_real_dlsym();
-    vs_cap_configure(cfg->limit, vs_device_total);
+    vs_cap_configure(cfg->limit, vs_shim_device_total);
     vs_log(VS_LOG_DEBUG, "loaded: mode=cap, VRAM_LIMIT %s", cfg->limit_set ? "set" : "unset (tracking only)");
 }
 
@@ -252,6 +253,7 @@ __attribute__((destructor)) static void vs_shim_unload(void)
     uint64_t allocations = 0;
 
     vs_shim_debug_snapshot();
+    vs_publish_stop();
     if (!vs_log_enabled(VS_LOG_INFO))
         return;
     vs_registry_stats(&rs);

@@ -55,6 +55,15 @@ void *vs_shim_driver_handle(void);
 /* The real `dlsym` of the C library. */
 void *vs_shim_real_dlsym(void *handle, const char *name);
 
+/* The physical memory of `device`: 0, or -ENOSYS/-EIO before the driver can
+ * tell (before `cuInit`). */
+int vs_shim_device_total(int device, uint64_t *bytes);
+
+/* publish.c: the live snapshot for `vramshim ps/dump/top`, published from a
+ * thread of its own once the driver is loaded, removed at exit. */
+void vs_publish_start(void);
+void vs_publish_stop(void);
+
 /* The ordinal of the current context's device, or -1 without one. */
 int vs_shim_current_device(void);
 

@@ -443,8 +443,51 @@ def attach_live(client):
     return 0
 
 
+def attach_cap(client):
+    """A simcuda workload under the real shim in cap mode: `ps` lists it,
+    `dump --json` (schema-checked) shows its 64 MiB buffers on the device and
+    the totals against the limit, and the snapshot is gone after exit."""
+    proc = subprocess.Popen([VRAMSHIM, "run", "--shim", SHIM, "--mode", "cap", "--limit", "256M", "--",
+                             client, "--buffers", "3", "--mib", "64", "--rounds", "60"],
+                            stdout=subprocess.DEVNULL)
+    best = None
+    listed = False
+    while proc.poll() is None:
+        r = vramshim("dump", proc.pid, "--json")
+        if r.returncode == 0:
+            doc = json.loads(r.stdout)
+            with open(SCHEMA) as f:
+                validate(doc, json.load(f))
+            big = [a for a in doc["allocations"] if a["size"] == 64 << 20]
+            if best is None or len(big) > len(best["big"]):
+                best = {"doc": doc, "big": big}
+            ps = vramshim("ps", "--bytes")
+            listed = listed or any(line.split()[:1] == [str(proc.pid)] for line in ps.stdout.splitlines())
+        time.sleep(0.05)
+    check(proc.returncode == 0, f"workload status {proc.returncode}")
+    check(best is not None, "no snapshot was ever published by the shim")
+    if best is None:
+        return 1
+    doc = best["doc"]
+    check(len(best["big"]) == 3, f"expected three 64 MiB allocations, saw {len(best['big'])}")
+    check(all(a["place"] == "device" for a in best["big"]), "cap mode keeps everything on the device")
+    check(doc["mode"] == "cap", f"mode {doc['mode']!r}")
+    check(doc["devices"] and doc["devices"][0]["limit_bytes"] == 256 << 20,
+          f"device limit {doc['devices'][:1]}")
+    check(doc["totals"]["device_bytes"] >= 3 * (64 << 20), f"totals {doc['totals']}")
+    check(listed, "vramshim ps never listed the workload")
+    name = f"/dev/shm/vramshim-{UID}-{proc.pid}"
+    check(not os.path.exists(name), f"{name} left behind after exit")
+    print(f"attach-cap: saw {len(best['big'])} x 64 MiB on the device; snapshot removed at exit")
+    return 1 if FAILURES else 0
+
+
 def main():
     global VRAMSHIM, FIXTURE, SCHEMA, SHIM
+    if sys.argv[1] == "--attach-cap":
+        VRAMSHIM, SHIM, client = sys.argv[2], sys.argv[3], sys.argv[4]
+        SCHEMA = os.path.join(os.path.dirname(__file__), "..", "..", "tools", "dump.schema.json")
+        return attach_cap(client)
     if sys.argv[1] == "--attach":
         VRAMSHIM, SHIM, client = sys.argv[2], sys.argv[3], sys.argv[4]
         SCHEMA = os.path.join(os.path.dirname(__file__), "..", "..", "tools", "dump.schema.json")

@@ -1,0 +1,173 @@
+/* publish.c: the live snapshot `vramshim ps/dump/top` read.
+ *
+ * Once the driver is loaded (`vs_publish_start`, from `vs_load_driver`), a
+ * publisher thread copies the registry into the shared-memory snapshot
+ * every `VS_PUBLISH_PERIOD_MS` (shim/snapshot_writer.c keeps it consistent
+ * for readers with a seqlock). The hot paths pay nothing: they only stamp
+ * the registry, which the publisher reads under its read lock. At exit
+ * (`vs_publish_stop`) a last publication is made and the object removed.
+ * Failing to publish is logged and never affects the program.
+ */
+#include <errno.h>
+#include <pthread.h>
+#include <stdatomic.h>
+#include <string.h>
+
+#include "cap.h"
+#include "config.h"
+#include "log.h"
+#include "registry.h"
+#include "shim.h"
+#include "snapshot_writer.h"
+
+#define VS_PUBLISH_PERIOD_MS 200
+
+static vs_snapshot_t *vs_publish_snapshot;
+static pthread_once_t vs_publish_once = PTHREAD_ONCE_INIT;
+
+typedef struct vs_publish_fill_s {
+    vs_snapshot_t *snap;
+    uint32_t next_row;
+    uint64_t rows;
+    vs_snapshot_totals_t totals;
+} vs_publish_fill_t;
+
+static uint32_t vs_publish_kind(vs_alloc_kind_t kind)
+{
+    switch (kind) {
+    case VS_ALLOC_DEVICE: return VS_SNAPSHOT_KIND_DEVICE;
+    case VS_ALLOC_PITCH: return VS_SNAPSHOT_KIND_PITCH;
+    case VS_ALLOC_ASYNC: return VS_SNAPSHOT_KIND_ASYNC;
+    case VS_ALLOC_POOL: return VS_SNAPSHOT_KIND_POOL;
+    case VS_ALLOC_MANAGED: return VS_SNAPSHOT_KIND_MANAGED;
+    case VS_ALLOC_VMM: return VS_SNAPSHOT_KIND_VMM;
+    case VS_ALLOC_HOST_PINNED: return VS_SNAPSHOT_KIND_HOST_PINNED;
+    case VS_ALLOC_HOST_REGISTERED: return VS_SNAPSHOT_KIND_HOST_REGISTERED;
+    default: return VS_SNAPSHOT_KIND_OTHER;
+    }
+}
+
+/* Why an allocation that cannot be evicted stays where it is, in the
+ * snapshot's terms. */
+static uint32_t vs_publish_keep(const vs_alloc_info_t *a)
+{
+    if (a->evictable)
+        return VS_SNAPSHOT_KEEP_NONE;
+    switch (a->kind) {
+    case VS_ALLOC_DEVICE:
+    case VS_ALLOC_PITCH: return VS_SNAPSHOT_KEEP_SMALL;
+    case VS_ALLOC_ASYNC:
+    case VS_ALLOC_POOL: return VS_SNAPSHOT_KEEP_POOL;
+    case VS_ALLOC_MANAGED: return VS_SNAPSHOT_KEEP_MANAGED;
+    case VS_ALLOC_VMM: return VS_SNAPSHOT_KEEP_APP_VMM;
+    default: return VS_SNAPSHOT_KEEP_HOST_MEMORY;
+    }
+}
+
+static uint32_t vs_publish_place(vs_residency_t residency)
+{
+    switch (residency) {
+    case VS_ON_HOST: return VS_SNAPSHOT_PLACE_HOST;
+    case VS_ON_DISK: return VS_SNAPSHOT_PLACE_DISK;
+    default: return VS_SNAPSHOT_PLACE_DEVICE;
+    }
+}
+
+static void vs_publish_row(const vs_alloc_info_t *a, void *arg)
+{
+    vs_publish_fill_t *fill = arg;
+    vs_snapshot_row_t row = {
+        .alloc_id = a->id,
+        .address = a->base,
+        .size = a->size,
+        .device = a->device,
+        .kind = vs_publish_kind(a->kind),
+        .place = vs_publish_place(a->residency),
+        .keep = vs_publish_keep(a),
+        .created_ns = a->created_ns,
+        .last_use_seq = a->last_use_seq,
+        .uses = a->use_count,
+    };
+
+    fill->rows++;
+    if (vs_registry_kind_device_side(a->kind)) {
+        fill->totals.allocations++;
+        if (a->residency == VS_ON_HOST)
+            fill->totals.host_bytes += a->size;
+        else if (a->residency == VS_ON_DISK)
+            fill->totals.disk_bytes += a->size;
+        else
+            fill->totals.device_bytes += a->size;
+    }
+    if (fill->next_row < vs_snapshot_capacity(fill->snap))
+        vs_snapshot_put_row(fill->snap, fill->next_row++, &row);
+}
+
+static void vs_publish_fill(vs_snapshot_t *snap, void *ctx)
+{
+    vs_publish_fill_t fill = {.snap = snap};
+    vs_snapshot_device_t devices[VS_SNAPSHOT_MAX_DEVICES];
+    uint32_t device_count = 0;
+    vs_stats_t stats;
+
+    (void)ctx;
+    vs_registry_foreach(vs_publish_row, &fill);
+    vs_stats_sum(&stats);
+    fill.totals.launches = atomic_load(&stats.launches) + atomic_load(&stats.graph_launches);
+    fill.totals.copies = atomic_load(&stats.copies) + atomic_load(&stats.memsets);
+    fill.totals.failed_allocations = atomic_load(&stats.refused);
+    for (int d = 0; d < VS_SNAPSHOT_MAX_DEVICES && d < VS_MAX_DEVICES; d++) {
+        uint64_t limit = vs_cap_limit(d), used = vs_cap_used(d), physical = 0;
+        /* Devices that exist, or that something was counted on. */
+        if (vs_shim_device_total(d, &physical) != 0 && used == 0 && vs_cap_peak(d) == 0)
+            continue;
+        devices[device_count++] = (vs_snapshot_device_t){
+            .ordinal = (uint64_t)d,
+            .limit_bytes = limit == UINT64_MAX ? 0 : limit,
+            .physical_bytes = physical,
+            .resident_bytes = used,
+        };
+    }
+    vs_snapshot_set_devices(snap, devices, device_count);
+    vs_snapshot_set_totals(snap, &fill.totals);
+    vs_snapshot_set_event_seq(snap, vs_registry_next_seq());
+    vs_snapshot_set_row_count(snap, fill.rows);
+}
+
+static void vs_publish_open(void)
+{
+    const vs_config_t *cfg = vs_config_get();
+    vs_snapshot_identity_t id = {
+        .mode = cfg->limit_set ? VS_SNAPSHOT_MODE_CAP : VS_SNAPSHOT_MODE_TRACK,
+    };
+    int err = 0;
+    int saved_errno = errno;
+
+    vs_publish_snapshot = vs_snapshot_open(&id, &err);
+    if (vs_publish_snapshot == NULL) {
+        vs_log(VS_LOG_WARN, "cannot publish the live snapshot for vramshim ps/dump: %s", strerror(-err));
+        goto out;
+    }
+    err = vs_snapshot_publisher_start(vs_publish_snapshot, vs_publish_fill, NULL, VS_PUBLISH_PERIOD_MS);
+    if (err != 0) {
+        vs_log(VS_LOG_WARN, "cannot start the snapshot publisher: %s", strerror(-err));
+        vs_snapshot_close(vs_publish_snapshot, true);
+        vs_publish_snapshot = NULL;
+    }
+out:
+    errno = saved_errno;
+}
+
+void vs_publish_start(void)
+{
+    pthread_once(&vs_publish_once, vs_publish_open);
+}
+
+void vs_publish_stop(void)
+{
+    if (vs_publish_snapshot == NULL)
+        return;
+    vs_snapshot_publisher_stop(vs_publish_snapshot);
+    vs_snapshot_close(vs_publish_snapshot, true);
+    vs_publish_snapshot = NULL;
+}
