@@ -23,6 +23,9 @@
 #define VS_PUBLISH_PERIOD_MS 200
 
 static vs_snapshot_t *vs_publish_snapshot;
+/* Physical memory per device, learned once the driver can tell (only the
+ * publisher thread reads and writes it). */
+static uint64_t vs_publish_physical[VS_SNAPSHOT_MAX_DEVICES];
 static pthread_once_t vs_publish_once = PTHREAD_ONCE_INIT;
 
 typedef struct vs_publish_fill_s {
@@ -116,11 +119,17 @@ static void vs_publish_fill(vs_snapshot_t *snap, void *ctx)
     fill.totals.launches = atomic_load(&stats.launches) + atomic_load(&stats.graph_launches);
     fill.totals.copies = atomic_load(&stats.copies) + atomic_load(&stats.memsets);
     fill.totals.failed_allocations = atomic_load(&stats.refused);
+    int present = 0;
+    if (vs_real.cuDeviceGetCount == NULL || vs_real.cuDeviceGetCount(&present) != CUDA_SUCCESS)
+        present = 0; /* before cuInit */
     for (int d = 0; d < VS_SNAPSHOT_MAX_DEVICES && d < VS_MAX_DEVICES; d++) {
-        uint64_t limit = vs_cap_limit(d), used = vs_cap_used(d), physical = 0;
+        uint64_t limit = vs_cap_limit(d), used = vs_cap_used(d);
         /* Devices that exist, or that something was counted on. */
-        if (vs_shim_device_total(d, &physical) != 0 && used == 0 && vs_cap_peak(d) == 0)
+        if (d >= present && used == 0 && vs_cap_peak(d) == 0)
             continue;
+        if (vs_publish_physical[d] == 0 && d < present)
+            (void)vs_shim_device_total(d, &vs_publish_physical[d]);
+        uint64_t physical = vs_publish_physical[d];
         devices[device_count++] = (vs_snapshot_device_t){
             .ordinal = (uint64_t)d,
             .limit_bytes = limit == UINT64_MAX ? 0 : limit,
