@@ -2,23 +2,34 @@
  * `cuLaunchKernel`, with 10,000 live allocations and 8 pointer parameters
  * per launch (every one of which the shim looks up in its registry).
  *
- * Run as `launch_overhead SHIM`: the program runs itself twice, once
- * directly on the simulated driver and once with LD_PRELOAD=SHIM, and prints
- * both per-launch costs, their ratio and the difference. Real clock: the
- * launch path is timed, not modeled. Streams are asynchronous in simcuda, so
- * a launch returns once enqueued; each timed batch is queued behind a
- * `sim_spin` kernel (see SHIELD_NS) and the queue is drained between
- * batches, outside the timing.
+ * Run as `launch_overhead SHIM`: the program re-executes itself with
+ * LD_PRELOAD=SHIM, so that its allocations are registered by the shim and
+ * its `cuLaunchKernel` is the shim's. It then times, in one process and
+ * side by side, batches of launches made through the shim (hooked) and
+ * batches made straight into the simulated driver through
+ * `simcuda_entry_point("cuLaunchKernel")` (direct), alternating
+ * direct/hooked/hooked/direct over many rounds so that both modes see the
+ * same machine load. It prints the median batch of each mode per launch,
+ * their ratio and the difference. Real clock: the launch path is timed, not
+ * modeled.
+ *
+ * Streams are asynchronous in simcuda: a launch returns once enqueued. Each
+ * timed batch is queued behind a host function that blocks the stream's
+ * worker on a semaphore, so the worker sleeps through the batch instead of
+ * competing for a core or for the queue's lock; it is released and the
+ * stream drained between batches, outside the timing.
  */
 #include <cuda.h>
-#include <dlfcn.h>
-#include <inttypes.h>
+#include <errno.h>
+#include <semaphore.h>
+#include <stdatomic.h>
 #include <stdbool.h>
 #include <stdint.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 #include <time.h>
+#include <unistd.h>
 
 #include "simcuda.h"
 
@@ -26,14 +37,11 @@
 #define ALLOCATION_BYTES (64u * 1024u)
 #define PARAMS 8
 #define BATCH 1000
-#define BATCHES 100
-/* Each batch starts behind a busy kernel of this length, long enough to
- * cover the batch: the stream's worker is then executing, not waiting on
- * its queue, and enqueueing costs the same with or without the shim (no
- * wake-ups, no lock hand-offs whose timing would dominate the figure). */
-#define SHIELD_NS 4000000ull
-/* Runs of each mode, alternated. */
-#define RUNS 5
+/* Batches per mode; a round is one direct and one hooked batch. */
+#define ROUNDS 300
+#define WARMUP_ROUNDS 10
+/* Set in the re-executed process: it must find the shim in front. */
+#define REEXEC_MARK "VS_LAUNCH_OVERHEAD_PRELOADED"
 
 #define CHECK(call)                                                                                \
     do {                                                                                           \
@@ -44,11 +52,32 @@
         }                                                                                          \
     } while (0)
 
+typedef __typeof__(cuLaunchKernel) launch_fn_t;
+
+typedef struct bench_s {
+    CUfunction fn;
+    CUstream stream;
+    CUdeviceptr buffers[ALLOCATIONS];
+    CUdeviceptr args[PARAMS];
+    void *params[PARAMS];
+    unsigned next;
+    /* The gate: a host function holding the stream's worker. */
+    sem_t entered, release;
+} bench_t;
+
 static void noop_kernel(void **args, const simcuda_launch_t *launch, void *user)
 {
     (void)args;
     (void)launch;
     (void)user;
+}
+
+static void CUDA_CB gate(void *arg)
+{
+    bench_t *b = arg;
+    sem_post(&b->entered);
+    while (sem_wait(&b->release) != 0 && errno == EINTR)
+        continue;
 }
 
 static uint64_t now_ns(void)
@@ -58,30 +87,59 @@ static uint64_t now_ns(void)
     return (uint64_t)ts.tv_sec * 1000000000ull + (uint64_t)ts.tv_nsec;
 }
 
-static int compare_u64(const void *a, const void *b)
+static int compare_double(const void *a, const void *b)
 {
-    uint64_t x = *(const uint64_t *)a, y = *(const uint64_t *)b;
+    double x = *(const double *)a, y = *(const double *)b;
     return x < y ? -1 : x > y;
 }
 
-/* The measuring child: prints "per_launch_ns=<median over batches>". */
-static int run_child(void)
+static double median(double *values, size_t count)
 {
-    static CUdeviceptr buffers[ALLOCATIONS];
-    static uint64_t batch_ns[BATCHES];
+    qsort(values, count, sizeof values[0], compare_double);
+    return count % 2 ? values[count / 2] : (values[count / 2 - 1] + values[count / 2]) / 2;
+}
+
+/* One timed batch through `launch`: ns per launch. */
+static double run_batch(bench_t *b, launch_fn_t *launch)
+{
+    CHECK(cuLaunchHostFunc(b->stream, gate, b));
+    while (sem_wait(&b->entered) != 0 && errno == EINTR)
+        continue;
+    uint64_t start = now_ns();
+    for (int k = 0; k < BATCH; k++) {
+        /* Different allocations and interior addresses every launch, so
+         * no look-up is served by a cache the benchmark made warm. */
+        for (int i = 0; i < PARAMS; i++) {
+            b->next = (b->next + 7919) % ALLOCATIONS;
+            b->args[i] = b->buffers[b->next] + (CUdeviceptr)(b->next % 64) * 1024;
+        }
+        CHECK(launch(b->fn, 1, 1, 1, 32, 1, 1, 0, b->stream, b->params, NULL));
+    }
+    uint64_t elapsed = now_ns() - start;
+    sem_post(&b->release);
+    CHECK(cuStreamSynchronize(b->stream));
+    return (double)elapsed / BATCH;
+}
+
+static int run(launch_fn_t *direct, launch_fn_t *hooked)
+{
+    static bench_t b;
+    static double direct_ns[ROUNDS], hooked_ns[ROUNDS], added_ns[ROUNDS];
     size_t sizes[PARAMS];
     CUdevice dev;
     CUcontext ctx;
     CUmodule module;
-    CUfunction fn, spin;
-    CUstream stream;
 
     for (int i = 0; i < PARAMS; i++)
         sizes[i] = sizeof(void *);
     simcuda_kernel_desc_t desc = {.name = "bench_noop_8_pointers", .param_count = PARAMS, .param_sizes = sizes,
                                   .fn = noop_kernel};
     if (simcuda_register_kernel(&desc) != 0) {
-        fprintf(stderr, "cannot register the benchmark kernel\n");
+        fprintf(stderr, "launch_overhead: cannot register the benchmark kernel\n");
+        return 1;
+    }
+    if (sem_init(&b.entered, 0, 0) != 0 || sem_init(&b.release, 0, 0) != 0) {
+        perror("sem_init");
         return 1;
     }
     CHECK(cuInit(0));
@@ -89,95 +147,76 @@ static int run_child(void)
     CHECK(cuDevicePrimaryCtxRetain(&ctx, dev));
     CHECK(cuCtxSetCurrent(ctx));
     CHECK(cuModuleLoadData(&module, "benchmark"));
-    CHECK(cuModuleGetFunction(&fn, module, "bench_noop_8_pointers"));
-    CHECK(cuModuleGetFunction(&spin, module, "sim_spin"));
-    CHECK(cuStreamCreate(&stream, CU_STREAM_NON_BLOCKING));
+    CHECK(cuModuleGetFunction(&b.fn, module, "bench_noop_8_pointers"));
+    CHECK(cuStreamCreate(&b.stream, CU_STREAM_NON_BLOCKING));
     for (int i = 0; i < ALLOCATIONS; i++)
-        CHECK(cuMemAlloc(&buffers[i], ALLOCATION_BYTES));
-
-    CUdeviceptr args[PARAMS];
-    void *params[PARAMS];
+        CHECK(cuMemAlloc(&b.buffers[i], ALLOCATION_BYTES));
     for (int i = 0; i < PARAMS; i++)
-        params[i] = &args[i];
-    unsigned next = 0;
-    for (int b = -5; b < BATCHES; b++) { /* 5 warm-up batches */
-        uint64_t shield_ns = SHIELD_NS;
-        void *spin_args[] = {&shield_ns};
-        CHECK(cuLaunchKernel(spin, 1, 1, 1, 1, 1, 1, 0, stream, spin_args, NULL));
-        uint64_t start = now_ns();
-        for (int k = 0; k < BATCH; k++) {
-            /* Different allocations and interior addresses every launch, so
-             * no look-up is served by a cache the benchmark made warm. */
-            for (int i = 0; i < PARAMS; i++) {
-                next = (next + 7919) % ALLOCATIONS;
-                args[i] = buffers[next] + (CUdeviceptr)(next % 64) * 1024;
-            }
-            CHECK(cuLaunchKernel(fn, 1, 1, 1, 32, 1, 1, 0, stream, params, NULL));
+        b.params[i] = &b.args[i];
+
+    for (int r = -WARMUP_ROUNDS; r < ROUNDS; r++) {
+        /* direct, hooked, hooked, direct, ...: a drift in machine load
+         * between the two batches of a round cancels over two rounds. */
+        double d, h;
+        if (r % 2 == 0) {
+            d = run_batch(&b, direct);
+            h = run_batch(&b, hooked);
+        } else {
+            h = run_batch(&b, hooked);
+            d = run_batch(&b, direct);
         }
-        uint64_t elapsed = now_ns() - start;
-        CHECK(cuStreamSynchronize(stream));
-        if (b >= 0)
-            batch_ns[b] = elapsed;
+        if (r < 0)
+            continue;
+        direct_ns[r] = d;
+        hooked_ns[r] = h;
+        added_ns[r] = h - d;
     }
-    qsort(batch_ns, BATCHES, sizeof batch_ns[0], compare_u64);
-    bool hooked = dlsym(RTLD_DEFAULT, "cudaMalloc") != NULL; /* exported by the shim only */
-    printf("hooked=%d per_launch_ns=%.1f\n", hooked ? 1 : 0, (double)batch_ns[BATCHES / 2] / BATCH);
-    return 0;
-}
+    CHECK(cuStreamDestroy(b.stream));
+    for (int i = 0; i < ALLOCATIONS; i++)
+        CHECK(cuMemFree(b.buffers[i]));
 
-/* Runs this program again (with or without the shim) and reads its result. */
-static int measure(const char *self, const char *shim, double *per_launch_ns)
-{
-    char command[8192];
-    int hooked = -1;
-
-    if (shim != NULL)
-        setenv("LD_PRELOAD", shim, 1);
-    else
-        unsetenv("LD_PRELOAD");
-    snprintf(command, sizeof command, "exec '%s' --child", self);
-    FILE *child = popen(command, "r");
-    unsetenv("LD_PRELOAD");
-    if (child == NULL)
-        return -1;
-    int matched = fscanf(child, "hooked=%d per_launch_ns=%lf", &hooked, per_launch_ns);
-    if (pclose(child) != 0 || matched != 2 || hooked != (shim != NULL))
-        return -1;
+    double direct_median = median(direct_ns, ROUNDS);
+    double hooked_median = median(hooked_ns, ROUNDS);
+    double added = hooked_median - direct_median;
+    printf("launch_overhead: %d live allocations, %d pointer parameters per launch, %d interleaved rounds of "
+           "one direct and one hooked batch of %d launches, in one process; medians over batches\n",
+           ALLOCATIONS, PARAMS, ROUNDS, BATCH);
+    printf("launch_overhead: median of the per-round differences %.1f ns; quartiles direct %.1f-%.1f, hooked "
+           "%.1f-%.1f ns/launch\n",
+           median(added_ns, ROUNDS), direct_ns[ROUNDS / 4], direct_ns[3 * ROUNDS / 4], hooked_ns[ROUNDS / 4],
+           hooked_ns[3 * ROUNDS / 4]);
+    printf("launch_overhead: direct %.1f ns/launch, hooked %.1f ns/launch, ratio %.2f, added %.1f ns (goal <= 150 "
+           "ns: %s)\n",
+           direct_median, hooked_median, hooked_median / direct_median, added, added <= 150.0 ? "met" : "MISSED");
     return 0;
 }
 
 int main(int argc, char **argv)
 {
-    char self[4096];
-    double direct_ns, hooked_ns;
-
-    if (argc == 2 && strcmp(argv[1], "--child") == 0)
-        return run_child();
     if (argc != 2) {
         fprintf(stderr, "usage: %s /path/to/libvramshim.so\n", argv[0]);
         return 2;
     }
-    if (realpath("/proc/self/exe", self) == NULL) {
-        perror("realpath");
+    launch_fn_t *direct, *hooked;
+    /* `void *` to function pointer: POSIX allows it, ISO C does not say. */
+    direct = __extension__(launch_fn_t *) simcuda_entry_point("cuLaunchKernel");
+    /* The linked name: the shim's once it is preloaded. */
+    hooked = cuLaunchKernel;
+    if (direct == NULL) {
+        fprintf(stderr, "launch_overhead: the simulated driver has no cuLaunchKernel\n");
         return 1;
     }
-    /* Alternate the two modes and keep each one's best run: other load on
-     * the machine only ever adds time. */
-    direct_ns = hooked_ns = 1e300;
-    for (int round = 0; round < RUNS; round++) {
-        double d, h;
-        if (measure(self, NULL, &d) != 0 || measure(self, argv[1], &h) != 0) {
-            fprintf(stderr, "launch_overhead: a measuring run failed\n");
+    if (hooked == direct) {
+        /* Not preloaded yet: run again with the shim in front. */
+        if (getenv(REEXEC_MARK) != NULL) {
+            fprintf(stderr, "launch_overhead: LD_PRELOAD=%s did not interpose cuLaunchKernel\n", argv[1]);
             return 1;
         }
-        direct_ns = d < direct_ns ? d : direct_ns;
-        hooked_ns = h < hooked_ns ? h : hooked_ns;
+        setenv("LD_PRELOAD", argv[1], 1);
+        setenv(REEXEC_MARK, "1", 1);
+        execv("/proc/self/exe", argv);
+        perror("launch_overhead: execv");
+        return 1;
     }
-    double added = hooked_ns - direct_ns;
-    printf("launch_overhead: %d live allocations, %d pointer parameters per launch, median of %d batches of %d, "
-           "best of %d runs per mode\n",
-           ALLOCATIONS, PARAMS, BATCHES, BATCH, RUNS);
-    printf("launch_overhead: direct %.1f ns/launch, hooked %.1f ns/launch, ratio %.2f, added %.1f ns (goal <= 150 ns: %s)\n",
-           direct_ns, hooked_ns, hooked_ns / direct_ns, added, added <= 150.0 ? "met" : "MISSED");
-    return 0;
+    return run(direct, hooked);
 }

@@ -4,9 +4,12 @@
  * row's `function` is the address of the exported symbol itself, so a row
  * naming a function that does not exist fails to compile. Main entry points:
  * `cuGetProcAddress_v2` (what libcudart looks up with dlsym) and its 4-argument
- * predecessor `cuGetProcAddress`. Both work before `cuInit`.
+ * predecessor `cuGetProcAddress`. Both work before `cuInit`. Tests get the
+ * driver's own functions, past any preloaded interposer, from
+ * `simcuda_entry_point`.
  */
 #include "sim_internal.h"
+#include "simcuda.h"
 
 #include <stdbool.h>
 #include <stdio.h>
@@ -111,4 +114,18 @@ SIM_EXPORT CUresult cuGetProcAddress(const char *symbol, void **pfn, int cudaVer
     CUresult result = proc_address(symbol, pfn, cudaVersion, flags, NULL);
     log_miss(symbol, cudaVersion, flags, result);
     return result;
+}
+
+/* By exported name, not by request: a test that runs under an interposer
+ * (the shim) compares a call through it with the same call made directly.
+ * `simcuda_*` names are never interposed, so this pointer is the driver's. */
+SIM_EXPORT void *simcuda_entry_point(const char *symbol)
+{
+    if (symbol == NULL)
+        return NULL;
+    for (int i = 0; i < SIM_API_COUNT; i++) {
+        if (strcmp(sim_api_table[i].symbol, symbol) == 0)
+            return sim_api_table[i].function;
+    }
+    return NULL;
 }

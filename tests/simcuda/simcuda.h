@@ -63,6 +63,14 @@ uint64_t simcuda_clock_now_ns(void);
  * wait so far (0 with the real clock). */
 uint64_t simcuda_clock_end_ns(void);
 
+/* The simulated driver's own implementation of the exported driver function
+ * `symbol` (e.g. "cuLaunchKernel", "cuLaunchKernel_ptsz"), or NULL when it
+ * exports no such function. Unlike `dlsym` or `cuGetProcAddress`, which an
+ * LD_PRELOAD interposer answers, this reaches the driver itself: benchmarks
+ * time a call with and without the interposer in one process. Cast the
+ * result to the function's type from cuda.h. */
+void *simcuda_entry_point(const char *symbol);
+
 #ifdef __cplusplus
 }
 #endif
