@@ -32,6 +32,8 @@
 #define VS_SNAPSHOT_ABI_H
 
 #include <stdint.h>
+#include <stdlib.h>
+#include <string.h>
 
 #define VS_SNAPSHOT_MAGIC UINT64_C(0x50414e534d415256) /* "VRAMSNAP" read little-endian */
 #define VS_SNAPSHOT_ABI_VERSION 1u
@@ -197,5 +199,23 @@ _Static_assert(__builtin_offsetof(vs_snapshot_header_t, pid) == 32, "guarded fie
 
 /* The guarded part of the header, in bytes from its start. */
 #define VS_SNAPSHOT_GUARDED_OFFSET 32u
+
+/* The start time of a process (field 22 of the text of /proc/<pid>/stat,
+ * NUL-terminated), which tells a recycled pid apart from the process that
+ * wrote a snapshot: writer and reader must read it the same way. 0 when the
+ * text is not what the kernel writes. */
+static inline uint64_t vs_snapshot_stat_start_ticks(const char *stat)
+{
+    const char *p = strrchr(stat, ')'); /* the command may contain spaces and ')' */
+    if (p == NULL)
+        return 0;
+    p++;
+    for (int field = 3; field < 22; field++) {
+        p = strchr(p + 1, ' ');
+        if (p == NULL)
+            return 0;
+    }
+    return strtoull(p + 1, NULL, 10);
+}
 
 #endif /* VS_SNAPSHOT_ABI_H */

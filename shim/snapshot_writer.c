@@ -92,16 +92,7 @@ static uint64_t vs_snapshot_start_ticks(pid_t pid)
     char stat[1024];
     if (vs_snapshot_read_proc(pid, "stat", stat, sizeof(stat)) < 0)
         return 0;
-    char *p = strrchr(stat, ')');
-    if (!p)
-        return 0;
-    p++;
-    for (int field = 3; field < 22; field++) {
-        p = strchr(p + 1, ' ');
-        if (!p)
-            return 0;
-    }
-    return strtoull(p + 1, NULL, 10);
+    return vs_snapshot_stat_start_ticks(stat);
 }
 
 static int vs_snapshot_capacity_from_env(uint32_t *out)

@@ -231,16 +231,7 @@ static uint64_t vs_read_start_ticks(pid_t pid)
     if (n <= 0)
         return 0;
     stat[n] = '\0';
-    char *p = strrchr(stat, ')');
-    if (!p)
-        return 0;
-    p++;
-    for (int field = 3; field < 22; field++) {
-        p = strchr(p + 1, ' ');
-        if (!p)
-            return 0;
-    }
-    return strtoull(p + 1, NULL, 10);
+    return vs_snapshot_stat_start_ticks(stat);
 }
 
 bool vs_snapshot_pid_alive(pid_t pid)
