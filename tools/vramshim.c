@@ -326,7 +326,6 @@ static void vs_tool_ps_removed(pid_t pid, void *arg)
 typedef struct vs_tool_ps_state_s {
     bool bytes;
     bool header_done;
-    int failures;
 } vs_tool_ps_state_t;
 
 static void vs_tool_ps_row(pid_t pid, void *arg)
@@ -341,11 +340,12 @@ static void vs_tool_ps_row(pid_t pid, void *arg)
     }
     int rc = vs_snapshot_read_pid(pid, &copy, msg, sizeof(msg));
     if (rc < 0) {
-        /* Exited between the listing and the read: nothing to show. */
-        if (rc != -VS_READ_ERR_NO_PROCESS) {
-            vs_tool_error("%s", msg);
-            st->failures++;
-        }
+        /* Exited between the listing and the read: nothing to show. A
+         * snapshot that cannot be read (another version, damaged, a writer
+         * stuck mid-update) is reported and skipped: one bad process must
+         * not hide the others. */
+        if (rc != -VS_READ_ERR_NO_PROCESS)
+            vs_tool_error("skipping process %d: %s", (int)pid, msg);
         return;
     }
     const vs_snapshot_header_t *h = copy.view.header;
@@ -395,7 +395,7 @@ int vs_tool_ps(int argc, char **argv)
     }
     if (n == 0)
         printf("no processes running under vramshim\n");
-    return st.failures ? VS_TOOL_EXIT_ERROR : VS_TOOL_EXIT_OK;
+    return VS_TOOL_EXIT_OK;
 }
 
 int vs_tool_dump(int argc, char **argv)
