@@ -9,6 +9,8 @@
  */
 #include "config.h"
 
+#include "policy.h"
+
 #include <errno.h>
 #include <pthread.h>
 #include <stdio.h>
@@ -246,8 +248,29 @@ static int vs_config_apply(vs_config_t *cfg, const char *name, const char *value
         cfg->limit_set = rc == 0;
         return rc;
     }
-    if (strcmp(name, "VRAMSHIM_MODE") == 0)
-        return strcmp(value, "cap") == 0 ? (cfg->mode = VS_MODE_CAP, 0) : -EINVAL;
+    if (strcmp(name, "VRAMSHIM_MODE") == 0) {
+        cfg->mode_set = true;
+        if (strcmp(value, "cap") == 0)
+            return cfg->mode = VS_MODE_CAP, 0;
+        if (strcmp(value, "offload") == 0)
+            return cfg->mode = VS_MODE_OFFLOAD, 0;
+        return -EINVAL;
+    }
+    if (strcmp(name, "VRAMSHIM_HOST_LIMIT") == 0) {
+        int rc = vs_config_parse_size(value, &cfg->host_limit);
+        return rc == 0 && cfg->host_limit == 0 ? -EINVAL : rc;
+    }
+    if (strcmp(name, "VRAMSHIM_MIN_EVICT") == 0) {
+        int rc = vs_config_parse_size(value, &cfg->min_evict);
+        return rc == 0 && cfg->min_evict < VS_MIN_EVICT_FLOOR ? -EINVAL : rc;
+    }
+    if (strcmp(name, "VRAMSHIM_POLICY") == 0) {
+        vs_policy_kind_t kind;
+        if (vs_policy_kind_from_name(value, &kind) != 0)
+            return -EINVAL;
+        cfg->policy = (int)kind;
+        return 0;
+    }
     if (strcmp(name, "VRAMSHIM_LOG") == 0)
         return vs_parse_log_level(value, &cfg->log_level);
     if (strcmp(name, "VRAMSHIM_LOG_FILE") == 0)
@@ -262,7 +285,9 @@ static int vs_config_apply(vs_config_t *cfg, const char *name, const char *value
 int vs_config_parse(vs_config_t *cfg, vs_config_getenv_fn get, void *ctx, char *msg, size_t msg_len)
 {
     memset(cfg, 0, sizeof *cfg);
-    cfg->mode = VS_MODE_CAP;
+    cfg->mode = VS_MODE_TRACK;
+    cfg->min_evict = VS_MIN_EVICT_FLOOR;
+    cfg->policy = (int)VS_POLICY_LRU;
     cfg->log_level = VS_LOG_WARN;
 
 #define VS_PARSE_VAR(field, name, forms)                                                           \
@@ -277,6 +302,12 @@ int vs_config_parse(vs_config_t *cfg, vs_config_getenv_fn get, void *ctx, char *
     } while (0);
     VS_CONFIG_VARS(VS_PARSE_VAR)
 #undef VS_PARSE_VAR
+    /* A limit alone means offload; a mode without a limit has nothing to
+     * enforce and only tracks. */
+    if (!cfg->limit_set)
+        cfg->mode = VS_MODE_TRACK;
+    else if (!cfg->mode_set)
+        cfg->mode = VS_MODE_OFFLOAD;
     return 0;
 }
 

@@ -29,15 +29,23 @@
  * the parser's dispatch, the error messages and the documentation test. */
 #define VS_CONFIG_VARS(X)                                                                          \
     X(vram_limit, "VRAM_LIMIT", VS_LIMIT_FORMS)                                                    \
-    X(mode, "VRAMSHIM_MODE", "cap")                                                                \
+    X(mode, "VRAMSHIM_MODE", "offload|cap")                                                        \
+    X(host_limit, "VRAMSHIM_HOST_LIMIT", VS_SIZE_FORMS)                                            \
+    X(min_evict, "VRAMSHIM_MIN_EVICT", VS_SIZE_FORMS ", at least 2M")                              \
+    X(policy, "VRAMSHIM_POLICY", "lru|cyclic|learned")                                             \
     X(log, "VRAMSHIM_LOG", "error|warn|info|debug")                                                \
     X(log_file, "VRAMSHIM_LOG_FILE", "a writable file path")                                       \
     X(driver, "VRAMSHIM_DRIVER", "the path of the real libcuda.so.1")                              \
     X(debug_snapshot, "VRAMSHIM_DEBUG_SNAPSHOT", "a writable file path")
 
 typedef enum vs_mode_e {
-    VS_MODE_CAP = 0, /* track every allocation; refuse those over the limit */
+    VS_MODE_TRACK = 0, /* no VRAM_LIMIT: track and observe only */
+    VS_MODE_CAP,       /* refuse allocations over the limit */
+    VS_MODE_OFFLOAD,   /* evict cold allocations to host memory (the default with VRAM_LIMIT) */
 } vs_mode_t;
+
+/* The smallest evictable allocation: the VMM granularity of current GPUs. */
+#define VS_MIN_EVICT_FLOOR (2ull << 20)
 
 typedef enum vs_limit_kind_e {
     VS_LIMIT_NONE = 0, /* no limit on this device: track only */
@@ -53,8 +61,12 @@ typedef struct vs_limit_s {
 
 typedef struct vs_config_s {
     vs_mode_t mode;
+    bool mode_set;                      /* VRAMSHIM_MODE was given */
     bool limit_set;                     /* VRAM_LIMIT was given */
     vs_limit_t limit[VS_MAX_DEVICES];   /* per device; NONE where not listed */
+    uint64_t host_limit;                /* 0 = not given: half of physical memory */
+    uint64_t min_evict;                 /* VRAMSHIM_MIN_EVICT, >= VS_MIN_EVICT_FLOOR */
+    int policy;                         /* a vs_policy_kind_t */
     vs_log_level_t log_level;
     char log_file[VS_CONFIG_PATH_MAX];
     char driver[VS_CONFIG_PATH_MAX];    /* "" = libcuda.so.1 from the search path */

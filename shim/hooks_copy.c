@@ -6,21 +6,11 @@
  * allocation is simply not found in the registry. Arrays are not tracked.
  */
 #include <stddef.h>
+#include <stdlib.h>
 
+#include "offload.h"
 #include "registry.h"
 #include "shim.h"
-
-void vs_copy_observe(uintptr_t first, uintptr_t second)
-{
-    uint64_t seq = vs_registry_next_seq();
-
-    vs_registry_read_begin();
-    if (first != 0)
-        vs_registry_touch_locked(first, seq);
-    if (second != 0)
-        vs_registry_touch_locked(second, seq);
-    vs_registry_read_end();
-}
 
 /* The device-side address of a 2-D/3-D operand: device and unified
  * operands carry it in the `*Device` field. */
@@ -29,25 +19,29 @@ void vs_copy_observe(uintptr_t first, uintptr_t second)
          ? (uintptr_t)(p)->side##Device                                                            \
          : (uintptr_t)0)
 
-/* Defines one wrapper: observe `first` and `second` (expressions over the
- * parameters), count it under `stat`, forward. */
-#define VS_COPY_HOOK(stat, symbol, params, args, first, second)                                    \
+/* Defines one wrapper: count it under `stat`, then forward once the
+ * allocations holding `first` and `second` (expressions over the
+ * parameters; 0 for none) are resident. `stream` is the stream it runs on
+ * (NULL for the synchronous forms). */
+#define VS_COPY_HOOK(stat, symbol, params, args, first, second, stream)                            \
     CUresult CUDAAPI symbol params                                                                 \
     {                                                                                              \
+        uintptr_t vs_words_[2] = {(uintptr_t)(first), (uintptr_t)(second)};                       \
+        CUresult vs_rc_;                                                                           \
         vs_shim_ready();                                                                           \
         VS_COUNT(stat);                                                                            \
-        vs_copy_observe((uintptr_t)(first), (uintptr_t)(second));                                  \
-        return VS_CALL(symbol, args);                                                              \
+        VS_OPERATE(vs_rc_, (stream), VS_PER_THREAD_SYMBOL(symbol), vs_words_, 2, VS_CALL(symbol, args)); \
+        return vs_rc_;                                                                             \
     }
 
 /* Unified-addressing copies: either side may be device memory. */
-VS_COPY_HOOK(copies, cuMemcpy, (CUdeviceptr dst, CUdeviceptr src, size_t ByteCount), (dst, src, ByteCount), dst, src)
+VS_COPY_HOOK(copies, cuMemcpy, (CUdeviceptr dst, CUdeviceptr src, size_t ByteCount), (dst, src, ByteCount), dst, src, NULL)
 VS_COPY_HOOK(copies, cuMemcpy_ptds, (CUdeviceptr dst, CUdeviceptr src, size_t ByteCount), (dst, src, ByteCount), dst,
-             src)
+             src, NULL)
 VS_COPY_HOOK(copies, cuMemcpyAsync, (CUdeviceptr dst, CUdeviceptr src, size_t ByteCount, CUstream hStream),
-             (dst, src, ByteCount, hStream), dst, src)
+             (dst, src, ByteCount, hStream), dst, src, hStream)
 VS_COPY_HOOK(copies, cuMemcpyAsync_ptsz, (CUdeviceptr dst, CUdeviceptr src, size_t ByteCount, CUstream hStream),
-             (dst, src, ByteCount, hStream), dst, src)
+             (dst, src, ByteCount, hStream), dst, src, hStream)
 
 #define VS_PEER_PARAMS                                                                             \
     (CUdeviceptr dstDevice, CUcontext dstContext, CUdeviceptr srcDevice, CUcontext srcContext, size_t ByteCount)
@@ -55,203 +49,200 @@ VS_COPY_HOOK(copies, cuMemcpyAsync_ptsz, (CUdeviceptr dst, CUdeviceptr src, size
     (CUdeviceptr dstDevice, CUcontext dstContext, CUdeviceptr srcDevice, CUcontext srcContext, size_t ByteCount, \
      CUstream hStream)
 VS_COPY_HOOK(copies, cuMemcpyPeer, VS_PEER_PARAMS, (dstDevice, dstContext, srcDevice, srcContext, ByteCount),
-             dstDevice, srcDevice)
+             dstDevice, srcDevice, NULL)
 VS_COPY_HOOK(copies, cuMemcpyPeer_ptds, VS_PEER_PARAMS, (dstDevice, dstContext, srcDevice, srcContext, ByteCount),
-             dstDevice, srcDevice)
+             dstDevice, srcDevice, NULL)
 VS_COPY_HOOK(copies, cuMemcpyPeerAsync, VS_PEER_ASYNC_PARAMS,
-             (dstDevice, dstContext, srcDevice, srcContext, ByteCount, hStream), dstDevice, srcDevice)
+             (dstDevice, dstContext, srcDevice, srcContext, ByteCount, hStream), dstDevice, srcDevice, hStream)
 VS_COPY_HOOK(copies, cuMemcpyPeerAsync_ptsz, VS_PEER_ASYNC_PARAMS,
-             (dstDevice, dstContext, srcDevice, srcContext, ByteCount, hStream), dstDevice, srcDevice)
+             (dstDevice, dstContext, srcDevice, srcContext, ByteCount, hStream), dstDevice, srcDevice, hStream)
 
 /* Typed 1-D copies. */
 VS_COPY_HOOK(copies, cuMemcpyHtoD_v2, (CUdeviceptr dstDevice, const void *srcHost, size_t ByteCount),
-             (dstDevice, srcHost, ByteCount), dstDevice, 0)
+             (dstDevice, srcHost, ByteCount), dstDevice, 0, NULL)
 VS_COPY_HOOK(copies, cuMemcpyHtoD_v2_ptds, (CUdeviceptr dstDevice, const void *srcHost, size_t ByteCount),
-             (dstDevice, srcHost, ByteCount), dstDevice, 0)
+             (dstDevice, srcHost, ByteCount), dstDevice, 0, NULL)
 VS_COPY_HOOK(copies, cuMemcpyDtoH_v2, (void *dstHost, CUdeviceptr srcDevice, size_t ByteCount),
-             (dstHost, srcDevice, ByteCount), srcDevice, 0)
+             (dstHost, srcDevice, ByteCount), srcDevice, 0, NULL)
 VS_COPY_HOOK(copies, cuMemcpyDtoH_v2_ptds, (void *dstHost, CUdeviceptr srcDevice, size_t ByteCount),
-             (dstHost, srcDevice, ByteCount), srcDevice, 0)
+             (dstHost, srcDevice, ByteCount), srcDevice, 0, NULL)
 VS_COPY_HOOK(copies, cuMemcpyDtoD_v2, (CUdeviceptr dstDevice, CUdeviceptr srcDevice, size_t ByteCount),
-             (dstDevice, srcDevice, ByteCount), dstDevice, srcDevice)
+             (dstDevice, srcDevice, ByteCount), dstDevice, srcDevice, NULL)
 VS_COPY_HOOK(copies, cuMemcpyDtoD_v2_ptds, (CUdeviceptr dstDevice, CUdeviceptr srcDevice, size_t ByteCount),
-             (dstDevice, srcDevice, ByteCount), dstDevice, srcDevice)
+             (dstDevice, srcDevice, ByteCount), dstDevice, srcDevice, NULL)
 VS_COPY_HOOK(copies, cuMemcpyDtoA_v2, (CUarray dstArray, size_t dstOffset, CUdeviceptr srcDevice, size_t ByteCount),
-             (dstArray, dstOffset, srcDevice, ByteCount), srcDevice, 0)
+             (dstArray, dstOffset, srcDevice, ByteCount), srcDevice, 0, NULL)
 VS_COPY_HOOK(copies, cuMemcpyDtoA_v2_ptds,
              (CUarray dstArray, size_t dstOffset, CUdeviceptr srcDevice, size_t ByteCount),
-             (dstArray, dstOffset, srcDevice, ByteCount), srcDevice, 0)
+             (dstArray, dstOffset, srcDevice, ByteCount), srcDevice, 0, NULL)
 VS_COPY_HOOK(copies, cuMemcpyAtoD_v2, (CUdeviceptr dstDevice, CUarray srcArray, size_t srcOffset, size_t ByteCount),
-             (dstDevice, srcArray, srcOffset, ByteCount), dstDevice, 0)
+             (dstDevice, srcArray, srcOffset, ByteCount), dstDevice, 0, NULL)
 VS_COPY_HOOK(copies, cuMemcpyAtoD_v2_ptds,
              (CUdeviceptr dstDevice, CUarray srcArray, size_t srcOffset, size_t ByteCount),
-             (dstDevice, srcArray, srcOffset, ByteCount), dstDevice, 0)
+             (dstDevice, srcArray, srcOffset, ByteCount), dstDevice, 0, NULL)
 VS_COPY_HOOK(copies, cuMemcpyHtoDAsync_v2,
              (CUdeviceptr dstDevice, const void *srcHost, size_t ByteCount, CUstream hStream),
-             (dstDevice, srcHost, ByteCount, hStream), dstDevice, 0)
+             (dstDevice, srcHost, ByteCount, hStream), dstDevice, 0, hStream)
 VS_COPY_HOOK(copies, cuMemcpyHtoDAsync_v2_ptsz,
              (CUdeviceptr dstDevice, const void *srcHost, size_t ByteCount, CUstream hStream),
-             (dstDevice, srcHost, ByteCount, hStream), dstDevice, 0)
+             (dstDevice, srcHost, ByteCount, hStream), dstDevice, 0, hStream)
 VS_COPY_HOOK(copies, cuMemcpyDtoHAsync_v2, (void *dstHost, CUdeviceptr srcDevice, size_t ByteCount, CUstream hStream),
-             (dstHost, srcDevice, ByteCount, hStream), srcDevice, 0)
+             (dstHost, srcDevice, ByteCount, hStream), srcDevice, 0, hStream)
 VS_COPY_HOOK(copies, cuMemcpyDtoHAsync_v2_ptsz,
              (void *dstHost, CUdeviceptr srcDevice, size_t ByteCount, CUstream hStream),
-             (dstHost, srcDevice, ByteCount, hStream), srcDevice, 0)
+             (dstHost, srcDevice, ByteCount, hStream), srcDevice, 0, hStream)
 VS_COPY_HOOK(copies, cuMemcpyDtoDAsync_v2,
              (CUdeviceptr dstDevice, CUdeviceptr srcDevice, size_t ByteCount, CUstream hStream),
-             (dstDevice, srcDevice, ByteCount, hStream), dstDevice, srcDevice)
+             (dstDevice, srcDevice, ByteCount, hStream), dstDevice, srcDevice, hStream)
 VS_COPY_HOOK(copies, cuMemcpyDtoDAsync_v2_ptsz,
              (CUdeviceptr dstDevice, CUdeviceptr srcDevice, size_t ByteCount, CUstream hStream),
-             (dstDevice, srcDevice, ByteCount, hStream), dstDevice, srcDevice)
+             (dstDevice, srcDevice, ByteCount, hStream), dstDevice, srcDevice, hStream)
 
 /* 2-D and 3-D copies described by a struct. */
 VS_COPY_HOOK(copies, cuMemcpy2D_v2, (const CUDA_MEMCPY2D *pCopy), (pCopy), VS_OPERAND(pCopy, dst),
-             VS_OPERAND(pCopy, src))
+             VS_OPERAND(pCopy, src), NULL)
 VS_COPY_HOOK(copies, cuMemcpy2D_v2_ptds, (const CUDA_MEMCPY2D *pCopy), (pCopy), VS_OPERAND(pCopy, dst),
-             VS_OPERAND(pCopy, src))
+             VS_OPERAND(pCopy, src), NULL)
 VS_COPY_HOOK(copies, cuMemcpy2DUnaligned_v2, (const CUDA_MEMCPY2D *pCopy), (pCopy), VS_OPERAND(pCopy, dst),
-             VS_OPERAND(pCopy, src))
+             VS_OPERAND(pCopy, src), NULL)
 VS_COPY_HOOK(copies, cuMemcpy2DUnaligned_v2_ptds, (const CUDA_MEMCPY2D *pCopy), (pCopy), VS_OPERAND(pCopy, dst),
-             VS_OPERAND(pCopy, src))
+             VS_OPERAND(pCopy, src), NULL)
 VS_COPY_HOOK(copies, cuMemcpy2DAsync_v2, (const CUDA_MEMCPY2D *pCopy, CUstream hStream), (pCopy, hStream),
-             VS_OPERAND(pCopy, dst), VS_OPERAND(pCopy, src))
+             VS_OPERAND(pCopy, dst), VS_OPERAND(pCopy, src), hStream)
 VS_COPY_HOOK(copies, cuMemcpy2DAsync_v2_ptsz, (const CUDA_MEMCPY2D *pCopy, CUstream hStream), (pCopy, hStream),
-             VS_OPERAND(pCopy, dst), VS_OPERAND(pCopy, src))
+             VS_OPERAND(pCopy, dst), VS_OPERAND(pCopy, src), hStream)
 VS_COPY_HOOK(copies, cuMemcpy3D_v2, (const CUDA_MEMCPY3D *pCopy), (pCopy), VS_OPERAND(pCopy, dst),
-             VS_OPERAND(pCopy, src))
+             VS_OPERAND(pCopy, src), NULL)
 VS_COPY_HOOK(copies, cuMemcpy3D_v2_ptds, (const CUDA_MEMCPY3D *pCopy), (pCopy), VS_OPERAND(pCopy, dst),
-             VS_OPERAND(pCopy, src))
+             VS_OPERAND(pCopy, src), NULL)
 VS_COPY_HOOK(copies, cuMemcpy3DAsync_v2, (const CUDA_MEMCPY3D *pCopy, CUstream hStream), (pCopy, hStream),
-             VS_OPERAND(pCopy, dst), VS_OPERAND(pCopy, src))
+             VS_OPERAND(pCopy, dst), VS_OPERAND(pCopy, src), hStream)
 VS_COPY_HOOK(copies, cuMemcpy3DAsync_v2_ptsz, (const CUDA_MEMCPY3D *pCopy, CUstream hStream), (pCopy, hStream),
-             VS_OPERAND(pCopy, dst), VS_OPERAND(pCopy, src))
+             VS_OPERAND(pCopy, dst), VS_OPERAND(pCopy, src), hStream)
 VS_COPY_HOOK(copies, cuMemcpy3DPeer, (const CUDA_MEMCPY3D_PEER *pCopy), (pCopy), VS_OPERAND(pCopy, dst),
-             VS_OPERAND(pCopy, src))
+             VS_OPERAND(pCopy, src), NULL)
 VS_COPY_HOOK(copies, cuMemcpy3DPeer_ptds, (const CUDA_MEMCPY3D_PEER *pCopy), (pCopy), VS_OPERAND(pCopy, dst),
-             VS_OPERAND(pCopy, src))
+             VS_OPERAND(pCopy, src), NULL)
 VS_COPY_HOOK(copies, cuMemcpy3DPeerAsync, (const CUDA_MEMCPY3D_PEER *pCopy, CUstream hStream), (pCopy, hStream),
-             VS_OPERAND(pCopy, dst), VS_OPERAND(pCopy, src))
+             VS_OPERAND(pCopy, dst), VS_OPERAND(pCopy, src), hStream)
 VS_COPY_HOOK(copies, cuMemcpy3DPeerAsync_ptsz, (const CUDA_MEMCPY3D_PEER *pCopy, CUstream hStream),
-             (pCopy, hStream), VS_OPERAND(pCopy, dst), VS_OPERAND(pCopy, src))
+             (pCopy, hStream), VS_OPERAND(pCopy, dst), VS_OPERAND(pCopy, src), hStream)
 
 /* Batches: every pair of every operation. */
-static void vs_copy_observe_batch(CUdeviceptr *dsts, CUdeviceptr *srcs, size_t count)
+static void vs_copy_batch_words(CUdeviceptr *dsts, CUdeviceptr *srcs, size_t count, vs_words_t *w)
 {
-    uint64_t seq = vs_registry_next_seq();
-
     VS_COUNT(copies);
-    vs_registry_read_begin();
     for (size_t i = 0; i < count; i++) {
         if (dsts != NULL)
-            vs_registry_touch_locked((uintptr_t)dsts[i], seq);
+            vs_words_add(w, (uintptr_t)dsts[i]);
         if (srcs != NULL)
-            vs_registry_touch_locked((uintptr_t)srcs[i], seq);
+            vs_words_add(w, (uintptr_t)srcs[i]);
     }
-    vs_registry_read_end();
 }
 
-static void vs_copy_observe_batch3d(size_t count, const CUDA_MEMCPY3D_BATCH_OP *ops)
+static void vs_copy_batch3d_words(size_t count, const CUDA_MEMCPY3D_BATCH_OP *ops, vs_words_t *w)
 {
-    uint64_t seq = vs_registry_next_seq();
-
     VS_COUNT(copies);
     if (ops == NULL)
         return;
-    vs_registry_read_begin();
     for (size_t i = 0; i < count; i++) {
         if (ops[i].src.type == CU_MEMCPY_OPERAND_TYPE_POINTER)
-            vs_registry_touch_locked((uintptr_t)ops[i].src.op.ptr.ptr, seq);
+            vs_words_add(w, (uintptr_t)ops[i].src.op.ptr.ptr);
         if (ops[i].dst.type == CU_MEMCPY_OPERAND_TYPE_POINTER)
-            vs_registry_touch_locked((uintptr_t)ops[i].dst.op.ptr.ptr, seq);
+            vs_words_add(w, (uintptr_t)ops[i].dst.op.ptr.ptr);
     }
-    vs_registry_read_end();
 }
+
+/* Gathers a batch's operands with `gather`, then forwards `call`. */
+#define VS_BATCH(symbol, gather, call)                                                             \
+    do {                                                                                           \
+        uintptr_t vs_buffer_[64];                                                                  \
+        vs_words_t vs_words_ = VS_WORDS_INIT(vs_buffer_);                                          \
+        CUresult vs_rc_;                                                                           \
+        vs_shim_ready();                                                                           \
+        gather;                                                                                    \
+        VS_OPERATE(vs_rc_, hStream, VS_PER_THREAD_SYMBOL(symbol), vs_words_.words, vs_words_.count, (call)); \
+        free(vs_words_.heap);                                                                      \
+        return vs_rc_;                                                                             \
+    } while (0)
 
 CUresult CUDAAPI cuMemcpyBatchAsync(CUdeviceptr *dsts, CUdeviceptr *srcs, size_t *sizes, size_t count,
                                     CUmemcpyAttributes *attrs, size_t *attrsIdxs, size_t numAttrs, size_t *failIdx,
                                     CUstream hStream)
 {
-    vs_shim_ready();
-    vs_copy_observe_batch(dsts, srcs, count);
-    return VS_CALL(cuMemcpyBatchAsync, (dsts, srcs, sizes, count, attrs, attrsIdxs, numAttrs, failIdx, hStream));
+    VS_BATCH(cuMemcpyBatchAsync, vs_copy_batch_words(dsts, srcs, count, &vs_words_),
+             VS_CALL(cuMemcpyBatchAsync, (dsts, srcs, sizes, count, attrs, attrsIdxs, numAttrs, failIdx, hStream)));
 }
 
 CUresult CUDAAPI cuMemcpyBatchAsync_ptsz(CUdeviceptr *dsts, CUdeviceptr *srcs, size_t *sizes, size_t count,
                                          CUmemcpyAttributes *attrs, size_t *attrsIdxs, size_t numAttrs,
                                          size_t *failIdx, CUstream hStream)
 {
-    vs_shim_ready();
-    vs_copy_observe_batch(dsts, srcs, count);
-    return VS_CALL(cuMemcpyBatchAsync_ptsz,
-                   (dsts, srcs, sizes, count, attrs, attrsIdxs, numAttrs, failIdx, hStream));
+    VS_BATCH(cuMemcpyBatchAsync_ptsz, vs_copy_batch_words(dsts, srcs, count, &vs_words_),
+             VS_CALL(cuMemcpyBatchAsync_ptsz,
+                   (dsts, srcs, sizes, count, attrs, attrsIdxs, numAttrs, failIdx, hStream)));
 }
 
 CUresult CUDAAPI cuMemcpyBatchAsync_v2(CUdeviceptr *dsts, CUdeviceptr *srcs, size_t *sizes, size_t count,
                                        CUmemcpyAttributes *attrs, size_t *attrsIdxs, size_t numAttrs,
                                        CUstream hStream)
 {
-    vs_shim_ready();
-    vs_copy_observe_batch(dsts, srcs, count);
-    return VS_CALL(cuMemcpyBatchAsync_v2, (dsts, srcs, sizes, count, attrs, attrsIdxs, numAttrs, hStream));
+    VS_BATCH(cuMemcpyBatchAsync_v2, vs_copy_batch_words(dsts, srcs, count, &vs_words_),
+             VS_CALL(cuMemcpyBatchAsync_v2, (dsts, srcs, sizes, count, attrs, attrsIdxs, numAttrs, hStream)));
 }
 
 CUresult CUDAAPI cuMemcpyBatchAsync_v2_ptsz(CUdeviceptr *dsts, CUdeviceptr *srcs, size_t *sizes, size_t count,
                                             CUmemcpyAttributes *attrs, size_t *attrsIdxs, size_t numAttrs,
                                             CUstream hStream)
 {
-    vs_shim_ready();
-    vs_copy_observe_batch(dsts, srcs, count);
-    return VS_CALL(cuMemcpyBatchAsync_v2_ptsz, (dsts, srcs, sizes, count, attrs, attrsIdxs, numAttrs, hStream));
+    VS_BATCH(cuMemcpyBatchAsync_v2_ptsz, vs_copy_batch_words(dsts, srcs, count, &vs_words_),
+             VS_CALL(cuMemcpyBatchAsync_v2_ptsz, (dsts, srcs, sizes, count, attrs, attrsIdxs, numAttrs, hStream)));
 }
 
 CUresult CUDAAPI cuMemcpy3DBatchAsync(size_t numOps, CUDA_MEMCPY3D_BATCH_OP *opList, size_t *failIdx,
                                       unsigned long long flags, CUstream hStream)
 {
-    vs_shim_ready();
-    vs_copy_observe_batch3d(numOps, opList);
-    return VS_CALL(cuMemcpy3DBatchAsync, (numOps, opList, failIdx, flags, hStream));
+    VS_BATCH(cuMemcpy3DBatchAsync, vs_copy_batch3d_words(numOps, opList, &vs_words_),
+             VS_CALL(cuMemcpy3DBatchAsync, (numOps, opList, failIdx, flags, hStream)));
 }
 
 CUresult CUDAAPI cuMemcpy3DBatchAsync_ptsz(size_t numOps, CUDA_MEMCPY3D_BATCH_OP *opList, size_t *failIdx,
                                            unsigned long long flags, CUstream hStream)
 {
-    vs_shim_ready();
-    vs_copy_observe_batch3d(numOps, opList);
-    return VS_CALL(cuMemcpy3DBatchAsync_ptsz, (numOps, opList, failIdx, flags, hStream));
+    VS_BATCH(cuMemcpy3DBatchAsync_ptsz, vs_copy_batch3d_words(numOps, opList, &vs_words_),
+             VS_CALL(cuMemcpy3DBatchAsync_ptsz, (numOps, opList, failIdx, flags, hStream)));
 }
 
 CUresult CUDAAPI cuMemcpy3DBatchAsync_v2(size_t numOps, CUDA_MEMCPY3D_BATCH_OP *opList, unsigned long long flags,
                                          CUstream hStream)
 {
-    vs_shim_ready();
-    vs_copy_observe_batch3d(numOps, opList);
-    return VS_CALL(cuMemcpy3DBatchAsync_v2, (numOps, opList, flags, hStream));
+    VS_BATCH(cuMemcpy3DBatchAsync_v2, vs_copy_batch3d_words(numOps, opList, &vs_words_),
+             VS_CALL(cuMemcpy3DBatchAsync_v2, (numOps, opList, flags, hStream)));
 }
 
 CUresult CUDAAPI cuMemcpy3DBatchAsync_v2_ptsz(size_t numOps, CUDA_MEMCPY3D_BATCH_OP *opList,
                                               unsigned long long flags, CUstream hStream)
 {
-    vs_shim_ready();
-    vs_copy_observe_batch3d(numOps, opList);
-    return VS_CALL(cuMemcpy3DBatchAsync_v2_ptsz, (numOps, opList, flags, hStream));
+    VS_BATCH(cuMemcpy3DBatchAsync_v2_ptsz, vs_copy_batch3d_words(numOps, opList, &vs_words_),
+             VS_CALL(cuMemcpy3DBatchAsync_v2_ptsz, (numOps, opList, flags, hStream)));
 }
 
 /* Memsets: one device operand. */
 #define VS_MEMSET_HOOK(symbol, value_type)                                                         \
     VS_COPY_HOOK(memsets, symbol, (CUdeviceptr dstDevice, value_type value, size_t N), (dstDevice, value, N), \
-                 dstDevice, 0)
+                 dstDevice, 0, NULL)
 #define VS_MEMSET_ASYNC_HOOK(symbol, value_type)                                                   \
     VS_COPY_HOOK(memsets, symbol, (CUdeviceptr dstDevice, value_type value, size_t N, CUstream hStream), \
-                 (dstDevice, value, N, hStream), dstDevice, 0)
+                 (dstDevice, value, N, hStream), dstDevice, 0, hStream)
 #define VS_MEMSET2D_HOOK(symbol, value_type)                                                       \
     VS_COPY_HOOK(memsets, symbol,                                                                  \
                  (CUdeviceptr dstDevice, size_t dstPitch, value_type value, size_t Width, size_t Height), \
-                 (dstDevice, dstPitch, value, Width, Height), dstDevice, 0)
+                 (dstDevice, dstPitch, value, Width, Height), dstDevice, 0, NULL)
 #define VS_MEMSET2D_ASYNC_HOOK(symbol, value_type)                                                 \
     VS_COPY_HOOK(memsets, symbol,                                                                  \
                  (CUdeviceptr dstDevice, size_t dstPitch, value_type value, size_t Width, size_t Height, \
                   CUstream hStream),                                                               \
-                 (dstDevice, dstPitch, value, Width, Height, hStream), dstDevice, 0)
+                 (dstDevice, dstPitch, value, Width, Height, hStream), dstDevice, 0, hStream)
 
 VS_MEMSET_HOOK(cuMemsetD8_v2, unsigned char)
 VS_MEMSET_HOOK(cuMemsetD8_v2_ptds, unsigned char)

@@ -16,6 +16,7 @@
 #include <uthash.h>
 
 #include "log.h"
+#include "offload.h"
 #include "registry.h"
 #include "shim.h"
 
@@ -141,7 +142,10 @@ static void vs_exec_store(CUgraphExec exec, vs_collect_t *c, bool append)
             goto out;
         }
     }
+    /* What a live graph references stays resident while it lives. */
+    vs_offload_hold(c->addrs, c->count, +1);
     if (!append || e->addrs == NULL) {
+        vs_offload_hold(e->addrs, e->count, -1);
         free(e->addrs);
         e->addrs = c->addrs;
         e->count = c->count;
@@ -279,40 +283,44 @@ CUresult CUDAAPI cuGraphExecDestroy(CUgraphExec hGraphExec)
         HASH_DEL(vs_execs, e);
     pthread_rwlock_unlock(&vs_execs_lock);
     if (e != NULL) {
+        vs_offload_hold(e->addrs, e->count, -1);
         free(e->addrs);
         free(e);
     }
     return rc;
 }
 
-static void vs_graph_observe(CUgraphExec exec)
+/* Copies the addresses an executable graph references into `w`. */
+static void vs_graph_words(CUgraphExec exec, vs_words_t *w)
 {
     const void *key = exec;
     vs_exec_t *e;
 
     VS_COUNT(graph_launches);
-    uint64_t seq = vs_registry_next_seq();
     pthread_rwlock_rdlock(&vs_execs_lock);
     HASH_FIND_PTR(vs_execs, &key, e);
     if (e != NULL) {
-        vs_registry_read_begin();
         for (size_t i = 0; i < e->count; i++)
-            vs_registry_touch_locked(e->addrs[i], seq);
-        vs_registry_read_end();
+            vs_words_add(w, e->addrs[i]);
     }
     pthread_rwlock_unlock(&vs_execs_lock);
 }
 
-CUresult CUDAAPI cuGraphLaunch(CUgraphExec hGraphExec, CUstream hStream)
-{
-    vs_shim_ready();
-    vs_graph_observe(hGraphExec);
-    return VS_CALL(cuGraphLaunch, (hGraphExec, hStream));
-}
+/* A replay never calls cuLaunchKernel: everything the graph references is
+ * restored before it is submitted. */
+#define VS_GRAPH_LAUNCH(symbol)                                                                    \
+    CUresult CUDAAPI symbol(CUgraphExec hGraphExec, CUstream hStream)                              \
+    {                                                                                              \
+        uintptr_t vs_buffer_[256];                                                                 \
+        vs_words_t vs_words_ = VS_WORDS_INIT(vs_buffer_);                                          \
+        CUresult vs_rc_;                                                                           \
+        vs_shim_ready();                                                                           \
+        vs_graph_words(hGraphExec, &vs_words_);                                                    \
+        VS_OPERATE(vs_rc_, hStream, VS_PER_THREAD_SYMBOL(symbol), vs_words_.words, vs_words_.count, \
+                   VS_CALL(symbol, (hGraphExec, hStream)));                                        \
+        free(vs_words_.heap);                                                                      \
+        return vs_rc_;                                                                             \
+    }
 
-CUresult CUDAAPI cuGraphLaunch_ptsz(CUgraphExec hGraphExec, CUstream hStream)
-{
-    vs_shim_ready();
-    vs_graph_observe(hGraphExec);
-    return VS_CALL(cuGraphLaunch_ptsz, (hGraphExec, hStream));
-}
+VS_GRAPH_LAUNCH(cuGraphLaunch)
+VS_GRAPH_LAUNCH(cuGraphLaunch_ptsz)

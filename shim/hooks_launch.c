@@ -6,16 +6,35 @@
  * launch's sequence number as its last use. The `_ptsz` forms differ only
  * in which stream NULL means, which matters to the driver, not to the scan.
  */
+#include <stdlib.h>
+
+#include "offload.h"
 #include "shim.h"
+
+/* Words a launch's parameters usually fit in without a heap allocation. */
+#define VS_LAUNCH_WORDS 512
+
+/* Scans the parameters, then submits `call` once everything they point into
+ * is resident. */
+#define VS_LAUNCH(stream, per_thread, f, params, extra, call)                                      \
+    do {                                                                                           \
+        uintptr_t vs_buffer_[VS_LAUNCH_WORDS];                                                     \
+        vs_words_t vs_words_ = VS_WORDS_INIT(vs_buffer_);                                          \
+        CUresult vs_rc_;                                                                           \
+        vs_shim_ready();                                                                           \
+        vs_launch_gather((f), (params), (extra), &vs_words_);                                      \
+        VS_OPERATE(vs_rc_, (stream), (per_thread), vs_words_.words, vs_words_.count, (call));      \
+        free(vs_words_.heap);                                                                      \
+        return vs_rc_;                                                                             \
+    } while (0)
 
 CUresult CUDAAPI cuLaunchKernel(CUfunction f, unsigned int gridDimX, unsigned int gridDimY, unsigned int gridDimZ,
                                 unsigned int blockDimX, unsigned int blockDimY, unsigned int blockDimZ,
                                 unsigned int sharedMemBytes, CUstream hStream, void **kernelParams, void **extra)
 {
-    vs_shim_ready();
-    vs_launch_observe(f, kernelParams, extra);
-    return VS_CALL(cuLaunchKernel, (f, gridDimX, gridDimY, gridDimZ, blockDimX, blockDimY, blockDimZ,
-                                    sharedMemBytes, hStream, kernelParams, extra));
+    VS_LAUNCH(hStream, false, f, kernelParams, extra,
+              VS_CALL(cuLaunchKernel, (f, gridDimX, gridDimY, gridDimZ, blockDimX, blockDimY, blockDimZ,
+                                    sharedMemBytes, hStream, kernelParams, extra)));
 }
 
 CUresult CUDAAPI cuLaunchKernel_ptsz(CUfunction f, unsigned int gridDimX, unsigned int gridDimY,
@@ -23,25 +42,22 @@ CUresult CUDAAPI cuLaunchKernel_ptsz(CUfunction f, unsigned int gridDimX, unsign
                                      unsigned int blockDimZ, unsigned int sharedMemBytes, CUstream hStream,
                                      void **kernelParams, void **extra)
 {
-    vs_shim_ready();
-    vs_launch_observe(f, kernelParams, extra);
-    return VS_CALL(cuLaunchKernel_ptsz, (f, gridDimX, gridDimY, gridDimZ, blockDimX, blockDimY, blockDimZ,
-                                         sharedMemBytes, hStream, kernelParams, extra));
+    VS_LAUNCH(hStream, true, f, kernelParams, extra,
+              VS_CALL(cuLaunchKernel_ptsz, (f, gridDimX, gridDimY, gridDimZ, blockDimX, blockDimY, blockDimZ,
+                                         sharedMemBytes, hStream, kernelParams, extra)));
 }
 
 CUresult CUDAAPI cuLaunchKernelEx(const CUlaunchConfig *config, CUfunction f, void **kernelParams, void **extra)
 {
-    vs_shim_ready();
-    vs_launch_observe(f, kernelParams, extra);
-    return VS_CALL(cuLaunchKernelEx, (config, f, kernelParams, extra));
+    VS_LAUNCH(config != NULL ? config->hStream : NULL, false, f, kernelParams, extra,
+              VS_CALL(cuLaunchKernelEx, (config, f, kernelParams, extra)));
 }
 
 CUresult CUDAAPI cuLaunchKernelEx_ptsz(const CUlaunchConfig *config, CUfunction f, void **kernelParams,
                                        void **extra)
 {
-    vs_shim_ready();
-    vs_launch_observe(f, kernelParams, extra);
-    return VS_CALL(cuLaunchKernelEx_ptsz, (config, f, kernelParams, extra));
+    VS_LAUNCH(config != NULL ? config->hStream : NULL, true, f, kernelParams, extra,
+              VS_CALL(cuLaunchKernelEx_ptsz, (config, f, kernelParams, extra)));
 }
 
 CUresult CUDAAPI cuLaunchCooperativeKernel(CUfunction f, unsigned int gridDimX, unsigned int gridDimY,
@@ -49,10 +65,9 @@ CUresult CUDAAPI cuLaunchCooperativeKernel(CUfunction f, unsigned int gridDimX, 
                                            unsigned int blockDimZ, unsigned int sharedMemBytes, CUstream hStream,
                                            void **kernelParams)
 {
-    vs_shim_ready();
-    vs_launch_observe(f, kernelParams, NULL);
-    return VS_CALL(cuLaunchCooperativeKernel, (f, gridDimX, gridDimY, gridDimZ, blockDimX, blockDimY, blockDimZ,
-                                               sharedMemBytes, hStream, kernelParams));
+    VS_LAUNCH(hStream, false, f, kernelParams, NULL,
+              VS_CALL(cuLaunchCooperativeKernel, (f, gridDimX, gridDimY, gridDimZ, blockDimX, blockDimY, blockDimZ,
+                                               sharedMemBytes, hStream, kernelParams)));
 }
 
 CUresult CUDAAPI cuLaunchCooperativeKernel_ptsz(CUfunction f, unsigned int gridDimX, unsigned int gridDimY,
@@ -60,10 +75,9 @@ CUresult CUDAAPI cuLaunchCooperativeKernel_ptsz(CUfunction f, unsigned int gridD
                                                 unsigned int blockDimY, unsigned int blockDimZ,
                                                 unsigned int sharedMemBytes, CUstream hStream, void **kernelParams)
 {
-    vs_shim_ready();
-    vs_launch_observe(f, kernelParams, NULL);
-    return VS_CALL(cuLaunchCooperativeKernel_ptsz, (f, gridDimX, gridDimY, gridDimZ, blockDimX, blockDimY,
-                                                    blockDimZ, sharedMemBytes, hStream, kernelParams));
+    VS_LAUNCH(hStream, true, f, kernelParams, NULL,
+              VS_CALL(cuLaunchCooperativeKernel_ptsz, (f, gridDimX, gridDimY, gridDimZ, blockDimX, blockDimY,
+                                                    blockDimZ, sharedMemBytes, hStream, kernelParams)));
 }
 
 /* cudart launches `<<<>>>` kernels with the CUkernel from here cast to a
@@ -124,4 +138,20 @@ CUresult CUDAAPI cuCtxSynchronize_v2(CUcontext ctx)
     rc = VS_CALL(cuCtxSynchronize_v2, (ctx));
     vs_shim_debug_snapshot();
     return rc;
+}
+
+/* A destroyed stream's number in the offload engine's stream table goes to
+ * the next stream created: its work must be waited for first. */
+CUresult CUDAAPI cuStreamDestroy(CUstream hStream)
+{
+    vs_shim_ready();
+    vs_offload_stream_destroyed(hStream);
+    return VS_CALL(cuStreamDestroy, (hStream));
+}
+
+CUresult CUDAAPI cuStreamDestroy_v2(CUstream hStream)
+{
+    vs_shim_ready();
+    vs_offload_stream_destroyed(hStream);
+    return VS_CALL(cuStreamDestroy_v2, (hStream));
 }

@@ -24,6 +24,7 @@
 #include "cap.h"
 #include "config.h"
 #include "log.h"
+#include "offload.h"
 #include "registry.h"
 #include "shim.h"
 
@@ -38,6 +39,16 @@ static CUresult vs_memory_reserve(int device, uint64_t bytes, int *device_out)
     *device_out = -1;
     if (bytes == 0 || device < 0)
         return CUDA_SUCCESS;
+    if (vs_offload_enabled()) {
+        /* Offload: make room by evicting; refuse only when the host budget
+         * cannot take what would have to go. */
+        if (vs_offload_charge(device, bytes) != 0) {
+            VS_COUNT(refused);
+            return CUDA_ERROR_OUT_OF_MEMORY;
+        }
+        *device_out = device;
+        return CUDA_SUCCESS;
+    }
     if (vs_cap_reserve(device, bytes) != 0) {
         VS_COUNT(refused);
         vs_log(VS_LOG_INFO,
@@ -116,17 +127,55 @@ static CUresult vs_memory_free(CUdeviceptr dptr, CUresult (*real_free)(CUdevicep
     return rc;
 }
 
+/* Whether an allocation of `bytes` becomes an evictable region. */
+static bool vs_memory_evictable(uint64_t bytes)
+{
+    return vs_offload_enabled() && bytes >= vs_config_get()->min_evict;
+}
+
+/* Calls the driver's allocator; in offload mode, when the device itself is
+ * full, evicts and tries again. */
+#define VS_ALLOC_RETRYING(rc, device, bytes, call)                                                     do {                                                                                                   (rc) = (call);                                                                                     while ((rc) == CUDA_ERROR_OUT_OF_MEMORY && vs_offload_enabled() && (device) >= 0                          && vs_offload_reclaim((device), (bytes)))                                                       (rc) = (call);                                                                             } while (0)
+
 CUresult CUDAAPI cuMemAlloc_v2(CUdeviceptr *dptr, size_t bytesize)
 {
     int device;
     CUresult rc;
 
     vs_shim_ready();
+    if (bytesize > 0 && vs_memory_evictable(bytesize)) {
+        int current = vs_shim_current_device();
+        if (current < 0)
+            return VS_CALL(cuMemAlloc_v2, (dptr, bytesize)); /* the driver's own error */
+        return vs_offload_alloc(dptr, bytesize, current, VS_ALLOC_DEVICE);
+    }
     rc = vs_memory_reserve(vs_shim_current_device(), bytesize, &device);
     if (rc != CUDA_SUCCESS)
         return rc;
-    rc = VS_CALL(cuMemAlloc_v2, (dptr, bytesize));
+    VS_ALLOC_RETRYING(rc, device, bytesize, VS_CALL(cuMemAlloc_v2, (dptr, bytesize)));
     vs_memory_commit(rc, device, dptr != NULL ? (uintptr_t)*dptr : 0, bytesize, VS_ALLOC_DEVICE, 0);
+    return rc;
+}
+
+/* A pitched allocation as an evictable region: the pitch is the width
+ * rounded up to the device's texture pitch alignment, as the driver's. */
+static CUresult vs_memory_pitch_region(CUdeviceptr *dptr, size_t *pPitch, size_t WidthInBytes, size_t Height,
+                                       unsigned int ElementSizeBytes, int device)
+{
+    int alignment = 0;
+    CUdevice dev;
+
+    if (dptr == NULL || pPitch == NULL || WidthInBytes == 0 || Height == 0
+        || (ElementSizeBytes != 4 && ElementSizeBytes != 8 && ElementSizeBytes != 16))
+        return CUDA_ERROR_INVALID_VALUE;
+    if (VS_CALL(cuDeviceGet, (&dev, device)) != CUDA_SUCCESS
+        || VS_CALL(cuDeviceGetAttribute, (&alignment, CU_DEVICE_ATTRIBUTE_TEXTURE_PITCH_ALIGNMENT, dev)) != CUDA_SUCCESS
+        || alignment <= 0)
+        alignment = 512;
+    uint64_t pitch = ((uint64_t)WidthInBytes + (uint64_t)alignment - 1) / (uint64_t)alignment * (uint64_t)alignment;
+    CUresult rc = vs_offload_alloc(dptr, pitch * Height, device, VS_ALLOC_PITCH);
+    if (rc == CUDA_SUCCESS)
+        *pPitch = (size_t)pitch;
     return rc;
 }
 
@@ -140,6 +189,9 @@ CUresult CUDAAPI cuMemAllocPitch_v2(CUdeviceptr *dptr, size_t *pPitch, size_t Wi
     /* The pitch is only known afterwards: reserve the unpadded size, then
      * settle the padding once the driver has chosen it. */
     uint64_t requested = (uint64_t)WidthInBytes * Height;
+    if (requested > 0 && vs_memory_evictable(requested) && vs_shim_current_device() >= 0)
+        return vs_memory_pitch_region(dptr, pPitch, WidthInBytes, Height, ElementSizeBytes,
+                                      vs_shim_current_device());
     rc = vs_memory_reserve(vs_shim_current_device(), requested, &device);
     if (rc != CUDA_SUCCESS)
         return rc;
@@ -147,7 +199,9 @@ CUresult CUDAAPI cuMemAllocPitch_v2(CUdeviceptr *dptr, size_t *pPitch, size_t Wi
     uint64_t actual = requested;
     if (rc == CUDA_SUCCESS && pPitch != NULL && device >= 0) {
         actual = (uint64_t)*pPitch * Height;
-        if (actual > requested && vs_cap_reserve(device, actual - requested) != 0) {
+        if (actual > requested && vs_offload_enabled())
+            vs_cap_charge(device, actual - requested);
+        else if (actual > requested && vs_cap_reserve(device, actual - requested) != 0) {
             /* The padding takes the device over its limit. */
             VS_CALL(cuMemFree_v2, (*dptr));
             vs_cap_release(device, requested);
@@ -167,7 +221,11 @@ static CUresult vs_free_sync(CUdeviceptr dptr, CUstream stream)
 
 CUresult CUDAAPI cuMemFree_v2(CUdeviceptr dptr)
 {
+    CUresult rc;
+
     vs_shim_ready();
+    if (vs_offload_free(dptr, &rc))
+        return rc;
     return vs_memory_free(dptr, vs_free_sync, NULL);
 }
 
@@ -483,5 +541,112 @@ CUresult CUDAAPI cuMemGetInfo_v2(size_t *free_out, size_t *total_out)
         *free_out = (size_t)virtual_free;
     if (total_out != NULL)
         *total_out = (size_t)virtual_total;
+    return rc;
+}
+
+/* ---- What the application asks about its own pointers ------------------
+ * An evictable allocation is a reservation rounded to the granularity, and
+ * unmapped while evicted: the answers are the allocation's as the
+ * application made it, whatever its residency. */
+
+CUresult CUDAAPI cuMemGetAddressRange_v2(CUdeviceptr *pbase, size_t *psize, CUdeviceptr dptr)
+{
+    uintptr_t base;
+    uint64_t size;
+    int device;
+
+    vs_shim_ready();
+    if (!vs_offload_range((uintptr_t)dptr, &base, &size, &device))
+        return VS_CALL(cuMemGetAddressRange_v2, (pbase, psize, dptr));
+    if (pbase != NULL)
+        *pbase = (CUdeviceptr)base;
+    if (psize != NULL)
+        *psize = (size_t)size;
+    return CUDA_SUCCESS;
+}
+
+/* Answers `attribute` for an evictable allocation; false for attributes
+ * the driver answers the same whatever the residency. */
+static bool vs_pointer_attribute(void *data, CUpointer_attribute attribute, CUdeviceptr ptr, uintptr_t base,
+                                 uint64_t size, int device)
+{
+    switch (attribute) {
+    case CU_POINTER_ATTRIBUTE_RANGE_START_ADDR:
+        *(CUdeviceptr *)data = (CUdeviceptr)base;
+        return true;
+    case CU_POINTER_ATTRIBUTE_RANGE_SIZE:
+        *(size_t *)data = (size_t)size;
+        return true;
+    case CU_POINTER_ATTRIBUTE_MEMORY_TYPE:
+        *(unsigned int *)data = CU_MEMORYTYPE_DEVICE;
+        return true;
+    case CU_POINTER_ATTRIBUTE_DEVICE_POINTER:
+        *(CUdeviceptr *)data = ptr;
+        return true;
+    case CU_POINTER_ATTRIBUTE_DEVICE_ORDINAL:
+        *(int *)data = device;
+        return true;
+    case CU_POINTER_ATTRIBUTE_IS_MANAGED:
+        *(unsigned int *)data = 0;
+        return true;
+    default:
+        return false;
+    }
+}
+
+CUresult CUDAAPI cuPointerGetAttribute(void *data, CUpointer_attribute attribute, CUdeviceptr ptr)
+{
+    uintptr_t base;
+    uint64_t size;
+    int device;
+
+    vs_shim_ready();
+    if (data != NULL && vs_offload_range((uintptr_t)ptr, &base, &size, &device)
+        && vs_pointer_attribute(data, attribute, ptr, base, size, device))
+        return CUDA_SUCCESS;
+    return VS_CALL(cuPointerGetAttribute, (data, attribute, ptr));
+}
+
+CUresult CUDAAPI cuPointerGetAttributes(unsigned int numAttributes, CUpointer_attribute *attributes, void **data,
+                                        CUdeviceptr ptr)
+{
+    uintptr_t base;
+    uint64_t size;
+    int device;
+    CUresult rc;
+
+    vs_shim_ready();
+    rc = VS_CALL(cuPointerGetAttributes, (numAttributes, attributes, data, ptr));
+    if (attributes == NULL || data == NULL || !vs_offload_range((uintptr_t)ptr, &base, &size, &device))
+        return rc;
+    /* The driver may have refused an unmapped range: what the shim knows
+     * is answered here, the rest stays as the driver left it. */
+    for (unsigned int i = 0; i < numAttributes; i++) {
+        if (data[i] != NULL)
+            (void)vs_pointer_attribute(data[i], attributes[i], ptr, base, size, device);
+    }
+    return rc == CUDA_ERROR_INVALID_VALUE ? CUDA_SUCCESS : rc;
+}
+
+/* Legacy IPC cannot export VMM memory: an evictable allocation is pinned
+ * resident and the driver's answer passed on, with advice when it fails. */
+CUresult CUDAAPI cuIpcGetMemHandle(CUipcMemHandle *pHandle, CUdeviceptr dptr)
+{
+    uintptr_t base;
+    uint64_t size;
+    int device;
+    CUresult rc;
+
+    vs_shim_ready();
+    bool evictable = vs_offload_range((uintptr_t)dptr, &base, &size, &device);
+    if (evictable)
+        vs_offload_pin((uintptr_t)dptr, "exported with cuIpcGetMemHandle");
+    rc = VS_CALL(cuIpcGetMemHandle, (pHandle, dptr));
+    if (evictable && rc != CUDA_SUCCESS)
+        vs_log(VS_LOG_WARN,
+               "cuIpcGetMemHandle cannot export the %" PRIu64 "-byte allocation at 0x%" PRIxPTR
+               " (evictable memory is VMM memory); set VRAMSHIM_MIN_EVICT above its size to keep such "
+               "allocations plain",
+               size, base);
     return rc;
 }

@@ -245,7 +245,25 @@ static bool vs_extra_buffer(void **extra, const unsigned char **buffer, size_t *
         }                                                                                          \
     } while (0)
 
-void vs_launch_observe(CUfunction f, void **kernel_params, void **extra)
+/* Appends one word, moving to the heap when the caller's buffer is full
+ * (a word that cannot be stored is dropped: the scan sees less, never
+ * something wrong). */
+void vs_words_add(vs_words_t *w, uintptr_t word)
+{
+    if (w->count == w->capacity) {
+        size_t capacity = w->capacity * 2;
+        uintptr_t *grown = malloc(capacity * sizeof *grown);
+        if (grown == NULL)
+            return;
+        memcpy(grown, w->words, w->count * sizeof *grown);
+        free(w->heap);
+        w->heap = w->words = grown;
+        w->capacity = capacity;
+    }
+    w->words[w->count++] = word;
+}
+
+void vs_launch_gather(CUfunction f, void **kernel_params, void **extra, vs_words_t *w)
 {
     const vs_layout_t *layout;
 
@@ -257,24 +275,9 @@ void vs_launch_observe(CUfunction f, void **kernel_params, void **extra)
         VS_COUNT(launches_unscanned);
         return;
     }
-    /* Gather the words first, then stamp them together so that their
-     * registry look-ups overlap (`vs_registry_touch_many_locked`). */
-    uintptr_t words[256];
-    size_t count = 0;
-    uint64_t seq = vs_registry_next_seq();
-    vs_registry_read_begin();
-#define VS_GATHER(word)                                                                            \
-    do {                                                                                           \
-        words[count++] = (word);                                                                   \
-        if (count == sizeof words / sizeof words[0]) {                                             \
-            vs_registry_touch_many_locked(words, count, seq);                                      \
-            count = 0;                                                                             \
-        }                                                                                          \
-    } while (0)
+#define VS_GATHER(word) vs_words_add(w, (word))
     VS_SCAN_WORDS(layout, kernel_params, extra, VS_GATHER);
 #undef VS_GATHER
-    vs_registry_touch_many_locked(words, count, seq);
-    vs_registry_read_end();
 }
 
 bool vs_launch_visit_words(CUfunction f, void **kernel_params, void **extra,

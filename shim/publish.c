@@ -16,6 +16,7 @@
 #include "cap.h"
 #include "config.h"
 #include "log.h"
+#include "offload.h"
 #include "registry.h"
 #include "shim.h"
 #include "snapshot_writer.h"
@@ -90,6 +91,8 @@ static void vs_publish_row(const vs_alloc_info_t *a, void *arg)
         .created_ns = a->created_ns,
         .last_use_seq = a->last_use_seq,
         .uses = a->use_count,
+        .evictions = a->evictions,
+        .restores = a->restores,
     };
 
     fill->rows++;
@@ -119,6 +122,12 @@ static void vs_publish_fill(vs_snapshot_t *snap, void *ctx)
     fill.totals.launches = atomic_load(&stats.launches) + atomic_load(&stats.graph_launches);
     fill.totals.copies = atomic_load(&stats.copies) + atomic_load(&stats.memsets);
     fill.totals.failed_allocations = atomic_load(&stats.refused);
+    vs_offload_stats_t moved;
+    vs_offload_stats(&moved);
+    fill.totals.evictions = moved.evictions;
+    fill.totals.restores = moved.restores;
+    fill.totals.bytes_evicted = moved.bytes_to_host;
+    fill.totals.bytes_restored = moved.bytes_to_device;
     int present = 0;
     if (vs_real.cuDeviceGetCount == NULL || vs_real.cuDeviceGetCount(&present) != CUDA_SUCCESS)
         present = 0; /* before cuInit */
@@ -147,7 +156,9 @@ static void vs_publish_open(void)
 {
     const vs_config_t *cfg = vs_config_get();
     vs_snapshot_identity_t id = {
-        .mode = cfg->limit_set ? VS_SNAPSHOT_MODE_CAP : VS_SNAPSHOT_MODE_TRACK,
+        .mode = cfg->mode == VS_MODE_OFFLOAD ? VS_SNAPSHOT_MODE_OFFLOAD
+                : cfg->mode == VS_MODE_CAP   ? VS_SNAPSHOT_MODE_CAP
+                                             : VS_SNAPSHOT_MODE_TRACK,
     };
     int err = 0;
     int saved_errno = errno;

@@ -48,6 +48,7 @@ typedef struct vs_alloc_s {
     uint64_t created_seq;
     uint64_t created_ns;
     uint32_t hot; /* index of its recency and frequency in `vs_registry.hot` */
+    uint64_t evictions, restores;
     bool evictable;
     const char *pinned_reason;
     UT_hash_handle hh; /* in `by_base` */
@@ -68,6 +69,9 @@ typedef struct vs_page_entry_s {
 typedef struct vs_hot_s {
     _Atomic uint64_t last_use_seq;
     _Atomic uint64_t use_count;
+    _Atomic uint64_t streams;   /* streams that used it since it became resident */
+    _Atomic uint32_t residency; /* a vs_residency_t; changed under the write lock */
+    uint32_t unused;
 } vs_hot_t;
 
 /* A page shared by several allocations. `sub[k]` is the index of the last
@@ -167,6 +171,8 @@ static void vs_alloc_copy(const vs_alloc_t *a, vs_alloc_info_t *out)
     out->created_ns = a->created_ns;
     out->last_use_seq = atomic_load_explicit(&vs_registry.hot[a->hot].last_use_seq, memory_order_relaxed);
     out->use_count = atomic_load_explicit(&vs_registry.hot[a->hot].use_count, memory_order_relaxed);
+    out->evictions = a->evictions;
+    out->restores = a->restores;
     out->evictable = a->evictable;
     out->pinned_reason = a->pinned_reason;
 }
@@ -190,6 +196,8 @@ static int vs_hot_take(uint32_t *index)
     }
     atomic_init(&vs_registry.hot[*index].last_use_seq, 0);
     atomic_init(&vs_registry.hot[*index].use_count, 0);
+    atomic_init(&vs_registry.hot[*index].streams, 0);
+    atomic_init(&vs_registry.hot[*index].residency, VS_RESIDENT);
     return 0;
 }
 
@@ -424,6 +432,10 @@ int vs_registry_add(const vs_alloc_desc_t *desc, uint64_t *id_out)
         a->evictable = false;
         a->pinned_reason = "smaller than the 2 MiB eviction unit; kept resident";
     }
+    if (desc->pinned_reason != NULL) {
+        a->evictable = false;
+        a->pinned_reason = desc->pinned_reason;
+    }
 
     pthread_rwlock_wrlock(&vs_registry.lock);
     HASH_FIND(hh, vs_registry.by_base, &a->base, sizeof a->base, existing);
@@ -612,7 +624,31 @@ bool vs_registry_touch_locked(uintptr_t addr, uint64_t seq)
     return true;
 }
 
-size_t vs_registry_touch_many_locked(const uintptr_t *words, size_t count, uint64_t seq)
+/* The per-operation part of a touch: stamp, note the stream, and list the
+ * allocation when it is not resident. */
+static inline void vs_hot_touch(uint32_t index, uintptr_t base, vs_touch_t *touch)
+{
+    vs_hot_t *hot = &vs_registry.hot[index];
+
+    vs_hot_stamp(index, touch->seq);
+    /* Read first: the bit is almost always set already, and only a real
+     * change pays for the locked instruction (a lost bit would let an
+     * eviction skip waiting for this stream). */
+    if (touch->stream_bit != 0
+        && (atomic_load_explicit(&hot->streams, memory_order_relaxed) & touch->stream_bit) == 0)
+        atomic_fetch_or_explicit(&hot->streams, touch->stream_bit, memory_order_relaxed);
+    if (touch->collect_all || atomic_load_explicit(&hot->residency, memory_order_relaxed) != VS_RESIDENT) {
+        for (size_t k = 0; k < touch->missing_count && k < touch->missing_cap; k++) {
+            if (touch->missing[k] == base)
+                return;
+        }
+        if (touch->missing_count < touch->missing_cap)
+            touch->missing[touch->missing_count] = base;
+        touch->missing_count++;
+    }
+}
+
+size_t vs_registry_touch_many_locked(const uintptr_t *words, size_t count, vs_touch_t *touch)
 {
     /* The look-ups of a launch are independent. Done in stages over all the
      * words, each stage prefetching what the next one reads (slot, page
@@ -622,6 +658,7 @@ size_t vs_registry_touch_many_locked(const uintptr_t *words, size_t count, uint6
     const vs_page_t *pages[BATCH];
     uint32_t at[BATCH];
     uint32_t hot[BATCH];
+    uintptr_t base[BATCH];
     size_t touched = 0;
 
     if (vs_registry.slots == NULL)
@@ -646,6 +683,7 @@ size_t vs_registry_touch_many_locked(const uintptr_t *words, size_t count, uint6
             if (slot->base != 0) {
                 if (w[i] >= slot->base && w[i] < slot->end) {
                     hot[i] = slot->hot;
+                    base[i] = slot->base;
                     __builtin_prefetch(&vs_registry.hot[slot->hot]);
                 }
             } else if (slot->u.page->count <= UINT16_MAX) {
@@ -653,7 +691,9 @@ size_t vs_registry_touch_many_locked(const uintptr_t *words, size_t count, uint6
                 __builtin_prefetch(&pages[i]->sub[(w[i] >> VS_SUB_SHIFT) & (VS_SUBS - 1)]);
             } else {
                 /* A page too crowded for the index: the plain path. */
-                (void)vs_registry_lookup_locked(w[i], &hot[i]);
+                const vs_alloc_t *a = vs_registry_lookup_locked(w[i], &hot[i]);
+                if (a != NULL)
+                    base[i] = a->base;
             }
         }
         for (size_t i = 0; i < n; i++) {
@@ -672,17 +712,85 @@ size_t vs_registry_touch_many_locked(const uintptr_t *words, size_t count, uint6
             const vs_page_entry_t *e = &page->entries[k];
             if (w[i] >= e->base && w[i] < e->end) {
                 hot[i] = e->hot;
+                base[i] = e->base;
                 __builtin_prefetch(&vs_registry.hot[e->hot]);
             }
         }
         for (size_t i = 0; i < n; i++) {
             if (hot[i] != UINT32_MAX) {
-                vs_hot_stamp(hot[i], seq);
+                vs_hot_touch(hot[i], base[i], touch);
                 touched++;
             }
         }
     }
     return touched;
+}
+
+int vs_registry_set_residency(uintptr_t base, vs_residency_t residency, bool moved, uint64_t *streams_out)
+{
+    vs_alloc_t *a;
+
+    pthread_rwlock_wrlock(&vs_registry.lock);
+    HASH_FIND(hh, vs_registry.by_base, &base, sizeof base, a);
+    if (a == NULL) {
+        pthread_rwlock_unlock(&vs_registry.lock);
+        return -ENOENT;
+    }
+    vs_hot_t *hot = &vs_registry.hot[a->hot];
+    bool was_on_device = a->residency == VS_RESIDENT || a->residency == VS_ARRIVING;
+    bool leaves_device = residency != VS_RESIDENT && residency != VS_ARRIVING;
+    if (was_on_device && leaves_device) {
+        uint64_t streams = atomic_exchange_explicit(&hot->streams, 0, memory_order_relaxed);
+        if (streams_out != NULL)
+            *streams_out = streams;
+    } else if (streams_out != NULL) {
+        *streams_out = 0;
+    }
+    if (moved && !leaves_device)
+        a->restores++;
+    else if (moved)
+        a->evictions++;
+    a->residency = residency;
+    atomic_store_explicit(&hot->residency, (uint32_t)residency, memory_order_relaxed);
+    pthread_rwlock_unlock(&vs_registry.lock);
+    return 0;
+}
+
+int vs_registry_streams(uintptr_t base, uint64_t *streams_out)
+{
+    vs_alloc_t *a;
+
+    pthread_rwlock_rdlock(&vs_registry.lock);
+    HASH_FIND(hh, vs_registry.by_base, &base, sizeof base, a);
+    if (a != NULL)
+        *streams_out = atomic_load_explicit(&vs_registry.hot[a->hot].streams, memory_order_relaxed);
+    pthread_rwlock_unlock(&vs_registry.lock);
+    return a != NULL ? 0 : -ENOENT;
+}
+
+void vs_registry_add_streams(uintptr_t base, uint64_t streams)
+{
+    vs_alloc_t *a;
+
+    pthread_rwlock_rdlock(&vs_registry.lock);
+    HASH_FIND(hh, vs_registry.by_base, &base, sizeof base, a);
+    if (a != NULL)
+        atomic_fetch_or_explicit(&vs_registry.hot[a->hot].streams, streams, memory_order_relaxed);
+    pthread_rwlock_unlock(&vs_registry.lock);
+}
+
+int vs_registry_pin(uintptr_t base, const char *reason)
+{
+    vs_alloc_t *a;
+
+    pthread_rwlock_wrlock(&vs_registry.lock);
+    HASH_FIND(hh, vs_registry.by_base, &base, sizeof base, a);
+    if (a != NULL) {
+        a->evictable = false;
+        a->pinned_reason = reason;
+    }
+    pthread_rwlock_unlock(&vs_registry.lock);
+    return a != NULL ? 0 : -ENOENT;
 }
 
 bool vs_registry_touch(uintptr_t addr, uint64_t seq)

@@ -42,14 +42,25 @@ typedef enum vs_alloc_kind_e {
     VS_ALLOC_KIND_COUNT
 } vs_alloc_kind_t;
 
-/* Where an allocation's bytes are. Everything is resident until the
- * oversubscription mode exists; the field is here so that its users do not
- * have to change shape. */
+/* Where an allocation's bytes are. Only the offload engine moves them;
+ * anything but VS_RESIDENT makes an operation that touches the allocation
+ * take the slow path. VS_MOVING: an eviction is in flight. VS_ARRIVING:
+ * mapped, but its restore copy may still be running: an operation on a
+ * stream that has not waited for that copy must wait first. */
 typedef enum vs_residency_e {
     VS_RESIDENT = 0,
     VS_ON_HOST,
     VS_ON_DISK,
+    VS_MOVING,
+    VS_ARRIVING,
 } vs_residency_t;
+
+/* Bits of the per-allocation stream mask (`vs_touch_t.stream_bit`): the
+ * streams that have used the allocation since it last became resident, as
+ * numbered by the offload engine's stream table. The top bit stands for
+ * "a stream the table could not number". */
+#define VS_STREAM_BITS 64
+#define VS_STREAM_BIT_OVERFLOW (1ull << 63)
 
 /* Allocations below the VMM granularity cannot be evicted one by one, and
  * small buffers are the ones most likely to hold device-side pointer tables
@@ -65,6 +76,8 @@ typedef struct vs_alloc_desc_s {
     int device;
     vs_alloc_kind_t kind;
     uint64_t handle; /* VMM: the physical allocation mapped here */
+    /* Not NULL: never evicted, for this reason (overrides the kind's). */
+    const char *pinned_reason;
 } vs_alloc_desc_t;
 
 /* A copy of one allocation's state, for callers outside the lock. */
@@ -80,6 +93,8 @@ typedef struct vs_alloc_info_s {
     uint64_t created_ns; /* CLOCK_MONOTONIC */
     uint64_t last_use_seq;
     uint64_t use_count;
+    uint64_t evictions;
+    uint64_t restores;
     bool evictable;
     const char *pinned_reason; /* why not evictable; NULL when evictable */
 } vs_alloc_info_t;
@@ -121,10 +136,42 @@ void vs_registry_read_begin(void);
 void vs_registry_read_end(void);
 bool vs_registry_touch_locked(uintptr_t addr, uint64_t seq);
 
-/* Stamps every word of `words` that lands in a device-side allocation;
- * the look-ups are interleaved so their cache misses overlap. Read lock
- * held. Returns how many words hit. */
-size_t vs_registry_touch_many_locked(const uintptr_t *words, size_t count, uint64_t seq);
+/* What one operation does to the allocations it touches: stamp them with
+ * `seq`, add `stream_bit` to their stream masks, and list in `missing`
+ * (deduplicated, up to `missing_cap`) the bases of those that are not
+ * resident. `missing_count` may exceed `missing_cap`: the rest were not
+ * listed. */
+typedef struct vs_touch_s {
+    uint64_t seq;
+    uint64_t stream_bit; /* 0: the operation's stream is not tracked */
+    uintptr_t *missing;
+    size_t missing_cap;
+    size_t missing_count;
+    bool collect_all; /* list every allocation touched, resident or not */
+} vs_touch_t;
+
+/* Applies `touch` to every word of `words` that lands in a device-side
+ * allocation; the look-ups are interleaved so their cache misses overlap.
+ * Read lock held. Returns how many words hit. */
+size_t vs_registry_touch_many_locked(const uintptr_t *words, size_t count, vs_touch_t *touch);
+
+/* Moves the allocation starting at `base` to `residency`, taking the write
+ * lock so that no operation is between its scan and its submission. When
+ * it leaves VS_RESIDENT, *streams_out (may be NULL) receives the streams
+ * that used it, and the mask is cleared. `moved` counts an eviction (to a
+ * non-resident place) or a restore (back to resident). 0 or -ENOENT. */
+int vs_registry_set_residency(uintptr_t base, vs_residency_t residency, bool moved, uint64_t *streams_out);
+
+/* The streams that used the allocation at `base` since it became
+ * resident (read lock taken). 0 or -ENOENT. */
+int vs_registry_streams(uintptr_t base, uint64_t *streams_out);
+
+/* Adds `streams` back to the mask of the allocation at `base` (an eviction
+ * that did not happen). */
+void vs_registry_add_streams(uintptr_t base, uint64_t streams);
+
+/* Marks the allocation at `base` as never evicted, for `reason`. */
+int vs_registry_pin(uintptr_t base, const char *reason);
 
 /* Convenience for single operands (copies, memsets). */
 bool vs_registry_touch(uintptr_t addr, uint64_t seq);

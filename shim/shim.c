@@ -25,6 +25,7 @@
 #include "cap.h"
 #include "config.h"
 #include "log.h"
+#include "offload.h"
 #include "registry.h"
 
 vs_real_t vs_real;
@@ -254,8 +255,11 @@ __attribute__((destructor)) static void vs_shim_unload(void)
 
     vs_shim_debug_snapshot();
     vs_publish_stop();
-    if (!vs_log_enabled(VS_LOG_INFO))
+    /* A process that never reached the driver (a shell, a script around
+     * the program) has nothing to report. */
+    if (!vs_log_enabled(VS_LOG_INFO) || vs_shim_driver_handle() == NULL)
         return;
+    vs_offload_shutdown();
     vs_registry_stats(&rs);
     vs_stats_sum(&vs_stats);
     for (int k = 0; k < VS_ALLOC_KIND_COUNT; k++)

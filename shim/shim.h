@@ -116,8 +116,21 @@ void *vs_resolve_wrapper_for_real(const void *real_function);
 /* resolve.c: builds the pointer table once `vs_real` is filled. */
 void vs_resolve_driver_loaded(void);
 
-/* launch.c: the parameter scan. */
-void vs_launch_observe(CUfunction f, void **kernel_params, void **extra);
+/* A growable list of words to look up, starting in the caller's buffer. */
+typedef struct vs_words_s {
+    uintptr_t *words;
+    size_t count, capacity;
+    uintptr_t *heap; /* set once the list outgrew the caller's buffer */
+} vs_words_t;
+
+#define VS_WORDS_INIT(buffer) {.words = (buffer), .count = 0, .capacity = sizeof(buffer) / sizeof((buffer)[0]), .heap = NULL}
+
+/* Appends a word (launch.c). */
+void vs_words_add(vs_words_t *w, uintptr_t word);
+
+/* launch.c: the parameter scan. Gathers every 8-byte word of the
+ * parameters (layout from the driver) and of the `extra` buffer into `w`. */
+void vs_launch_gather(CUfunction f, void **kernel_params, void **extra, vs_words_t *w);
 /* Visits every 8-byte word of the parameters (layout from the driver) and
  * of the `extra` buffer. Returns false when the layout is unknown. */
 bool vs_launch_visit_words(CUfunction f, void **kernel_params, void **extra,
@@ -125,7 +138,10 @@ bool vs_launch_visit_words(CUfunction f, void **kernel_params, void **extra,
 void vs_launch_remember_kernel(CUkernel kernel);
 void vs_launch_forget_layouts(void);
 
-/* hooks_copy.c: stamps the device operands of one copy or memset. */
-void vs_copy_observe(uintptr_t first, uintptr_t second);
+/* Whether a versioned symbol is a per-thread-default-stream variant
+ * (`_ptds`/`_ptsz`): folded to a constant at compile time. */
+#define VS_PER_THREAD_SYMBOL(symbol)                                                               \
+    (sizeof(#symbol) > 6 && (#symbol)[sizeof(#symbol) - 6] == '_' && (#symbol)[sizeof(#symbol) - 5] == 'p' \
+     && (#symbol)[sizeof(#symbol) - 4] == 't')
 
 #endif /* VS_SHIM_H */

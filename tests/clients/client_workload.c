@@ -15,12 +15,14 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <time.h>
 
 typedef struct client_options_s {
     unsigned buffers;
     unsigned mib;
     unsigned rounds;
     unsigned streams;
+    unsigned hold_ms; /* keep the buffers this long before freeing them */
     bool alloc_until_oom;
     long expect_count; /* -1: no expectation */
     unsigned long long expect_total_mib; /* 0: no expectation */
@@ -29,7 +31,7 @@ typedef struct client_options_s {
 static void client_usage(const char *argv0)
 {
     fprintf(stderr,
-            "usage: %s [--buffers N] [--mib M] [--rounds R] [--streams S]\n"
+            "usage: %s [--buffers N] [--mib M] [--rounds R] [--streams S] [--hold-ms T]\n"
             "       %s --alloc-until-oom [--mib M] [--expect-count K] [--expect-total-mib T]\n",
             argv0, argv0);
 }
@@ -55,6 +57,8 @@ static int client_parse(int argc, char **argv, client_options_t *opt)
             opt->rounds = (unsigned)number;
         else if (strcmp(arg, "--streams") == 0)
             opt->streams = (unsigned)number;
+        else if (strcmp(arg, "--hold-ms") == 0)
+            opt->hold_ms = (unsigned)number;
         else if (strcmp(arg, "--expect-count") == 0)
             opt->expect_count = (long)number;
         else if (strcmp(arg, "--expect-total-mib") == 0)
@@ -230,6 +234,14 @@ static int client_checksum_workload(const client_driver_t *driver, CUfunction fi
     printf("client[%s]: %u buffers x %u MiB, %u rounds, %u streams: %s\n", driver->entry_path, opt->buffers,
            opt->mib, opt->rounds, opt->streams, mismatches == 0 ? "checksums OK" : "MISMATCH");
     exit_status = mismatches == 0 ? 0 : 1;
+    fflush(stdout);
+    /* A program that keeps its memory for a while: what `vramshim dump`
+     * attaches to. */
+    if (opt->hold_ms > 0) {
+        struct timespec hold = {.tv_sec = opt->hold_ms / 1000, .tv_nsec = (long)(opt->hold_ms % 1000) * 1000000L};
+        while (nanosleep(&hold, &hold) != 0) {
+        }
+    }
 out:
     if (buffers != NULL) {
         for (unsigned b = 0; b < opt->buffers; b++)

@@ -418,12 +418,17 @@ def test_error_damaged_snapshots():
 
 
 def attach_live(client):
-    """A simcuda workload under the real shim, read from outside while it runs."""
+    """The issue's scenario: a program holding 8 x 64 MiB under `vramshim run
+    --limit 256M`, read from outside while it runs. `ps` lists it; `dump
+    --json` (schema-checked) shows the eight 64 MiB allocations, at least four
+    of them on the host, and allocations seen moving between places."""
     env = dict(os.environ)
-    proc = subprocess.Popen([VRAMSHIM, "run", "--shim", SHIM, "--mode", "offload",
-                             "--limit", "256M", "--", client, "--buffers", "8", "--mib", "64",
-                             "--rounds", "200"], env=env, stdout=subprocess.DEVNULL)
+    proc = subprocess.Popen([VRAMSHIM, "run", "--shim", SHIM, "--limit", "256M", "--", client,
+                             "--buffers", "8", "--mib", "64", "--rounds", "2", "--hold-ms", "1500"],
+                            env=env, stdout=subprocess.DEVNULL)
     places = {}
+    best_on_host = -1
+    listed = False
     seen = False
     while proc.poll() is None:
         r = vramshim("dump", proc.pid, "--json")
@@ -432,16 +437,21 @@ def attach_live(client):
             doc = json.loads(r.stdout)
             with open(SCHEMA) as f:
                 validate(doc, json.load(f))
-            for a in doc["allocations"]:
+            big = [a for a in doc["allocations"] if a["size"] == 64 << 20]
+            for a in big:
                 places.setdefault(a["id"], set()).add(a["place"])
+            if len(big) == 8:
+                best_on_host = max(best_on_host, sum(1 for a in big if a["place"] == "host"))
+            ps = vramshim("ps", "--bytes")
+            listed = listed or any(line.split()[:1] == [str(proc.pid)] for line in ps.stdout.splitlines())
         time.sleep(0.05)
-    if not seen:
-        print(f"attach: no snapshot published by the shim (workload status {proc.returncode})")
-        return 77
-    moved = [i for i, p in places.items() if len(p) > 1]
     check(proc.returncode == 0, f"workload status {proc.returncode}")
+    check(seen, "no snapshot was ever published by the shim")
+    check(listed, "vramshim ps never listed the workload")
+    check(best_on_host >= 4, f"never saw 8 x 64 MiB with at least four on the host (best {best_on_host})")
+    moved = [i for i, p in places.items() if len(p) > 1]
     check(moved, f"no allocation seen in two places: {places}")
-    print(f"attach: {len(moved)} allocations seen moving between places")
+    print(f"attach: 8 x 64 MiB seen with {best_on_host} on the host; {len(moved)} allocations seen moving")
     return 0
 
 

@@ -180,7 +180,7 @@ static void test_parse_unset_environment_tracks_only(void **state)
     (void)state;
     assert_int_equal(vs_config_parse(&cfg, fake_getenv, env, NULL, 0), 0);
     assert_false(cfg.limit_set);
-    assert_int_equal(cfg.mode, VS_MODE_CAP);
+    assert_int_equal(cfg.mode, VS_MODE_TRACK);
     assert_int_equal(cfg.log_level, VS_LOG_WARN);
     assert_int_equal(cfg.limit[0].kind, VS_LIMIT_NONE);
 }

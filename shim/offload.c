@@ -1,0 +1,1261 @@
+/* offload.c: the oversubscription engine (`vs_offload_alloc`, `vs_op_prepare`).
+ *
+ * A region is one evictable allocation: an address range reserved with
+ * `cuMemAddressReserve` for its whole life, backed by one physical
+ * allocation (`cuMemCreate`, the eviction unit) while resident, and by a
+ * copy in the pinned host pool while evicted.
+ *
+ * Eviction (`vs_evict`): mark the victims moving (under the registry's
+ * write lock, so no operation is between its scan and its submission),
+ * make the engine's device-to-host stream wait for the streams that used
+ * each victim (an event recorded on each: never a device-wide sync), copy
+ * out in chunks, wait for the copies, then unmap and release. Restore
+ * (`vs_restore`): make room, map new physical memory, copy in on the
+ * host-to-device stream and make the application's stream wait for that
+ * copy's event. The host copy is given back once the event has completed.
+ *
+ * Which streams used a region comes from the launch path: each operation
+ * sets its stream's bit in the allocation's mask (registry.c), numbered by
+ * the stream table here. A per-thread default stream can be waited for only
+ * from its own thread; any other case the table cannot express falls back
+ * to `cuCtxSynchronize`.
+ *
+ * The engine lock serialises every decision and every driver call the
+ * engine makes; the fast path of an operation never takes it.
+ */
+#include "offload.h"
+
+#include <errno.h>
+#include <inttypes.h>
+#include <pthread.h>
+#include <stdlib.h>
+#include <string.h>
+#include <time.h>
+#include <unistd.h>
+
+#define HASH_NONFATAL_OOM 1
+#include <uthash.h>
+
+#include "cap.h"
+#include "config.h"
+#include "host_pool.h"
+#include "log.h"
+#include "policy.h"
+#include "shim.h"
+
+/* Copies are issued in chunks of this size, so that the two directions
+ * interleave on the copy engines. */
+#define VS_COPY_CHUNK_BYTES (32ull << 20)
+/* How many times an operation may find something missing again after a
+ * restore before the engine gives up on it. */
+#define VS_OP_MAX_ATTEMPTS 8
+
+typedef struct vs_region_s {
+    uintptr_t base;
+    uint64_t size;     /* requested by the application */
+    uint64_t reserved; /* rounded to the granularity: address range and physical size */
+    uint64_t id;       /* the registry's id, also the policy's */
+    int device;
+    CUcontext ctx;
+    vs_residency_t where; /* VS_RESIDENT or VS_ON_HOST */
+    CUmemGenericAllocationHandle phys;
+    vs_host_copy_t host;
+    CUevent arriving; /* the restore copy's event until it is known complete */
+    uint32_t holds;
+    bool pinned;         /* never evictable (IPC export) */
+    uint64_t synced_seq; /* last use already told to the policy */
+    UT_hash_handle hh;    /* by base */
+    UT_hash_handle hh_id; /* by id */
+} vs_region_t;
+
+/* A host copy whose restore copy may still be reading it. */
+typedef struct vs_deferred_s {
+    vs_host_copy_t copy;
+    CUevent done;
+    uintptr_t base; /* the region restored */
+    int device;
+    struct vs_deferred_s *next;
+} vs_deferred_t;
+
+typedef struct vs_engine_device_s {
+    bool ready;
+    CUcontext ctx;
+    CUstream to_host, to_device;
+    uint64_t granularity;
+    vs_policy_t *policy;
+} vs_engine_device_t;
+
+static struct {
+    pthread_mutex_t lock;
+    pthread_cond_t released; /* an operation let go of what it held, or memory was freed */
+    uint32_t ops_holding;    /* operations between their restore and their submission */
+    bool initialised;
+    bool enabled;
+    uint64_t min_evict;
+    vs_region_t *by_base;
+    vs_region_t *by_id;
+    vs_engine_device_t devices[VS_MAX_DEVICES];
+    CUevent *events; /* free events */
+    size_t event_count, event_capacity;
+    vs_deferred_t *deferred_head, *deferred_tail;
+    vs_offload_stats_t stats;
+    bool warned_over_limit;
+} vs_engine = {.lock = PTHREAD_MUTEX_INITIALIZER, .released = PTHREAD_COND_INITIALIZER};
+
+/* How long an operation that finds no room waits for other operations to
+ * submit and let go of what they hold, before it passes the limit. */
+#define VS_ROOM_WAIT_MS 20
+#define VS_ROOM_WAITS 50
+
+static pthread_once_t vs_engine_once = PTHREAD_ONCE_INIT;
+
+static uint64_t vs_monotonic_ns(void)
+{
+    struct timespec ts;
+    clock_gettime(CLOCK_MONOTONIC, &ts);
+    return (uint64_t)ts.tv_sec * 1000000000ull + (uint64_t)ts.tv_nsec;
+}
+
+static int vs_pin_host(void **ptr, uint64_t bytes)
+{
+    return VS_CALL(cuMemHostAlloc, (ptr, bytes, CU_MEMHOSTALLOC_PORTABLE)) == CUDA_SUCCESS ? 0 : -ENOMEM;
+}
+
+static void vs_unpin_host(void *ptr)
+{
+    (void)VS_CALL(cuMemFreeHost, (ptr));
+}
+
+static uint64_t vs_default_host_limit(void)
+{
+    long pages = sysconf(_SC_PHYS_PAGES), page = sysconf(_SC_PAGESIZE);
+    if (pages <= 0 || page <= 0)
+        return 8ull << 30;
+    return (uint64_t)pages * (uint64_t)page / 2;
+}
+
+static void vs_engine_init(void)
+{
+    const vs_config_t *cfg = vs_config_get();
+
+    vs_engine.enabled = cfg->mode == VS_MODE_OFFLOAD;
+    vs_engine.min_evict = cfg->min_evict;
+    uint64_t host_limit = cfg->host_limit != 0 ? cfg->host_limit : vs_default_host_limit();
+    vs_host_pool_configure(host_limit, vs_pin_host, vs_unpin_host);
+    vs_engine.initialised = true;
+}
+
+bool vs_offload_enabled(void)
+{
+    pthread_once(&vs_engine_once, vs_engine_init);
+    return vs_engine.enabled;
+}
+
+/* ---- Capture safety ------------------------------------------------------
+ * The engine's own calls must not count as "unsafe" calls in a capture
+ * another thread is making (that would invalidate it): relaxed mode. */
+
+static CUstreamCaptureMode vs_relax(void)
+{
+    CUstreamCaptureMode mode = CU_STREAM_CAPTURE_MODE_RELAXED;
+    if (VS_CALL(cuThreadExchangeStreamCaptureMode, (&mode)) != CUDA_SUCCESS)
+        return CU_STREAM_CAPTURE_MODE_RELAXED;
+    return mode;
+}
+
+static void vs_unrelax(CUstreamCaptureMode mode)
+{
+    if (mode != CU_STREAM_CAPTURE_MODE_RELAXED)
+        (void)VS_CALL(cuThreadExchangeStreamCaptureMode, (&mode));
+}
+
+static void vs_engine_lock(CUstreamCaptureMode *mode)
+{
+    pthread_mutex_lock(&vs_engine.lock);
+    *mode = vs_relax();
+}
+
+static void vs_engine_unlock(CUstreamCaptureMode mode)
+{
+    vs_unrelax(mode);
+    pthread_mutex_unlock(&vs_engine.lock);
+}
+
+/* ---- The stream table ---------------------------------------------------- */
+
+typedef enum vs_stream_kind_e {
+    VS_STREAM_EMPTY = 0,
+    VS_STREAM_LEGACY,     /* the legacy default stream (NULL in plain variants) */
+    VS_STREAM_PER_THREAD, /* one thread's per-thread default stream */
+    VS_STREAM_HANDLE,     /* a created stream */
+} vs_stream_kind_t;
+
+typedef struct vs_stream_entry_s {
+    vs_stream_kind_t kind;
+    CUstream handle;
+    pthread_t owner; /* VS_STREAM_PER_THREAD */
+} vs_stream_entry_t;
+
+#define VS_STREAM_SLOTS (VS_STREAM_BITS - 1)
+static vs_stream_entry_t vs_streams[VS_STREAM_SLOTS];
+static pthread_mutex_t vs_streams_lock = PTHREAD_MUTEX_INITIALIZER;
+static _Atomic uint64_t vs_streams_generation = 1;
+
+static __thread struct {
+    CUstream stream;
+    bool per_thread;
+    uint64_t generation;
+    uint64_t bit;
+} vs_stream_cache __attribute__((tls_model("initial-exec")));
+
+static void vs_stream_classify(CUstream stream, bool per_thread, vs_stream_kind_t *kind, CUstream *handle)
+{
+    if (stream == NULL)
+        *kind = per_thread ? VS_STREAM_PER_THREAD : VS_STREAM_LEGACY;
+    else if (stream == CU_STREAM_LEGACY)
+        *kind = VS_STREAM_LEGACY;
+    else if (stream == CU_STREAM_PER_THREAD)
+        *kind = VS_STREAM_PER_THREAD;
+    else
+        *kind = VS_STREAM_HANDLE;
+    *handle = *kind == VS_STREAM_HANDLE ? stream : NULL;
+}
+
+/* The mask bit of the stream an operation runs on. */
+static uint64_t vs_stream_bit(CUstream stream, bool per_thread)
+{
+    uint64_t generation = atomic_load_explicit(&vs_streams_generation, memory_order_acquire);
+    if (vs_stream_cache.generation == generation && vs_stream_cache.stream == stream
+        && vs_stream_cache.per_thread == per_thread)
+        return vs_stream_cache.bit;
+
+    vs_stream_kind_t kind;
+    CUstream handle;
+    vs_stream_classify(stream, per_thread, &kind, &handle);
+    pthread_t self = pthread_self();
+    uint64_t bit = VS_STREAM_BIT_OVERFLOW;
+    int empty = -1;
+    pthread_mutex_lock(&vs_streams_lock);
+    for (int i = 0; i < VS_STREAM_SLOTS; i++) {
+        vs_stream_entry_t *e = &vs_streams[i];
+        if (e->kind == VS_STREAM_EMPTY) {
+            if (empty < 0)
+                empty = i;
+            continue;
+        }
+        if (e->kind == kind && e->handle == handle
+            && (kind != VS_STREAM_PER_THREAD || pthread_equal(e->owner, self))) {
+            bit = 1ull << i;
+            break;
+        }
+    }
+    if (bit == VS_STREAM_BIT_OVERFLOW && empty >= 0) {
+        vs_streams[empty] = (vs_stream_entry_t){.kind = kind, .handle = handle, .owner = self};
+        bit = 1ull << empty;
+    }
+    pthread_mutex_unlock(&vs_streams_lock);
+    vs_stream_cache.stream = stream;
+    vs_stream_cache.per_thread = per_thread;
+    vs_stream_cache.generation = generation;
+    vs_stream_cache.bit = bit;
+    return bit;
+}
+
+void vs_offload_stream_destroyed(CUstream stream)
+{
+    if (!vs_offload_enabled() || stream == NULL || stream == CU_STREAM_LEGACY || stream == CU_STREAM_PER_THREAD)
+        return;
+    bool known = false;
+    pthread_mutex_lock(&vs_streams_lock);
+    for (int i = 0; i < VS_STREAM_SLOTS; i++)
+        known |= vs_streams[i].kind == VS_STREAM_HANDLE && vs_streams[i].handle == stream;
+    pthread_mutex_unlock(&vs_streams_lock);
+    if (!known)
+        return;
+    /* Allocations may still name this stream's bit: its work must be over
+     * before the bit can mean another stream. */
+    (void)VS_CALL(cuStreamSynchronize, (stream));
+    pthread_mutex_lock(&vs_streams_lock);
+    for (int i = 0; i < VS_STREAM_SLOTS; i++) {
+        if (vs_streams[i].kind == VS_STREAM_HANDLE && vs_streams[i].handle == stream)
+            vs_streams[i].kind = VS_STREAM_EMPTY;
+    }
+    atomic_fetch_add_explicit(&vs_streams_generation, 1, memory_order_acq_rel);
+    pthread_mutex_unlock(&vs_streams_lock);
+}
+
+/* ---- Events -------------------------------------------------------------- */
+
+static CUevent vs_event_get(void)
+{
+    if (vs_engine.event_count > 0)
+        return vs_engine.events[--vs_engine.event_count];
+    CUevent ev = NULL;
+    if (VS_CALL(cuEventCreate, (&ev, CU_EVENT_DISABLE_TIMING)) != CUDA_SUCCESS)
+        return NULL;
+    return ev;
+}
+
+static void vs_event_put(CUevent ev)
+{
+    if (ev == NULL)
+        return;
+    if (vs_engine.event_count == vs_engine.event_capacity) {
+        size_t capacity = vs_engine.event_capacity ? vs_engine.event_capacity * 2 : 16;
+        CUevent *grown = realloc(vs_engine.events, capacity * sizeof *grown);
+        if (grown == NULL) {
+            (void)VS_CALL(cuEventDestroy_v2, (ev));
+            return;
+        }
+        vs_engine.events = grown;
+        vs_engine.event_capacity = capacity;
+    }
+    vs_engine.events[vs_engine.event_count++] = ev;
+}
+
+/* ---- Devices ------------------------------------------------------------- */
+
+/* The engine's streams and granularity on `device`, created in the current
+ * context the first time. NULL when the driver refuses. */
+static vs_engine_device_t *vs_device(int device)
+{
+    if (device < 0 || device >= VS_MAX_DEVICES)
+        return NULL;
+    vs_engine_device_t *d = &vs_engine.devices[device];
+    if (d->ready)
+        return d;
+    CUmemAllocationProp prop;
+    memset(&prop, 0, sizeof prop);
+    prop.type = CU_MEM_ALLOCATION_TYPE_PINNED;
+    prop.location.type = CU_MEM_LOCATION_TYPE_DEVICE;
+    prop.location.id = device;
+    size_t granularity = 0;
+    if (VS_CALL(cuCtxGetCurrent, (&d->ctx)) != CUDA_SUCCESS || d->ctx == NULL
+        || VS_CALL(cuMemGetAllocationGranularity, (&granularity, &prop, CU_MEM_ALLOC_GRANULARITY_MINIMUM))
+               != CUDA_SUCCESS
+        || granularity == 0)
+        return NULL;
+    if (d->to_host == NULL && VS_CALL(cuStreamCreate, (&d->to_host, CU_STREAM_NON_BLOCKING)) != CUDA_SUCCESS)
+        return NULL;
+    if (d->to_device == NULL && VS_CALL(cuStreamCreate, (&d->to_device, CU_STREAM_NON_BLOCKING)) != CUDA_SUCCESS)
+        return NULL;
+    if (d->policy == NULL
+        && vs_policy_create((vs_policy_kind_t)vs_config_get()->policy, &d->policy) != 0)
+        return NULL;
+    d->granularity = granularity;
+    d->ready = true;
+    return d;
+}
+
+/* ---- Host copies whose restore is in flight ------------------------------ */
+
+/* Gives back the host copies whose restore copy has finished; with `wait`,
+ * waits for all of them. */
+static void vs_deferred_reap(bool wait)
+{
+    while (vs_engine.deferred_head != NULL) {
+        vs_deferred_t *d = vs_engine.deferred_head;
+        CUresult rc = wait ? VS_CALL(cuEventSynchronize, (d->done)) : VS_CALL(cuEventQuery, (d->done));
+        if (rc == CUDA_ERROR_NOT_READY)
+            return;
+        /* Done, or failed: either way the copy no longer reads the host
+         * memory, and every stream may use the region. */
+        vs_engine.deferred_head = d->next;
+        if (vs_engine.deferred_head == NULL)
+            vs_engine.deferred_tail = NULL;
+        vs_region_t *r;
+        HASH_FIND(hh, vs_engine.by_base, &d->base, sizeof d->base, r);
+        if (r != NULL && r->arriving == d->done) {
+            r->arriving = NULL;
+            if (r->where == VS_RESIDENT)
+                (void)vs_registry_set_residency(r->base, VS_RESIDENT, false, NULL);
+        }
+        vs_host_pool_give(&d->copy);
+        vs_event_put(d->done);
+        free(d);
+    }
+}
+
+/* Returns whether the region may be left arriving (false: the copy was
+ * waited for here). */
+static bool vs_deferred_push(vs_host_copy_t *copy, CUevent done, uintptr_t base, int device)
+{
+    vs_deferred_t *d = calloc(1, sizeof *d);
+    if (d == NULL) {
+        /* No room to defer: wait for the copy now. */
+        (void)VS_CALL(cuEventSynchronize, (done));
+        vs_host_pool_give(copy);
+        vs_event_put(done);
+        return false;
+    }
+    d->copy = *copy;
+    memset(copy, 0, sizeof *copy);
+    d->done = done;
+    d->base = base;
+    d->device = device;
+    if (vs_engine.deferred_tail != NULL)
+        vs_engine.deferred_tail->next = d;
+    else
+        vs_engine.deferred_head = d;
+    vs_engine.deferred_tail = d;
+    return true;
+}
+
+/* Room in the host pool, waiting for in-flight restores to hand theirs
+ * back when the pool is full. */
+static int vs_host_take(uint64_t bytes, vs_host_copy_t *out)
+{
+    vs_deferred_reap(false);
+    int rc = vs_host_pool_take(bytes, out);
+    if (rc == -ENOSPC && vs_engine.deferred_head != NULL) {
+        vs_deferred_reap(true);
+        rc = vs_host_pool_take(bytes, out);
+    }
+    return rc;
+}
+
+/* ---- Waiting for the users of an allocation -------------------------------- */
+
+/* Makes `waiter` wait for all work submitted so far on the streams of
+ * `mask`. Returns 0, or -EBUSY when one of them is capturing (its earlier
+ * work cannot be waited for without joining the capture). */
+static int vs_fence(uint64_t mask, CUstream waiter)
+{
+    bool context_sync = (mask & VS_STREAM_BIT_OVERFLOW) != 0;
+    pthread_t self = pthread_self();
+
+    for (int i = 0; i < VS_STREAM_SLOTS; i++) {
+        if ((mask & (1ull << i)) == 0)
+            continue;
+        pthread_mutex_lock(&vs_streams_lock);
+        vs_stream_entry_t e = vs_streams[i];
+        pthread_mutex_unlock(&vs_streams_lock);
+        CUstream target;
+        switch (e.kind) {
+        case VS_STREAM_LEGACY:
+            target = CU_STREAM_LEGACY;
+            break;
+        case VS_STREAM_PER_THREAD:
+            if (!pthread_equal(e.owner, self)) {
+                context_sync = true;
+                continue;
+            }
+            target = CU_STREAM_PER_THREAD;
+            break;
+        case VS_STREAM_HANDLE:
+            target = e.handle;
+            break;
+        default:
+            continue; /* destroyed: its work was waited for then */
+        }
+        CUstreamCaptureStatus status = CU_STREAM_CAPTURE_STATUS_NONE;
+        if (VS_CALL(cuStreamIsCapturing, (target, &status)) == CUDA_SUCCESS
+            && status != CU_STREAM_CAPTURE_STATUS_NONE)
+            return -EBUSY;
+        CUevent ev = vs_event_get();
+        if (ev == NULL || VS_CALL(cuEventRecord, (ev, target)) != CUDA_SUCCESS
+            || VS_CALL(cuStreamWaitEvent, (waiter, ev, 0)) != CUDA_SUCCESS) {
+            context_sync = true;
+        }
+        vs_event_put(ev);
+    }
+    if (context_sync && VS_CALL(cuCtxSynchronize, ()) != CUDA_SUCCESS)
+        return -EIO;
+    return 0;
+}
+
+/* Whether any stream of `mask` is capturing now. */
+static bool vs_mask_capturing(uint64_t mask)
+{
+    for (int i = 0; i < VS_STREAM_SLOTS; i++) {
+        if ((mask & (1ull << i)) == 0)
+            continue;
+        pthread_mutex_lock(&vs_streams_lock);
+        vs_stream_entry_t e = vs_streams[i];
+        pthread_mutex_unlock(&vs_streams_lock);
+        if (e.kind != VS_STREAM_HANDLE)
+            continue;
+        CUstreamCaptureStatus status = CU_STREAM_CAPTURE_STATUS_NONE;
+        if (VS_CALL(cuStreamIsCapturing, (e.handle, &status)) == CUDA_SUCCESS
+            && status != CU_STREAM_CAPTURE_STATUS_NONE)
+            return true;
+    }
+    return false;
+}
+
+/* ---- Copies -------------------------------------------------------------- */
+
+static CUresult vs_copy_out(const vs_region_t *r, CUstream stream)
+{
+    uint64_t offset = 0;
+    for (uint32_t i = 0; i < r->host.count && offset < r->size; i++) {
+        const vs_host_extent_t *e = &r->host.extents[i];
+        for (uint64_t done = 0; done < e->bytes && offset < r->size;) {
+            uint64_t n = e->bytes - done;
+            if (n > VS_COPY_CHUNK_BYTES)
+                n = VS_COPY_CHUNK_BYTES;
+            if (n > r->size - offset)
+                n = r->size - offset;
+            CUresult rc = VS_CALL(cuMemcpyDtoHAsync_v2,
+                                  ((unsigned char *)e->ptr + done, (CUdeviceptr)(r->base + offset), n, stream));
+            if (rc != CUDA_SUCCESS)
+                return rc;
+            done += n;
+            offset += n;
+        }
+    }
+    return CUDA_SUCCESS;
+}
+
+static CUresult vs_copy_in(const vs_region_t *r, CUstream stream)
+{
+    uint64_t offset = 0;
+    for (uint32_t i = 0; i < r->host.count && offset < r->size; i++) {
+        const vs_host_extent_t *e = &r->host.extents[i];
+        for (uint64_t done = 0; done < e->bytes && offset < r->size;) {
+            uint64_t n = e->bytes - done;
+            if (n > VS_COPY_CHUNK_BYTES)
+                n = VS_COPY_CHUNK_BYTES;
+            if (n > r->size - offset)
+                n = r->size - offset;
+            CUresult rc = VS_CALL(cuMemcpyHtoDAsync_v2,
+                                  ((CUdeviceptr)(r->base + offset), (unsigned char *)e->ptr + done, n, stream));
+            if (rc != CUDA_SUCCESS)
+                return rc;
+            done += n;
+            offset += n;
+        }
+    }
+    return CUDA_SUCCESS;
+}
+
+/* ---- Physical memory ----------------------------------------------------- */
+
+static CUresult vs_physical_map(vs_region_t *r)
+{
+    CUmemAllocationProp prop;
+    memset(&prop, 0, sizeof prop);
+    prop.type = CU_MEM_ALLOCATION_TYPE_PINNED;
+    prop.location.type = CU_MEM_LOCATION_TYPE_DEVICE;
+    prop.location.id = r->device;
+    CUmemGenericAllocationHandle phys;
+    CUresult rc = VS_CALL(cuMemCreate, (&phys, r->reserved, &prop, 0));
+    if (rc != CUDA_SUCCESS)
+        return rc;
+    rc = VS_CALL(cuMemMap, ((CUdeviceptr)r->base, r->reserved, 0, phys, 0));
+    if (rc != CUDA_SUCCESS) {
+        (void)VS_CALL(cuMemRelease, (phys));
+        return rc;
+    }
+    CUmemAccessDesc access;
+    memset(&access, 0, sizeof access);
+    access.location.type = CU_MEM_LOCATION_TYPE_DEVICE;
+    access.location.id = r->device;
+    access.flags = CU_MEM_ACCESS_FLAGS_PROT_READWRITE;
+    rc = VS_CALL(cuMemSetAccess, ((CUdeviceptr)r->base, r->reserved, &access, 1));
+    if (rc != CUDA_SUCCESS) {
+        (void)VS_CALL(cuMemUnmap, ((CUdeviceptr)r->base, r->reserved));
+        (void)VS_CALL(cuMemRelease, (phys));
+        return rc;
+    }
+    r->phys = phys;
+    return CUDA_SUCCESS;
+}
+
+static void vs_physical_unmap(vs_region_t *r)
+{
+    (void)VS_CALL(cuMemUnmap, ((CUdeviceptr)r->base, r->reserved));
+    (void)VS_CALL(cuMemRelease, (r->phys));
+    r->phys = 0;
+}
+
+/* ---- Policy bookkeeping -------------------------------------------------- */
+
+static bool vs_region_evictable(const vs_region_t *r)
+{
+    return !r->pinned && r->holds == 0;
+}
+
+static void vs_policy_refresh(vs_region_t *r)
+{
+    vs_engine_device_t *d = &vs_engine.devices[r->device];
+    if (d->policy != NULL)
+        (void)vs_policy_set_evictable(d->policy, r->id, vs_region_evictable(r));
+}
+
+/* Tells the policy the last uses the launch path stamped since the last
+ * query. */
+static void vs_policy_sync_one(const vs_alloc_info_t *info, void *arg)
+{
+    vs_region_t *r;
+    (void)arg;
+    HASH_FIND(hh, vs_engine.by_base, &info->base, sizeof info->base, r);
+    if (r == NULL || info->last_use_seq <= r->synced_seq)
+        return;
+    r->synced_seq = info->last_use_seq;
+    vs_engine_device_t *d = &vs_engine.devices[r->device];
+    if (d->policy != NULL)
+        (void)vs_policy_access(d->policy, r->id, info->last_use_seq, VS_POLICY_RW_UNKNOWN);
+}
+
+/* ---- Eviction ------------------------------------------------------------ */
+
+/* Evicts the regions of `victims` (all resident, on one device). Returns
+ * the bytes evicted; *host_full is set when the host pool had no room. */
+static uint64_t vs_evict(vs_region_t **victims, size_t count, bool *host_full)
+{
+    vs_engine_device_t *d = &vs_engine.devices[victims[0]->device];
+    size_t started = 0;
+    uint64_t freed = 0;
+
+    for (size_t i = 0; i < count; i++) {
+        vs_region_t *r = victims[i];
+        uint64_t streams = 0;
+        if (vs_registry_streams(r->base, &streams) == 0 && vs_mask_capturing(streams)) {
+            victims[i] = NULL; /* used by a capture in progress: not now */
+            continue;
+        }
+        int rc = vs_host_take(r->size, &r->host);
+        if (rc != 0) {
+            *host_full = true;
+            victims[i] = NULL;
+            for (size_t j = i + 1; j < count; j++)
+                victims[j] = NULL;
+            break;
+        }
+        (void)vs_registry_set_residency(r->base, VS_MOVING, false, &streams);
+        if (r->arriving != NULL)
+            (void)VS_CALL(cuStreamWaitEvent, (d->to_host, r->arriving, 0));
+        if (vs_fence(streams, d->to_host) != 0 || vs_copy_out(r, d->to_host) != CUDA_SUCCESS) {
+            vs_log(VS_LOG_WARN, "cannot evict the allocation at 0x%" PRIxPTR "; it stays on the device", r->base);
+            (void)VS_CALL(cuStreamSynchronize, (d->to_host));
+            vs_host_pool_give(&r->host);
+            (void)vs_registry_set_residency(r->base, r->arriving != NULL ? VS_ARRIVING : VS_RESIDENT, false, NULL);
+            vs_registry_add_streams(r->base, streams);
+            victims[i] = NULL;
+            continue;
+        }
+        started++;
+    }
+    if (started == 0)
+        return 0;
+    /* One wait for the whole batch. */
+    CUresult rc = VS_CALL(cuStreamSynchronize, (d->to_host));
+    for (size_t i = 0; i < count; i++) {
+        vs_region_t *r = victims[i];
+        if (r == NULL)
+            continue;
+        if (rc != CUDA_SUCCESS) {
+            /* Nothing is known to have been waited for: every stream may
+             * still be using it. */
+            vs_registry_add_streams(r->base, VS_STREAM_BIT_OVERFLOW);
+            vs_log(VS_LOG_WARN, "copying the allocation at 0x%" PRIxPTR " to the host failed (%d); it stays on the device",
+                   r->base, (int)rc);
+            vs_host_pool_give(&r->host);
+            (void)vs_registry_set_residency(r->base, r->arriving != NULL ? VS_ARRIVING : VS_RESIDENT, false, NULL);
+            continue;
+        }
+        r->arriving = NULL; /* its copy is over: the wait above covered it */
+        vs_physical_unmap(r);
+        vs_cap_release(r->device, r->reserved);
+        r->where = VS_ON_HOST;
+        (void)vs_registry_set_residency(r->base, VS_ON_HOST, true, NULL);
+        if (d->policy != NULL)
+            (void)vs_policy_set_resident(d->policy, r->id, false);
+        vs_engine.stats.evictions++;
+        vs_engine.stats.bytes_to_host += r->size;
+        freed += r->reserved;
+    }
+    return freed;
+}
+
+/* Evicts from `device` until `need` more bytes fit under its limit (or, with
+ * `ignore_limit`, until `need` bytes were freed), then counts `need` as
+ * used. 0; -ENOSPC when nothing more can be evicted (nothing was counted);
+ * -ENOMEM when the host pool is full. */
+static int vs_make_room(int device, uint64_t need, bool ignore_limit)
+{
+    vs_engine_device_t *d = vs_device(device);
+    uint64_t freed_total = 0;
+    bool synced = false;
+
+    for (int round = 0;; round++) {
+        if (!ignore_limit && vs_cap_reserve(device, need) == 0)
+            return 0;
+        if (ignore_limit && freed_total >= need) {
+            vs_cap_charge(device, need);
+            return 0;
+        }
+        if (d == NULL || d->policy == NULL)
+            return -ENOSPC;
+        uint64_t deficit;
+        if (ignore_limit) {
+            deficit = need - freed_total;
+        } else {
+            uint64_t limit = vs_cap_limit(device), used = vs_cap_used(device);
+            deficit = used + need > limit ? used + need - limit : need;
+        }
+        if (!synced) {
+            vs_registry_foreach(vs_policy_sync_one, NULL);
+            synced = true;
+        }
+        uint64_t ids[64];
+        size_t n = 0;
+        int rc = vs_policy_victims(d->policy, deficit, NULL, 0, ids, 64, &n);
+        if ((rc != 0 && rc != -ENOBUFS && rc != -ENOSPC) || n == 0)
+            return -ENOSPC;
+        vs_region_t *victims[64], *chosen[64];
+        size_t count = 0;
+        for (size_t i = 0; i < n; i++) {
+            vs_region_t *r;
+            HASH_FIND(hh_id, vs_engine.by_id, &ids[i], sizeof ids[i], r);
+            if (r != NULL && r->where == VS_RESIDENT && vs_region_evictable(r))
+                victims[count++] = r;
+        }
+        if (count == 0)
+            return -ENOSPC;
+        memcpy(chosen, victims, count * sizeof *chosen);
+        bool host_full = false;
+        uint64_t freed = vs_evict(victims, count, &host_full);
+        freed_total += freed;
+        if (freed == 0) {
+            if (host_full)
+                return -ENOMEM;
+            /* Chosen but not evictable now (captures): keep them out of the
+             * next choice of this call. */
+            for (size_t i = 0; i < count; i++)
+                (void)vs_policy_set_evictable(d->policy, chosen[i]->id, false);
+            if (round > 64)
+                return -ENOSPC;
+        }
+    }
+}
+
+/* Re-allows the policy to choose every region it was told to skip. */
+static void vs_policy_reset_skips(void)
+{
+    vs_region_t *r, *tmp;
+    HASH_ITER(hh, vs_engine.by_base, r, tmp) {
+        if (r->where == VS_RESIDENT)
+            vs_policy_refresh(r);
+    }
+}
+
+/* Counts `bytes` on `device` for something that must be resident: within
+ * the limit when eviction allows, past it (with one warning) otherwise.
+ * Engine lock held. 0 or -ENOMEM (host pool full). */
+static int vs_charge_locked(int device, uint64_t bytes, const char *what, uint32_t own_holding)
+{
+    int rc;
+    for (int waits = 0;; waits++) {
+        rc = vs_make_room(device, bytes, false);
+        vs_policy_reset_skips();
+        if (rc == 0)
+            return 0;
+        if (rc == -ENOMEM)
+            return rc;
+        /* Other threads' operations hold memory only until they are
+         * submitted: wait for them rather than pass the limit. Bounded, so
+         * that two operations can never wait for each other for long. */
+        if (vs_engine.ops_holding <= own_holding || waits >= VS_ROOM_WAITS)
+            break;
+        struct timespec until;
+        clock_gettime(CLOCK_REALTIME, &until);
+        until.tv_nsec += VS_ROOM_WAIT_MS * 1000000l;
+        if (until.tv_nsec >= 1000000000l) {
+            until.tv_sec++;
+            until.tv_nsec -= 1000000000l;
+        }
+        pthread_cond_timedwait(&vs_engine.released, &vs_engine.lock, &until);
+    }
+    vs_cap_charge(device, bytes);
+    vs_engine.stats.over_limit++;
+    if (!vs_engine.warned_over_limit) {
+        vs_engine.warned_over_limit = true;
+        vs_log(VS_LOG_WARN,
+               "device %d: %s needs more than VRAM_LIMIT leaves (%" PRIu64 " of %" PRIu64
+               " bytes in use, nothing more can be evicted); going past the limit",
+               device, what, vs_cap_used(device), vs_cap_limit(device));
+    }
+    return 0;
+}
+
+/* ---- Restore ------------------------------------------------------------- */
+
+/* Brings `r` back and makes `stream` (of the variant `per_thread`) wait for
+ * it. Engine lock held. */
+static CUresult vs_restore(vs_region_t *r, CUstream stream, bool per_thread, uint32_t own_holding)
+{
+    vs_engine_device_t *d = vs_device(r->device);
+    uintptr_t base = r->base;
+    int device = r->device;
+    uint64_t reserved = r->reserved;
+    if (d == NULL)
+        return CUDA_ERROR_NOT_INITIALIZED;
+    if (vs_charge_locked(device, reserved, "an operation", own_holding) != 0)
+        return CUDA_ERROR_OUT_OF_MEMORY;
+    /* Making room may have waited (and let go of the engine lock): another
+     * thread may have restored or freed the region meanwhile. */
+    HASH_FIND(hh, vs_engine.by_base, &base, sizeof base, r);
+    if (r == NULL || r->where == VS_RESIDENT) {
+        vs_cap_release(device, reserved);
+        if (r != NULL && r->arriving != NULL) {
+            CUstream waiter = stream == NULL && per_thread ? CU_STREAM_PER_THREAD : stream;
+            if (VS_CALL(cuStreamWaitEvent, (waiter, r->arriving, 0)) != CUDA_SUCCESS)
+                (void)VS_CALL(cuEventSynchronize, (r->arriving));
+        }
+        return CUDA_SUCCESS;
+    }
+    CUresult rc;
+    while ((rc = vs_physical_map(r)) == CUDA_ERROR_OUT_OF_MEMORY) {
+        /* The device itself is full (other processes, a limit above its
+         * size): evict whatever it takes. */
+        int room = vs_make_room(r->device, r->reserved, true);
+        vs_policy_reset_skips();
+        if (room != 0)
+            break;
+        vs_cap_release(r->device, r->reserved); /* counted twice by the reclaim */
+    }
+    if (rc != CUDA_SUCCESS) {
+        vs_cap_release(r->device, r->reserved);
+        vs_log(VS_LOG_WARN, "cannot map device memory to restore the allocation at 0x%" PRIxPTR " (error %d)",
+               r->base, (int)rc);
+        return rc;
+    }
+    CUevent done = vs_event_get();
+    rc = vs_copy_in(r, d->to_device);
+    if (rc == CUDA_SUCCESS)
+        rc = done != NULL ? VS_CALL(cuEventRecord, (done, d->to_device)) : CUDA_ERROR_OUT_OF_MEMORY;
+    if (rc == CUDA_SUCCESS) {
+        CUstream waiter = stream == NULL && per_thread ? CU_STREAM_PER_THREAD : stream;
+        rc = VS_CALL(cuStreamWaitEvent, (waiter, done, 0));
+        if (rc != CUDA_SUCCESS) {
+            /* The application's stream cannot wait (a stream being
+             * destroyed): finish the copy before the operation runs. */
+            rc = VS_CALL(cuEventSynchronize, (done));
+        }
+    }
+    if (rc != CUDA_SUCCESS) {
+        vs_log(VS_LOG_WARN, "cannot copy the allocation at 0x%" PRIxPTR " back to the device (error %d)", r->base,
+               (int)rc);
+        (void)VS_CALL(cuStreamSynchronize, (d->to_device));
+        vs_event_put(done);
+        vs_physical_unmap(r);
+        vs_cap_release(r->device, r->reserved);
+        return rc;
+    }
+    /* Streams other than `stream` must wait for the copy too, until it is
+     * known to be over: the region arrives, then is resident. */
+    bool arriving = vs_deferred_push(&r->host, done, r->base, r->device);
+    r->arriving = arriving ? done : NULL;
+    r->where = VS_RESIDENT;
+    (void)vs_registry_set_residency(r->base, arriving ? VS_ARRIVING : VS_RESIDENT, true, NULL);
+    if (d->policy != NULL)
+        (void)vs_policy_set_resident(d->policy, r->id, true);
+    vs_engine.stats.restores++;
+    vs_engine.stats.bytes_to_device += r->size;
+    return CUDA_SUCCESS;
+}
+
+/* ---- Allocation and free ------------------------------------------------- */
+
+CUresult vs_offload_alloc(CUdeviceptr *dptr, uint64_t bytes, int device, vs_alloc_kind_t kind)
+{
+    CUstreamCaptureMode mode;
+    CUresult rc;
+    CUdeviceptr va = 0;
+
+    if (dptr == NULL)
+        return CUDA_ERROR_INVALID_VALUE;
+    vs_engine_lock(&mode);
+    vs_engine_device_t *d = vs_device(device);
+    vs_region_t *r = calloc(1, sizeof *r);
+    if (d == NULL || r == NULL) {
+        rc = d == NULL ? CUDA_ERROR_INVALID_CONTEXT : CUDA_ERROR_OUT_OF_MEMORY;
+        goto fail;
+    }
+    r->size = bytes;
+    r->reserved = (bytes + d->granularity - 1) / d->granularity * d->granularity;
+    r->device = device;
+    r->ctx = d->ctx;
+    rc = VS_CALL(cuMemAddressReserve, (&va, r->reserved, 0, 0, 0));
+    if (rc != CUDA_SUCCESS)
+        goto fail;
+    r->base = (uintptr_t)va;
+    if (vs_charge_locked(device, r->reserved, "an allocation", 0) != 0) {
+        rc = CUDA_ERROR_OUT_OF_MEMORY;
+        goto fail;
+    }
+    while ((rc = vs_physical_map(r)) == CUDA_ERROR_OUT_OF_MEMORY) {
+        int room = vs_make_room(device, r->reserved, true);
+        vs_policy_reset_skips();
+        if (room != 0)
+            break;
+        vs_cap_release(device, r->reserved);
+    }
+    if (rc != CUDA_SUCCESS) {
+        vs_cap_release(device, r->reserved);
+        goto fail;
+    }
+    vs_alloc_desc_t desc = {.base = r->base, .size = bytes, .device = device, .kind = kind, .handle = 0};
+    if (vs_registry_add(&desc, &r->id) != 0) {
+        vs_physical_unmap(r);
+        vs_cap_release(device, r->reserved);
+        rc = CUDA_ERROR_OUT_OF_MEMORY;
+        goto fail;
+    }
+    if (vs_policy_alloc(d->policy, r->id, r->reserved, true, true) != 0) {
+        vs_log(VS_LOG_WARN, "the eviction policy cannot track allocation %" PRIu64 "; it stays resident", r->id);
+        r->pinned = true;
+    }
+    r->where = VS_RESIDENT;
+    HASH_ADD(hh, vs_engine.by_base, base, sizeof r->base, r);
+    HASH_ADD(hh_id, vs_engine.by_id, id, sizeof r->id, r);
+    vs_engine_unlock(mode);
+    *dptr = va;
+    return CUDA_SUCCESS;
+
+fail:
+    if (va != 0)
+        (void)VS_CALL(cuMemAddressFree, (va, r->reserved));
+    free(r);
+    vs_engine_unlock(mode);
+    return rc;
+}
+
+bool vs_offload_free(CUdeviceptr dptr, CUresult *rc_out)
+{
+    CUstreamCaptureMode mode;
+    uintptr_t base = (uintptr_t)dptr;
+    vs_region_t *r;
+
+    if (!vs_offload_enabled() || dptr == 0)
+        return false;
+    vs_engine_lock(&mode);
+    HASH_FIND(hh, vs_engine.by_base, &base, sizeof base, r);
+    if (r == NULL) {
+        vs_engine_unlock(mode);
+        return false;
+    }
+    uint64_t streams = 0;
+    (void)vs_registry_set_residency(base, VS_MOVING, false, &streams);
+    vs_registry_remove(base, ~0u, NULL);
+    vs_engine_device_t *d = &vs_engine.devices[r->device];
+    if (r->where == VS_RESIDENT) {
+        /* Like cuMemFree: the memory goes once the work using it is done. */
+        if (r->arriving != NULL)
+            (void)VS_CALL(cuEventSynchronize, (r->arriving));
+        r->arriving = NULL;
+        if (vs_fence(streams, d->to_host) != 0)
+            (void)VS_CALL(cuCtxSynchronize, ());
+        (void)VS_CALL(cuStreamSynchronize, (d->to_host));
+        vs_physical_unmap(r);
+        vs_cap_release(r->device, r->reserved);
+    } else {
+        vs_host_pool_give(&r->host);
+    }
+    if (d->policy != NULL)
+        (void)vs_policy_free(d->policy, r->id);
+    HASH_DELETE(hh, vs_engine.by_base, r);
+    HASH_DELETE(hh_id, vs_engine.by_id, r);
+    *rc_out = VS_CALL(cuMemAddressFree, ((CUdeviceptr)r->base, r->reserved));
+    free(r);
+    pthread_cond_broadcast(&vs_engine.released);
+    vs_engine_unlock(mode);
+    return true;
+}
+
+int vs_offload_charge(int device, uint64_t bytes)
+{
+    CUstreamCaptureMode mode;
+    vs_engine_lock(&mode);
+    int rc = vs_charge_locked(device, bytes, "an allocation that cannot be evicted", 0);
+    vs_engine_unlock(mode);
+    return rc;
+}
+
+bool vs_offload_reclaim(int device, uint64_t bytes)
+{
+    CUstreamCaptureMode mode;
+    vs_engine_lock(&mode);
+    int rc = vs_make_room(device, bytes, true);
+    vs_policy_reset_skips();
+    if (rc == 0)
+        vs_cap_release(device, bytes); /* the caller counts its own allocation */
+    vs_engine_unlock(mode);
+    return rc == 0;
+}
+
+/* The region containing `addr`. Engine lock held. */
+static vs_region_t *vs_region_containing(uintptr_t addr)
+{
+    vs_alloc_info_t info;
+    vs_region_t *r;
+    if (vs_registry_find(addr, &info) != 0)
+        return NULL;
+    HASH_FIND(hh, vs_engine.by_base, &info.base, sizeof info.base, r);
+    return r;
+}
+
+bool vs_offload_range(uintptr_t addr, uintptr_t *base, uint64_t *size, int *device)
+{
+    CUstreamCaptureMode mode;
+    if (!vs_offload_enabled())
+        return false;
+    vs_engine_lock(&mode);
+    vs_region_t *r = vs_region_containing(addr);
+    if (r != NULL) {
+        *base = r->base;
+        *size = r->size;
+        *device = r->device;
+    }
+    vs_engine_unlock(mode);
+    return r != NULL;
+}
+
+void vs_offload_hold(const uintptr_t *addrs, size_t count, int delta)
+{
+    CUstreamCaptureMode mode;
+    if (!vs_offload_enabled() || count == 0)
+        return;
+    vs_engine_lock(&mode);
+    for (size_t i = 0; i < count; i++) {
+        vs_region_t *r = vs_region_containing(addrs[i]);
+        if (r == NULL)
+            continue;
+        if (delta > 0)
+            r->holds++;
+        else if (r->holds > 0)
+            r->holds--;
+        vs_policy_refresh(r);
+    }
+    vs_engine_unlock(mode);
+}
+
+void vs_offload_pin(uintptr_t addr, const char *reason)
+{
+    CUstreamCaptureMode mode;
+    if (!vs_offload_enabled())
+        return;
+    vs_engine_lock(&mode);
+    vs_region_t *r = vs_region_containing(addr);
+    if (r != NULL) {
+        r->pinned = true;
+        vs_policy_refresh(r);
+        (void)vs_registry_pin(r->base, reason);
+    }
+    vs_engine_unlock(mode);
+}
+
+/* ---- Operations ---------------------------------------------------------- */
+
+void vs_op_begin(vs_op_t *op, CUstream stream, bool per_thread)
+{
+    op->stream = stream;
+    op->per_thread = per_thread;
+    op->restore = true;
+    op->locked = false;
+    op->attempts = 0;
+    op->held = NULL;
+    op->held_count = 0;
+    op->touch.stream_bit = vs_offload_enabled() ? vs_stream_bit(stream, per_thread) : 0;
+}
+
+/* Whether everything the scan found missing is held by this operation:
+ * then it is mapped (held regions are never evicted), and still arriving
+ * only with this operation's stream already waiting for its copy. */
+static bool vs_bases_held(const vs_op_t *op, const uintptr_t *bases, size_t count)
+{
+    for (size_t i = 0; i < count; i++) {
+        bool found = false;
+        for (size_t j = 0; j < op->held_count && !found; j++)
+            found = op->held[j] == bases[i];
+        if (!found)
+            return false;
+    }
+    return true;
+}
+
+/* Read lock held. */
+static bool vs_op_all_held(const vs_op_t *op, const uintptr_t *words, size_t count)
+{
+    if (op->held_count == 0)
+        return false;
+    if (op->touch.missing_count <= op->touch.missing_cap)
+        return vs_bases_held(op, op->touch.missing, op->touch.missing_count);
+    /* More missing than the operation's buffer lists: list them all. */
+    size_t cap = op->touch.missing_count;
+    uintptr_t *all = malloc(cap * sizeof *all);
+    if (all == NULL)
+        return false;
+    vs_touch_t again = {.seq = op->touch.seq, .missing = all, .missing_cap = cap};
+    vs_registry_touch_many_locked(words, count, &again);
+    bool held = again.missing_count <= cap && vs_bases_held(op, all, again.missing_count);
+    free(all);
+    return held;
+}
+
+bool vs_op_scan(vs_op_t *op, const uintptr_t *words, size_t count)
+{
+    op->touch.seq = vs_registry_next_seq();
+    op->touch.missing = op->missing;
+    op->touch.missing_cap = VS_OP_MISSING_CAP;
+    op->touch.missing_count = 0;
+    op->touch.collect_all = false;
+    vs_registry_read_begin();
+    if (count > 0)
+        vs_registry_touch_many_locked(words, count, &op->touch);
+    if (op->touch.missing_count == 0 || !op->restore || vs_op_all_held(op, words, count)) {
+        op->locked = true;
+        return true;
+    }
+    vs_registry_read_end();
+    return false;
+}
+
+/* Every base `words` touch, resident or not (malloc'd; NULL on failure). */
+static uintptr_t *vs_op_collect(const uintptr_t *words, size_t count, size_t *found)
+{
+    size_t cap = 16;
+    for (;;) {
+        uintptr_t *bases = malloc(cap * sizeof *bases);
+        if (bases == NULL)
+            return NULL;
+        vs_touch_t all = {.seq = 0, .missing = bases, .missing_cap = cap, .collect_all = true};
+        vs_registry_read_begin();
+        vs_registry_touch_many_locked(words, count, &all);
+        vs_registry_read_end();
+        if (all.missing_count <= cap) {
+            *found = all.missing_count;
+            return bases;
+        }
+        free(bases);
+        cap = all.missing_count;
+    }
+}
+
+CUresult vs_op_prepare(vs_op_t *op, const uintptr_t *words, size_t count)
+{
+    CUstreamCaptureMode mode;
+    CUresult rc = CUDA_SUCCESS;
+
+    if (++op->attempts > VS_OP_MAX_ATTEMPTS) {
+        vs_log(VS_LOG_WARN, "an operation keeps finding its memory evicted; giving up on it");
+        return CUDA_ERROR_OUT_OF_MEMORY;
+    }
+    uint64_t start = vs_monotonic_ns();
+    vs_engine_lock(&mode);
+    /* Captured work does not run now: leave the capture alone (the graph's
+     * launch restores what it needs). */
+    CUstream resolved = op->stream == NULL && op->per_thread ? CU_STREAM_PER_THREAD : op->stream;
+    CUstreamCaptureStatus status = CU_STREAM_CAPTURE_STATUS_NONE;
+    if (VS_CALL(cuStreamIsCapturing, (resolved, &status)) == CUDA_SUCCESS && status != CU_STREAM_CAPTURE_STATUS_NONE) {
+        op->restore = false;
+        vs_engine_unlock(mode);
+        return CUDA_SUCCESS;
+    }
+    size_t found = 0;
+    uintptr_t *bases = vs_op_collect(words, count, &found);
+    if (bases == NULL) {
+        vs_engine_unlock(mode);
+        return CUDA_ERROR_OUT_OF_MEMORY;
+    }
+    /* Hold all of them first, so restoring one never evicts another. */
+    size_t held = 0;
+    for (size_t i = 0; i < found; i++) {
+        vs_region_t *r;
+        HASH_FIND(hh, vs_engine.by_base, &bases[i], sizeof bases[i], r);
+        if (r == NULL)
+            continue;
+        r->holds++;
+        vs_policy_refresh(r);
+        bases[held++] = r->base;
+    }
+    vs_deferred_reap(false);
+    for (size_t i = 0; i < held && rc == CUDA_SUCCESS; i++) {
+        vs_region_t *r;
+        HASH_FIND(hh, vs_engine.by_base, &bases[i], sizeof bases[i], r);
+        if (r == NULL)
+            continue;
+        if (r->where != VS_RESIDENT) {
+            rc = vs_restore(r, op->stream, op->per_thread, op->held_count > 0 ? 1 : 0);
+        } else if (r->arriving != NULL) {
+            /* Restored for another stream; this one waits for the copy. */
+            CUstream waiter = op->stream == NULL && op->per_thread ? CU_STREAM_PER_THREAD : op->stream;
+            if (VS_CALL(cuStreamWaitEvent, (waiter, r->arriving, 0)) != CUDA_SUCCESS)
+                (void)VS_CALL(cuEventSynchronize, (r->arriving));
+        }
+    }
+    /* Holds taken by an earlier attempt are superseded. */
+    for (size_t i = 0; i < op->held_count; i++) {
+        vs_region_t *r;
+        HASH_FIND(hh, vs_engine.by_base, &op->held[i], sizeof op->held[i], r);
+        if (r != NULL && r->holds > 0) {
+            r->holds--;
+            vs_policy_refresh(r);
+        }
+    }
+    if (op->held_count == 0 && held > 0)
+        vs_engine.ops_holding++;
+    else if (op->held_count > 0 && held == 0)
+        vs_engine.ops_holding--;
+    free(op->held);
+    op->held = bases;
+    op->held_count = held;
+    vs_engine.stats.restore_wait_ns += vs_monotonic_ns() - start;
+    vs_engine_unlock(mode);
+    return rc;
+}
+
+void vs_op_end(vs_op_t *op)
+{
+    if (op->locked) {
+        vs_registry_read_end();
+        op->locked = false;
+    }
+    if (op->held_count > 0) {
+        CUstreamCaptureMode mode;
+        vs_engine_lock(&mode);
+        for (size_t i = 0; i < op->held_count; i++) {
+            vs_region_t *r;
+            HASH_FIND(hh, vs_engine.by_base, &op->held[i], sizeof op->held[i], r);
+            if (r != NULL && r->holds > 0) {
+                r->holds--;
+                vs_policy_refresh(r);
+            }
+        }
+        vs_engine.ops_holding--;
+        pthread_cond_broadcast(&vs_engine.released);
+        vs_engine_unlock(mode);
+    }
+    free(op->held);
+    op->held = NULL;
+    op->held_count = 0;
+}
+
+/* ---- Statistics and exit -------------------------------------------------- */
+
+void vs_offload_stats(vs_offload_stats_t *out)
+{
+    pthread_mutex_lock(&vs_engine.lock);
+    *out = vs_engine.stats;
+    pthread_mutex_unlock(&vs_engine.lock);
+}
+
+void vs_offload_shutdown(void)
+{
+    if (!vs_engine.initialised || !vs_engine.enabled)
+        return;
+    vs_offload_stats_t s;
+    vs_host_pool_stats_t pool;
+    vs_offload_stats(&s);
+    vs_host_pool_stats(&pool);
+    vs_log(VS_LOG_INFO,
+           "offload: evictions %" PRIu64 ", restores %" PRIu64 ", to host %" PRIu64 " bytes, to device %" PRIu64
+           " bytes, restore wait %.3f ms, over the limit %" PRIu64 " times, host pool %" PRIu64 " of %" PRIu64
+           " bytes pinned",
+           s.evictions, s.restores, s.bytes_to_host, s.bytes_to_device, (double)s.restore_wait_ns / 1e6, s.over_limit,
+           pool.pinned, pool.limit);
+    /* The process is exiting: the pinned slabs go with it. Freeing them
+     * here would race with threads still running. */
+}

@@ -1,0 +1,125 @@
+/* offload.h: the oversubscription engine (`VRAMSHIM_MODE=offload`).
+ *
+ * Evictable allocations are CUDA virtual-memory reservations whose physical
+ * backing the engine maps while they are resident and releases when they
+ * are evicted to pinned host memory; the device pointer never changes.
+ *
+ * Every operation that touches device memory (launch, copy, memset, graph
+ * launch) goes through `VS_OPERATE`: the scan stamps what it touches and,
+ * when everything is resident (the common case), submits the operation
+ * under the registry's read lock, so no eviction can slip between the scan
+ * and the submission. Otherwise the engine restores what is missing (and
+ * holds everything the operation needs), then the scan runs again.
+ *
+ * Lock order: the engine lock, then the registry lock. The fast path takes
+ * only the registry's read lock and never the engine lock while holding it.
+ */
+#ifndef VS_OFFLOAD_H
+#define VS_OFFLOAD_H
+
+#include <cuda.h>
+#include <stdbool.h>
+#include <stddef.h>
+#include <stdint.h>
+
+#include "registry.h"
+
+/* Whether the offload mode is on (VRAM_LIMIT set, mode offload). */
+bool vs_offload_enabled(void);
+
+/* An evictable allocation of `bytes` (at least VRAMSHIM_MIN_EVICT) of
+ * `kind` (DEVICE or PITCH) on `device`: reserves the address range, makes
+ * room under the limit and maps physical memory. CUDA_SUCCESS or the
+ * driver's error (CUDA_ERROR_OUT_OF_MEMORY when neither the device nor the
+ * host budget can hold it). */
+CUresult vs_offload_alloc(CUdeviceptr *dptr, uint64_t bytes, int device, vs_alloc_kind_t kind);
+
+/* Frees an allocation made by `vs_offload_alloc`, wherever it lives.
+ * Returns false when `dptr` is not one (the caller frees it as usual). */
+bool vs_offload_free(CUdeviceptr dptr, CUresult *rc);
+
+/* Makes room for `bytes` of a resident-only allocation (small, async,
+ * pool, the application's own VMM memory) and counts them on `device`:
+ * evicts what it must and, when nothing more can go, passes the limit and
+ * warns once. Returns 0, or -ENOMEM when the host budget is exhausted. */
+int vs_offload_charge(int device, uint64_t bytes);
+
+/* The driver ran out of physical memory: evict `bytes` whatever the limit
+ * says. Returns true when something was evicted (worth retrying). */
+bool vs_offload_reclaim(int device, uint64_t bytes);
+
+/* The base and requested size of the evictable allocation containing
+ * `addr`; false when there is none. */
+bool vs_offload_range(uintptr_t addr, uintptr_t *base, uint64_t *size, int *device);
+
+/* Adds `delta` (+1/-1) holds on the allocations containing `addrs`: held
+ * allocations are never evicted and are restored when taken (graphs keep
+ * what they reference resident while they live). */
+void vs_offload_hold(const uintptr_t *addrs, size_t count, int delta);
+
+/* Marks the allocation containing `addr` never evictable (IPC export). */
+void vs_offload_pin(uintptr_t addr, const char *reason);
+
+/* The stream-destruction hook: work on `stream` must be complete before its
+ * number in the stream table may go to another stream. */
+void vs_offload_stream_destroyed(CUstream stream);
+
+/* One operation being submitted. */
+#define VS_OP_MISSING_CAP 64
+typedef struct vs_op_s {
+    CUstream stream;
+    bool per_thread;     /* the `_ptsz`/`_ptds` variant: NULL is the per-thread stream */
+    bool restore;        /* false: go ahead even with allocations missing */
+    bool locked;         /* the registry read lock is held */
+    int attempts;
+    vs_touch_t touch;
+    uintptr_t missing[VS_OP_MISSING_CAP];
+    uintptr_t *held;     /* bases held by `vs_op_prepare`, released by `vs_op_end` */
+    size_t held_count;
+} vs_op_t;
+
+void vs_op_begin(vs_op_t *op, CUstream stream, bool per_thread);
+/* Scans `words`; true when the operation may be submitted now (the read
+ * lock is then held until `vs_op_end`). */
+bool vs_op_scan(vs_op_t *op, const uintptr_t *words, size_t count);
+/* Restores what the last scan found missing. CUDA_SUCCESS or the error the
+ * operation must return. */
+CUresult vs_op_prepare(vs_op_t *op, const uintptr_t *words, size_t count);
+void vs_op_end(vs_op_t *op);
+
+/* Runs `call` (an expression giving a CUresult) once everything in
+ * `words[0..count)` is resident, and stores its result in `rc`. */
+#define VS_OPERATE(rc, stream, per_thread, words, count, call)                                     \
+    do {                                                                                           \
+        vs_op_t vs_op_;                                                                            \
+        vs_op_begin(&vs_op_, (stream), (per_thread));                                              \
+        for (;;) {                                                                                 \
+            if (vs_op_scan(&vs_op_, (words), (count))) {                                           \
+                (rc) = (call);                                                                     \
+                vs_op_end(&vs_op_);                                                                \
+                break;                                                                             \
+            }                                                                                      \
+            CUresult vs_prepared_ = vs_op_prepare(&vs_op_, (words), (count));                      \
+            if (vs_prepared_ != CUDA_SUCCESS) {                                                    \
+                vs_op_end(&vs_op_);                                                                \
+                (rc) = vs_prepared_;                                                               \
+                break;                                                                             \
+            }                                                                                      \
+        }                                                                                          \
+    } while (0)
+
+/* Counters for the exit summary and the snapshot. */
+typedef struct vs_offload_stats_s {
+    uint64_t evictions, restores;
+    uint64_t bytes_to_host, bytes_to_device;
+    uint64_t restore_wait_ns; /* host time spent making room and restoring */
+    uint64_t over_limit;      /* times the limit was passed because nothing could go */
+} vs_offload_stats_t;
+
+void vs_offload_stats(vs_offload_stats_t *out);
+
+/* The exit summary line (VRAMSHIM_LOG=info) and the release of pinned
+ * memory. */
+void vs_offload_shutdown(void);
+
+#endif /* VS_OFFLOAD_H */

@@ -1,0 +1,63 @@
+#!/usr/bin/env python3
+"""The simulated driver's report of a run under the offload mode.
+
+Reads the JSON report simcuda wrote at exit (SIMCUDA_REPORT) and checks that
+device 0's peak stayed within the limit plus the small-allocation allowance
+and, with --expect-evictions, that the shim really moved data: it unmapped
+physical memory, and bytes went to the host and came back.
+
+    check_offload_report.py REPORT --limit-mib L --allowance-mib A [--expect-evictions]
+
+Exit status: 0 when every check holds, 1 when one fails (one line each) or
+the report cannot be read, 2 on a usage error.
+"""
+import argparse
+import json
+import sys
+
+MIB = 1 << 20
+
+
+def main():
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("report")
+    parser.add_argument("--limit-mib", type=int, required=True)
+    parser.add_argument("--allowance-mib", type=int, required=True)
+    parser.add_argument("--expect-evictions", action="store_true")
+    args = parser.parse_args()
+
+    try:
+        with open(args.report) as f:
+            report = json.load(f)
+        device = report["devices"][0]
+        peak = device["peak_bytes"]
+        calls = report["calls"]
+        copied = report["copied"]
+    except (OSError, ValueError, KeyError, IndexError, TypeError) as error:
+        print(f"FAIL: cannot read the report {args.report}: {error!r}")
+        return 1
+
+    failures = []
+    bound = (args.limit_mib + args.allowance_mib) * MIB
+    if peak > bound:
+        failures.append(f"device 0 peak {peak} bytes ({peak / MIB:.1f} MiB) is over the limit {args.limit_mib} MiB "
+                        f"+ allowance {args.allowance_mib} MiB = {bound} bytes")
+    if args.expect_evictions:
+        unmaps = calls.get("cuMemUnmap", 0)
+        if unmaps <= 0:
+            failures.append("calls[cuMemUnmap] is 0: physical memory was never unmapped, nothing was evicted")
+        if copied.get("dtoh", 0) <= 0:
+            failures.append("copied.dtoh is 0: no bytes went to the host")
+        if copied.get("htod", 0) <= 0:
+            failures.append("copied.htod is 0: no bytes came back to the device")
+
+    for failure in failures:
+        print("FAIL:", failure)
+    if not failures:
+        print(f"report ok: device 0 peak {peak / MIB:.1f} MiB <= {args.limit_mib} + {args.allowance_mib} MiB, "
+              f"cuMemUnmap {calls.get('cuMemUnmap', 0)}, dtoh {copied.get('dtoh', 0)}, htod {copied.get('htod', 0)}")
+    return 1 if failures else 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
