@@ -12,6 +12,7 @@
 #include <pthread.h>
 #include <stdatomic.h>
 #include <string.h>
+#include <time.h>
 
 #include "cap.h"
 #include "config.h"
@@ -28,6 +29,48 @@ static vs_snapshot_t *vs_publish_snapshot;
  * publisher thread reads and writes it). */
 static uint64_t vs_publish_physical[VS_SNAPSHOT_MAX_DEVICES];
 static pthread_once_t vs_publish_once = PTHREAD_ONCE_INIT;
+
+/* When uses happened: the hot path stamps sequence numbers, not times (a
+ * clock read per launch would cost more than the whole look-up). Each
+ * publication samples (event sequence, time); a use stamped with sequence
+ * q happened before the first sample whose sequence is at least q, so its
+ * time is known to within one publication period. Only the publisher
+ * thread touches the ring. */
+#define VS_PUBLISH_SAMPLES 2048
+static struct {
+    uint64_t seq[VS_PUBLISH_SAMPLES];
+    uint64_t ns[VS_PUBLISH_SAMPLES];
+    uint32_t count, next;
+} vs_publish_clock;
+
+static void vs_publish_sample(uint64_t seq, uint64_t ns)
+{
+    vs_publish_clock.seq[vs_publish_clock.next] = seq;
+    vs_publish_clock.ns[vs_publish_clock.next] = ns;
+    vs_publish_clock.next = (vs_publish_clock.next + 1) % VS_PUBLISH_SAMPLES;
+    if (vs_publish_clock.count < VS_PUBLISH_SAMPLES)
+        vs_publish_clock.count++;
+}
+
+/* The time of the use stamped `seq` (0: never used). */
+static uint64_t vs_publish_use_time(uint64_t seq)
+{
+    if (seq == 0 || vs_publish_clock.count == 0)
+        return 0;
+    /* Samples are in increasing order from the oldest; binary search. */
+    uint32_t oldest = (vs_publish_clock.next + VS_PUBLISH_SAMPLES - vs_publish_clock.count) % VS_PUBLISH_SAMPLES;
+    uint32_t lo = 0, hi = vs_publish_clock.count;
+    while (lo < hi) {
+        uint32_t mid = lo + (hi - lo) / 2;
+        if (vs_publish_clock.seq[(oldest + mid) % VS_PUBLISH_SAMPLES] < seq)
+            lo = mid + 1;
+        else
+            hi = mid;
+    }
+    if (lo == vs_publish_clock.count)
+        lo = vs_publish_clock.count - 1; /* newer than the last sample: now */
+    return vs_publish_clock.ns[(oldest + lo) % VS_PUBLISH_SAMPLES];
+}
 
 typedef struct vs_publish_fill_s {
     vs_snapshot_t *snap;
@@ -57,6 +100,8 @@ static uint32_t vs_publish_keep(const vs_alloc_info_t *a)
 {
     if (a->evictable)
         return VS_SNAPSHOT_KEEP_NONE;
+    if (a->pinned_reason != NULL && strstr(a->pinned_reason, "cuIpcGetMemHandle") != NULL)
+        return VS_SNAPSHOT_KEEP_EXPORTED;
     switch (a->kind) {
     case VS_ALLOC_DEVICE:
     case VS_ALLOC_PITCH: return VS_SNAPSHOT_KEEP_SMALL;
@@ -86,10 +131,11 @@ static void vs_publish_row(const vs_alloc_info_t *a, void *arg)
         .size = a->size,
         .device = a->device,
         .kind = vs_publish_kind(a->kind),
-        .place = vs_publish_place(a->residency),
+        .place = vs_registry_kind_device_side(a->kind) ? vs_publish_place(a->residency) : VS_SNAPSHOT_PLACE_HOST,
         .keep = vs_publish_keep(a),
         .created_ns = a->created_ns,
         .last_use_seq = a->last_use_seq,
+        .last_use_ns = vs_publish_use_time(a->last_use_seq),
         .uses = a->use_count,
         .evictions = a->evictions,
         .restores = a->restores,
@@ -117,6 +163,9 @@ static void vs_publish_fill(vs_snapshot_t *snap, void *ctx)
     vs_stats_t stats;
 
     (void)ctx;
+    struct timespec now;
+    clock_gettime(CLOCK_MONOTONIC, &now);
+    vs_publish_sample(vs_registry_next_seq(), (uint64_t)now.tv_sec * 1000000000ull + (uint64_t)now.tv_nsec);
     vs_registry_foreach(vs_publish_row, &fill);
     vs_stats_sum(&stats);
     fill.totals.launches = atomic_load(&stats.launches) + atomic_load(&stats.graph_launches);

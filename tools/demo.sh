@@ -4,9 +4,11 @@
 # With an NVIDIA GPU and driver present the workloads run on the GPU;
 # otherwise on the simulated driver (tests/simcuda), whose report of what
 # happened is printed at the end. Shown: the hard cap (VRAM_LIMIT=256M lets a
-# program have exactly four 64 MiB buffers and cuMemGetInfo says 256 MiB),
-# a fill/checksum workload through the libcudart-style entry path with the
-# shim's exit summary, and `vramshim dump` of it while it runs.
+# program have exactly four 64 MiB buffers and cuMemGetInfo says 256 MiB); then
+# the offload mode (a 1.5 GiB
+# fill/checksum working set, byte-exact under VRAM_LIMIT=512M, through the
+# libcudart-style entry path) with `vramshim dump` of it while it runs and the
+# shim's exit summary.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 build_dir=${BUILD_DIR:-build}
@@ -33,12 +35,13 @@ echo "demo: 1. the hard cap: VRAM_LIMIT=256M, 64 MiB buffers until refused"
 "$vramshim" run --mode cap --limit 256M -- "$client" --alloc-until-oom --mib 64 --expect-count 4 --expect-total-mib 256
 
 echo
-echo "demo: 2. a fill/checksum workload under the shim, dumped from outside while it runs"
-"$vramshim" run --mode cap --limit 512M --log info -- "$client" --buffers 6 --mib 64 --rounds 30 --streams 4 &
+echo "demo: 2. offload: 24 x 64 MiB (1.5 GiB) under VRAM_LIMIT=512M, dumped from outside while it runs"
+"$vramshim" run --limit 512M --log info -- "$client" --buffers 24 --mib 64 --rounds 1 --streams 4 --hold-ms 1000 &
 workload=$!
-for _ in $(seq 50); do
-    sleep 0.1
-    if "$vramshim" dump "$workload" 2>/dev/null; then
+for _ in $(seq 100); do
+    sleep 0.2
+    if "$vramshim" dump "$workload" --state host 2>/dev/null | grep -q host; then
+        "$vramshim" dump "$workload"
         break
     fi
 done

@@ -173,7 +173,9 @@ int vs_snapshot_parse(const void *buf, size_t len, vs_snapshot_view_t *view, cha
     for (uint32_t i = 0; i < h->row_count; i++) {
         const vs_snapshot_row_t *r = &rows[i];
         if (r->kind >= VS_SNAPSHOT_KIND_COUNT || r->place >= VS_SNAPSHOT_PLACE_COUNT ||
-            r->keep >= VS_SNAPSHOT_KEEP_COUNT || r->device < 0 ||
+            r->keep >= VS_SNAPSHOT_KEEP_COUNT || r->device < -1 ||
+            (r->device == -1 && r->kind != VS_SNAPSHOT_KIND_HOST_PINNED &&
+             r->kind != VS_SNAPSHOT_KIND_HOST_REGISTERED) ||
             r->device >= VS_SNAPSHOT_MAX_DEVICES)
             return vs_read_fail(VS_READ_ERR_CORRUPT, msg, msg_len,
                                 "corrupt snapshot: row %u (id %llu) has kind %u, place %u, "

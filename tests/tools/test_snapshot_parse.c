@@ -127,8 +127,17 @@ static void test_parse_enums_out_of_range_are_corrupt(void **state)
     img->rows[5].keep = VS_SNAPSHOT_KEEP_COUNT;
     assert_int_equal(parse(img, img->len, msg), -VS_READ_ERR_CORRUPT);
     img->rows[5].keep = 0;
+    /* -1 means "not on a device": valid for the application's own pinned
+     * host memory only. */
+    uint32_t kind6 = img->rows[6].kind;
+    img->rows[6].kind = VS_SNAPSHOT_KIND_DEVICE;
     img->rows[6].device = -1;
     assert_int_equal(parse(img, img->len, msg), -VS_READ_ERR_CORRUPT);
+    img->rows[6].kind = VS_SNAPSHOT_KIND_HOST_PINNED;
+    assert_int_equal(parse(img, img->len, msg), 0);
+    img->rows[6].device = -2;
+    assert_int_equal(parse(img, img->len, msg), -VS_READ_ERR_CORRUPT);
+    img->rows[6].kind = kind6;
     img->rows[6].device = 0;
     img->h->mode = VS_SNAPSHOT_MODE_COUNT;
     assert_int_equal(parse(img, img->len, msg), -VS_READ_ERR_CORRUPT);
