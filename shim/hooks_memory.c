@@ -551,31 +551,32 @@ CUresult CUDAAPI cuMemGetInfo_v2(size_t *free_out, size_t *total_out)
 
 CUresult CUDAAPI cuMemGetAddressRange_v2(CUdeviceptr *pbase, size_t *psize, CUdeviceptr dptr)
 {
-    uintptr_t base;
-    uint64_t size;
-    int device;
+    vs_offload_range_t range;
 
     vs_shim_ready();
-    if (!vs_offload_range((uintptr_t)dptr, &base, &size, &device))
+    if (!vs_offload_range((uintptr_t)dptr, &range))
         return VS_CALL(cuMemGetAddressRange_v2, (pbase, psize, dptr));
     if (pbase != NULL)
-        *pbase = (CUdeviceptr)base;
+        *pbase = (CUdeviceptr)range.base;
     if (psize != NULL)
-        *psize = (size_t)size;
+        *psize = (size_t)range.size;
     return CUDA_SUCCESS;
 }
 
 /* Answers `attribute` for an evictable allocation; false for attributes
  * the driver answers the same whatever the residency. */
-static bool vs_pointer_attribute(void *data, CUpointer_attribute attribute, CUdeviceptr ptr, uintptr_t base,
-                                 uint64_t size, int device)
+static bool vs_pointer_attribute(void *data, CUpointer_attribute attribute, CUdeviceptr ptr,
+                                 const vs_offload_range_t *range)
 {
     switch (attribute) {
+    case CU_POINTER_ATTRIBUTE_CONTEXT:
+        *(CUcontext *)data = range->ctx;
+        return true;
     case CU_POINTER_ATTRIBUTE_RANGE_START_ADDR:
-        *(CUdeviceptr *)data = (CUdeviceptr)base;
+        *(CUdeviceptr *)data = (CUdeviceptr)range->base;
         return true;
     case CU_POINTER_ATTRIBUTE_RANGE_SIZE:
-        *(size_t *)data = (size_t)size;
+        *(size_t *)data = (size_t)range->size;
         return true;
     case CU_POINTER_ATTRIBUTE_MEMORY_TYPE:
         *(unsigned int *)data = CU_MEMORYTYPE_DEVICE;
@@ -584,7 +585,7 @@ static bool vs_pointer_attribute(void *data, CUpointer_attribute attribute, CUde
         *(CUdeviceptr *)data = ptr;
         return true;
     case CU_POINTER_ATTRIBUTE_DEVICE_ORDINAL:
-        *(int *)data = device;
+        *(int *)data = range->device;
         return true;
     case CU_POINTER_ATTRIBUTE_IS_MANAGED:
         *(unsigned int *)data = 0;
@@ -596,13 +597,10 @@ static bool vs_pointer_attribute(void *data, CUpointer_attribute attribute, CUde
 
 CUresult CUDAAPI cuPointerGetAttribute(void *data, CUpointer_attribute attribute, CUdeviceptr ptr)
 {
-    uintptr_t base;
-    uint64_t size;
-    int device;
+    vs_offload_range_t range;
 
     vs_shim_ready();
-    if (data != NULL && vs_offload_range((uintptr_t)ptr, &base, &size, &device)
-        && vs_pointer_attribute(data, attribute, ptr, base, size, device))
+    if (data != NULL && vs_offload_range((uintptr_t)ptr, &range) && vs_pointer_attribute(data, attribute, ptr, &range))
         return CUDA_SUCCESS;
     return VS_CALL(cuPointerGetAttribute, (data, attribute, ptr));
 }
@@ -610,20 +608,18 @@ CUresult CUDAAPI cuPointerGetAttribute(void *data, CUpointer_attribute attribute
 CUresult CUDAAPI cuPointerGetAttributes(unsigned int numAttributes, CUpointer_attribute *attributes, void **data,
                                         CUdeviceptr ptr)
 {
-    uintptr_t base;
-    uint64_t size;
-    int device;
+    vs_offload_range_t range;
     CUresult rc;
 
     vs_shim_ready();
     rc = VS_CALL(cuPointerGetAttributes, (numAttributes, attributes, data, ptr));
-    if (attributes == NULL || data == NULL || !vs_offload_range((uintptr_t)ptr, &base, &size, &device))
+    if (attributes == NULL || data == NULL || !vs_offload_range((uintptr_t)ptr, &range))
         return rc;
     /* The driver may have refused an unmapped range: what the shim knows
      * is answered here, the rest stays as the driver left it. */
     for (unsigned int i = 0; i < numAttributes; i++) {
         if (data[i] != NULL)
-            (void)vs_pointer_attribute(data[i], attributes[i], ptr, base, size, device);
+            (void)vs_pointer_attribute(data[i], attributes[i], ptr, &range);
     }
     return rc == CUDA_ERROR_INVALID_VALUE ? CUDA_SUCCESS : rc;
 }
@@ -632,13 +628,11 @@ CUresult CUDAAPI cuPointerGetAttributes(unsigned int numAttributes, CUpointer_at
  * resident and the driver's answer passed on, with advice when it fails. */
 CUresult CUDAAPI cuIpcGetMemHandle(CUipcMemHandle *pHandle, CUdeviceptr dptr)
 {
-    uintptr_t base;
-    uint64_t size;
-    int device;
+    vs_offload_range_t range;
     CUresult rc;
 
     vs_shim_ready();
-    bool evictable = vs_offload_range((uintptr_t)dptr, &base, &size, &device);
+    bool evictable = vs_offload_range((uintptr_t)dptr, &range);
     if (evictable)
         vs_offload_pin((uintptr_t)dptr, "exported with cuIpcGetMemHandle");
     rc = VS_CALL(cuIpcGetMemHandle, (pHandle, dptr));
@@ -647,6 +641,6 @@ CUresult CUDAAPI cuIpcGetMemHandle(CUipcMemHandle *pHandle, CUdeviceptr dptr)
                "cuIpcGetMemHandle cannot export the %" PRIu64 "-byte allocation at 0x%" PRIxPTR
                " (evictable memory is VMM memory); set VRAMSHIM_MIN_EVICT above its size to keep such "
                "allocations plain",
-               size, base);
+               range.size, range.base);
     return rc;
 }

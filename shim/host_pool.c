@@ -138,13 +138,16 @@ static void vs_copy_undo(vs_host_copy_t *copy);
 
 int vs_host_pool_take(uint64_t bytes, vs_host_copy_t *out)
 {
-    uint32_t want = (uint32_t)((bytes + VS_HOST_BLOCK_BYTES - 1) / VS_HOST_BLOCK_BYTES);
     uint32_t capacity = 0, start = 0;
     int rc = 0;
 
     memset(out, 0, sizeof *out);
-    if (want == 0)
+    if (bytes == 0)
         return 0;
+    uint64_t blocks = bytes / VS_HOST_BLOCK_BYTES + (bytes % VS_HOST_BLOCK_BYTES != 0);
+    if (blocks > UINT32_MAX)
+        return -ENOSPC; /* more than any pool can hold */
+    uint32_t want = (uint32_t)blocks;
     pthread_mutex_lock(&vs_pool.lock);
     uint64_t free_pinned = vs_pool.pinned - vs_pool.used;
     uint64_t need = (uint64_t)want * VS_HOST_BLOCK_BYTES;

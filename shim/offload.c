@@ -997,18 +997,15 @@ static vs_region_t *vs_region_containing(uintptr_t addr)
     return r;
 }
 
-bool vs_offload_range(uintptr_t addr, uintptr_t *base, uint64_t *size, int *device)
+bool vs_offload_range(uintptr_t addr, vs_offload_range_t *out)
 {
     CUstreamCaptureMode mode;
     if (!vs_offload_enabled())
         return false;
     vs_engine_lock(&mode);
     vs_region_t *r = vs_region_containing(addr);
-    if (r != NULL) {
-        *base = r->base;
-        *size = r->size;
-        *device = r->device;
-    }
+    if (r != NULL)
+        *out = (vs_offload_range_t){.base = r->base, .size = r->size, .device = r->device, .ctx = r->ctx};
     vs_engine_unlock(mode);
     return r != NULL;
 }

@@ -48,9 +48,18 @@ int vs_offload_charge(int device, uint64_t bytes);
  * says. Returns true when something was evicted (worth retrying). */
 bool vs_offload_reclaim(int device, uint64_t bytes);
 
-/* The base and requested size of the evictable allocation containing
- * `addr`; false when there is none. */
-bool vs_offload_range(uintptr_t addr, uintptr_t *base, uint64_t *size, int *device);
+/* What the application expects to be told about the evictable allocation
+ * containing an address, whatever its residency. */
+typedef struct vs_offload_range_s {
+    uintptr_t base;
+    uint64_t size; /* requested */
+    int device;
+    CUcontext ctx; /* current when it was allocated */
+} vs_offload_range_t;
+
+/* Fills *out for the evictable allocation containing `addr`; false when
+ * there is none. */
+bool vs_offload_range(uintptr_t addr, vs_offload_range_t *out);
 
 /* Adds `delta` (+1/-1) holds on the allocations containing `addrs`: held
  * allocations are never evicted and are restored when taken (graphs keep
