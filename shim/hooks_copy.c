@@ -34,6 +34,23 @@
         return vs_rc_;                                                                             \
     }
 
+/* Synchronous copies between the host and an allocation that is on the
+ * host side are done on its host copy (`vs_offload_copy_host`): loading
+ * weights into memory the limit has no room for moves each byte once. */
+#define VS_HOST_COPY_HOOK(symbol, params, args, device, host, to_device)                           \
+    CUresult CUDAAPI symbol params                                                                 \
+    {                                                                                              \
+        uintptr_t vs_words_[2] = {(uintptr_t)(device), 0};                                         \
+        CUresult vs_rc_;                                                                           \
+        vs_shim_ready();                                                                           \
+        VS_COUNT(copies);                                                                          \
+        if (vs_offload_copy_host((device), (void *)(uintptr_t)(host), ByteCount, (to_device),      \
+                                 VS_PER_THREAD_SYMBOL(symbol), &vs_rc_))                           \
+            return vs_rc_;                                                                         \
+        VS_OPERATE(vs_rc_, NULL, VS_PER_THREAD_SYMBOL(symbol), vs_words_, 2, VS_CALL(symbol, args)); \
+        return vs_rc_;                                                                             \
+    }
+
 /* Unified-addressing copies: either side may be device memory. */
 VS_COPY_HOOK(copies, cuMemcpy, (CUdeviceptr dst, CUdeviceptr src, size_t ByteCount), (dst, src, ByteCount), dst, src, NULL)
 VS_COPY_HOOK(copies, cuMemcpy_ptds, (CUdeviceptr dst, CUdeviceptr src, size_t ByteCount), (dst, src, ByteCount), dst,
@@ -58,14 +75,10 @@ VS_COPY_HOOK(copies, cuMemcpyPeerAsync_ptsz, VS_PEER_ASYNC_PARAMS,
              (dstDevice, dstContext, srcDevice, srcContext, ByteCount, hStream), dstDevice, srcDevice, hStream)
 
 /* Typed 1-D copies. */
-VS_COPY_HOOK(copies, cuMemcpyHtoD_v2, (CUdeviceptr dstDevice, const void *srcHost, size_t ByteCount),
-             (dstDevice, srcHost, ByteCount), dstDevice, 0, NULL)
-VS_COPY_HOOK(copies, cuMemcpyHtoD_v2_ptds, (CUdeviceptr dstDevice, const void *srcHost, size_t ByteCount),
-             (dstDevice, srcHost, ByteCount), dstDevice, 0, NULL)
-VS_COPY_HOOK(copies, cuMemcpyDtoH_v2, (void *dstHost, CUdeviceptr srcDevice, size_t ByteCount),
-             (dstHost, srcDevice, ByteCount), srcDevice, 0, NULL)
-VS_COPY_HOOK(copies, cuMemcpyDtoH_v2_ptds, (void *dstHost, CUdeviceptr srcDevice, size_t ByteCount),
-             (dstHost, srcDevice, ByteCount), srcDevice, 0, NULL)
+VS_HOST_COPY_HOOK(cuMemcpyHtoD_v2, (CUdeviceptr dstDevice, const void *srcHost, size_t ByteCount), (dstDevice, srcHost, ByteCount), dstDevice, srcHost, true)
+VS_HOST_COPY_HOOK(cuMemcpyHtoD_v2_ptds, (CUdeviceptr dstDevice, const void *srcHost, size_t ByteCount), (dstDevice, srcHost, ByteCount), dstDevice, srcHost, true)
+VS_HOST_COPY_HOOK(cuMemcpyDtoH_v2, (void *dstHost, CUdeviceptr srcDevice, size_t ByteCount), (dstHost, srcDevice, ByteCount), srcDevice, dstHost, false)
+VS_HOST_COPY_HOOK(cuMemcpyDtoH_v2_ptds, (void *dstHost, CUdeviceptr srcDevice, size_t ByteCount), (dstHost, srcDevice, ByteCount), srcDevice, dstHost, false)
 VS_COPY_HOOK(copies, cuMemcpyDtoD_v2, (CUdeviceptr dstDevice, CUdeviceptr srcDevice, size_t ByteCount),
              (dstDevice, srcDevice, ByteCount), dstDevice, srcDevice, NULL)
 VS_COPY_HOOK(copies, cuMemcpyDtoD_v2_ptds, (CUdeviceptr dstDevice, CUdeviceptr srcDevice, size_t ByteCount),

@@ -89,6 +89,9 @@ static struct {
     pthread_mutex_t lock;
     pthread_cond_t released; /* an operation let go of what it held, or memory was freed */
     uint32_t ops_holding;    /* operations between their restore and their submission */
+    /* The limit was passed for an operation that needed it: the next
+     * operation evicts back under it. */
+    _Atomic bool over_limit;
     bool initialised;
     bool enabled;
     uint64_t min_evict;
@@ -367,8 +370,7 @@ static void vs_deferred_reap(bool wait)
         HASH_FIND(hh, vs_engine.by_base, &d->base, sizeof d->base, r);
         if (r != NULL && r->arriving == d->done) {
             r->arriving = NULL;
-            if (r->where == VS_RESIDENT)
-                (void)vs_registry_set_residency(r->base, VS_RESIDENT, false, NULL);
+            (void)vs_registry_set_residency(r->base, VS_RESIDENT, false, NULL);
         }
         vs_host_pool_give(&d->copy);
         vs_event_put(d->done);
@@ -453,6 +455,7 @@ static int vs_fence(uint64_t mask, CUstream waiter)
             && status != CU_STREAM_CAPTURE_STATUS_NONE)
             return -EBUSY;
         CUevent ev = vs_event_get();
+        vs_log(VS_LOG_DEBUG, "waiting for stream %p (bit %d) with event %p", (void *)target, i, (void *)ev);
         if (ev == NULL || VS_CALL(cuEventRecord, (ev, target)) != CUDA_SUCCESS
             || VS_CALL(cuStreamWaitEvent, (waiter, ev, 0)) != CUDA_SUCCESS) {
             context_sync = true;
@@ -624,13 +627,20 @@ static uint64_t vs_evict(vs_region_t **victims, size_t count, bool *host_full)
             break;
         }
         (void)vs_registry_set_residency(r->base, VS_MOVING, false, &streams);
-        if (r->arriving != NULL)
+        vs_log(VS_LOG_DEBUG, "evicting 0x%" PRIxPTR " (%" PRIu64 " bytes), used by streams 0x%" PRIx64, r->base,
+               r->size, streams);
+        if (r->arriving != NULL) {
+            /* The copy out waits for the copy in. From here the region is
+             * no longer arriving: the deferred entry that still owns the
+             * event must not mark it resident while it moves. */
             (void)VS_CALL(cuStreamWaitEvent, (d->to_host, r->arriving, 0));
+            r->arriving = NULL;
+        }
         if (vs_fence(streams, d->to_host) != 0 || vs_copy_out(r, d->to_host) != CUDA_SUCCESS) {
             vs_log(VS_LOG_WARN, "cannot evict the allocation at 0x%" PRIxPTR "; it stays on the device", r->base);
             (void)VS_CALL(cuStreamSynchronize, (d->to_host));
             vs_host_pool_give(&r->host);
-            (void)vs_registry_set_residency(r->base, r->arriving != NULL ? VS_ARRIVING : VS_RESIDENT, false, NULL);
+            (void)vs_registry_set_residency(r->base, VS_RESIDENT, false, NULL); /* the sync covered the copy in */
             vs_registry_add_streams(r->base, streams);
             victims[i] = NULL;
             continue;
@@ -652,10 +662,9 @@ static uint64_t vs_evict(vs_region_t **victims, size_t count, bool *host_full)
             vs_log(VS_LOG_WARN, "copying the allocation at 0x%" PRIxPTR " to the host failed (%d); it stays on the device",
                    r->base, (int)rc);
             vs_host_pool_give(&r->host);
-            (void)vs_registry_set_residency(r->base, r->arriving != NULL ? VS_ARRIVING : VS_RESIDENT, false, NULL);
+            (void)vs_registry_set_residency(r->base, VS_RESIDENT, false, NULL);
             continue;
         }
-        r->arriving = NULL; /* its copy is over: the wait above covered it */
         vs_physical_unmap(r);
         vs_cap_release(r->device, r->reserved);
         r->where = VS_ON_HOST;
@@ -770,6 +779,7 @@ static int vs_charge_locked(int device, uint64_t bytes, const char *what, uint32
     }
     vs_cap_charge(device, bytes);
     vs_engine.stats.over_limit++;
+    atomic_store_explicit(&vs_engine.over_limit, true, memory_order_relaxed);
     if (!vs_engine.warned_over_limit) {
         vs_engine.warned_over_limit = true;
         vs_log(VS_LOG_WARN,
@@ -821,6 +831,18 @@ static CUresult vs_restore(vs_region_t *r, CUstream stream, bool per_thread, uin
         vs_log(VS_LOG_WARN, "cannot map device memory to restore the allocation at 0x%" PRIxPTR " (error %d)",
                r->base, (int)rc);
         return rc;
+    }
+    vs_log(VS_LOG_DEBUG, "restoring 0x%" PRIxPTR " (%" PRIu64 " bytes%s) for stream %p", r->base, r->size,
+           r->host.count == 0 ? ", no data yet" : "", (void *)stream);
+    if (r->host.count == 0) {
+        /* Placed on the host at allocation and never written: nothing to
+         * copy (its contents are undefined, as cuMemAlloc's are). */
+        r->where = VS_RESIDENT;
+        (void)vs_registry_set_residency(r->base, VS_RESIDENT, true, NULL);
+        if (d->policy != NULL)
+            (void)vs_policy_set_resident(d->policy, r->id, true);
+        vs_engine.stats.restores++;
+        return CUDA_SUCCESS;
     }
     CUevent done = vs_event_get();
     rc = vs_copy_in(r, d->to_device);
@@ -882,9 +904,26 @@ CUresult vs_offload_alloc(CUdeviceptr *dptr, uint64_t bytes, int device, vs_allo
     if (rc != CUDA_SUCCESS)
         goto fail;
     r->base = (uintptr_t)va;
-    if (vs_charge_locked(device, r->reserved, "an allocation", 0) != 0) {
-        rc = CUDA_ERROR_OUT_OF_MEMORY;
-        goto fail;
+    if (vs_cap_reserve(device, r->reserved) != 0) {
+        /* No room without evicting: start on the host side, holding no
+         * data yet. The first copy into it lands in its host copy; the
+         * first kernel that uses it maps it, with nothing to copy. */
+        r->where = VS_ON_HOST;
+        vs_alloc_desc_t lazy = {.base = r->base, .size = bytes, .device = device, .kind = kind, .handle = 0};
+        if (vs_registry_add(&lazy, &r->id) != 0) {
+            rc = CUDA_ERROR_OUT_OF_MEMORY;
+            goto fail;
+        }
+        (void)vs_registry_set_residency(r->base, VS_ON_HOST, false, NULL);
+        if (vs_policy_alloc(d->policy, r->id, r->reserved, true, false) != 0)
+            r->pinned = true;
+        HASH_ADD(hh, vs_engine.by_base, base, sizeof r->base, r);
+        HASH_ADD(hh_id, vs_engine.by_id, id, sizeof r->id, r);
+        vs_engine.stats.placed_on_host++;
+        vs_log(VS_LOG_DEBUG, "placed 0x%" PRIxPTR " (%" PRIu64 " bytes) on the host: no room", r->base, bytes);
+        vs_engine_unlock(mode);
+        *dptr = va;
+        return CUDA_SUCCESS;
     }
     while ((rc = vs_physical_map(r)) == CUDA_ERROR_OUT_OF_MEMORY) {
         int room = vs_make_room(device, r->reserved, true);
@@ -1064,6 +1103,10 @@ void vs_op_begin(vs_op_t *op, CUstream stream, bool per_thread)
 static bool vs_bases_held(const vs_op_t *op, const uintptr_t *bases, size_t count)
 {
     for (size_t i = 0; i < count; i++) {
+        /* Mapped, with this operation's stream waiting for its copy; an
+         * allocation freed and made again at the same address is not. */
+        if (vs_registry_residency_locked(bases[i]) != VS_ARRIVING)
+            return false;
         bool found = false;
         for (size_t j = 0; j < op->held_count && !found; j++)
             found = op->held[j] == bases[i];
@@ -1102,7 +1145,11 @@ bool vs_op_scan(vs_op_t *op, const uintptr_t *words, size_t count)
     vs_registry_read_begin();
     if (count > 0)
         vs_registry_touch_many_locked(words, count, &op->touch);
-    if (op->touch.missing_count == 0 || !op->restore || vs_op_all_held(op, words, count)) {
+    bool shrink = op->attempts == 0 && atomic_load_explicit(&vs_engine.over_limit, memory_order_relaxed);
+    if ((op->touch.missing_count == 0 && !shrink) || !op->restore || vs_op_all_held(op, words, count)) {
+        if (op->touch.missing_count > 0)
+            vs_log(VS_LOG_DEBUG, "submitting with %zu not resident (restore %d, first 0x%" PRIxPTR ")",
+                   op->touch.missing_count, op->restore, op->touch.missing[0]);
         op->locked = true;
         return true;
     }
@@ -1169,6 +1216,16 @@ CUresult vs_op_prepare(vs_op_t *op, const uintptr_t *words, size_t count)
         bases[held++] = r->base;
     }
     vs_deferred_reap(false);
+    /* An earlier operation passed the limit: back under it, now that what
+     * this operation needs is held (its own restores may pass it again,
+     * for the next operation to undo). */
+    if (atomic_exchange_explicit(&vs_engine.over_limit, false, memory_order_relaxed)) {
+        for (int device = 0; device < VS_MAX_DEVICES; device++) {
+            if (vs_engine.devices[device].ready && vs_cap_used(device) > vs_cap_limit(device))
+                (void)vs_make_room(device, 0, false);
+        }
+        vs_policy_reset_skips();
+    }
     for (size_t i = 0; i < held && rc == CUDA_SUCCESS; i++) {
         vs_region_t *r;
         HASH_FIND(hh, vs_engine.by_base, &bases[i], sizeof bases[i], r);
@@ -1230,6 +1287,62 @@ void vs_op_end(vs_op_t *op)
     op->held_count = 0;
 }
 
+/* ---- Copies served from the host copy ---------------------------------------- */
+
+/* Copies between `host` and the host copy of a region that is on the host,
+ * at `offset`. Engine lock held. */
+static void vs_host_copy_bytes(vs_region_t *r, uint64_t offset, void *host, uint64_t bytes, bool to_device)
+{
+    uint64_t at = 0;
+    unsigned char *h = host;
+    for (uint32_t i = 0; i < r->host.count && bytes > 0; i++) {
+        const vs_host_extent_t *e = &r->host.extents[i];
+        if (offset >= at + e->bytes) {
+            at += e->bytes;
+            continue;
+        }
+        uint64_t within = offset - at;
+        uint64_t n = e->bytes - within < bytes ? e->bytes - within : bytes;
+        if (to_device)
+            memcpy((unsigned char *)e->ptr + within, h, n);
+        else
+            memcpy(h, (unsigned char *)e->ptr + within, n);
+        h += n;
+        offset += n;
+        bytes -= n;
+        at += e->bytes;
+    }
+}
+
+bool vs_offload_copy_host(CUdeviceptr dptr, void *host, uint64_t bytes, bool to_device, bool per_thread,
+                          CUresult *rc)
+{
+    CUstreamCaptureMode mode;
+    vs_alloc_info_t info;
+
+    if (!vs_offload_enabled() || bytes == 0 || host == NULL || vs_registry_find((uintptr_t)dptr, &info) != 0
+        || (info.residency != VS_ON_HOST))
+        return false;
+    /* A synchronous copy runs after the work already queued on its stream
+     * (which may be writing `host`): the same order here. */
+    if (VS_CALL(cuStreamSynchronize, (per_thread ? CU_STREAM_PER_THREAD : CU_STREAM_LEGACY)) != CUDA_SUCCESS)
+        return false; /* the driver's own call will report why */
+    vs_engine_lock(&mode);
+    vs_region_t *r;
+    HASH_FIND(hh, vs_engine.by_base, &info.base, sizeof info.base, r);
+    uint64_t offset = (uintptr_t)dptr - info.base;
+    bool served = r != NULL && r->where == VS_ON_HOST && offset + bytes <= r->size && offset + bytes >= offset
+                  && (r->host.count > 0 || (to_device && vs_host_take(r->size, &r->host) == 0));
+    if (served) {
+        vs_host_copy_bytes(r, offset, host, bytes, to_device);
+        vs_engine.stats.bytes_served_on_host += bytes;
+        (void)vs_registry_touch((uintptr_t)dptr, vs_registry_next_seq());
+        *rc = CUDA_SUCCESS;
+    }
+    vs_engine_unlock(mode);
+    return served;
+}
+
 /* ---- Statistics and exit -------------------------------------------------- */
 
 void vs_offload_stats(vs_offload_stats_t *out)
@@ -1250,9 +1363,9 @@ void vs_offload_shutdown(void)
     vs_log(VS_LOG_INFO,
            "offload: evictions %" PRIu64 ", restores %" PRIu64 ", to host %" PRIu64 " bytes, to device %" PRIu64
            " bytes, restore wait %.3f ms, over the limit %" PRIu64 " times, host pool %" PRIu64 " of %" PRIu64
-           " bytes pinned",
+           " bytes pinned, placed on the host %" PRIu64 ", copies served from host copies %" PRIu64 " bytes",
            s.evictions, s.restores, s.bytes_to_host, s.bytes_to_device, (double)s.restore_wait_ns / 1e6, s.over_limit,
-           pool.pinned, pool.limit);
+           pool.pinned, pool.limit, s.placed_on_host, s.bytes_served_on_host);
     /* The process is exiting: the pinned slabs go with it. Freeing them
      * here would race with threads still running. */
 }

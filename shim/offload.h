@@ -44,6 +44,14 @@ bool vs_offload_free(CUdeviceptr dptr, CUresult *rc);
  * warns once. Returns 0, or -ENOMEM when the host budget is exhausted. */
 int vs_offload_charge(int device, uint64_t bytes);
 
+/* A synchronous copy between `host` and device memory at `dptr` (`bytes`,
+ * towards the device when `to_device`) that lies in an allocation now on
+ * the host: done on its host copy, without bringing it back. Returns false
+ * when the copy is not such a copy (the caller forwards it); otherwise *rc
+ * is its result. */
+bool vs_offload_copy_host(CUdeviceptr dptr, void *host, uint64_t bytes, bool to_device, bool per_thread,
+                          CUresult *rc);
+
 /* The driver ran out of physical memory: evict `bytes` whatever the limit
  * says. Returns true when something was evicted (worth retrying). */
 bool vs_offload_reclaim(int device, uint64_t bytes);
@@ -123,6 +131,8 @@ typedef struct vs_offload_stats_s {
     uint64_t bytes_to_host, bytes_to_device;
     uint64_t restore_wait_ns; /* host time spent making room and restoring */
     uint64_t over_limit;      /* times the limit was passed because nothing could go */
+    uint64_t placed_on_host;  /* allocations that started on the host (no room at allocation) */
+    uint64_t bytes_served_on_host; /* synchronous copies done on host copies, not over the link */
 } vs_offload_stats_t;
 
 void vs_offload_stats(vs_offload_stats_t *out);

@@ -756,6 +756,13 @@ int vs_registry_set_residency(uintptr_t base, vs_residency_t residency, bool mov
     return 0;
 }
 
+vs_residency_t vs_registry_residency_locked(uintptr_t base)
+{
+    vs_alloc_t *a;
+    HASH_FIND(hh, vs_registry.by_base, &base, sizeof base, a);
+    return a != NULL ? a->residency : VS_ON_HOST;
+}
+
 int vs_registry_streams(uintptr_t base, uint64_t *streams_out)
 {
     vs_alloc_t *a;

@@ -162,6 +162,10 @@ size_t vs_registry_touch_many_locked(const uintptr_t *words, size_t count, vs_to
  * non-resident place) or a restore (back to resident). 0 or -ENOENT. */
 int vs_registry_set_residency(uintptr_t base, vs_residency_t residency, bool moved, uint64_t *streams_out);
 
+/* The residency of the allocation starting at `base`; VS_ON_HOST when there
+ * is none. Read lock held. */
+vs_residency_t vs_registry_residency_locked(uintptr_t base);
+
 /* The streams that used the allocation at `base` since it became
  * resident (read lock taken). 0 or -ENOENT. */
 int vs_registry_streams(uintptr_t base, uint64_t *streams_out);

@@ -244,7 +244,7 @@ __attribute__((constructor)) static void vs_shim_load(void)
 
     vs_find_real_dlsym();
     vs_cap_configure(cfg->limit, vs_shim_device_total);
-    vs_log(VS_LOG_DEBUG, "loaded: mode=cap, VRAM_LIMIT %s", cfg->limit_set ? "set" : "unset (tracking only)");
+    vs_log(VS_LOG_DEBUG, "loaded: mode %s", cfg->mode == VS_MODE_OFFLOAD ? "offload" : cfg->mode == VS_MODE_CAP ? "cap" : "track (VRAM_LIMIT unset)");
 }
 
 __attribute__((destructor)) static void vs_shim_unload(void)

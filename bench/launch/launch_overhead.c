@@ -1,17 +1,42 @@
 /* launch_overhead.c: what the shim adds to the host side of one
- * `cuLaunchKernel`, with 10,000 live allocations and 8 pointer parameters
- * per launch (every one of which the shim looks up in its registry).
+ * `cuLaunchKernel` on its fast path (everything the launch touches is
+ * resident), with tracking only and with the offload engine active, side by
+ * side in one run.
  *
- * Run as `launch_overhead SHIM`: the program re-executes itself with
- * LD_PRELOAD=SHIM, so that its allocations are registered by the shim and
- * its `cuLaunchKernel` is the shim's. It then times, in one process and
- * side by side, batches of launches made through the shim (hooked) and
- * batches made straight into the simulated driver through
- * `simcuda_entry_point("cuLaunchKernel")` (direct), alternating
- * direct/hooked/hooked/direct over many rounds so that both modes see the
- * same machine load. It prints the median batch of each mode per launch,
- * their ratio and the difference. Real clock: the launch path is timed, not
- * modeled.
+ * Run as `launch_overhead SHIM`. The parent (not preloaded) runs the same
+ * workload in children with LD_PRELOAD=SHIM: with no VRAM_LIMIT (tracking
+ * only) and in offload mode with VRAM_LIMIT=1G, five of each in the order
+ * track, offload, offload, track, track, offload, ..., so that a drift in
+ * machine load between children cancels too; it prints every child's
+ * figures, then per mode side by side the median and the lowest of the
+ * children's figures (the lowest is the one least disturbed by other work
+ * on the machine: on a busy machine whole children run 1.5-2x slower,
+ * direct launches included), and the differences between the modes.
+ * `launch_overhead SHIM --mode track|offload` runs only one mode.
+ *
+ * The workload: 10,000 live allocations of 64 KiB (never evictable: under
+ * the 2 MiB VMM granularity) and 64 of 8 MiB (evictable). Together they take
+ * 1137 MiB, so under the offload child's 1 GiB limit the last 8 MiB ones
+ * evict the first ones as they are allocated; a sweep then launches a
+ * kernel on each 8 MiB allocation in turn, which restores those it finds
+ * evicted and evicts others in their place; then the last 32 swept (625 +
+ * 256 MiB fit under the limit) are touched twice more, which leaves them
+ * resident.
+ * The offload child reads the shim's counters from its own snapshot
+ * (bench/offload/shim_counters.h): it stops, as broken, unless evictions
+ * and restores happened before the timed part, and unless none happened
+ * during it (a restore inside a timed batch would in fact wait for the
+ * gated stream below for ever: the setup makes sure none is needed). The
+ * timed launches take 8 pointer parameters, each a different allocation: 6
+ * of the small ones and 2 of those 32 resident evictable ones.
+ *
+ * Each child times, in one process and side by side, batches of launches
+ * made through the shim (hooked) and batches made straight into the
+ * simulated driver through `simcuda_entry_point("cuLaunchKernel")`
+ * (direct), alternating direct/hooked/hooked/direct over many rounds so
+ * that both modes see the same machine load, and hands the parent the
+ * median batch of each mode per launch and the difference. Real clock: the
+ * launch path is timed, not modeled.
  *
  * Streams are asynchronous in simcuda: a launch returns once enqueued. Each
  * timed batch is queued behind a host function that blocks the stream's
@@ -21,6 +46,7 @@
  */
 #include <cuda.h>
 #include <errno.h>
+#include <inttypes.h>
 #include <semaphore.h>
 #include <stdatomic.h>
 #include <stdbool.h>
@@ -28,20 +54,32 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/types.h>
+#include <sys/wait.h>
 #include <time.h>
 #include <unistd.h>
 
+#include "shim_counters.h"
 #include "simcuda.h"
 
-#define ALLOCATIONS 10000
-#define ALLOCATION_BYTES (64u * 1024u)
+#define SMALL_ALLOCATIONS 10000
+#define SMALL_BYTES (64u * 1024u)
+#define LARGE_ALLOCATIONS 64
+#define LARGE_BYTES (8ull << 20)
+/* The last LARGE_HOT of the sweep: resident when the timing starts. */
+#define LARGE_HOT 32
+#define OFFLOAD_LIMIT "1G"
 #define PARAMS 8
+/* Of the PARAMS, how many point into the resident evictable allocations. */
+#define LARGE_PARAMS 2
 #define BATCH 1000
 /* Batches per mode; a round is one direct and one hooked batch. */
 #define ROUNDS 300
 #define WARMUP_ROUNDS 10
-/* Set in the re-executed process: it must find the shim in front. */
-#define REEXEC_MARK "VS_LAUNCH_OVERHEAD_PRELOADED"
+/* Children per mode. */
+#define RUNS 5
+/* Set in the children: they must find the shim in front. */
+#define CHILD_MARK "VS_LAUNCH_OVERHEAD_PRELOADED"
 
 #define CHECK(call)                                                                                \
     do {                                                                                           \
@@ -54,13 +92,33 @@
 
 typedef __typeof__(cuLaunchKernel) launch_fn_t;
 
+typedef enum shim_mode_e {
+    MODE_TRACK,
+    MODE_OFFLOAD,
+    MODE_COUNT
+} shim_mode_t;
+
+static const char *const mode_args[MODE_COUNT] = {"track", "offload"};
+static const char *const mode_names[MODE_COUNT] = {"tracking only", "offload, VRAM_LIMIT=" OFFLOAD_LIMIT};
+
+/* One child's figures: ns per launch (medians over its batches), and in
+ * offload mode the shim's counts before the timed part. */
+typedef struct figures_s {
+    double direct, hooked, added, added_per_round;
+    double direct_q1, direct_q3, hooked_q1, hooked_q3;
+    uint64_t evictions, restores;
+} figures_t;
+
+#define FIGURES_FORMAT "%lf %lf %lf %lf %lf %lf %lf %lf %" SCNu64 " %" SCNu64
+
 typedef struct bench_s {
     CUfunction fn;
     CUstream stream;
-    CUdeviceptr buffers[ALLOCATIONS];
+    CUdeviceptr small[SMALL_ALLOCATIONS];
+    CUdeviceptr large[LARGE_ALLOCATIONS];
     CUdeviceptr args[PARAMS];
     void *params[PARAMS];
-    unsigned next;
+    unsigned next_small, next_large;
     /* The gate: a host function holding the stream's worker. */
     sem_t entered, release;
 } bench_t;
@@ -99,6 +157,22 @@ static double median(double *values, size_t count)
     return count % 2 ? values[count / 2] : (values[count / 2 - 1] + values[count / 2]) / 2;
 }
 
+/* The next launch's arguments: different allocations and interior
+ * addresses every launch, so that no look-up is served by a cache the
+ * benchmark made warm. */
+static void pick_arguments(bench_t *b)
+{
+    for (int i = 0; i < PARAMS - LARGE_PARAMS; i++) {
+        b->next_small = (b->next_small + 7919) % SMALL_ALLOCATIONS;
+        b->args[i] = b->small[b->next_small] + (CUdeviceptr)(b->next_small % 64) * 1024;
+    }
+    for (int i = PARAMS - LARGE_PARAMS; i < PARAMS; i++) {
+        b->next_large = (b->next_large + 7) % LARGE_HOT;
+        b->args[i] = b->large[LARGE_ALLOCATIONS - LARGE_HOT + b->next_large]
+                     + (CUdeviceptr)(b->next_small % 64) * (LARGE_BYTES / 64);
+    }
+}
+
 /* One timed batch through `launch`: ns per launch. */
 static double run_batch(bench_t *b, launch_fn_t *launch)
 {
@@ -107,12 +181,7 @@ static double run_batch(bench_t *b, launch_fn_t *launch)
         continue;
     uint64_t start = now_ns();
     for (int k = 0; k < BATCH; k++) {
-        /* Different allocations and interior addresses every launch, so
-         * no look-up is served by a cache the benchmark made warm. */
-        for (int i = 0; i < PARAMS; i++) {
-            b->next = (b->next + 7919) % ALLOCATIONS;
-            b->args[i] = b->buffers[b->next] + (CUdeviceptr)(b->next % 64) * 1024;
-        }
+        pick_arguments(b);
         CHECK(launch(b->fn, 1, 1, 1, 32, 1, 1, 0, b->stream, b->params, NULL));
     }
     uint64_t elapsed = now_ns() - start;
@@ -121,15 +190,33 @@ static double run_batch(bench_t *b, launch_fn_t *launch)
     return (double)elapsed / BATCH;
 }
 
-static int run(launch_fn_t *direct, launch_fn_t *hooked)
+/* Launches (through the shim) a kernel on each of `large[first..last)` in
+ * turn: in offload mode, what is not resident is restored. */
+static void sweep(bench_t *b, int first, int last)
+{
+    for (int k = first; k < last; k++) {
+        pick_arguments(b);
+        b->args[0] = b->large[k];
+        CHECK(cuLaunchKernel(b->fn, 1, 1, 1, 32, 1, 1, 0, b->stream, b->params, NULL));
+    }
+    CHECK(cuStreamSynchronize(b->stream));
+}
+
+/* The child: sets up, times, and writes its figures to `result`. */
+static int child_run(shim_mode_t mode, launch_fn_t *direct, launch_fn_t *hooked, FILE *result)
 {
     static bench_t b;
     static double direct_ns[ROUNDS], hooked_ns[ROUNDS], added_ns[ROUNDS];
+    const char *name = mode_args[mode];
     size_t sizes[PARAMS];
     CUdevice dev;
     CUcontext ctx;
     CUmodule module;
 
+    if (result == NULL) {
+        perror("launch_overhead: the result pipe");
+        return 1;
+    }
     for (int i = 0; i < PARAMS; i++)
         sizes[i] = sizeof(void *);
     simcuda_kernel_desc_t desc = {.name = "bench_noop_8_pointers", .param_count = PARAMS, .param_sizes = sizes,
@@ -149,10 +236,32 @@ static int run(launch_fn_t *direct, launch_fn_t *hooked)
     CHECK(cuModuleLoadData(&module, "benchmark"));
     CHECK(cuModuleGetFunction(&b.fn, module, "bench_noop_8_pointers"));
     CHECK(cuStreamCreate(&b.stream, CU_STREAM_NON_BLOCKING));
-    for (int i = 0; i < ALLOCATIONS; i++)
-        CHECK(cuMemAlloc(&b.buffers[i], ALLOCATION_BYTES));
+    for (int i = 0; i < SMALL_ALLOCATIONS; i++)
+        CHECK(cuMemAlloc(&b.small[i], SMALL_BYTES));
+    for (int i = 0; i < LARGE_ALLOCATIONS; i++)
+        CHECK(cuMemAlloc(&b.large[i], LARGE_BYTES));
     for (int i = 0; i < PARAMS; i++)
         b.params[i] = &b.args[i];
+
+    /* Every large allocation used once, then the hot ones twice more (the
+     * second time finds every restore complete). */
+    sweep(&b, 0, LARGE_ALLOCATIONS);
+    sweep(&b, LARGE_ALLOCATIONS - LARGE_HOT, LARGE_ALLOCATIONS);
+    sweep(&b, LARGE_ALLOCATIONS - LARGE_HOT, LARGE_ALLOCATIONS);
+
+    const vs_snapshot_header_t *snapshot = NULL;
+    shim_counters_t before = {0}, after;
+    if (mode == MODE_OFFLOAD) {
+        if ((snapshot = shim_counters_open()) == NULL || shim_counters_read(snapshot, &before) != 0)
+            return 1;
+        if (before.evictions == 0 || before.restores == 0) {
+            fprintf(stderr,
+                    "launch_overhead[%s]: BROKEN: the setup should evict and restore, but the shim counts %" PRIu64
+                    " evictions and %" PRIu64 " restores\n",
+                    name, before.evictions, before.restores);
+            return 1;
+        }
+    }
 
     for (int r = -WARMUP_ROUNDS; r < ROUNDS; r++) {
         /* direct, hooked, hooked, direct, ...: a drift in machine load
@@ -171,52 +280,189 @@ static int run(launch_fn_t *direct, launch_fn_t *hooked)
         hooked_ns[r] = h;
         added_ns[r] = h - d;
     }
-    CHECK(cuStreamDestroy(b.stream));
-    for (int i = 0; i < ALLOCATIONS; i++)
-        CHECK(cuMemFree(b.buffers[i]));
 
-    double direct_median = median(direct_ns, ROUNDS);
-    double hooked_median = median(hooked_ns, ROUNDS);
-    double added = hooked_median - direct_median;
-    printf("launch_overhead: %d live allocations, %d pointer parameters per launch, %d interleaved rounds of "
-           "one direct and one hooked batch of %d launches, in one process; medians over batches\n",
-           ALLOCATIONS, PARAMS, ROUNDS, BATCH);
-    printf("launch_overhead: median of the per-round differences %.1f ns; quartiles direct %.1f-%.1f, hooked "
-           "%.1f-%.1f ns/launch\n",
-           median(added_ns, ROUNDS), direct_ns[ROUNDS / 4], direct_ns[3 * ROUNDS / 4], hooked_ns[ROUNDS / 4],
-           hooked_ns[3 * ROUNDS / 4]);
-    printf("launch_overhead: direct %.1f ns/launch, hooked %.1f ns/launch, ratio %.2f, added %.1f ns (goal <= 150 "
-           "ns: %s)\n",
-           direct_median, hooked_median, hooked_median / direct_median, added, added <= 150.0 ? "met" : "MISSED");
+    if (mode == MODE_OFFLOAD) {
+        if (shim_counters_read(snapshot, &after) != 0)
+            return 1;
+        if (after.evictions != before.evictions || after.restores != before.restores) {
+            fprintf(stderr,
+                    "launch_overhead[%s]: BROKEN: %" PRIu64 " evictions and %" PRIu64
+                    " restores during the timed part, which should touch only resident memory\n",
+                    name, after.evictions - before.evictions, after.restores - before.restores);
+            return 1;
+        }
+    }
+    CHECK(cuStreamDestroy(b.stream));
+    for (int i = 0; i < SMALL_ALLOCATIONS; i++)
+        CHECK(cuMemFree(b.small[i]));
+    for (int i = 0; i < LARGE_ALLOCATIONS; i++)
+        CHECK(cuMemFree(b.large[i]));
+
+    figures_t f = {.evictions = before.evictions, .restores = before.restores};
+    f.added_per_round = median(added_ns, ROUNDS);
+    f.direct = median(direct_ns, ROUNDS); /* sorts: the quartiles follow */
+    f.hooked = median(hooked_ns, ROUNDS);
+    f.added = f.hooked - f.direct;
+    f.direct_q1 = direct_ns[ROUNDS / 4];
+    f.direct_q3 = direct_ns[3 * ROUNDS / 4];
+    f.hooked_q1 = hooked_ns[ROUNDS / 4];
+    f.hooked_q3 = hooked_ns[3 * ROUNDS / 4];
+    fprintf(result, "%.3f %.3f %.3f %.3f %.3f %.3f %.3f %.3f %" PRIu64 " %" PRIu64 "\n", f.direct, f.hooked, f.added,
+            f.added_per_round, f.direct_q1, f.direct_q3, f.hooked_q1, f.hooked_q3, f.evictions, f.restores);
     return 0;
+}
+
+/* Runs the child of `mode` with the shim preloaded; 0 and its figures, or
+ * -1 (said why). */
+static int run_child(const char *self, const char *shim, shim_mode_t mode, figures_t *figures)
+{
+    int fds[2];
+    if (pipe(fds) != 0) {
+        perror("launch_overhead: pipe");
+        return -1;
+    }
+    fflush(NULL);
+    pid_t pid = fork();
+    if (pid < 0) {
+        perror("launch_overhead: fork");
+        return -1;
+    }
+    if (pid == 0) {
+        char fd_arg[16];
+        close(fds[0]);
+        snprintf(fd_arg, sizeof fd_arg, "%d", fds[1]);
+        setenv("LD_PRELOAD", shim, 1);
+        setenv(CHILD_MARK, "1", 1);
+        if (mode == MODE_OFFLOAD) {
+            setenv("VRAM_LIMIT", OFFLOAD_LIMIT, 1);
+            setenv("VRAMSHIM_MODE", "offload", 1);
+        } else {
+            unsetenv("VRAM_LIMIT");
+            unsetenv("VRAMSHIM_MODE");
+        }
+        char *argv[] = {(char *)self, (char *)shim, "--child", (char *)mode_args[mode], fd_arg, NULL};
+        execv("/proc/self/exe", argv);
+        perror("launch_overhead: execv");
+        _exit(127);
+    }
+    close(fds[1]);
+    char text[512];
+    size_t len = 0;
+    while (len < sizeof text - 1) {
+        ssize_t n = read(fds[0], text + len, sizeof text - 1 - len);
+        if (n < 0 && errno == EINTR)
+            continue;
+        if (n <= 0)
+            break;
+        len += (size_t)n;
+    }
+    text[len] = '\0';
+    close(fds[0]);
+    int status;
+    while (waitpid(pid, &status, 0) < 0) {
+        if (errno != EINTR) {
+            perror("launch_overhead: waitpid");
+            return -1;
+        }
+    }
+    if (!WIFEXITED(status) || WEXITSTATUS(status) != 0) {
+        fprintf(stderr, "launch_overhead: the %s child failed (status 0x%x)\n", mode_args[mode], status);
+        return -1;
+    }
+    if (sscanf(text, FIGURES_FORMAT, &figures->direct, &figures->hooked, &figures->added, &figures->added_per_round,
+               &figures->direct_q1, &figures->direct_q3, &figures->hooked_q1, &figures->hooked_q3,
+               &figures->evictions, &figures->restores)
+        != 10) {
+        fprintf(stderr, "launch_overhead: no figures from the %s child\n", mode_args[mode]);
+        return -1;
+    }
+    return 0;
+}
+
+static int usage(const char *self)
+{
+    fprintf(stderr, "usage: %s /path/to/libvramshim.so [--mode track|offload]\n", self);
+    return 2;
 }
 
 int main(int argc, char **argv)
 {
-    if (argc != 2) {
-        fprintf(stderr, "usage: %s /path/to/libvramshim.so\n", argv[0]);
-        return 2;
-    }
-    launch_fn_t *direct, *hooked;
-    /* `void *` to function pointer: POSIX allows it, ISO C does not say. */
-    direct = __extension__(launch_fn_t *) simcuda_entry_point("cuLaunchKernel");
-    /* The linked name: the shim's once it is preloaded. */
-    hooked = cuLaunchKernel;
-    if (direct == NULL) {
-        fprintf(stderr, "launch_overhead: the simulated driver has no cuLaunchKernel\n");
-        return 1;
-    }
-    if (hooked == direct) {
-        /* Not preloaded yet: run again with the shim in front. */
-        if (getenv(REEXEC_MARK) != NULL) {
+    if (argc == 5 && strcmp(argv[2], "--child") == 0) {
+        launch_fn_t *direct, *hooked;
+        /* `void *` to function pointer: POSIX allows it, ISO C does not say. */
+        direct = __extension__(launch_fn_t *) simcuda_entry_point("cuLaunchKernel");
+        /* The linked name: the shim's once it is preloaded. */
+        hooked = cuLaunchKernel;
+        if (getenv(CHILD_MARK) == NULL || direct == NULL || hooked == direct) {
             fprintf(stderr, "launch_overhead: LD_PRELOAD=%s did not interpose cuLaunchKernel\n", argv[1]);
             return 1;
         }
-        setenv("LD_PRELOAD", argv[1], 1);
-        setenv(REEXEC_MARK, "1", 1);
-        execv("/proc/self/exe", argv);
-        perror("launch_overhead: execv");
-        return 1;
+        shim_mode_t mode = strcmp(argv[3], mode_args[MODE_OFFLOAD]) == 0 ? MODE_OFFLOAD : MODE_TRACK;
+        FILE *result = fdopen(atoi(argv[4]), "w");
+        int rc = child_run(mode, direct, hooked, result);
+        if (result != NULL && fclose(result) != 0)
+            rc = 1;
+        return rc;
     }
-    return run(direct, hooked);
+
+    bool run[MODE_COUNT] = {true, true};
+    if (argc == 4 && strcmp(argv[2], "--mode") == 0) {
+        for (int m = 0; m < MODE_COUNT; m++)
+            run[m] = strcmp(argv[3], mode_args[m]) == 0;
+        if (!run[MODE_TRACK] && !run[MODE_OFFLOAD])
+            return usage(argv[0]);
+    } else if (argc != 2) {
+        return usage(argv[0]);
+    }
+    printf("launch_overhead: %d + %d live allocations (%u KiB, %llu MiB), %d pointer parameters per launch, each a "
+           "different allocation (%d into resident %llu MiB ones), %d interleaved rounds of one direct and one hooked "
+           "batch of %d launches per child; medians over batches\n",
+           SMALL_ALLOCATIONS, LARGE_ALLOCATIONS, SMALL_BYTES / 1024, LARGE_BYTES >> 20, PARAMS, LARGE_PARAMS,
+           LARGE_BYTES >> 20, ROUNDS, BATCH);
+    /* Pair k runs its two modes in the order k % 2 == 0 ? (track, offload)
+     * : (offload, track). */
+    figures_t figures[MODE_COUNT][RUNS];
+    double added[MODE_COUNT][RUNS], pair_difference[RUNS];
+    for (int k = 0; k < RUNS; k++) {
+        for (int i = 0; i < MODE_COUNT; i++) {
+            shim_mode_t m = (shim_mode_t)(k % 2 == 0 ? i : MODE_COUNT - 1 - i);
+            if (!run[m])
+                continue;
+            figures_t *f = &figures[m][k];
+            if (run_child(argv[0], argv[1], m, f) != 0)
+                return 1;
+            added[m][k] = f->added;
+            printf("launch_overhead: [%s] run %d: direct %.1f, hooked %.1f, added %.1f ns/launch (per-round "
+                   "differences %.1f; quartiles direct %.1f-%.1f, hooked %.1f-%.1f)",
+                   mode_names[m], k + 1, f->direct, f->hooked, f->added, f->added_per_round, f->direct_q1,
+                   f->direct_q3, f->hooked_q1, f->hooked_q3);
+            if (m == MODE_OFFLOAD)
+                printf("; %" PRIu64 " evictions and %" PRIu64 " restores before the timed part, none during it",
+                       f->evictions, f->restores);
+            printf("\n");
+            fflush(stdout);
+        }
+        if (run[MODE_TRACK] && run[MODE_OFFLOAD])
+            pair_difference[k] = figures[MODE_OFFLOAD][k].added - figures[MODE_TRACK][k].added;
+    }
+    for (int m = 0; m < MODE_COUNT; m++) {
+        if (!run[m])
+            continue;
+        double direct[RUNS], hooked[RUNS];
+        for (int k = 0; k < RUNS; k++) {
+            direct[k] = figures[m][k].direct;
+            hooked[k] = figures[m][k].hooked;
+        }
+        double median_added = median(added[m], RUNS); /* sorts: added[m][0] is the lowest */
+        printf("launch_overhead: %-30s direct %6.1f ns/launch, hooked %6.1f ns/launch, added %6.1f ns, lowest %6.1f ns "
+               "(medians of %d runs; goal <= 150 ns: %s)\n",
+               mode_names[m], median(direct, RUNS), median(hooked, RUNS), median_added, added[m][0], RUNS,
+               median_added <= 150.0 ? "met" : "MISSED");
+    }
+    if (run[MODE_TRACK] && run[MODE_OFFLOAD])
+        printf("launch_overhead: offload minus tracking only: %+.1f ns per launch between the lowest, %+.1f between "
+               "the medians, %+.1f the median of the %d pairs' differences\n",
+               added[MODE_OFFLOAD][0] - added[MODE_TRACK][0],
+               added[MODE_OFFLOAD][RUNS / 2] - added[MODE_TRACK][RUNS / 2], median(pair_difference, RUNS), RUNS);
+    return 0;
 }

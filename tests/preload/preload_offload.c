@@ -89,6 +89,13 @@ static void offload_check(CUresult rc, const char *call, const char *file, int l
         name = "unknown error";
     fprintf(stderr, "preload_offload: DRIVER ERROR scenario=%s %s:%d: %s returned %d (%s)\n", current_scenario,
             file, line, call, (int)rc, name);
+    /* One thread exits (running the driver's report at exit); any other
+     * that fails meanwhile waits for that, since exit() must not run
+     * twice at once. */
+    static atomic_flag exiting = ATOMIC_FLAG_INIT;
+    if (atomic_flag_test_and_set(&exiting))
+        for (;;)
+            pause();
     exit(1);
 }
 
@@ -139,11 +146,16 @@ static void rng_bytes(uint64_t *state, void *dst, size_t bytes)
 
 static CUfunction fn_fill, fn_checksum, fn_axpy, fn_add_struct, fn_gather, fn_xor, fn_fill_f32;
 
-/* The by-value parameter of `sim_add_u32_struct`: pointers at 8, 24, 32. */
+/* The by-value parameter of `sim_add_u32_struct`: pointers at 8, 24, 32.
+ * The padding after `tag` is a named member so that every initialiser
+ * zeroes it: stack garbage there can look like a device pointer to a
+ * launch-time scan, which would then restore a buffer the launch does not
+ * use, differently from run to run. */
 typedef struct offload_add_args_s {
     uint64_t n;
     CUdeviceptr a;
     uint32_t tag;
+    uint32_t tag_padding;
     CUdeviceptr b;
     CUdeviceptr out;
 } offload_add_args_t;

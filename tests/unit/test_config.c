@@ -1,15 +1,19 @@
 /* test_config.c: unit tests of shim/config.c: every accepted form of
- * VRAM_LIMIT and one test per malformed shape, plus the other variables. */
+ * VRAM_LIMIT and one test per malformed shape, plus the other variables:
+ * the mode (offload by default with a limit, tracking without one), the
+ * host pool's limit, the smallest evictable size and the eviction policy. */
 #include <errno.h>
 #include <setjmp.h>
 #include <stdarg.h>
 #include <stddef.h>
 #include <stdint.h>
+#include <stdio.h>
 #include <string.h>
 
 #include <cmocka.h>
 
 #include "config.h"
+#include "policy.h"
 
 #define KiB (1ull << 10)
 #define MiB (1ull << 20)
@@ -231,6 +235,186 @@ static void test_parse_unknown_mode_and_log_level_are_refused(void **state)
     assert_int_equal(vs_config_parse(&cfg, fake_getenv, empty_file, msg, sizeof msg), -EINVAL);
 }
 
+/* ---- The offload mode's variables ---------------------------------------- */
+
+static vs_config_t parse_ok(const char **env)
+{
+    vs_config_t cfg;
+    char msg[512] = "";
+    if (vs_config_parse(&cfg, fake_getenv, env, msg, sizeof msg) != 0)
+        fail_msg("refused: %s", msg);
+    return cfg;
+}
+
+/* `name`=`value` alone is refused with one line naming the variable, the
+ * value in quotes and the accepted forms (`forms`, a part of them). */
+static void assert_refused(const char *name, const char *value, const char *forms)
+{
+    const char *env[] = {name, value, NULL};
+    vs_config_t cfg;
+    char msg[512] = "";
+    char quoted[256];
+    if (vs_config_parse(&cfg, fake_getenv, env, msg, sizeof msg) != -EINVAL)
+        fail_msg("%s=\"%s\" was accepted", name, value);
+    snprintf(quoted, sizeof quoted, "%s=\"%s\"", name, value);
+    if (strstr(msg, quoted) == NULL)
+        fail_msg("the message does not name %s: %s", quoted, msg);
+    if (strstr(msg, "accepted: ") == NULL || strstr(msg, forms) == NULL)
+        fail_msg("the message for %s does not list the accepted forms (%s): %s", quoted, forms, msg);
+    assert_null(strchr(msg, '\n'));
+}
+
+static void test_parse_limit_alone_means_offload(void **state)
+{
+    const char *env[] = {"VRAM_LIMIT", "512M", NULL};
+    (void)state;
+    vs_config_t cfg = parse_ok(env);
+    assert_true(cfg.limit_set);
+    assert_false(cfg.mode_set);
+    assert_int_equal(cfg.mode, VS_MODE_OFFLOAD);
+}
+
+static void test_parse_mode_with_limit_selects_cap_or_offload(void **state)
+{
+    const char *cap[] = {"VRAM_LIMIT", "512M", "VRAMSHIM_MODE", "cap", NULL};
+    const char *offload[] = {"VRAM_LIMIT", "512M", "VRAMSHIM_MODE", "offload", NULL};
+    const char *zero_limit[] = {"VRAM_LIMIT", "0", NULL};
+    (void)state;
+    vs_config_t cfg = parse_ok(cap);
+    assert_true(cfg.mode_set);
+    assert_int_equal(cfg.mode, VS_MODE_CAP);
+    cfg = parse_ok(offload);
+    assert_true(cfg.mode_set);
+    assert_int_equal(cfg.mode, VS_MODE_OFFLOAD);
+    /* A limit of zero bytes is a limit: offload, everything evictable goes. */
+    cfg = parse_ok(zero_limit);
+    assert_int_equal(cfg.mode, VS_MODE_OFFLOAD);
+}
+
+static void test_parse_mode_without_limit_tracks_only(void **state)
+{
+    const char *cap[] = {"VRAMSHIM_MODE", "cap", NULL};
+    const char *offload[] = {"VRAMSHIM_MODE", "offload", "VRAMSHIM_HOST_LIMIT", "8G", NULL};
+    (void)state;
+    vs_config_t cfg = parse_ok(cap);
+    assert_false(cfg.limit_set);
+    assert_int_equal(cfg.mode, VS_MODE_TRACK);
+    cfg = parse_ok(offload);
+    assert_false(cfg.limit_set);
+    assert_int_equal(cfg.mode, VS_MODE_TRACK);
+}
+
+static void test_parse_unknown_mode_is_refused_naming_offload_and_cap(void **state)
+{
+    static const char *const bad[] = {"", "track", "CAP", "Offload", "cap ", " offload", "offload,cap", "evict"};
+    (void)state;
+    for (size_t i = 0; i < sizeof bad / sizeof bad[0]; i++)
+        assert_refused("VRAMSHIM_MODE", bad[i], "offload|cap");
+}
+
+static void test_parse_offload_defaults_when_unset(void **state)
+{
+    const char *env[] = {"VRAM_LIMIT", "1G", NULL};
+    (void)state;
+    vs_config_t cfg = parse_ok(env);
+    assert_int_equal(cfg.host_limit, 0); /* 0: half of physical memory, decided by the shim */
+    assert_int_equal(cfg.min_evict, 2 * MiB);
+    assert_int_equal(cfg.min_evict, VS_MIN_EVICT_FLOOR);
+}
+
+static void test_parse_host_limit_takes_every_size_form(void **state)
+{
+    static const struct {
+        const char *text;
+        uint64_t bytes;
+    } sizes[] = {
+        {"64G", 64 * GiB},      {"64GiB", 64 * GiB},        {"1.5G", GiB + GiB / 2},
+        {"512MB", 512000000ull}, {"1073741824", GiB},       {"2t", 2 * TiB},
+        {"1", 1},                {"4096K", 4 * MiB},
+    };
+    (void)state;
+    for (size_t i = 0; i < sizeof sizes / sizeof sizes[0]; i++) {
+        const char *env[] = {"VRAM_LIMIT", "1G", "VRAMSHIM_HOST_LIMIT", sizes[i].text, NULL};
+        vs_config_t cfg = parse_ok(env);
+        if (cfg.host_limit != sizes[i].bytes)
+            fail_msg("VRAMSHIM_HOST_LIMIT=%s read as %llu bytes", sizes[i].text, (unsigned long long)cfg.host_limit);
+    }
+}
+
+static void test_parse_host_limit_zero_and_malformed_are_refused(void **state)
+{
+    static const char *const bad[] = {
+        "0", "0G", "0.0M", "", "10X", "-1G", "1.5", "abc", "50%", "0:10G", "99999999999999999999", " 8G", "8 G",
+    };
+    (void)state;
+    for (size_t i = 0; i < sizeof bad / sizeof bad[0]; i++)
+        assert_refused("VRAMSHIM_HOST_LIMIT", bad[i], "KiB/MiB/GiB/TiB");
+}
+
+static void test_parse_min_evict_takes_sizes_of_at_least_2m(void **state)
+{
+    static const struct {
+        const char *text;
+        uint64_t bytes;
+    } sizes[] = {
+        {"2M", 2 * MiB}, {"2097152", 2 * MiB}, {"2MiB", 2 * MiB}, {"4M", 4 * MiB}, {"1G", GiB}, {"2.5M", 2 * MiB + MiB / 2},
+    };
+    (void)state;
+    for (size_t i = 0; i < sizeof sizes / sizeof sizes[0]; i++) {
+        const char *env[] = {"VRAM_LIMIT", "1G", "VRAMSHIM_MIN_EVICT", sizes[i].text, NULL};
+        vs_config_t cfg = parse_ok(env);
+        if (cfg.min_evict != sizes[i].bytes)
+            fail_msg("VRAMSHIM_MIN_EVICT=%s read as %llu bytes", sizes[i].text, (unsigned long long)cfg.min_evict);
+    }
+}
+
+static void test_parse_min_evict_below_2m_and_malformed_are_refused(void **state)
+{
+    static const char *const bad[] = {
+        "1M", "2097151", "2MB" /* 2,000,000 bytes */, "0", "1.9M", "", "2X", "-2M", "1%", "2M,4M",
+    };
+    (void)state;
+    for (size_t i = 0; i < sizeof bad / sizeof bad[0]; i++)
+        assert_refused("VRAMSHIM_MIN_EVICT", bad[i], "at least 2M");
+}
+
+static void test_parse_policy_names_select_their_order(void **state)
+{
+    static const struct {
+        const char *name;
+        vs_policy_kind_t kind;
+    } names[] = {{"lru", VS_POLICY_LRU}, {"cyclic", VS_POLICY_CYCLIC}, {"learned", VS_POLICY_CYCLIC}};
+    (void)state;
+    for (size_t i = 0; i < sizeof names / sizeof names[0]; i++) {
+        const char *env[] = {"VRAM_LIMIT", "1G", "VRAMSHIM_POLICY", names[i].name, NULL};
+        vs_config_t cfg = parse_ok(env);
+        if (cfg.policy != (int)names[i].kind)
+            fail_msg("VRAMSHIM_POLICY=%s selected kind %d, expected %d", names[i].name, cfg.policy,
+                     (int)names[i].kind);
+    }
+}
+
+static void test_parse_unknown_policy_is_refused_naming_every_policy(void **state)
+{
+    static const char *const bad[] = {"", "fifo", "belady", "lru ", " cyclic", "lru,cyclic", "random"};
+    (void)state;
+    for (size_t i = 0; i < sizeof bad / sizeof bad[0]; i++)
+        assert_refused("VRAMSHIM_POLICY", bad[i], "lru|cyclic|learned");
+}
+
+static void test_parse_offload_variables_are_read_together(void **state)
+{
+    const char *env[] = {"VRAM_LIMIT",         "512M", "VRAMSHIM_MODE",   "offload", "VRAMSHIM_HOST_LIMIT", "48G",
+                         "VRAMSHIM_MIN_EVICT", "16M",  "VRAMSHIM_POLICY", "lru",     NULL};
+    (void)state;
+    vs_config_t cfg = parse_ok(env);
+    assert_int_equal(cfg.mode, VS_MODE_OFFLOAD);
+    assert_int_equal(cfg.limit[0].bytes, 512 * MiB);
+    assert_int_equal(cfg.host_limit, 48 * GiB);
+    assert_int_equal(cfg.min_evict, 16 * MiB);
+    assert_int_equal(cfg.policy, (int)VS_POLICY_LRU);
+}
+
 int main(void)
 {
     const struct CMUnitTest tests[] = {
@@ -248,6 +432,18 @@ int main(void)
         cmocka_unit_test(test_parse_all_variables_are_read),
         cmocka_unit_test(test_parse_malformed_limit_message_names_variable_value_and_forms),
         cmocka_unit_test(test_parse_unknown_mode_and_log_level_are_refused),
+        cmocka_unit_test(test_parse_limit_alone_means_offload),
+        cmocka_unit_test(test_parse_mode_with_limit_selects_cap_or_offload),
+        cmocka_unit_test(test_parse_mode_without_limit_tracks_only),
+        cmocka_unit_test(test_parse_unknown_mode_is_refused_naming_offload_and_cap),
+        cmocka_unit_test(test_parse_offload_defaults_when_unset),
+        cmocka_unit_test(test_parse_host_limit_takes_every_size_form),
+        cmocka_unit_test(test_parse_host_limit_zero_and_malformed_are_refused),
+        cmocka_unit_test(test_parse_min_evict_takes_sizes_of_at_least_2m),
+        cmocka_unit_test(test_parse_min_evict_below_2m_and_malformed_are_refused),
+        cmocka_unit_test(test_parse_policy_names_select_their_order),
+        cmocka_unit_test(test_parse_unknown_policy_is_refused_naming_every_policy),
+        cmocka_unit_test(test_parse_offload_variables_are_read_together),
     };
     return cmocka_run_group_tests_name("config.c", tests, NULL, NULL);
 }

@@ -4,10 +4,12 @@
  * several once it is, slab growth bounded by the limit, stats, destroy, pin
  * failures, and concurrent takes that must never share memory.
  *
- * Pinning is faked with malloc (`fake_pin`, installed per test through
- * `vs_host_pool_configure`); the fake records every slab so the tests can
- * check that extents lie inside pinned slabs and that destroy unpins each
- * slab exactly once. Every test ends with `vs_host_pool_destroy`. */
+ * Pinning is faked with anonymous mappings (`fake_pin`, installed per test
+ * through `vs_host_pool_configure`): slabs of hundreds of MiB cost nothing
+ * until touched, whatever MALLOC_PERTURB_ says. The fake records every slab
+ * so the tests can check that extents lie inside pinned slabs and that
+ * destroy unpins each slab exactly once. Every test ends with
+ * `vs_host_pool_destroy`. */
 #include <errno.h>
 #include <pthread.h>
 #include <sched.h>
@@ -19,6 +21,7 @@
 #include <stdint.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/mman.h>
 
 #include <cmocka.h>
 
@@ -54,8 +57,8 @@ static int fake_pin(void **ptr, uint64_t bytes)
     fake.pin_calls++;
     if (fake.fail_pins || fake.slab_count == FAKE_MAX_SLABS)
         return -ENOMEM;
-    void *p = malloc(bytes);
-    if (p == NULL)
+    void *p = mmap(NULL, bytes, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS | MAP_NORESERVE, -1, 0);
+    if (p == MAP_FAILED)
         return -ENOMEM;
     fake.slabs[fake.slab_count++] = (fake_slab_t){.base = p, .bytes = bytes};
     *ptr = p;
@@ -65,11 +68,11 @@ static int fake_pin(void **ptr, uint64_t bytes)
 static void fake_unpin(void *ptr)
 {
     fake.unpin_calls++;
-    /* Newest first: malloc may hand a freed slab's address to a later one. */
+    /* Newest first: mmap may hand a freed slab's address to a later one. */
     for (int i = fake.slab_count - 1; i >= 0; i--) {
         if (fake.slabs[i].base == ptr) {
             if (fake.slabs[i].unpins++ == 0)
-                free(ptr);
+                munmap(ptr, fake.slabs[i].bytes);
             return;
         }
     }

@@ -1,0 +1,64 @@
+#!/usr/bin/env python3
+"""Runs a program under the shim's offload mode and checks its exit summary.
+
+At VRAMSHIM_LOG=info the shim prints, at exit, one line
+
+    vramshim[PID] info: offload: evictions N, restores N, to host B bytes,
+    to device B bytes, restore wait X ms, over the limit N times,
+    host pool P of L bytes pinned[, more figures]
+
+This runs PROGRAM (the environment must preload the shim with a VRAM_LIMIT
+and VRAMSHIM_LOG=info), passes its output through, and checks that it
+exited 0 and that exactly one such line is on stderr, showing evictions,
+restores, bytes both ways and a host pool no larger than its limit.
+
+    check_offload_summary.py PROGRAM [ARGS...]
+
+Exit status: 0 when every check holds, 1 when one fails (one line each), 2
+on a usage error.
+"""
+import re
+import subprocess
+import sys
+
+SUMMARY = re.compile(
+    r"^vramshim\[(?P<pid>\d+)\] info: offload: evictions (?P<evictions>\d+), restores (?P<restores>\d+), "
+    r"to host (?P<to_host>\d+) bytes, to device (?P<to_device>\d+) bytes, restore wait (?P<wait>\d+(\.\d+)?) ms, "
+    r"over the limit (?P<over>\d+) times, host pool (?P<pinned>\d+) of (?P<pool_limit>\d+) bytes pinned(, .*)?$"
+)
+
+
+def main():
+    if len(sys.argv) < 2:
+        print(__doc__.strip().splitlines()[0], file=sys.stderr)
+        print("usage: check_offload_summary.py PROGRAM [ARGS...]", file=sys.stderr)
+        return 2
+    run = subprocess.run(sys.argv[1:], stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+    sys.stdout.write(run.stdout)
+    sys.stdout.write(run.stderr)
+
+    failures = []
+    if run.returncode != 0:
+        failures.append(f"{sys.argv[1]} exited with status {run.returncode}")
+    lines = [m for m in map(SUMMARY.match, run.stderr.splitlines()) if m]
+    offload_lines = [line for line in run.stderr.splitlines() if "info: offload:" in line]
+    if len(lines) != 1:
+        failures.append(f"{len(lines)} well-formed offload summary lines on stderr, expected 1 "
+                        f"(lines mentioning it: {offload_lines!r})")
+    else:
+        s = {k: float(v) if k == "wait" else int(v) for k, v in lines[0].groupdict().items() if v is not None}
+        for name in ("evictions", "restores", "to_host", "to_device", "pinned"):
+            if s[name] <= 0:
+                failures.append(f"the summary reports {name.replace('_', ' ')} {s[name]}, expected more than 0")
+        if s["pinned"] > s["pool_limit"]:
+            failures.append(f"the host pool pinned {s['pinned']} bytes, more than its limit {s['pool_limit']}")
+
+    for failure in failures:
+        print("FAIL:", failure)
+    if not failures:
+        print("summary ok:", lines[0].group(0))
+    return 1 if failures else 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
