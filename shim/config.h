@@ -30,7 +30,7 @@
 #define VS_CONFIG_VARS(X)                                                                          \
     X(vram_limit, "VRAM_LIMIT", VS_LIMIT_FORMS)                                                    \
     X(mode, "VRAMSHIM_MODE", "offload|cap")                                                        \
-    X(host_limit, "VRAMSHIM_HOST_LIMIT", VS_SIZE_FORMS)                                            \
+    X(host_limit, "VRAMSHIM_HOST_LIMIT", VS_SIZE_FORMS ", not 0")                                  \
     X(min_evict, "VRAMSHIM_MIN_EVICT", VS_SIZE_FORMS ", at least 2M")                              \
     X(policy, "VRAMSHIM_POLICY", "lru|cyclic|learned")                                             \
     X(log, "VRAMSHIM_LOG", "error|warn|info|debug")                                                \

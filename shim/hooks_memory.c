@@ -170,8 +170,8 @@ static CUresult vs_memory_pitch_region(CUdeviceptr *dptr, size_t *pPitch, size_t
         return CUDA_ERROR_INVALID_VALUE;
     if (VS_CALL(cuDeviceGet, (&dev, device)) != CUDA_SUCCESS
         || VS_CALL(cuDeviceGetAttribute, (&alignment, CU_DEVICE_ATTRIBUTE_TEXTURE_PITCH_ALIGNMENT, dev)) != CUDA_SUCCESS
-        || alignment <= 0)
-        alignment = 512;
+        || alignment < 512)
+        alignment = 512; /* what the driver's own pitched allocations use */
     uint64_t pitch = ((uint64_t)WidthInBytes + (uint64_t)alignment - 1) / (uint64_t)alignment * (uint64_t)alignment;
     CUresult rc = vs_offload_alloc(dptr, pitch * Height, device, VS_ALLOC_PITCH);
     if (rc == CUDA_SUCCESS)
@@ -571,6 +571,10 @@ static bool vs_pointer_attribute(void *data, CUpointer_attribute attribute, CUde
     switch (attribute) {
     case CU_POINTER_ATTRIBUTE_CONTEXT:
         *(CUcontext *)data = range->ctx;
+        return true;
+    case CU_POINTER_ATTRIBUTE_BUFFER_ID:
+        /* Stable across evictions: caches keyed on it see one buffer. */
+        *(unsigned long long *)data = range->id;
         return true;
     case CU_POINTER_ATTRIBUTE_RANGE_START_ADDR:
         *(CUdeviceptr *)data = (CUdeviceptr)range->base;

@@ -201,6 +201,21 @@ typedef struct vs_stream_entry_s {
 
 #define VS_STREAM_SLOTS (VS_STREAM_BITS - 1)
 static vs_stream_entry_t vs_streams[VS_STREAM_SLOTS];
+
+/* Markers: events recorded on a stream when an operation on it starts a
+ * restore, each closing a registry epoch (`vs_registry_epoch_close`). An
+ * allocation last used in epoch e on that stream is done with once the
+ * oldest marker closing an epoch >= e has completed: an eviction waits for
+ * that marker instead of the stream's current tail, so the copy out of a
+ * victim used long ago does not queue behind the copy in that the stream's
+ * latest work waits for. Guarded by the engine lock. */
+#define VS_MARKERS 16
+typedef struct vs_marker_ring_s {
+    uint64_t epoch[VS_MARKERS];
+    CUevent event[VS_MARKERS];
+    uint32_t next, count;
+} vs_marker_ring_t;
+static vs_marker_ring_t vs_markers[VS_STREAM_SLOTS];
 static pthread_mutex_t vs_streams_lock = PTHREAD_MUTEX_INITIALIZER;
 static _Atomic uint64_t vs_streams_generation = 1;
 
@@ -279,12 +294,20 @@ void vs_offload_stream_destroyed(CUstream stream)
      * before the bit can mean another stream. */
     (void)VS_CALL(cuStreamSynchronize, (stream));
     pthread_mutex_lock(&vs_streams_lock);
+    int cleared = -1;
     for (int i = 0; i < VS_STREAM_SLOTS; i++) {
-        if (vs_streams[i].kind == VS_STREAM_HANDLE && vs_streams[i].handle == stream)
+        if (vs_streams[i].kind == VS_STREAM_HANDLE && vs_streams[i].handle == stream) {
             vs_streams[i].kind = VS_STREAM_EMPTY;
+            cleared = i;
+        }
     }
     atomic_fetch_add_explicit(&vs_streams_generation, 1, memory_order_acq_rel);
     pthread_mutex_unlock(&vs_streams_lock);
+    if (cleared >= 0) {
+        pthread_mutex_lock(&vs_engine.lock);
+        vs_markers[cleared].count = 0; /* its events stay for the next stream */
+        pthread_mutex_unlock(&vs_engine.lock);
+    }
 }
 
 /* ---- Events -------------------------------------------------------------- */
@@ -421,7 +444,19 @@ static int vs_host_take(uint64_t bytes, vs_host_copy_t *out)
 /* Makes `waiter` wait for all work submitted so far on the streams of
  * `mask`. Returns 0, or -EBUSY when one of them is capturing (its earlier
  * work cannot be waited for without joining the capture). */
-static int vs_fence(uint64_t mask, CUstream waiter)
+/* The oldest marker of stream `slot` closing an epoch >= `epoch`, or NULL. */
+static CUevent vs_marker_find(int slot, uint64_t epoch)
+{
+    const vs_marker_ring_t *ring = &vs_markers[slot];
+    for (uint32_t k = 0; k < ring->count; k++) {
+        uint32_t at = (ring->next + VS_MARKERS - ring->count + k) % VS_MARKERS;
+        if (ring->epoch[at] >= epoch)
+            return ring->event[at];
+    }
+    return NULL;
+}
+
+static int vs_fence(uint64_t mask, CUstream waiter, uint64_t epoch)
 {
     bool context_sync = (mask & VS_STREAM_BIT_OVERFLOW) != 0;
     pthread_t self = pthread_self();
@@ -439,7 +474,11 @@ static int vs_fence(uint64_t mask, CUstream waiter)
             break;
         case VS_STREAM_PER_THREAD:
             if (!pthread_equal(e.owner, self)) {
-                context_sync = true;
+                /* Another thread's per-thread stream: only a marker it
+                 * recorded can be waited for from here. */
+                CUevent marker = epoch != 0 ? vs_marker_find(i, epoch) : NULL;
+                if (marker == NULL || VS_CALL(cuStreamWaitEvent, (waiter, marker, 0)) != CUDA_SUCCESS)
+                    context_sync = true;
                 continue;
             }
             target = CU_STREAM_PER_THREAD;
@@ -450,6 +489,9 @@ static int vs_fence(uint64_t mask, CUstream waiter)
         default:
             continue; /* destroyed: its work was waited for then */
         }
+        CUevent marker = epoch != 0 ? vs_marker_find(i, epoch) : NULL;
+        if (marker != NULL && VS_CALL(cuStreamWaitEvent, (waiter, marker, 0)) == CUDA_SUCCESS)
+            continue;
         CUstreamCaptureStatus status = CU_STREAM_CAPTURE_STATUS_NONE;
         if (VS_CALL(cuStreamIsCapturing, (target, &status)) == CUDA_SUCCESS
             && status != CU_STREAM_CAPTURE_STATUS_NONE)
@@ -626,6 +668,8 @@ static uint64_t vs_evict(vs_region_t **victims, size_t count, bool *host_full)
                 victims[j] = NULL;
             break;
         }
+        vs_alloc_info_t last;
+        uint64_t epoch = vs_registry_find(r->base, &last) == 0 ? last.last_use_epoch : 0;
         (void)vs_registry_set_residency(r->base, VS_MOVING, false, &streams);
         vs_log(VS_LOG_DEBUG, "evicting 0x%" PRIxPTR " (%" PRIu64 " bytes), used by streams 0x%" PRIx64, r->base,
                r->size, streams);
@@ -636,7 +680,7 @@ static uint64_t vs_evict(vs_region_t **victims, size_t count, bool *host_full)
             (void)VS_CALL(cuStreamWaitEvent, (d->to_host, r->arriving, 0));
             r->arriving = NULL;
         }
-        if (vs_fence(streams, d->to_host) != 0 || vs_copy_out(r, d->to_host) != CUDA_SUCCESS) {
+        if (vs_fence(streams, d->to_host, epoch) != 0 || vs_copy_out(r, d->to_host) != CUDA_SUCCESS) {
             vs_log(VS_LOG_WARN, "cannot evict the allocation at 0x%" PRIxPTR "; it stays on the device", r->base);
             (void)VS_CALL(cuStreamSynchronize, (d->to_host));
             vs_host_pool_give(&r->host);
@@ -985,7 +1029,7 @@ bool vs_offload_free(CUdeviceptr dptr, CUresult *rc_out)
         if (r->arriving != NULL)
             (void)VS_CALL(cuEventSynchronize, (r->arriving));
         r->arriving = NULL;
-        if (vs_fence(streams, d->to_host) != 0)
+        if (vs_fence(streams, d->to_host, 0) != 0)
             (void)VS_CALL(cuCtxSynchronize, ());
         (void)VS_CALL(cuStreamSynchronize, (d->to_host));
         vs_physical_unmap(r);
@@ -1044,7 +1088,7 @@ bool vs_offload_range(uintptr_t addr, vs_offload_range_t *out)
     vs_engine_lock(&mode);
     vs_region_t *r = vs_region_containing(addr);
     if (r != NULL)
-        *out = (vs_offload_range_t){.base = r->base, .size = r->size, .device = r->device, .ctx = r->ctx};
+        *out = (vs_offload_range_t){.base = r->base, .size = r->size, .device = r->device, .ctx = r->ctx, .id = r->id};
     vs_engine_unlock(mode);
     return r != NULL;
 }
@@ -1178,6 +1222,46 @@ static uintptr_t *vs_op_collect(const uintptr_t *words, size_t count, size_t *fo
     }
 }
 
+typedef struct vs_marker_record_s {
+    CUstream stream;
+    CUevent event;
+    bool recorded;
+} vs_marker_record_t;
+
+static void vs_marker_record_locked(void *arg)
+{
+    vs_marker_record_t *m = arg;
+    m->recorded = VS_CALL(cuEventRecord, (m->event, m->stream)) == CUDA_SUCCESS;
+}
+
+/* Records a marker on `stream` (numbered `bit`) before the operation
+ * preparing on it submits anything. Engine lock held. */
+static void vs_marker_record(CUstream stream, uint64_t bit)
+{
+    if (bit == 0 || bit == VS_STREAM_BIT_OVERFLOW)
+        return;
+    int slot = __builtin_ctzll(bit);
+    vs_marker_ring_t *ring = &vs_markers[slot];
+    uint32_t at = ring->next;
+    if (ring->event[at] == NULL
+        && VS_CALL(cuEventCreate, (&ring->event[at], CU_EVENT_DISABLE_TIMING)) != CUDA_SUCCESS) {
+        ring->event[at] = NULL;
+        return;
+    }
+    vs_marker_record_t m = {.stream = stream, .event = ring->event[at]};
+    /* Re-recording an event a fence already waits for is safe: the wait
+     * took the earlier record. But a marker still listed must not move:
+     * drop it from the ring first. */
+    if (ring->count == VS_MARKERS)
+        ring->count--;
+    uint64_t epoch = vs_registry_epoch_close(vs_marker_record_locked, &m);
+    if (!m.recorded)
+        return;
+    ring->epoch[at] = epoch;
+    ring->next = (at + 1) % VS_MARKERS;
+    ring->count++;
+}
+
 CUresult vs_op_prepare(vs_op_t *op, const uintptr_t *words, size_t count)
 {
     CUstreamCaptureMode mode;
@@ -1198,6 +1282,7 @@ CUresult vs_op_prepare(vs_op_t *op, const uintptr_t *words, size_t count)
         vs_engine_unlock(mode);
         return CUDA_SUCCESS;
     }
+    vs_marker_record(resolved, op->touch.stream_bit);
     size_t found = 0;
     uintptr_t *bases = vs_op_collect(words, count, &found);
     if (bases == NULL) {

@@ -63,6 +63,7 @@ typedef struct vs_offload_range_s {
     uint64_t size; /* requested */
     int device;
     CUcontext ctx; /* current when it was allocated */
+    uint64_t id;   /* the registry's id: stable for the allocation's life */
 } vs_offload_range_t;
 
 /* Fills *out for the evictable allocation containing `addr`; false when

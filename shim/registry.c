@@ -70,6 +70,7 @@ typedef struct vs_hot_s {
     _Atomic uint64_t last_use_seq;
     _Atomic uint64_t use_count;
     _Atomic uint64_t streams;   /* streams that used it since it became resident */
+    _Atomic uint64_t epoch;     /* the epoch of its last use */
     _Atomic uint32_t residency; /* a vs_residency_t; changed under the write lock */
     uint32_t unused;
 } vs_hot_t;
@@ -134,6 +135,7 @@ static struct {
 };
 
 static _Atomic uint64_t vs_registry_seq;
+static _Atomic uint64_t vs_registry_epoch = 1;
 static _Atomic uint64_t vs_registry_ids;
 
 const char *vs_registry_kind_name(vs_alloc_kind_t kind)
@@ -171,6 +173,7 @@ static void vs_alloc_copy(const vs_alloc_t *a, vs_alloc_info_t *out)
     out->created_ns = a->created_ns;
     out->last_use_seq = atomic_load_explicit(&vs_registry.hot[a->hot].last_use_seq, memory_order_relaxed);
     out->use_count = atomic_load_explicit(&vs_registry.hot[a->hot].use_count, memory_order_relaxed);
+    out->last_use_epoch = atomic_load_explicit(&vs_registry.hot[a->hot].epoch, memory_order_relaxed);
     out->evictions = a->evictions;
     out->restores = a->restores;
     out->evictable = a->evictable;
@@ -197,6 +200,7 @@ static int vs_hot_take(uint32_t *index)
     atomic_init(&vs_registry.hot[*index].last_use_seq, 0);
     atomic_init(&vs_registry.hot[*index].use_count, 0);
     atomic_init(&vs_registry.hot[*index].streams, 0);
+    atomic_init(&vs_registry.hot[*index].epoch, 0);
     atomic_init(&vs_registry.hot[*index].residency, VS_RESIDENT);
     return 0;
 }
@@ -631,6 +635,8 @@ static inline void vs_hot_touch(uint32_t index, uintptr_t base, vs_touch_t *touc
     vs_hot_t *hot = &vs_registry.hot[index];
 
     vs_hot_stamp(index, touch->seq);
+    if (atomic_load_explicit(&hot->epoch, memory_order_relaxed) != touch->epoch)
+        atomic_store_explicit(&hot->epoch, touch->epoch, memory_order_relaxed);
     /* Read first: the bit is almost always set already, and only a real
      * change pays for the locked instruction (a lost bit would let an
      * eviction skip waiting for this stream). */
@@ -661,6 +667,7 @@ size_t vs_registry_touch_many_locked(const uintptr_t *words, size_t count, vs_to
     uintptr_t base[BATCH];
     size_t touched = 0;
 
+    touch->epoch = atomic_load_explicit(&vs_registry_epoch, memory_order_relaxed);
     if (vs_registry.slots == NULL)
         return 0;
     for (size_t first = 0; first < count; first += BATCH) {
@@ -754,6 +761,16 @@ int vs_registry_set_residency(uintptr_t base, vs_residency_t residency, bool mov
     atomic_store_explicit(&hot->residency, (uint32_t)residency, memory_order_relaxed);
     pthread_rwlock_unlock(&vs_registry.lock);
     return 0;
+}
+
+uint64_t vs_registry_epoch_close(void (*fn)(void *arg), void *arg)
+{
+    pthread_rwlock_wrlock(&vs_registry.lock);
+    uint64_t closed = atomic_load_explicit(&vs_registry_epoch, memory_order_relaxed);
+    fn(arg);
+    atomic_store_explicit(&vs_registry_epoch, closed + 1, memory_order_relaxed);
+    pthread_rwlock_unlock(&vs_registry.lock);
+    return closed;
 }
 
 vs_residency_t vs_registry_residency_locked(uintptr_t base)

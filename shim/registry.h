@@ -92,6 +92,7 @@ typedef struct vs_alloc_info_s {
     uint64_t created_seq;
     uint64_t created_ns; /* CLOCK_MONOTONIC */
     uint64_t last_use_seq;
+    uint64_t last_use_epoch; /* see vs_registry_epoch_close */
     uint64_t use_count;
     uint64_t evictions;
     uint64_t restores;
@@ -143,6 +144,7 @@ bool vs_registry_touch_locked(uintptr_t addr, uint64_t seq);
  * listed. */
 typedef struct vs_touch_s {
     uint64_t seq;
+    uint64_t epoch; /* filled by the touch: the epoch the operation ran in */
     uint64_t stream_bit; /* 0: the operation's stream is not tracked */
     uintptr_t *missing;
     size_t missing_cap;
@@ -173,6 +175,16 @@ int vs_registry_streams(uintptr_t base, uint64_t *streams_out);
 /* Adds `streams` back to the mask of the allocation at `base` (an eviction
  * that did not happen). */
 void vs_registry_add_streams(uintptr_t base, uint64_t streams);
+
+/* Epochs order operations against events the offload engine records.
+ * Operations stamp the current epoch on what they touch while they hold the
+ * read lock (from scan to submission); `vs_registry_epoch_close` takes the
+ * write lock, calls `fn` (which records an event on a stream), then starts
+ * the next epoch. Every operation stamped with an epoch up to the returned
+ * one was submitted before that event. Stamps of different epochs are
+ * always separated by a write section, so a later one is never lost to an
+ * earlier one. */
+uint64_t vs_registry_epoch_close(void (*fn)(void *arg), void *arg);
 
 /* Marks the allocation at `base` as never evicted, for `reason`. */
 int vs_registry_pin(uintptr_t base, const char *reason);
