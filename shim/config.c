@@ -125,8 +125,11 @@ static int vs_parse_percent(const char *text, size_t len, uint32_t *ppm)
         return -EINVAL;
     if (whole > 100)
         return -ERANGE;
-    uint64_t value = whole * 1000000 + frac_num * 1000000 / frac_den;
-    if (value == 0 || value > 100000000)
+    /* 128 bits: a long fraction (12.500000000000000000%) must not wrap. */
+    uint64_t value = whole * 1000000 + (uint64_t)((vs_u128)frac_num * 1000000 / frac_den);
+    /* Resolution: a part per million (0.0001%); anything that rounds to no
+     * memory at all is refused rather than read as a limit of 0. */
+    if (value / 100 == 0 || value > 100000000)
         return -ERANGE;
     *ppm = (uint32_t)(value / 100);
     return 0;
@@ -279,7 +282,29 @@ static int vs_config_apply(vs_config_t *cfg, const char *name, const char *value
         return vs_copy_path(value, cfg->driver);
     if (strcmp(name, "VRAMSHIM_DEBUG_SNAPSHOT") == 0)
         return vs_copy_path(value, cfg->debug_snapshot);
+    if (strcmp(name, "VRAMSHIM_TRACE") == 0)
+        return vs_copy_path(value, cfg->trace);
     return -ENOENT;
+}
+
+/* The value as the error message shows it: one line whatever it holds
+ * (control characters as \xNN), cut with "..." when long. */
+static void vs_config_quote(const char *value, char *out, size_t out_len)
+{
+    size_t at = 0;
+    for (const unsigned char *p = (const unsigned char *)value; *p != '\0'; p++) {
+        char piece[8];
+        int n = (*p < 0x20 || *p == 0x7f || *p == '"' || *p == '\\') ? snprintf(piece, sizeof piece, "\\x%02x", *p)
+                                                                   : snprintf(piece, sizeof piece, "%c", *p);
+        if (at + (size_t)n + 4 >= out_len) {
+            memcpy(out + at, "...", 3);
+            at += 3;
+            break;
+        }
+        memcpy(out + at, piece, (size_t)n);
+        at += (size_t)n;
+    }
+    out[at] = '\0';
 }
 
 int vs_config_parse(vs_config_t *cfg, vs_config_getenv_fn get, void *ctx, char *msg, size_t msg_len)
@@ -294,9 +319,12 @@ int vs_config_parse(vs_config_t *cfg, vs_config_getenv_fn get, void *ctx, char *
     do {                                                                                           \
         const char *value = get(name, ctx);                                                        \
         if (value != NULL && vs_config_apply(cfg, name, value) != 0) {                             \
-            if (msg != NULL && msg_len > 0)                                                        \
+            if (msg != NULL && msg_len > 0) {                                                      \
+                char shown_[160];                                                                  \
+                vs_config_quote(value, shown_, sizeof shown_);                                     \
                 snprintf(msg, msg_len, "vramshim: %s=\"%s\" is not valid; accepted: %s", name,     \
-                         value, vs_forms_##field);                                                 \
+                         shown_, vs_forms_##field);                                                \
+            }                                                                                      \
             return -EINVAL;                                                                        \
         }                                                                                          \
     } while (0);

@@ -36,7 +36,8 @@
     X(log, "VRAMSHIM_LOG", "error|warn|info|debug")                                                \
     X(log_file, "VRAMSHIM_LOG_FILE", "a writable file path")                                       \
     X(driver, "VRAMSHIM_DRIVER", "the path of the real libcuda.so.1")                              \
-    X(debug_snapshot, "VRAMSHIM_DEBUG_SNAPSHOT", "a writable file path")
+    X(debug_snapshot, "VRAMSHIM_DEBUG_SNAPSHOT", "a writable file path")                         \
+    X(trace, "VRAMSHIM_TRACE", "a writable file path")
 
 typedef enum vs_mode_e {
     VS_MODE_TRACK = 0, /* no VRAM_LIMIT: track and observe only */
@@ -71,6 +72,7 @@ typedef struct vs_config_s {
     char log_file[VS_CONFIG_PATH_MAX];
     char driver[VS_CONFIG_PATH_MAX];    /* "" = libcuda.so.1 from the search path */
     char debug_snapshot[VS_CONFIG_PATH_MAX];
+    char trace[VS_CONFIG_PATH_MAX];     /* "" = no access trace */
 } vs_config_t;
 
 /* Looks up one variable; returns NULL when unset. */

@@ -19,6 +19,10 @@
          ? (uintptr_t)(p)->side##Device                                                            \
          : (uintptr_t)0)
 
+/* What VRAMSHIM_TRACE records a wrapper counted under `stat` as. */
+#define VS_OP_NAME_copies "copy"
+#define VS_OP_NAME_memsets "memset"
+
 /* Defines one wrapper: count it under `stat`, then forward once the
  * allocations holding `first` and `second` (expressions over the
  * parameters; 0 for none) are resident. `stream` is the stream it runs on
@@ -30,7 +34,7 @@
         CUresult vs_rc_;                                                                           \
         vs_shim_ready();                                                                           \
         VS_COUNT(stat);                                                                            \
-        VS_OPERATE(vs_rc_, (stream), VS_PER_THREAD_SYMBOL(symbol), vs_words_, 2, VS_CALL(symbol, args)); \
+        VS_OPERATE(vs_rc_, VS_OP_NAME_##stat, (stream), VS_PER_THREAD_SYMBOL(symbol), vs_words_, 2, VS_CALL(symbol, args)); \
         return vs_rc_;                                                                             \
     }
 
@@ -47,7 +51,7 @@
         if (vs_offload_copy_host((device), (void *)(uintptr_t)(host), ByteCount, (to_device),      \
                                  VS_PER_THREAD_SYMBOL(symbol), &vs_rc_))                           \
             return vs_rc_;                                                                         \
-        VS_OPERATE(vs_rc_, NULL, VS_PER_THREAD_SYMBOL(symbol), vs_words_, 2, VS_CALL(symbol, args)); \
+        VS_OPERATE(vs_rc_, "copy", NULL, VS_PER_THREAD_SYMBOL(symbol), vs_words_, 2, VS_CALL(symbol, args)); \
         return vs_rc_;                                                                             \
     }
 
@@ -174,7 +178,7 @@ static void vs_copy_batch3d_words(size_t count, const CUDA_MEMCPY3D_BATCH_OP *op
         CUresult vs_rc_;                                                                           \
         vs_shim_ready();                                                                           \
         gather;                                                                                    \
-        VS_OPERATE(vs_rc_, hStream, VS_PER_THREAD_SYMBOL(symbol), vs_words_.words, vs_words_.count, (call)); \
+        VS_OPERATE(vs_rc_, "copy", hStream, VS_PER_THREAD_SYMBOL(symbol), vs_words_.words, vs_words_.count, (call)); \
         free(vs_words_.heap);                                                                      \
         return vs_rc_;                                                                             \
     } while (0)

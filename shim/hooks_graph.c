@@ -316,7 +316,7 @@ static void vs_graph_words(CUgraphExec exec, vs_words_t *w)
         CUresult vs_rc_;                                                                           \
         vs_shim_ready();                                                                           \
         vs_graph_words(hGraphExec, &vs_words_);                                                    \
-        VS_OPERATE(vs_rc_, hStream, VS_PER_THREAD_SYMBOL(symbol), vs_words_.words, vs_words_.count, \
+        VS_OPERATE(vs_rc_, "graph", hStream, VS_PER_THREAD_SYMBOL(symbol), vs_words_.words, vs_words_.count, \
                    VS_CALL(symbol, (hGraphExec, hStream)));                                        \
         free(vs_words_.heap);                                                                      \
         return vs_rc_;                                                                             \

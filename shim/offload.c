@@ -42,6 +42,7 @@
 #include "log.h"
 #include "policy.h"
 #include "shim.h"
+#include "trace_writer.h"
 
 /* Copies are issued in chunks of this size, so that the two directions
  * interleave on the copy engines. */
@@ -1179,6 +1180,12 @@ static bool vs_op_all_held(const vs_op_t *op, const uintptr_t *words, size_t cou
     return held;
 }
 
+/* The stream an operation runs on, as VRAMSHIM_TRACE numbers streams. */
+static uintptr_t vs_trace_stream_key(const vs_op_t *op)
+{
+    return (uintptr_t)(op->stream == NULL && op->per_thread ? CU_STREAM_PER_THREAD : op->stream);
+}
+
 bool vs_op_scan(vs_op_t *op, const uintptr_t *words, size_t count)
 {
     op->touch.seq = vs_registry_next_seq();
@@ -1195,6 +1202,10 @@ bool vs_op_scan(vs_op_t *op, const uintptr_t *words, size_t count)
             vs_log(VS_LOG_DEBUG, "submitting with %zu not resident (restore %d, first 0x%" PRIxPTR ")",
                    op->touch.missing_count, op->restore, op->touch.missing[0]);
         op->locked = true;
+        /* VRAMSHIM_TRACE: the uses of the operation about to be submitted,
+         * listed under the read lock it is submitted under. */
+        if (vs_trace_enabled())
+            vs_trace_operation_locked(op->name, vs_trace_stream_key(op), words, count);
         return true;
     }
     vs_registry_read_end();
@@ -1422,6 +1433,8 @@ bool vs_offload_copy_host(CUdeviceptr dptr, void *host, uint64_t bytes, bool to_
         vs_host_copy_bytes(r, offset, host, bytes, to_device);
         vs_engine.stats.bytes_served_on_host += bytes;
         (void)vs_registry_touch((uintptr_t)dptr, vs_registry_next_seq());
+        if (vs_trace_enabled()) /* VRAMSHIM_TRACE: a use, though no copy crossed the link */
+            vs_trace_operation_one("copy", (uintptr_t)(per_thread ? CU_STREAM_PER_THREAD : NULL), info.id);
         *rc = CUDA_SUCCESS;
     }
     vs_engine_unlock(mode);

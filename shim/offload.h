@@ -89,6 +89,7 @@ typedef struct vs_op_s {
     bool per_thread;     /* the `_ptsz`/`_ptds` variant: NULL is the per-thread stream */
     bool restore;        /* false: go ahead even with allocations missing */
     bool locked;         /* the registry read lock is held */
+    const char *name;    /* "launch", "copy", "memset", "graph": the VRAMSHIM_TRACE `op` */
     int attempts;
     vs_touch_t touch;
     uintptr_t missing[VS_OP_MISSING_CAP];
@@ -106,11 +107,13 @@ CUresult vs_op_prepare(vs_op_t *op, const uintptr_t *words, size_t count);
 void vs_op_end(vs_op_t *op);
 
 /* Runs `call` (an expression giving a CUresult) once everything in
- * `words[0..count)` is resident, and stores its result in `rc`. */
-#define VS_OPERATE(rc, stream, per_thread, words, count, call)                                     \
+ * `words[0..count)` is resident, and stores its result in `rc`. `op_name` is
+ * what VRAMSHIM_TRACE records the operation as. */
+#define VS_OPERATE(rc, op_name, stream, per_thread, words, count, call)                            \
     do {                                                                                           \
         vs_op_t vs_op_;                                                                            \
         vs_op_begin(&vs_op_, (stream), (per_thread));                                              \
+        vs_op_.name = (op_name);                                                                   \
         for (;;) {                                                                                 \
             if (vs_op_scan(&vs_op_, (words), (count))) {                                           \
                 (rc) = (call);                                                                     \

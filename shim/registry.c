@@ -13,9 +13,12 @@
  * uthash table because uthash's chained buckets cost a dependent load per
  * link on this, the hottest path of the shim.
  *
- * Lock order: `vs_registry.lock` is a leaf; nothing else is taken under it.
+ * Lock order: `vs_registry.lock` is taken before the trace writer's lock
+ * (`VRAMSHIM_TRACE`, trace_writer.h) and nothing else is taken under it.
  */
 #include "registry.h"
+
+#include "trace_writer.h"
 
 #include <errno.h>
 #include <pthread.h>
@@ -481,6 +484,9 @@ int vs_registry_add(const vs_alloc_desc_t *desc, uint64_t *id_out)
     vs_registry.stats.total_count[a->kind]++;
     if (id_out != NULL)
         *id_out = a->id;
+    /* VRAMSHIM_TRACE: under the lock, so the `A` line precedes any `U`. */
+    if (vs_trace_enabled())
+        vs_trace_alloc(a->id, a->size, a->evictable);
 out_unlock:
     pthread_rwlock_unlock(&vs_registry.lock);
     if (rc != 0)
@@ -499,6 +505,9 @@ int vs_registry_remove(uintptr_t base, unsigned kinds, vs_alloc_info_t *out)
         return -ENOENT;
     }
     vs_registry_unlink(a);
+    /* VRAMSHIM_TRACE: under the lock, so the `F` line follows every `U`. */
+    if (vs_trace_enabled())
+        vs_trace_free(a->id);
     if (out != NULL)
         vs_alloc_copy(a, out);
     vs_hot_give(a->hot);
@@ -520,6 +529,8 @@ size_t vs_registry_remove_range(uintptr_t start, uint64_t size, vs_alloc_kind_t 
         if (a->kind != kind || a->base < start || a->base - start >= size)
             continue;
         vs_registry_unlink(a);
+        if (vs_trace_enabled()) /* VRAMSHIM_TRACE */
+            vs_trace_free(a->id);
         if (fn != NULL) {
             vs_alloc_info_t info;
             vs_alloc_copy(a, &info);
@@ -757,6 +768,8 @@ int vs_registry_set_residency(uintptr_t base, vs_residency_t residency, bool mov
         a->restores++;
     else if (moved)
         a->evictions++;
+    if (moved && vs_trace_enabled()) /* VRAMSHIM_TRACE: real evictions and restores only */
+        vs_trace_residency(a->id, !leaves_device);
     a->residency = residency;
     atomic_store_explicit(&hot->residency, (uint32_t)residency, memory_order_relaxed);
     pthread_rwlock_unlock(&vs_registry.lock);
@@ -771,6 +784,16 @@ uint64_t vs_registry_epoch_close(void (*fn)(void *arg), void *arg)
     atomic_store_explicit(&vs_registry_epoch, closed + 1, memory_order_relaxed);
     pthread_rwlock_unlock(&vs_registry.lock);
     return closed;
+}
+
+int vs_registry_id_locked(uintptr_t base, uint64_t *id_out)
+{
+    vs_alloc_t *a;
+    HASH_FIND(hh, vs_registry.by_base, &base, sizeof base, a);
+    if (a == NULL)
+        return -ENOENT;
+    *id_out = a->id;
+    return 0;
 }
 
 vs_residency_t vs_registry_residency_locked(uintptr_t base)

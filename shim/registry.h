@@ -168,6 +168,10 @@ int vs_registry_set_residency(uintptr_t base, vs_residency_t residency, bool mov
  * is none. Read lock held. */
 vs_residency_t vs_registry_residency_locked(uintptr_t base);
 
+/* The id of the allocation starting at `base` (`VRAMSHIM_TRACE`). Read
+ * lock held. 0 or -ENOENT. */
+int vs_registry_id_locked(uintptr_t base, uint64_t *id_out);
+
 /* The streams that used the allocation at `base` since it became
  * resident (read lock taken). 0 or -ENOENT. */
 int vs_registry_streams(uintptr_t base, uint64_t *streams_out);

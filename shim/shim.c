@@ -27,6 +27,7 @@
 #include "log.h"
 #include "offload.h"
 #include "registry.h"
+#include "trace_writer.h"
 
 vs_real_t vs_real;
 
@@ -244,6 +245,8 @@ __attribute__((constructor)) static void vs_shim_load(void)
 
     vs_find_real_dlsym();
     vs_cap_configure(cfg->limit, vs_shim_device_total);
+    if (cfg->trace[0] != '\0')
+        vs_trace_open(cfg->trace); /* the file is created at the first event */
     vs_log(VS_LOG_DEBUG, "loaded: mode %s", cfg->mode == VS_MODE_OFFLOAD ? "offload" : cfg->mode == VS_MODE_CAP ? "cap" : "track (VRAM_LIMIT unset)");
 }
 
@@ -255,6 +258,7 @@ __attribute__((destructor)) static void vs_shim_unload(void)
 
     vs_shim_debug_snapshot();
     vs_publish_stop();
+    vs_trace_close(); /* VRAMSHIM_TRACE: what is still buffered */
     /* A process that never reached the driver (a shell, a script around
      * the program) has nothing to report. */
     if (!vs_log_enabled(VS_LOG_INFO) || vs_shim_driver_handle() == NULL)

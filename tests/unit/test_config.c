@@ -415,6 +415,40 @@ static void test_parse_offload_variables_are_read_together(void **state)
     assert_int_equal(cfg.policy, (int)VS_POLICY_LRU);
 }
 
+/* ---- VRAMSHIM_TRACE ------------------------------------------------------ */
+
+static void test_parse_trace_unset_leaves_tracing_off(void **state)
+{
+    const char *env[] = {NULL};
+    (void)state;
+    vs_config_t cfg = parse_ok(env);
+    assert_string_equal(cfg.trace, "");
+}
+
+static void test_parse_trace_path_is_kept_verbatim(void **state)
+{
+    const char *env[] = {"VRAMSHIM_TRACE", "/tmp/run 1/access.trace", NULL};
+    (void)state;
+    vs_config_t cfg = parse_ok(env);
+    assert_string_equal(cfg.trace, "/tmp/run 1/access.trace");
+}
+
+static void test_parse_trace_empty_or_too_long_path_is_refused(void **state)
+{
+    static char long_path[VS_CONFIG_PATH_MAX + 2];
+    (void)state;
+    memset(long_path, 'a', sizeof long_path - 1);
+    long_path[0] = '/';
+    long_path[sizeof long_path - 1] = '\0';
+    assert_refused("VRAMSHIM_TRACE", "", "a writable file path");
+    const char *env[] = {"VRAMSHIM_TRACE", long_path, NULL};
+    vs_config_t cfg;
+    char msg[VS_CONFIG_PATH_MAX + 512] = "";
+    assert_int_equal(vs_config_parse(&cfg, fake_getenv, env, msg, sizeof msg), -EINVAL);
+    assert_non_null(strstr(msg, "VRAMSHIM_TRACE="));
+    assert_non_null(strstr(msg, "a writable file path"));
+}
+
 int main(void)
 {
     const struct CMUnitTest tests[] = {
@@ -444,6 +478,9 @@ int main(void)
         cmocka_unit_test(test_parse_policy_names_select_their_order),
         cmocka_unit_test(test_parse_unknown_policy_is_refused_naming_every_policy),
         cmocka_unit_test(test_parse_offload_variables_are_read_together),
+        cmocka_unit_test(test_parse_trace_unset_leaves_tracing_off),
+        cmocka_unit_test(test_parse_trace_path_is_kept_verbatim),
+        cmocka_unit_test(test_parse_trace_empty_or_too_long_path_is_refused),
     };
     return cmocka_run_group_tests_name("config.c", tests, NULL, NULL);
 }

@@ -1,0 +1,252 @@
+/* trace_writer.c: the `VRAMSHIM_TRACE` recorder (`vs_trace_open`,
+ * `vs_trace_operation_locked`).
+ *
+ * Every line is formatted by `vs_trace_format` (policy/trace.h) into one
+ * 64 KiB buffer under `vs_trace.lock` and written with write(2) when the
+ * buffer fills and at exit. Operations get their `seq` here, under the
+ * lock, rather than the registry's sequence number: two threads scanning at
+ * once may take registry numbers in one order and reach the file in the
+ * other, and the format wants `seq` non-decreasing with each operation's
+ * uses consecutive.
+ *
+ * The file is created at the first event, not at load: `LD_PRELOAD` loads
+ * the shim into every process of a run (shells, `python` wrappers), and
+ * those that never touch the GPU must not truncate the trace of the one
+ * that does.
+ */
+#include "trace_writer.h"
+
+#include "log.h"
+#include "registry.h"
+#include "trace.h"
+
+#include <errno.h>
+#include <fcntl.h>
+#include <pthread.h>
+#include <stdlib.h>
+#include <string.h>
+#include <time.h>
+#include <unistd.h>
+
+#define VS_TRACE_BUFFER_BYTES (64u << 10)
+/* Stream handles numbered one by one; later ones share the last number. */
+#define VS_TRACE_STREAMS 256
+/* The bases one operation usually touches, listed without a heap buffer. */
+#define VS_TRACE_OP_BASES 64
+
+_Atomic bool vs_trace_active;
+
+/* Lock order: a leaf below the registry lock (see trace_writer.h). */
+static struct {
+    pthread_mutex_t lock;
+    int fd;
+    const char *path; /* set by `vs_trace_open`; the file is created at the first event */
+    uint64_t next_seq;
+    size_t used;
+    uintptr_t streams[VS_TRACE_STREAMS]; /* [0] is the legacy stream, NULL */
+    size_t stream_count;
+    char buffer[VS_TRACE_BUFFER_BYTES];
+} vs_trace = {
+    .lock = PTHREAD_MUTEX_INITIALIZER,
+    .fd = -1,
+    .stream_count = 1,
+};
+
+static uint64_t vs_trace_now_ns(void)
+{
+    struct timespec ts;
+    clock_gettime(CLOCK_MONOTONIC, &ts);
+    return (uint64_t)ts.tv_sec * 1000000000ull + (uint64_t)ts.tv_nsec;
+}
+
+/* Writes the buffer out; on failure warns once and turns tracing off. Lock
+ * held. */
+static void vs_trace_flush_locked(void)
+{
+    size_t done = 0;
+
+    while (done < vs_trace.used && vs_trace.fd >= 0) {
+        ssize_t n = write(vs_trace.fd, vs_trace.buffer + done, vs_trace.used - done);
+        if (n < 0 && errno == EINTR)
+            continue;
+        if (n <= 0) {
+            vs_log(VS_LOG_WARN, "VRAMSHIM_TRACE: write failed (%s); tracing stops here",
+                   n < 0 ? strerror(errno) : "no progress");
+            atomic_store_explicit(&vs_trace_active, false, memory_order_relaxed);
+            close(vs_trace.fd);
+            vs_trace.fd = -1;
+            break;
+        }
+        done += (size_t)n;
+    }
+    vs_trace.used = 0;
+}
+
+/* Creates the file at the first event; false (after one warning, tracing
+ * off) when it cannot be. Lock held. */
+static bool vs_trace_ready_locked(void)
+{
+    static const char header[] = "# vramshim trace v1\n";
+
+    if (vs_trace.fd >= 0)
+        return true;
+    if (vs_trace.path == NULL)
+        return false;
+    vs_trace.fd = open(vs_trace.path, O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0644);
+    if (vs_trace.fd < 0) {
+        vs_log(VS_LOG_WARN, "cannot open VRAMSHIM_TRACE=%s (%s); not tracing", vs_trace.path, strerror(errno));
+        vs_trace.path = NULL;
+        atomic_store_explicit(&vs_trace_active, false, memory_order_relaxed);
+        return false;
+    }
+    memcpy(vs_trace.buffer, header, sizeof header - 1);
+    vs_trace.used = sizeof header - 1;
+    return true;
+}
+
+/* Appends one event. Lock held. */
+static void vs_trace_put_locked(const vs_trace_event_t *ev)
+{
+    if (!vs_trace_ready_locked())
+        return;
+    if (VS_TRACE_BUFFER_BYTES - vs_trace.used < VS_TRACE_LINE_MAX + 2)
+        vs_trace_flush_locked();
+    int n = vs_trace_format(ev, vs_trace.buffer + vs_trace.used, VS_TRACE_BUFFER_BYTES - vs_trace.used);
+    if (n > 0)
+        vs_trace.used += (size_t)n;
+}
+
+static void vs_trace_put(const vs_trace_event_t *ev)
+{
+    pthread_mutex_lock(&vs_trace.lock);
+    vs_trace_put_locked(ev);
+    pthread_mutex_unlock(&vs_trace.lock);
+}
+
+/* The small number of a stream handle, in first-seen order. Lock held. */
+static uint64_t vs_trace_stream_locked(uintptr_t key)
+{
+    for (size_t i = 0; i < vs_trace.stream_count; i++) {
+        if (vs_trace.streams[i] == key)
+            return i;
+    }
+    if (vs_trace.stream_count == VS_TRACE_STREAMS)
+        return VS_TRACE_STREAMS - 1;
+    vs_trace.streams[vs_trace.stream_count] = key;
+    return vs_trace.stream_count++;
+}
+
+/* A forked child shares the file offset but not the parent's later lines:
+ * it drops what it inherited and records nothing. */
+static void vs_trace_atfork_child(void)
+{
+    pthread_mutex_init(&vs_trace.lock, NULL);
+    vs_trace.used = 0;
+    if (vs_trace.fd >= 0)
+        close(vs_trace.fd);
+    vs_trace.fd = -1;
+    vs_trace.path = NULL;
+    atomic_store_explicit(&vs_trace_active, false, memory_order_relaxed);
+}
+
+void vs_trace_open(const char *path)
+{
+    pthread_mutex_lock(&vs_trace.lock);
+    vs_trace.path = path;
+    pthread_mutex_unlock(&vs_trace.lock);
+    (void)pthread_atfork(NULL, NULL, vs_trace_atfork_child);
+    atomic_store_explicit(&vs_trace_active, true, memory_order_relaxed);
+}
+
+void vs_trace_close(void)
+{
+    pthread_mutex_lock(&vs_trace.lock);
+    atomic_store_explicit(&vs_trace_active, false, memory_order_relaxed);
+    vs_trace_flush_locked();
+    if (vs_trace.fd >= 0)
+        close(vs_trace.fd);
+    vs_trace.fd = -1;
+    vs_trace.path = NULL;
+    pthread_mutex_unlock(&vs_trace.lock);
+}
+
+void vs_trace_alloc(uint64_t id, uint64_t size, bool evictable)
+{
+    vs_trace_event_t ev = {.kind = VS_TRACE_ALLOC, .id = id, .size = size, .evictable = evictable};
+    vs_trace_put(&ev);
+}
+
+void vs_trace_free(uint64_t id)
+{
+    vs_trace_event_t ev = {.kind = VS_TRACE_FREE, .id = id};
+    vs_trace_put(&ev);
+}
+
+void vs_trace_residency(uint64_t id, bool on_device)
+{
+    vs_trace_event_t ev = {.kind = VS_TRACE_RESIDENCY, .id = id, .resident = on_device};
+    vs_trace_put(&ev);
+}
+
+/* Writes one `U` line per id, all with one new `seq`. */
+static void vs_trace_uses(const char *op, uintptr_t stream_key, const uint64_t *ids, size_t count)
+{
+    vs_trace_event_t ev = {.kind = VS_TRACE_USE, .rw = VS_TRACE_RW_UNKNOWN};
+    size_t len = strlen(op);
+
+    memcpy(ev.op, op, len < VS_TRACE_OP_MAX ? len : VS_TRACE_OP_MAX);
+    pthread_mutex_lock(&vs_trace.lock);
+    if (!vs_trace_ready_locked()) {
+        pthread_mutex_unlock(&vs_trace.lock);
+        return;
+    }
+    /* Both taken under the lock, so both are non-decreasing in the file. */
+    ev.seq = ++vs_trace.next_seq;
+    ev.time_ns = vs_trace_now_ns();
+    ev.stream = vs_trace_stream_locked(stream_key);
+    for (size_t i = 0; i < count; i++) {
+        ev.id = ids[i];
+        vs_trace_put_locked(&ev);
+    }
+    pthread_mutex_unlock(&vs_trace.lock);
+}
+
+void vs_trace_operation_locked(const char *op, uintptr_t stream_key, const uintptr_t *words, size_t count)
+{
+    uintptr_t local[VS_TRACE_OP_BASES];
+    uintptr_t *bases = local;
+    uint64_t ids_local[VS_TRACE_OP_BASES];
+    uint64_t *ids = ids_local;
+    size_t found = 0;
+
+    if (count == 0)
+        return;
+    /* List every allocation touched. Sequence number 0 stamps nothing and
+     * stream bit 0 adds no stream: the operation's own scan did both. */
+    vs_touch_t all = {.seq = 0, .missing = bases, .missing_cap = VS_TRACE_OP_BASES, .collect_all = true};
+    vs_registry_touch_many_locked(words, count, &all);
+    if (all.missing_count > VS_TRACE_OP_BASES) {
+        bases = malloc(all.missing_count * sizeof *bases);
+        ids = malloc(all.missing_count * sizeof *ids);
+        if (bases == NULL || ids == NULL)
+            goto out; /* a gap in the trace, not a failed operation */
+        all = (vs_touch_t){.seq = 0, .missing = bases, .missing_cap = all.missing_count, .collect_all = true};
+        vs_registry_touch_many_locked(words, count, &all);
+    }
+    for (size_t i = 0; i < all.missing_count && i < all.missing_cap; i++) {
+        if (vs_registry_id_locked(bases[i], &ids[found]) == 0)
+            found++;
+    }
+    if (found > 0)
+        vs_trace_uses(op, stream_key, ids, found);
+out:
+    if (bases != local)
+        free(bases);
+    if (ids != ids_local)
+        free(ids);
+}
+
+void vs_trace_operation_one(const char *op, uintptr_t stream_key, uint64_t id)
+{
+    vs_trace_uses(op, stream_key, &id, 1);
+}

@@ -1,0 +1,209 @@
+/* fuzz_driver.c: runs a text fuzz target of tests/unit/ (fuzz_config.c,
+ * fuzz_trace.c) without libFuzzer, so that gcc builds and their ASan/UBSan
+ * variants exercise it too: the target's seeds as they are, then mutations
+ * of them (byte flips, token insertions, deletions, duplications, splices,
+ * long runs of one byte, truncation) for a bounded time. Deterministic for a
+ * given --seed.
+ *
+ * usage: fuzz_<target>_driver [--seconds S] [--seed N] [FILE...]
+ * FILEs (regression inputs, libFuzzer crash reproducers) are run once each
+ * first. When a generated input aborts or crashes the target, it is written
+ * to `crash-<target>` in the working directory, to be replayed as a FILE.
+ * The binary snapshot target has its own driver
+ * (tests/tools/fuzz_snapshot_driver.c).
+ */
+#include <fcntl.h>
+#include <signal.h>
+#include <stdint.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <time.h>
+#include <unistd.h>
+
+#include "fuzz_target.h"
+
+/* Inputs grow up to this: past the longest limits the targets check
+ * (4096-byte paths, 512-byte trace lines). */
+#define VS_FUZZ_INPUT_CAP 8192
+
+static uint64_t rng_state;
+
+static uint64_t rng(void)
+{
+    /* xorshift64*: fast, deterministic, good enough to pick mutations. */
+    rng_state ^= rng_state >> 12;
+    rng_state ^= rng_state << 25;
+    rng_state ^= rng_state >> 27;
+    return rng_state * UINT64_C(2685821657736338717);
+}
+
+static size_t rng_below(size_t n)
+{
+    return n ? (size_t)(rng() % n) : 0;
+}
+
+static double now_s(void)
+{
+    struct timespec ts;
+    clock_gettime(CLOCK_MONOTONIC, &ts);
+    return (double)ts.tv_sec + (double)ts.tv_nsec / 1e9;
+}
+
+/* Inserts `len` bytes at `at`, as many as fit. */
+static void insert_bytes(uint8_t *buf, size_t *size, size_t at, const void *bytes, size_t len)
+{
+    if (len > VS_FUZZ_INPUT_CAP - *size)
+        len = VS_FUZZ_INPUT_CAP - *size;
+    memmove(buf + at + len, buf + at, *size - at);
+    memcpy(buf + at, bytes, len);
+    *size += len;
+}
+
+/* Run lengths around the limits the parsers check. */
+static const size_t vs_fuzz_run_lengths[] = {1, 2, 17, 20, 21, 63, 64, 65, 511, 512, 513, 4095, 4096};
+
+static void mutate(uint8_t *buf, size_t *size)
+{
+    const vs_fuzz_corpus_t *corpus = &vs_fuzz_corpus;
+    int rounds = 1 + (int)rng_below(4);
+    for (int r = 0; r < rounds; r++) {
+        switch (rng() % 8) {
+        case 0: /* flip a bit */
+            if (*size)
+                buf[rng_below(*size)] ^= (uint8_t)(1u << rng_below(8));
+            break;
+        case 1: /* a random byte, often a delimiter or a control character */
+            if (*size) {
+                static const char specials[] = "0123456789.%:,-+ \t\r\n#xXeE\x7f\x80\xff";
+                buf[rng_below(*size)] = rng() % 2 ? (uint8_t)specials[rng_below(sizeof specials - 1)]
+                                                  : (uint8_t)rng();
+            }
+            break;
+        case 2: { /* insert a token */
+            const char *token = corpus->tokens[rng_below(corpus->token_count)];
+            insert_bytes(buf, size, rng_below(*size + 1), token, strlen(token));
+            break;
+        }
+        case 3: /* delete a range */
+            if (*size) {
+                size_t at = rng_below(*size), len = 1 + rng_below(*size - at);
+                memmove(buf + at, buf + at + len, *size - at - len);
+                *size -= len;
+            }
+            break;
+        case 4: /* duplicate a range */
+            if (*size) {
+                uint8_t copy[VS_FUZZ_INPUT_CAP];
+                size_t at = rng_below(*size), len = 1 + rng_below(*size - at);
+                memcpy(copy, buf + at, len);
+                insert_bytes(buf, size, rng_below(*size + 1), copy, len);
+            }
+            break;
+        case 5: /* truncate */
+            if (*size)
+                *size = rng_below(*size);
+            break;
+        case 6: { /* splice: the tail of another seed */
+            const char *other = corpus->seeds[rng_below(corpus->seed_count)];
+            size_t other_len = strlen(other), from = rng_below(other_len + 1);
+            size_t at = rng_below(*size + 1);
+            *size = at;
+            insert_bytes(buf, size, at, other + from, other_len - from);
+            break;
+        }
+        case 7: { /* a long run of one byte */
+            static uint8_t run[4096];
+            size_t len = vs_fuzz_run_lengths[rng_below(sizeof vs_fuzz_run_lengths /
+                                                       sizeof vs_fuzz_run_lengths[0])];
+            memset(run, *size && rng() % 2 ? buf[rng_below(*size)] : (uint8_t)"09aG/ "[rng_below(6)],
+                   len);
+            insert_bytes(buf, size, rng_below(*size + 1), run, len);
+            break;
+        }
+        }
+    }
+}
+
+/* The generated input being run, for the crash handler. */
+static const uint8_t *vs_fuzz_current;
+static size_t vs_fuzz_current_size;
+
+static void vs_fuzz_save_crash(int sig)
+{
+    char path[64] = "crash-";
+    strncat(path, vs_fuzz_corpus.name, sizeof path - sizeof "crash-");
+    int fd = open(path, O_WRONLY | O_CREAT | O_TRUNC, 0644);
+    if (fd >= 0 && vs_fuzz_current) {
+        ssize_t ignored = write(fd, vs_fuzz_current, vs_fuzz_current_size);
+        (void)ignored;
+        static const char note[] = "fuzz driver: the input is saved as crash-<target>\n";
+        ignored = write(STDERR_FILENO, note, sizeof note - 1);
+        (void)ignored;
+    }
+    if (fd >= 0)
+        close(fd);
+    signal(sig, SIG_DFL);
+    raise(sig);
+}
+
+static int run_file(const char *path)
+{
+    FILE *f = fopen(path, "rb");
+    if (!f) {
+        perror(path);
+        return -1;
+    }
+    static uint8_t data[1 << 20];
+    size_t n = fread(data, 1, sizeof(data), f);
+    fclose(f);
+    LLVMFuzzerTestOneInput(data, n);
+    return 0;
+}
+
+int main(int argc, char **argv)
+{
+    const vs_fuzz_corpus_t *corpus = &vs_fuzz_corpus;
+    double seconds = 3.0;
+    rng_state = UINT64_C(0x9e3779b97f4a7c15);
+    int i = 1;
+    for (; i < argc; i++) {
+        if (strcmp(argv[i], "--seconds") == 0 && i + 1 < argc)
+            seconds = strtod(argv[++i], NULL);
+        else if (strcmp(argv[i], "--seed") == 0 && i + 1 < argc)
+            rng_state = strtoull(argv[++i], NULL, 0) | 1;
+        else
+            break;
+    }
+    for (; i < argc; i++)
+        if (run_file(argv[i]) < 0)
+            return 1;
+
+    for (size_t s = 0; s < corpus->seed_count; s++)
+        LLVMFuzzerTestOneInput((const uint8_t *)corpus->seeds[s], strlen(corpus->seeds[s]));
+
+    signal(SIGABRT, vs_fuzz_save_crash);
+    signal(SIGSEGV, vs_fuzz_save_crash);
+    static uint8_t work[VS_FUZZ_INPUT_CAP];
+    double end = now_s() + seconds;
+    unsigned long runs = 0;
+    while (runs % 256 != 0 || now_s() < end) {
+        const char *seed = corpus->seeds[rng_below(corpus->seed_count)];
+        size_t size = strlen(seed);
+        memcpy(work, seed, size);
+        mutate(work, &size);
+        /* The target gets an exactly sized copy, so that ASan sees a read
+         * past `size`. */
+        uint8_t *input = malloc(size ? size : 1);
+        if (!input)
+            return 1;
+        memcpy(input, work, size);
+        vs_fuzz_current = input;
+        vs_fuzz_current_size = size;
+        LLVMFuzzerTestOneInput(input, size);
+        free(input);
+        runs++;
+    }
+    printf("fuzz %s driver: %lu inputs in %.1f s, no crash\n", corpus->name, runs, seconds);
+    return 0;
+}
