@@ -531,29 +531,14 @@ static bool vs_mask_capturing(uint64_t mask)
 
 /* ---- Copies -------------------------------------------------------------- */
 
-static CUresult vs_copy_out(const vs_region_t *r, CUstream stream)
-{
-    uint64_t offset = 0;
-    for (uint32_t i = 0; i < r->host.count && offset < r->size; i++) {
-        const vs_host_extent_t *e = &r->host.extents[i];
-        for (uint64_t done = 0; done < e->bytes && offset < r->size;) {
-            uint64_t n = e->bytes - done;
-            if (n > VS_COPY_CHUNK_BYTES)
-                n = VS_COPY_CHUNK_BYTES;
-            if (n > r->size - offset)
-                n = r->size - offset;
-            CUresult rc = VS_CALL(cuMemcpyDtoHAsync_v2,
-                                  ((unsigned char *)e->ptr + done, (CUdeviceptr)(r->base + offset), n, stream));
-            if (rc != CUDA_SUCCESS)
-                return rc;
-            done += n;
-            offset += n;
-        }
-    }
-    return CUDA_SUCCESS;
-}
+typedef enum vs_copy_direction_e {
+    VS_COPY_OUT, /* device to host copy (eviction) */
+    VS_COPY_IN,  /* host copy to device (restore) */
+} vs_copy_direction_t;
 
-static CUresult vs_copy_in(const vs_region_t *r, CUstream stream)
+/* Copies the region between the device and its host copy, extent by extent
+ * in chunks of VS_COPY_CHUNK_BYTES, asynchronously on `stream`. */
+static CUresult vs_copy_region(const vs_region_t *r, vs_copy_direction_t direction, CUstream stream)
 {
     uint64_t offset = 0;
     for (uint32_t i = 0; i < r->host.count && offset < r->size; i++) {
@@ -564,8 +549,10 @@ static CUresult vs_copy_in(const vs_region_t *r, CUstream stream)
                 n = VS_COPY_CHUNK_BYTES;
             if (n > r->size - offset)
                 n = r->size - offset;
-            CUresult rc = VS_CALL(cuMemcpyHtoDAsync_v2,
-                                  ((CUdeviceptr)(r->base + offset), (unsigned char *)e->ptr + done, n, stream));
+            unsigned char *host = (unsigned char *)e->ptr + done;
+            CUdeviceptr device = (CUdeviceptr)(r->base + offset);
+            CUresult rc = direction == VS_COPY_OUT ? VS_CALL(cuMemcpyDtoHAsync_v2, (host, device, n, stream))
+                                                   : VS_CALL(cuMemcpyHtoDAsync_v2, (device, host, n, stream));
             if (rc != CUDA_SUCCESS)
                 return rc;
             done += n;
@@ -681,7 +668,7 @@ static uint64_t vs_evict(vs_region_t **victims, size_t count, bool *host_full)
             (void)VS_CALL(cuStreamWaitEvent, (d->to_host, r->arriving, 0));
             r->arriving = NULL;
         }
-        if (vs_fence(streams, d->to_host, epoch) != 0 || vs_copy_out(r, d->to_host) != CUDA_SUCCESS) {
+        if (vs_fence(streams, d->to_host, epoch) != 0 || vs_copy_region(r, VS_COPY_OUT, d->to_host) != CUDA_SUCCESS) {
             vs_log(VS_LOG_WARN, "cannot evict the allocation at 0x%" PRIxPTR "; it stays on the device", r->base);
             (void)VS_CALL(cuStreamSynchronize, (d->to_host));
             vs_host_pool_give(&r->host);
@@ -890,7 +877,7 @@ static CUresult vs_restore(vs_region_t *r, CUstream stream, bool per_thread, uin
         return CUDA_SUCCESS;
     }
     CUevent done = vs_event_get();
-    rc = vs_copy_in(r, d->to_device);
+    rc = vs_copy_region(r, VS_COPY_IN, d->to_device);
     if (rc == CUDA_SUCCESS)
         rc = done != NULL ? VS_CALL(cuEventRecord, (done, d->to_device)) : CUDA_ERROR_OUT_OF_MEMORY;
     if (rc == CUDA_SUCCESS) {
