@@ -1,7 +1,8 @@
 /* hooks_copy.c: copies and memsets of every family and variant
- * (`vs_copy_observe`).
+ * (`VS_COPY_HOOK`).
  *
- * Each marks its device operands as used, like a launch does. An operand
+ * Each goes through `VS_OPERATE` with its device operands, like a launch:
+ * they are marked as used and restored first when evicted. An operand
  * given as a host pointer, an array or a pointer outside every registered
  * allocation is simply not found in the registry. Arrays are not tracked.
  */

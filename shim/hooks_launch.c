@@ -1,10 +1,10 @@
 /* hooks_launch.c: kernel launches (`cuLaunchKernel` and its siblings) and
  * the calls that change which parameter layouts are valid.
  *
- * Each launch is observed before it is forwarded: its parameters are
- * scanned (launch.c) and every allocation they point into gets the
- * launch's sequence number as its last use. The `_ptsz` forms differ only
- * in which stream NULL means, which matters to the driver, not to the scan.
+ * Each launch's parameters are scanned (launch.c) and the launch goes
+ * through `VS_OPERATE` (offload.h): every allocation they point into is
+ * marked as used and restored first when evicted. The `_ptsz` forms differ
+ * in which stream NULL means, which the restore's ordering follows.
  */
 #include <stdlib.h>
 

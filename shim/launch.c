@@ -1,4 +1,4 @@
-/* launch.c: what a kernel launch touches (`vs_launch_observe`).
+/* launch.c: what a kernel launch touches (`vs_launch_gather`).
  *
  * The driver describes a kernel's parameters (12.4+: `cuFuncGetParamInfo`,
  * `cuKernelGetParamInfo`) by offset and size only, not by type, so every

@@ -113,6 +113,15 @@ static struct {
 
 static pthread_once_t vs_engine_once = PTHREAD_ONCE_INIT;
 
+/* The region starting at `base`, or NULL. Engine lock held. */
+static vs_region_t *vs_region_at(uintptr_t base)
+{
+    vs_region_t *r;
+    HASH_FIND(hh, vs_engine.by_base, &base, sizeof base, r);
+    return r;
+}
+
+
 static uint64_t vs_monotonic_ns(void)
 {
     struct timespec ts;
@@ -238,6 +247,22 @@ static void vs_stream_classify(CUstream stream, bool per_thread, vs_stream_kind_
     else
         *kind = VS_STREAM_HANDLE;
     *handle = *kind == VS_STREAM_HANDLE ? stream : NULL;
+}
+
+/* The stream the driver means by `stream` in the variant called: NULL is
+ * the per-thread default stream in the `_ptsz`/`_ptds` variants. */
+static CUstream vs_stream_resolve(CUstream stream, bool per_thread)
+{
+    return stream == NULL && per_thread ? CU_STREAM_PER_THREAD : stream;
+}
+
+/* A copy of stream table entry `slot`. */
+static vs_stream_entry_t vs_stream_entry(int slot)
+{
+    pthread_mutex_lock(&vs_streams_lock);
+    vs_stream_entry_t e = vs_streams[slot];
+    pthread_mutex_unlock(&vs_streams_lock);
+    return e;
 }
 
 /* The mask bit of the stream an operation runs on. */
@@ -390,8 +415,7 @@ static void vs_deferred_reap(bool wait)
         vs_engine.deferred_head = d->next;
         if (vs_engine.deferred_head == NULL)
             vs_engine.deferred_tail = NULL;
-        vs_region_t *r;
-        HASH_FIND(hh, vs_engine.by_base, &d->base, sizeof d->base, r);
+        vs_region_t *r = vs_region_at(d->base);
         if (r != NULL && r->arriving == d->done) {
             r->arriving = NULL;
             (void)vs_registry_set_residency(r->base, VS_RESIDENT, false, NULL);
@@ -465,9 +489,7 @@ static int vs_fence(uint64_t mask, CUstream waiter, uint64_t epoch)
     for (int i = 0; i < VS_STREAM_SLOTS; i++) {
         if ((mask & (1ull << i)) == 0)
             continue;
-        pthread_mutex_lock(&vs_streams_lock);
-        vs_stream_entry_t e = vs_streams[i];
-        pthread_mutex_unlock(&vs_streams_lock);
+        vs_stream_entry_t e = vs_stream_entry(i);
         CUstream target;
         switch (e.kind) {
         case VS_STREAM_LEGACY:
@@ -516,9 +538,7 @@ static bool vs_mask_capturing(uint64_t mask)
     for (int i = 0; i < VS_STREAM_SLOTS; i++) {
         if ((mask & (1ull << i)) == 0)
             continue;
-        pthread_mutex_lock(&vs_streams_lock);
-        vs_stream_entry_t e = vs_streams[i];
-        pthread_mutex_unlock(&vs_streams_lock);
+        vs_stream_entry_t e = vs_stream_entry(i);
         if (e.kind != VS_STREAM_HANDLE)
             continue;
         CUstreamCaptureStatus status = CU_STREAM_CAPTURE_STATUS_NONE;
@@ -595,11 +615,39 @@ static CUresult vs_physical_map(vs_region_t *r)
     return CUDA_SUCCESS;
 }
 
+/* vs_make_room is defined with eviction, below. */
+static int vs_make_room(int device, uint64_t need, bool ignore_limit);
+static void vs_policy_reset_skips(void);
+
+/* Maps physical memory for `r`, whose bytes are already counted; when the
+ * device itself is full (other processes, a limit above its size), evicts
+ * whatever it takes and tries again. */
+static CUresult vs_physical_map_evicting(vs_region_t *r)
+{
+    CUresult rc;
+    while ((rc = vs_physical_map(r)) == CUDA_ERROR_OUT_OF_MEMORY) {
+        int room = vs_make_room(r->device, r->reserved, true);
+        vs_policy_reset_skips();
+        if (room != 0)
+            break;
+        vs_cap_release(r->device, r->reserved); /* counted twice by the reclaim */
+    }
+    return rc;
+}
+
 static void vs_physical_unmap(vs_region_t *r)
 {
     (void)VS_CALL(cuMemUnmap, ((CUdeviceptr)r->base, r->reserved));
     (void)VS_CALL(cuMemRelease, (r->phys));
     r->phys = 0;
+}
+
+/* Makes `waiter` wait for a restore copy's event, or, when it cannot (a
+ * stream being destroyed), waits for the copy here. Engine lock held. */
+static CUresult vs_wait_for_copy(CUstream waiter, CUevent copied)
+{
+    CUresult rc = VS_CALL(cuStreamWaitEvent, (waiter, copied, 0));
+    return rc == CUDA_SUCCESS ? rc : VS_CALL(cuEventSynchronize, (copied));
 }
 
 /* ---- Policy bookkeeping -------------------------------------------------- */
@@ -620,9 +668,8 @@ static void vs_policy_refresh(vs_region_t *r)
  * query. */
 static void vs_policy_sync_one(const vs_alloc_info_t *info, void *arg)
 {
-    vs_region_t *r;
+    vs_region_t *r = vs_region_at(info->base);
     (void)arg;
-    HASH_FIND(hh, vs_engine.by_base, &info->base, sizeof info->base, r);
     if (r == NULL || info->last_use_seq <= r->synced_seq)
         return;
     r->synced_seq = info->last_use_seq;
@@ -838,26 +885,14 @@ static CUresult vs_restore(vs_region_t *r, CUstream stream, bool per_thread, uin
         return CUDA_ERROR_OUT_OF_MEMORY;
     /* Making room may have waited (and let go of the engine lock): another
      * thread may have restored or freed the region meanwhile. */
-    HASH_FIND(hh, vs_engine.by_base, &base, sizeof base, r);
+    r = vs_region_at(base);
     if (r == NULL || r->where == VS_RESIDENT) {
         vs_cap_release(device, reserved);
-        if (r != NULL && r->arriving != NULL) {
-            CUstream waiter = stream == NULL && per_thread ? CU_STREAM_PER_THREAD : stream;
-            if (VS_CALL(cuStreamWaitEvent, (waiter, r->arriving, 0)) != CUDA_SUCCESS)
-                (void)VS_CALL(cuEventSynchronize, (r->arriving));
-        }
+        if (r != NULL && r->arriving != NULL)
+            (void)vs_wait_for_copy(vs_stream_resolve(stream, per_thread), r->arriving);
         return CUDA_SUCCESS;
     }
-    CUresult rc;
-    while ((rc = vs_physical_map(r)) == CUDA_ERROR_OUT_OF_MEMORY) {
-        /* The device itself is full (other processes, a limit above its
-         * size): evict whatever it takes. */
-        int room = vs_make_room(r->device, r->reserved, true);
-        vs_policy_reset_skips();
-        if (room != 0)
-            break;
-        vs_cap_release(r->device, r->reserved); /* counted twice by the reclaim */
-    }
+    CUresult rc = vs_physical_map_evicting(r);
     if (rc != CUDA_SUCCESS) {
         vs_cap_release(r->device, r->reserved);
         vs_log(VS_LOG_WARN, "cannot map device memory to restore the allocation at 0x%" PRIxPTR " (error %d)",
@@ -880,15 +915,8 @@ static CUresult vs_restore(vs_region_t *r, CUstream stream, bool per_thread, uin
     rc = vs_copy_region(r, VS_COPY_IN, d->to_device);
     if (rc == CUDA_SUCCESS)
         rc = done != NULL ? VS_CALL(cuEventRecord, (done, d->to_device)) : CUDA_ERROR_OUT_OF_MEMORY;
-    if (rc == CUDA_SUCCESS) {
-        CUstream waiter = stream == NULL && per_thread ? CU_STREAM_PER_THREAD : stream;
-        rc = VS_CALL(cuStreamWaitEvent, (waiter, done, 0));
-        if (rc != CUDA_SUCCESS) {
-            /* The application's stream cannot wait (a stream being
-             * destroyed): finish the copy before the operation runs. */
-            rc = VS_CALL(cuEventSynchronize, (done));
-        }
-    }
+    if (rc == CUDA_SUCCESS)
+        rc = vs_wait_for_copy(vs_stream_resolve(stream, per_thread), done);
     if (rc != CUDA_SUCCESS) {
         vs_log(VS_LOG_WARN, "cannot copy the allocation at 0x%" PRIxPTR " back to the device (error %d)", r->base,
                (int)rc);
@@ -936,50 +964,33 @@ CUresult vs_offload_alloc(CUdeviceptr *dptr, uint64_t bytes, int device, vs_allo
     if (rc != CUDA_SUCCESS)
         goto fail;
     r->base = (uintptr_t)va;
-    if (vs_cap_reserve(device, r->reserved) != 0) {
-        /* No room without evicting: start on the host side, holding no
-         * data yet. The first copy into it lands in its host copy; the
-         * first kernel that uses it maps it, with nothing to copy. */
-        r->where = VS_ON_HOST;
-        vs_alloc_desc_t lazy = {.base = r->base, .size = bytes, .device = device, .kind = kind, .handle = 0};
-        if (vs_registry_add(&lazy, &r->id) != 0) {
-            rc = CUDA_ERROR_OUT_OF_MEMORY;
-            goto fail;
-        }
-        (void)vs_registry_set_residency(r->base, VS_ON_HOST, false, NULL);
-        if (vs_policy_alloc(d->policy, r->id, r->reserved, true, false) != 0)
-            r->pinned = true;
-        HASH_ADD(hh, vs_engine.by_base, base, sizeof r->base, r);
-        HASH_ADD(hh_id, vs_engine.by_id, id, sizeof r->id, r);
-        vs_engine.stats.placed_on_host++;
-        vs_log(VS_LOG_DEBUG, "placed 0x%" PRIxPTR " (%" PRIu64 " bytes) on the host: no room", r->base, bytes);
-        vs_engine_unlock(mode);
-        *dptr = va;
-        return CUDA_SUCCESS;
-    }
-    while ((rc = vs_physical_map(r)) == CUDA_ERROR_OUT_OF_MEMORY) {
-        int room = vs_make_room(device, r->reserved, true);
-        vs_policy_reset_skips();
-        if (room != 0)
-            break;
-        vs_cap_release(device, r->reserved);
-    }
-    if (rc != CUDA_SUCCESS) {
+    /* With no room without evicting, start on the host side, holding no
+     * data yet: the first copy into it lands in its host copy; the first
+     * kernel that uses it maps it, with nothing to copy. */
+    bool resident = vs_cap_reserve(device, r->reserved) == 0;
+    if (resident && (rc = vs_physical_map_evicting(r)) != CUDA_SUCCESS) {
         vs_cap_release(device, r->reserved);
         goto fail;
     }
     vs_alloc_desc_t desc = {.base = r->base, .size = bytes, .device = device, .kind = kind, .handle = 0};
     if (vs_registry_add(&desc, &r->id) != 0) {
-        vs_physical_unmap(r);
-        vs_cap_release(device, r->reserved);
+        if (resident) {
+            vs_physical_unmap(r);
+            vs_cap_release(device, r->reserved);
+        }
         rc = CUDA_ERROR_OUT_OF_MEMORY;
         goto fail;
     }
-    if (vs_policy_alloc(d->policy, r->id, r->reserved, true, true) != 0) {
-        vs_log(VS_LOG_WARN, "the eviction policy cannot track allocation %" PRIu64 "; it stays resident", r->id);
+    r->where = resident ? VS_RESIDENT : VS_ON_HOST;
+    if (!resident) {
+        (void)vs_registry_set_residency(r->base, VS_ON_HOST, false, NULL);
+        vs_engine.stats.placed_on_host++;
+        vs_log(VS_LOG_DEBUG, "placed 0x%" PRIxPTR " (%" PRIu64 " bytes) on the host: no room", r->base, bytes);
+    }
+    if (vs_policy_alloc(d->policy, r->id, r->reserved, true, resident) != 0) {
+        vs_log(VS_LOG_WARN, "the eviction policy cannot track allocation %" PRIu64 "; it stays where it is", r->id);
         r->pinned = true;
     }
-    r->where = VS_RESIDENT;
     HASH_ADD(hh, vs_engine.by_base, base, sizeof r->base, r);
     HASH_ADD(hh_id, vs_engine.by_id, id, sizeof r->id, r);
     vs_engine_unlock(mode);
@@ -1003,7 +1014,7 @@ bool vs_offload_free(CUdeviceptr dptr, CUresult *rc_out)
     if (!vs_offload_enabled() || dptr == 0)
         return false;
     vs_engine_lock(&mode);
-    HASH_FIND(hh, vs_engine.by_base, &base, sizeof base, r);
+    r = vs_region_at(base);
     if (r == NULL) {
         vs_engine_unlock(mode);
         return false;
@@ -1061,11 +1072,9 @@ bool vs_offload_reclaim(int device, uint64_t bytes)
 static vs_region_t *vs_region_containing(uintptr_t addr)
 {
     vs_alloc_info_t info;
-    vs_region_t *r;
     if (vs_registry_find(addr, &info) != 0)
         return NULL;
-    HASH_FIND(hh, vs_engine.by_base, &info.base, sizeof info.base, r);
-    return r;
+    return vs_region_at(info.base);
 }
 
 bool vs_offload_range(uintptr_t addr, vs_offload_range_t *out)
@@ -1170,7 +1179,7 @@ static bool vs_op_all_held(const vs_op_t *op, const uintptr_t *words, size_t cou
 /* The stream an operation runs on, as VRAMSHIM_TRACE numbers streams. */
 static uintptr_t vs_trace_stream_key(const vs_op_t *op)
 {
-    return (uintptr_t)(op->stream == NULL && op->per_thread ? CU_STREAM_PER_THREAD : op->stream);
+    return (uintptr_t)vs_stream_resolve(op->stream, op->per_thread);
 }
 
 bool vs_op_scan(vs_op_t *op, const uintptr_t *words, size_t count)
@@ -1260,6 +1269,19 @@ static void vs_marker_record(CUstream stream, uint64_t bit)
     ring->count++;
 }
 
+/* Lets go of one hold on each region starting at `bases`. Engine lock
+ * held. */
+static void vs_unhold(const uintptr_t *bases, size_t count)
+{
+    for (size_t i = 0; i < count; i++) {
+        vs_region_t *r = vs_region_at(bases[i]);
+        if (r != NULL && r->holds > 0) {
+            r->holds--;
+            vs_policy_refresh(r);
+        }
+    }
+}
+
 CUresult vs_op_prepare(vs_op_t *op, const uintptr_t *words, size_t count)
 {
     CUstreamCaptureMode mode;
@@ -1273,7 +1295,7 @@ CUresult vs_op_prepare(vs_op_t *op, const uintptr_t *words, size_t count)
     vs_engine_lock(&mode);
     /* Captured work does not run now: leave the capture alone (the graph's
      * launch restores what it needs). */
-    CUstream resolved = op->stream == NULL && op->per_thread ? CU_STREAM_PER_THREAD : op->stream;
+    CUstream resolved = vs_stream_resolve(op->stream, op->per_thread);
     CUstreamCaptureStatus status = CU_STREAM_CAPTURE_STATUS_NONE;
     if (VS_CALL(cuStreamIsCapturing, (resolved, &status)) == CUDA_SUCCESS && status != CU_STREAM_CAPTURE_STATUS_NONE) {
         op->restore = false;
@@ -1290,8 +1312,7 @@ CUresult vs_op_prepare(vs_op_t *op, const uintptr_t *words, size_t count)
     /* Hold all of them first, so restoring one never evicts another. */
     size_t held = 0;
     for (size_t i = 0; i < found; i++) {
-        vs_region_t *r;
-        HASH_FIND(hh, vs_engine.by_base, &bases[i], sizeof bases[i], r);
+        vs_region_t *r = vs_region_at(bases[i]);
         if (r == NULL)
             continue;
         r->holds++;
@@ -1310,28 +1331,18 @@ CUresult vs_op_prepare(vs_op_t *op, const uintptr_t *words, size_t count)
         vs_policy_reset_skips();
     }
     for (size_t i = 0; i < held && rc == CUDA_SUCCESS; i++) {
-        vs_region_t *r;
-        HASH_FIND(hh, vs_engine.by_base, &bases[i], sizeof bases[i], r);
+        vs_region_t *r = vs_region_at(bases[i]);
         if (r == NULL)
             continue;
         if (r->where != VS_RESIDENT) {
             rc = vs_restore(r, op->stream, op->per_thread, op->held_count > 0 ? 1 : 0);
         } else if (r->arriving != NULL) {
             /* Restored for another stream; this one waits for the copy. */
-            CUstream waiter = op->stream == NULL && op->per_thread ? CU_STREAM_PER_THREAD : op->stream;
-            if (VS_CALL(cuStreamWaitEvent, (waiter, r->arriving, 0)) != CUDA_SUCCESS)
-                (void)VS_CALL(cuEventSynchronize, (r->arriving));
+            (void)vs_wait_for_copy(resolved, r->arriving);
         }
     }
     /* Holds taken by an earlier attempt are superseded. */
-    for (size_t i = 0; i < op->held_count; i++) {
-        vs_region_t *r;
-        HASH_FIND(hh, vs_engine.by_base, &op->held[i], sizeof op->held[i], r);
-        if (r != NULL && r->holds > 0) {
-            r->holds--;
-            vs_policy_refresh(r);
-        }
-    }
+    vs_unhold(op->held, op->held_count);
     if (op->held_count == 0 && held > 0)
         vs_engine.ops_holding++;
     else if (op->held_count > 0 && held == 0)
@@ -1353,14 +1364,7 @@ void vs_op_end(vs_op_t *op)
     if (op->held_count > 0) {
         CUstreamCaptureMode mode;
         vs_engine_lock(&mode);
-        for (size_t i = 0; i < op->held_count; i++) {
-            vs_region_t *r;
-            HASH_FIND(hh, vs_engine.by_base, &op->held[i], sizeof op->held[i], r);
-            if (r != NULL && r->holds > 0) {
-                r->holds--;
-                vs_policy_refresh(r);
-            }
-        }
+        vs_unhold(op->held, op->held_count);
         vs_engine.ops_holding--;
         pthread_cond_broadcast(&vs_engine.released);
         vs_engine_unlock(mode);
@@ -1408,11 +1412,10 @@ bool vs_offload_copy_host(CUdeviceptr dptr, void *host, uint64_t bytes, bool to_
         return false;
     /* A synchronous copy runs after the work already queued on its stream
      * (which may be writing `host`): the same order here. */
-    if (VS_CALL(cuStreamSynchronize, (per_thread ? CU_STREAM_PER_THREAD : CU_STREAM_LEGACY)) != CUDA_SUCCESS)
+    if (VS_CALL(cuStreamSynchronize, (vs_stream_resolve(NULL, per_thread))) != CUDA_SUCCESS)
         return false; /* the driver's own call will report why */
     vs_engine_lock(&mode);
-    vs_region_t *r;
-    HASH_FIND(hh, vs_engine.by_base, &info.base, sizeof info.base, r);
+    vs_region_t *r = vs_region_at(info.base);
     uint64_t offset = (uintptr_t)dptr - info.base;
     bool served = r != NULL && r->where == VS_ON_HOST && offset + bytes <= r->size && offset + bytes >= offset
                   && (r->host.count > 0 || (to_device && vs_host_take(r->size, &r->host) == 0));
@@ -1421,7 +1424,7 @@ bool vs_offload_copy_host(CUdeviceptr dptr, void *host, uint64_t bytes, bool to_
         vs_engine.stats.bytes_served_on_host += bytes;
         (void)vs_registry_touch((uintptr_t)dptr, vs_registry_next_seq());
         if (vs_trace_enabled()) /* VRAMSHIM_TRACE: a use, though no copy crossed the link */
-            vs_trace_operation_one("copy", (uintptr_t)(per_thread ? CU_STREAM_PER_THREAD : NULL), info.id);
+            vs_trace_operation_one("copy", (uintptr_t)vs_stream_resolve(NULL, per_thread), info.id);
         *rc = CUDA_SUCCESS;
     }
     vs_engine_unlock(mode);
