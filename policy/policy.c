@@ -298,16 +298,25 @@ static void predict_after_access(vs_policy_t *policy, vs_policy_alloc_t *a)
         uint64_t to = a->history[(oldest + i + 1) % VS_POLICY_HISTORY];
         gaps[i] = to - from;
     }
-    /* The shortest pattern length m such that every gap equals the one m
-     * before it; m = n always matches (no repeat seen yet). */
+    /* The shortest pattern length m such that each recent gap equals the
+     * one m before it; m = n always matches (no repeat seen yet). Only the
+     * latest max(2m, 4) gaps are compared: older history (a load phase, a
+     * warm-up that ran differently) must not hide a pattern that has since
+     * repeated, while two repeats keep a short pattern from matching a
+     * coincidence (gaps 5, 5, 30 must not read as "every 5"). */
     size_t m = 1;
     for (; m < n; m++) {
-        size_t j = m;
+        size_t recent = 2 * m > 4 ? 2 * m : 4;
+        size_t j = n > recent + m ? n - recent : m;
         while (j < n && gaps_match(gaps[j], gaps[j - m]))
             j++;
         if (j == n)
             break;
     }
+    /* No pattern over the whole history, but the last two gaps agree: a
+     * steady loop after an irregular start (a load, a first pass). */
+    if (m == n && n >= 3 && gaps_match(gaps[n - 1], gaps[n - 2]))
+        m = 1;
     uint64_t gap = gaps[n - m];
     uint64_t cycle = 0;
     for (size_t i = n - m; i < n; i++)

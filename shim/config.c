@@ -274,6 +274,12 @@ static int vs_config_apply(vs_config_t *cfg, const char *name, const char *value
         cfg->policy = (int)kind;
         return 0;
     }
+    if (strcmp(name, "VRAMSHIM_PREFETCH") == 0) {
+        if (strcmp(value, "on") != 0 && strcmp(value, "off") != 0)
+            return -EINVAL;
+        cfg->prefetch = strcmp(value, "on") == 0;
+        return 0;
+    }
     if (strcmp(name, "VRAMSHIM_LOG") == 0)
         return vs_parse_log_level(value, &cfg->log_level);
     if (strcmp(name, "VRAMSHIM_LOG_FILE") == 0)
@@ -284,12 +290,14 @@ static int vs_config_apply(vs_config_t *cfg, const char *name, const char *value
         return vs_copy_path(value, cfg->debug_snapshot);
     if (strcmp(name, "VRAMSHIM_TRACE") == 0)
         return vs_copy_path(value, cfg->trace);
+    if (strcmp(name, "VRAMSHIM_SPILL_DIR") == 0)
+        return vs_copy_path(value, cfg->spill_dir);
+    if (strcmp(name, "VRAMSHIM_IO_FAULT") == 0)
+        return vs_spill_io_parse_faults(value, &cfg->io_faults);
     return -ENOENT;
 }
 
-/* The value as the error message shows it: one line whatever it holds
- * (control characters as \xNN), cut with "..." when long. */
-static void vs_config_quote(const char *value, char *out, size_t out_len)
+void vs_config_quote(const char *value, char *out, size_t out_len)
 {
     size_t at = 0;
     for (const unsigned char *p = (const unsigned char *)value; *p != '\0'; p++) {
@@ -312,7 +320,9 @@ int vs_config_parse(vs_config_t *cfg, vs_config_getenv_fn get, void *ctx, char *
     memset(cfg, 0, sizeof *cfg);
     cfg->mode = VS_MODE_TRACK;
     cfg->min_evict = VS_MIN_EVICT_FLOOR;
-    cfg->policy = (int)VS_POLICY_LRU;
+    /* The learned cycle; LRU stays selectable as the baseline. */
+    cfg->policy = (int)VS_POLICY_CYCLIC;
+    cfg->prefetch = true;
     cfg->log_level = VS_LOG_WARN;
 
 #define VS_PARSE_VAR(field, name, forms)                                                           \

@@ -14,6 +14,7 @@
 #include <stdint.h>
 
 #include "log.h"
+#include "spill_io.h"
 
 #define VS_MAX_DEVICES 64
 #define VS_CONFIG_PATH_MAX 4096
@@ -24,6 +25,9 @@
     "bytes (1073741824), K/M/G/T or KiB/MiB/GiB/TiB (x1024), KB/MB/GB/TB (x1000), decimals (1.5G)"
 #define VS_LIMIT_FORMS                                                                             \
     VS_SIZE_FORMS ", a percentage of device memory (75%), a per-device list (0:10G,1:20G) or 0"
+/* `VRAMSHIM_SPILL_DIR`: the parser only stores the path; `vs_spill_configure`
+ * (spill.h) checks it at start-up and reports with the same form. */
+#define VS_SPILL_DIR_FORMS "an existing writable directory"
 
 /* Every variable: X(field, name, accepted forms). One list, expanded into
  * the parser's dispatch, the error messages and the documentation test. */
@@ -33,11 +37,14 @@
     X(host_limit, "VRAMSHIM_HOST_LIMIT", VS_SIZE_FORMS ", not 0")                                  \
     X(min_evict, "VRAMSHIM_MIN_EVICT", VS_SIZE_FORMS ", at least 2M")                              \
     X(policy, "VRAMSHIM_POLICY", "lru|cyclic|learned")                                             \
+    X(prefetch, "VRAMSHIM_PREFETCH", "on|off")                                             \
     X(log, "VRAMSHIM_LOG", "error|warn|info|debug")                                                \
     X(log_file, "VRAMSHIM_LOG_FILE", "a writable file path")                                       \
     X(driver, "VRAMSHIM_DRIVER", "the path of the real libcuda.so.1")                              \
     X(debug_snapshot, "VRAMSHIM_DEBUG_SNAPSHOT", "a writable file path")                         \
-    X(trace, "VRAMSHIM_TRACE", "a writable file path")
+    X(trace, "VRAMSHIM_TRACE", "a writable file path")                                             \
+    X(spill_dir, "VRAMSHIM_SPILL_DIR", VS_SPILL_DIR_FORMS)                                         \
+    X(io_fault, "VRAMSHIM_IO_FAULT", VS_SPILL_IO_FAULT_FORMS " (testing only)")
 
 typedef enum vs_mode_e {
     VS_MODE_TRACK = 0, /* no VRAM_LIMIT: track and observe only */
@@ -68,11 +75,14 @@ typedef struct vs_config_s {
     uint64_t host_limit;                /* 0 = not given: half of physical memory */
     uint64_t min_evict;                 /* VRAMSHIM_MIN_EVICT, >= VS_MIN_EVICT_FLOOR */
     int policy;                         /* a vs_policy_kind_t */
+    bool prefetch;                      /* VRAMSHIM_PREFETCH: restore ahead from the learned order */
     vs_log_level_t log_level;
     char log_file[VS_CONFIG_PATH_MAX];
     char driver[VS_CONFIG_PATH_MAX];    /* "" = libcuda.so.1 from the search path */
     char debug_snapshot[VS_CONFIG_PATH_MAX];
     char trace[VS_CONFIG_PATH_MAX];     /* "" = no access trace */
+    char spill_dir[VS_CONFIG_PATH_MAX]; /* "" = no disk tier */
+    vs_spill_io_faults_t io_faults;     /* VRAMSHIM_IO_FAULT; count 0 = none */
 } vs_config_t;
 
 /* Looks up one variable; returns NULL when unset. */
@@ -89,6 +99,11 @@ int vs_config_parse_limit(const char *text, vs_limit_t limits[VS_MAX_DEVICES]);
  * writes into `msg` one line naming the variable, the value and the accepted
  * forms. */
 int vs_config_parse(vs_config_t *cfg, vs_config_getenv_fn get, void *ctx, char *msg, size_t msg_len);
+
+/* Writes `value` as error messages show it into `out`: one line whatever it
+ * holds (quotes, backslashes and control characters as \xNN), cut with
+ * "..." when longer than `out_len` allows. */
+void vs_config_quote(const char *value, char *out, size_t out_len);
 
 /* The limit of `device` in bytes given its physical memory; UINT64_MAX when
  * the device is not limited. */

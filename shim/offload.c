@@ -38,6 +38,8 @@
 
 #include "cap.h"
 #include "config.h"
+#include "content_hash.h"
+#include "device_hash.h"
 #include "host_pool.h"
 #include "log.h"
 #include "policy.h"
@@ -60,23 +62,39 @@ typedef struct vs_region_s {
     CUcontext ctx;
     vs_residency_t where; /* VS_RESIDENT or VS_ON_HOST */
     CUmemGenericAllocationHandle phys;
+    /* The host copy: the data while evicted. While resident it is kept as
+     * long as the pool has room: when the device bytes still hash to
+     * `host_hash`, an eviction drops them without copying. */
     vs_host_copy_t host;
+    bool host_hash_known; /* host_hash is the content hash of host[0, size) */
+    vs_content_hash_t host_hash;
     CUevent arriving; /* the restore copy's event until it is known complete */
     uint32_t holds;
     bool pinned;         /* never evictable (IPC export) */
+    bool evicting;       /* in an eviction batch: its host copy is being written */
+    bool prefetched;     /* restored ahead of its use, not used since */
+    int hash_slot;       /* the eviction batch's hash slot, -1 for none */
     uint64_t synced_seq; /* last use already told to the policy */
     UT_hash_handle hh;    /* by base */
     UT_hash_handle hh_id; /* by id */
 } vs_region_t;
 
-/* A host copy whose restore copy may still be reading it. */
+/* A restore copy not yet known to be complete: until it is, the region is
+ * arriving (every stream that uses it waits for `done`) and its host copy
+ * must not change. */
 typedef struct vs_deferred_s {
-    vs_host_copy_t copy;
     CUevent done;
     uintptr_t base; /* the region restored */
     int device;
+    int hash_slot; /* the restore hasher's slot hashing what arrived, -1 for none */
+    uint64_t bytes;
     struct vs_deferred_s *next;
 } vs_deferred_t;
+
+/* Hash slots: one per victim of an eviction batch, and one per restore in
+ * flight (the hash of what arrived becomes the host copy's). */
+#define VS_EVICT_BATCH 64
+#define VS_RESTORE_HASH_SLOTS 64
 
 typedef struct vs_engine_device_s {
     bool ready;
@@ -84,6 +102,14 @@ typedef struct vs_engine_device_s {
     CUstream to_host, to_device;
     uint64_t granularity;
     vs_policy_t *policy;
+    /* Content hashing (clean eviction); NULL when the kernel cannot be
+     * loaded: then every eviction copies. */
+    bool hashers_tried;
+    vs_device_hasher_t *evict_hasher, *restore_hasher;
+    uint64_t restore_slots_busy; /* bit per restore_hasher slot */
+    /* Prefetch: the window is the largest evictable allocation. */
+    uint64_t largest;
+    uint64_t prefetched_bytes; /* restored ahead, not used yet */
 } vs_engine_device_t;
 
 static struct {
@@ -399,10 +425,28 @@ static vs_engine_device_t *vs_device(int device)
     return d;
 }
 
-/* ---- Host copies whose restore is in flight ------------------------------ */
+/* The device's hashers, created the first time they are wanted. NULL when
+ * the kernel cannot be loaded (then evictions copy, as without hashing). */
+static vs_device_hasher_t *vs_evict_hasher(vs_engine_device_t *d, int device)
+{
+    if (!d->hashers_tried) {
+        d->hashers_tried = true;
+        if (vs_device_hasher_create(device, VS_EVICT_BATCH, &d->evict_hasher) != 0
+            || vs_device_hasher_create(device, VS_RESTORE_HASH_SLOTS, &d->restore_hasher) != 0) {
+            vs_device_hasher_destroy(d->evict_hasher);
+            d->evict_hasher = NULL;
+            d->restore_hasher = NULL;
+            vs_log(VS_LOG_WARN, "device %d: the content-hash kernel is not available; every eviction copies", device);
+        }
+    }
+    return d->evict_hasher;
+}
 
-/* Gives back the host copies whose restore copy has finished; with `wait`,
- * waits for all of them. */
+/* ---- Restores in flight -------------------------------------------------- */
+
+/* Ends the restores whose copy has finished (they become resident, and the
+ * hash of what arrived becomes their host copy's); with `wait`, waits for
+ * all of them. */
 static void vs_deferred_reap(bool wait)
 {
     while (vs_engine.deferred_head != NULL) {
@@ -416,11 +460,17 @@ static void vs_deferred_reap(bool wait)
         if (vs_engine.deferred_head == NULL)
             vs_engine.deferred_tail = NULL;
         vs_region_t *r = vs_region_at(d->base);
+        vs_engine_device_t *dev = &vs_engine.devices[d->device];
         if (r != NULL && r->arriving == d->done) {
             r->arriving = NULL;
             (void)vs_registry_set_residency(r->base, VS_RESIDENT, false, NULL);
+            if (d->hash_slot >= 0 && rc == CUDA_SUCCESS && r->host.count > 0) {
+                r->host_hash = vs_device_hash_result(dev->restore_hasher, (unsigned)d->hash_slot, d->bytes);
+                r->host_hash_known = true;
+            }
         }
-        vs_host_pool_give(&d->copy);
+        if (d->hash_slot >= 0)
+            dev->restore_slots_busy &= ~(1ull << d->hash_slot);
         vs_event_put(d->done);
         free(d);
     }
@@ -428,21 +478,28 @@ static void vs_deferred_reap(bool wait)
 
 /* Returns whether the region may be left arriving (false: the copy was
  * waited for here). */
-static bool vs_deferred_push(vs_host_copy_t *copy, CUevent done, uintptr_t base, int device)
+static bool vs_deferred_push(CUevent done, vs_region_t *r, int hash_slot)
 {
     vs_deferred_t *d = calloc(1, sizeof *d);
     if (d == NULL) {
         /* No room to defer: wait for the copy now. */
-        (void)VS_CALL(cuEventSynchronize, (done));
-        vs_host_pool_give(copy);
+        CUresult rc = VS_CALL(cuEventSynchronize, (done));
+        vs_engine_device_t *dev = &vs_engine.devices[r->device];
+        if (hash_slot >= 0) {
+            if (rc == CUDA_SUCCESS) {
+                r->host_hash = vs_device_hash_result(dev->restore_hasher, (unsigned)hash_slot, r->size);
+                r->host_hash_known = true;
+            }
+            dev->restore_slots_busy &= ~(1ull << hash_slot);
+        }
         vs_event_put(done);
         return false;
     }
-    d->copy = *copy;
-    memset(copy, 0, sizeof *copy);
     d->done = done;
-    d->base = base;
-    d->device = device;
+    d->base = r->base;
+    d->device = r->device;
+    d->hash_slot = hash_slot;
+    d->bytes = r->size;
     if (vs_engine.deferred_tail != NULL)
         vs_engine.deferred_tail->next = d;
     else
@@ -451,15 +508,38 @@ static bool vs_deferred_push(vs_host_copy_t *copy, CUevent done, uintptr_t base,
     return true;
 }
 
-/* Room in the host pool, waiting for in-flight restores to hand theirs
- * back when the pool is full. */
+/* Gives back the host copies that resident regions keep (only to make
+ * later evictions cheaper) until `need` bytes went back. Copies a restore
+ * still reads or an eviction writes stay. Returns the bytes given back. */
+static uint64_t vs_host_drop_kept(uint64_t need)
+{
+    uint64_t freed = 0;
+    vs_region_t *r, *tmp;
+    HASH_ITER(hh, vs_engine.by_base, r, tmp) {
+        if (freed >= need)
+            break;
+        if (r->where != VS_RESIDENT || r->host.count == 0 || r->evicting || r->arriving != NULL)
+            continue;
+        freed += r->host.bytes;
+        vs_host_pool_give(&r->host);
+        r->host_hash_known = false;
+        vs_engine.stats.host_copies_dropped++;
+    }
+    return freed;
+}
+
+/* Room in the host pool: when it is full, kept host copies of resident
+ * regions go first, then those that in-flight restores still read. */
 static int vs_host_take(uint64_t bytes, vs_host_copy_t *out)
 {
     vs_deferred_reap(false);
     int rc = vs_host_pool_take(bytes, out);
+    if (rc == -ENOSPC && vs_host_drop_kept(bytes) > 0)
+        rc = vs_host_pool_take(bytes, out);
     if (rc == -ENOSPC && vs_engine.deferred_head != NULL) {
         vs_deferred_reap(true);
-        rc = vs_host_pool_take(bytes, out);
+        if (vs_host_drop_kept(bytes) > 0)
+            rc = vs_host_pool_take(bytes, out);
     }
     return rc;
 }
@@ -664,30 +744,118 @@ static void vs_policy_refresh(vs_region_t *r)
         (void)vs_policy_set_evictable(d->policy, r->id, vs_region_evictable(r));
 }
 
-/* Tells the policy the last uses the launch path stamped since the last
- * query. */
-static void vs_policy_sync_one(const vs_alloc_info_t *info, void *arg)
+/* The last uses the launch path stamped since the policy last heard of
+ * them, gathered from the registry: the policy must hear them in the order
+ * they happened (it takes a use older than one it has seen as happening
+ * now, which would blur the gaps it learns the cycle from). */
+typedef struct vs_use_s {
+    uint64_t seq;
+    vs_region_t *region;
+} vs_use_t;
+
+typedef struct vs_uses_s {
+    vs_use_t *uses;
+    size_t count, capacity;
+} vs_uses_t;
+
+/* A prefetched region was used, evicted or freed: it no longer counts
+ * against the prefetch window. */
+static void vs_prefetch_forget(vs_region_t *r)
 {
+    if (r->prefetched) {
+        r->prefetched = false;
+        vs_engine.devices[r->device].prefetched_bytes -= r->reserved;
+    }
+}
+
+static void vs_policy_gather_one(const vs_alloc_info_t *info, void *arg)
+{
+    vs_uses_t *uses = arg;
     vs_region_t *r = vs_region_at(info->base);
-    (void)arg;
     if (r == NULL || info->last_use_seq <= r->synced_seq)
         return;
-    r->synced_seq = info->last_use_seq;
-    vs_engine_device_t *d = &vs_engine.devices[r->device];
-    if (d->policy != NULL)
-        (void)vs_policy_access(d->policy, r->id, info->last_use_seq, VS_POLICY_RW_UNKNOWN);
+    if (uses->count == uses->capacity) {
+        size_t capacity = uses->capacity ? uses->capacity * 2 : 64;
+        vs_use_t *grown = realloc(uses->uses, capacity * sizeof *grown);
+        if (grown == NULL)
+            return; /* told next time */
+        uses->uses = grown;
+        uses->capacity = capacity;
+    }
+    uses->uses[uses->count++] = (vs_use_t){.seq = info->last_use_seq, .region = r};
+}
+
+static int vs_use_order(const void *a, const void *b)
+{
+    uint64_t x = ((const vs_use_t *)a)->seq, y = ((const vs_use_t *)b)->seq;
+    return x < y ? -1 : x > y;
+}
+
+/* Tells the policy, in order, the uses stamped since the last call. Engine
+ * lock held. */
+static void vs_policy_sync(void)
+{
+    static vs_uses_t uses; /* reused: engine lock held */
+    uses.count = 0;
+    vs_registry_foreach(vs_policy_gather_one, &uses);
+    if (uses.count > 1)
+        qsort(uses.uses, uses.count, sizeof *uses.uses, vs_use_order);
+    for (size_t i = 0; i < uses.count; i++) {
+        vs_region_t *r = uses.uses[i].region;
+        r->synced_seq = uses.uses[i].seq;
+        vs_prefetch_forget(r); /* used since it was prefetched */
+        vs_engine_device_t *d = &vs_engine.devices[r->device];
+        if (d->policy != NULL)
+            (void)vs_policy_access(d->policy, r->id, r->synced_seq, VS_POLICY_RW_UNKNOWN);
+    }
 }
 
 /* ---- Eviction ------------------------------------------------------------ */
 
-/* Evicts the regions of `victims` (all resident, on one device). Returns
- * the bytes evicted; *host_full is set when the host pool had no room. */
+/* Puts back on the device a victim whose eviction cannot finish: every
+ * stream in `streams` may still use it. */
+static void vs_evict_undo(vs_region_t *r, bool had_copy, uint64_t streams)
+{
+    if (!had_copy) {
+        vs_host_pool_give(&r->host);
+        r->host_hash_known = false;
+    }
+    r->evicting = false;
+    (void)vs_registry_set_residency(r->base, VS_RESIDENT, false, NULL);
+    vs_registry_add_streams(r->base, streams);
+}
+
+/* The hash of the host copy, when it is known. */
+static bool vs_host_hash(const vs_region_t *r, vs_content_hash_t *out)
+{
+    if (!r->host_hash_known || r->host.count == 0)
+        return false;
+    *out = r->host_hash;
+    return true;
+}
+
+/* Evicts the regions of `victims` (all resident, on one device; at most
+ * VS_EVICT_BATCH). Returns the bytes evicted; *host_full is set when the
+ * host pool had no room.
+ *
+ * For each victim, once its users are done: the content-hash kernel runs
+ * over it. A victim without a host copy is copied out at once (the hash
+ * becomes its copy's). One with a host copy waits for the verdict: when the
+ * device bytes hash to what the host copy hashes to, nothing is copied (a
+ * clean eviction: inference weights); otherwise it is copied over its host
+ * copy. Then the physical memory goes. */
 static uint64_t vs_evict(vs_region_t **victims, size_t count, bool *host_full)
 {
-    vs_engine_device_t *d = &vs_engine.devices[victims[0]->device];
+    int device = victims[0]->device;
+    vs_engine_device_t *d = &vs_engine.devices[device];
+    vs_device_hasher_t *hasher = vs_evict_hasher(d, device);
+    bool had_copy[VS_EVICT_BATCH], copied[VS_EVICT_BATCH];
+    uint64_t streams_of[VS_EVICT_BATCH];
     size_t started = 0;
     uint64_t freed = 0;
 
+    if (count > VS_EVICT_BATCH)
+        count = VS_EVICT_BATCH;
     for (size_t i = 0; i < count; i++) {
         vs_region_t *r = victims[i];
         uint64_t streams = 0;
@@ -695,17 +863,18 @@ static uint64_t vs_evict(vs_region_t **victims, size_t count, bool *host_full)
             victims[i] = NULL; /* used by a capture in progress: not now */
             continue;
         }
-        int rc = vs_host_take(r->size, &r->host);
-        if (rc != 0) {
+        had_copy[i] = r->host.count > 0;
+        if (!had_copy[i] && vs_host_take(r->size, &r->host) != 0) {
             *host_full = true;
-            victims[i] = NULL;
-            for (size_t j = i + 1; j < count; j++)
+            for (size_t j = i; j < count; j++)
                 victims[j] = NULL;
             break;
         }
         vs_alloc_info_t last;
         uint64_t epoch = vs_registry_find(r->base, &last) == 0 ? last.last_use_epoch : 0;
         (void)vs_registry_set_residency(r->base, VS_MOVING, false, &streams);
+        streams_of[i] = streams;
+        r->evicting = true;
         vs_log(VS_LOG_DEBUG, "evicting 0x%" PRIxPTR " (%" PRIu64 " bytes), used by streams 0x%" PRIx64, r->base,
                r->size, streams);
         if (r->arriving != NULL) {
@@ -715,12 +884,23 @@ static uint64_t vs_evict(vs_region_t **victims, size_t count, bool *host_full)
             (void)VS_CALL(cuStreamWaitEvent, (d->to_host, r->arriving, 0));
             r->arriving = NULL;
         }
-        if (vs_fence(streams, d->to_host, epoch) != 0 || vs_copy_region(r, VS_COPY_OUT, d->to_host) != CUDA_SUCCESS) {
+        if (vs_fence(streams, d->to_host, epoch) != 0) {
+            vs_log(VS_LOG_WARN, "cannot evict the allocation at 0x%" PRIxPTR "; it stays on the device", r->base);
+            (void)VS_CALL(cuStreamSynchronize, (d->to_host)); /* covers the copy in */
+            vs_evict_undo(r, had_copy[i], streams);
+            victims[i] = NULL;
+            continue;
+        }
+        r->hash_slot = -1;
+        if (hasher != NULL
+            && vs_device_hash_enqueue(hasher, (unsigned)i, (CUdeviceptr)r->base, r->size, d->to_host) == CUDA_SUCCESS)
+            r->hash_slot = (int)i;
+        /* Without a host copy, or a hash to judge it by, the bytes go now. */
+        copied[i] = !had_copy[i] || r->hash_slot < 0 || !r->host_hash_known;
+        if (copied[i] && vs_copy_region(r, VS_COPY_OUT, d->to_host) != CUDA_SUCCESS) {
             vs_log(VS_LOG_WARN, "cannot evict the allocation at 0x%" PRIxPTR "; it stays on the device", r->base);
             (void)VS_CALL(cuStreamSynchronize, (d->to_host));
-            vs_host_pool_give(&r->host);
-            (void)vs_registry_set_residency(r->base, VS_RESIDENT, false, NULL); /* the sync covered the copy in */
-            vs_registry_add_streams(r->base, streams);
+            vs_evict_undo(r, had_copy[i], streams);
             victims[i] = NULL;
             continue;
         }
@@ -728,30 +908,69 @@ static uint64_t vs_evict(vs_region_t **victims, size_t count, bool *host_full)
     }
     if (started == 0)
         return 0;
-    /* One wait for the whole batch. */
+    /* One wait for the whole batch, then the verdicts; a second wait when
+     * some of them must be copied after all. */
     CUresult rc = VS_CALL(cuStreamSynchronize, (d->to_host));
+    bool second = false;
+    for (size_t i = 0; i < count && rc == CUDA_SUCCESS; i++) {
+        vs_region_t *r = victims[i];
+        if (r == NULL || copied[i])
+            continue;
+        vs_content_hash_t on_device = vs_device_hash_result(hasher, (unsigned)i, r->size), on_host;
+        if (vs_host_hash(r, &on_host) && vs_content_hash_equal(on_device, on_host))
+            continue;
+        copied[i] = true;
+        second = true;
+        if (vs_copy_region(r, VS_COPY_OUT, d->to_host) != CUDA_SUCCESS) {
+            rc = CUDA_ERROR_UNKNOWN; /* handled below, for every victim of the batch */
+            break;
+        }
+    }
+    if (second && rc == CUDA_SUCCESS)
+        rc = VS_CALL(cuStreamSynchronize, (d->to_host));
+    else if (second)
+        (void)VS_CALL(cuStreamSynchronize, (d->to_host));
     for (size_t i = 0; i < count; i++) {
         vs_region_t *r = victims[i];
         if (r == NULL)
             continue;
         if (rc != CUDA_SUCCESS) {
             /* Nothing is known to have been waited for: every stream may
-             * still be using it. */
-            vs_registry_add_streams(r->base, VS_STREAM_BIT_OVERFLOW);
+             * still be using it. A host copy written in part is no longer
+             * what its hash says. */
             vs_log(VS_LOG_WARN, "copying the allocation at 0x%" PRIxPTR " to the host failed (%d); it stays on the device",
                    r->base, (int)rc);
-            vs_host_pool_give(&r->host);
-            (void)vs_registry_set_residency(r->base, VS_RESIDENT, false, NULL);
+            r->host_hash_known = r->host_hash_known && !copied[i];
+            vs_evict_undo(r, had_copy[i], streams_of[i] | VS_STREAM_BIT_OVERFLOW);
             continue;
+        }
+        if (r->hash_slot >= 0) {
+            /* The kernel hashed exactly the bytes the copy then took (or
+             * that the host copy already held). */
+            r->host_hash = vs_device_hash_result(hasher, (unsigned)r->hash_slot, r->size);
+            r->host_hash_known = true;
+        } else {
+            r->host_hash_known = false;
         }
         vs_physical_unmap(r);
         vs_cap_release(r->device, r->reserved);
         r->where = VS_ON_HOST;
+        r->evicting = false;
         (void)vs_registry_set_residency(r->base, VS_ON_HOST, true, NULL);
         if (d->policy != NULL)
             (void)vs_policy_set_resident(d->policy, r->id, false);
+        if (r->prefetched)
+            vs_engine.stats.prefetch_unused++;
+        vs_prefetch_forget(r);
         vs_engine.stats.evictions++;
-        vs_engine.stats.bytes_to_host += r->size;
+        vs_log(VS_LOG_DEBUG, "evicted 0x%" PRIxPTR ": %s", r->base,
+               copied[i] ? (had_copy[i] ? "copied (changed)" : "copied (no host copy)") : "clean, nothing copied");
+        if (copied[i]) {
+            vs_engine.stats.bytes_to_host += r->size;
+        } else {
+            vs_engine.stats.clean_drops++;
+            vs_engine.stats.bytes_not_copied += r->size;
+        }
         freed += r->reserved;
     }
     return freed;
@@ -784,15 +1003,15 @@ static int vs_make_room(int device, uint64_t need, bool ignore_limit)
             deficit = used + need > limit ? used + need - limit : need;
         }
         if (!synced) {
-            vs_registry_foreach(vs_policy_sync_one, NULL);
+            vs_policy_sync();
             synced = true;
         }
-        uint64_t ids[64];
+        uint64_t ids[VS_EVICT_BATCH];
         size_t n = 0;
-        int rc = vs_policy_victims(d->policy, deficit, NULL, 0, ids, 64, &n);
+        int rc = vs_policy_victims(d->policy, deficit, NULL, 0, ids, VS_EVICT_BATCH, &n);
         if ((rc != 0 && rc != -ENOBUFS && rc != -ENOSPC) || n == 0)
             return -ENOSPC;
-        vs_region_t *victims[64], *chosen[64];
+        vs_region_t *victims[VS_EVICT_BATCH], *chosen[VS_EVICT_BATCH];
         size_t count = 0;
         for (size_t i = 0; i < n; i++) {
             vs_region_t *r;
@@ -871,6 +1090,98 @@ static int vs_charge_locked(int device, uint64_t bytes, const char *what, uint32
 
 /* ---- Restore ------------------------------------------------------------- */
 
+/* A free slot of the restore hasher, or -1. */
+static int vs_restore_hash_slot(vs_engine_device_t *d)
+{
+    if (d->restore_hasher == NULL || d->restore_slots_busy == ~0ull)
+        return -1;
+    int slot = __builtin_ctzll(~d->restore_slots_busy);
+    if ((unsigned)slot >= vs_device_hasher_slots(d->restore_hasher))
+        return -1;
+    d->restore_slots_busy |= 1ull << slot;
+    return slot;
+}
+
+/* Copies `r`'s host copy to its freshly mapped memory on the host-to-device
+ * stream and leaves it arriving. When its host copy's hash is not known,
+ * the hash of what arrived becomes it. With `waiter` (an application
+ * stream), that stream waits for the copy. Engine lock held. */
+static CUresult vs_restore_copy(vs_region_t *r, vs_engine_device_t *d, CUstream waiter, bool wait)
+{
+    CUevent done = vs_event_get();
+    CUresult rc = vs_copy_region(r, VS_COPY_IN, d->to_device);
+    int hash_slot = -1;
+    if (rc == CUDA_SUCCESS && !r->host_hash_known && vs_evict_hasher(d, r->device) != NULL
+        && (hash_slot = vs_restore_hash_slot(d)) >= 0
+        && vs_device_hash_enqueue(d->restore_hasher, (unsigned)hash_slot, (CUdeviceptr)r->base, r->size,
+                                  d->to_device)
+               != CUDA_SUCCESS) {
+        d->restore_slots_busy &= ~(1ull << hash_slot);
+        hash_slot = -1;
+    }
+    if (rc == CUDA_SUCCESS)
+        rc = done != NULL ? VS_CALL(cuEventRecord, (done, d->to_device)) : CUDA_ERROR_OUT_OF_MEMORY;
+    if (rc == CUDA_SUCCESS && wait)
+        rc = vs_wait_for_copy(waiter, done);
+    if (rc != CUDA_SUCCESS) {
+        vs_log(VS_LOG_WARN, "cannot copy the allocation at 0x%" PRIxPTR " back to the device (error %d)", r->base,
+               (int)rc);
+        (void)VS_CALL(cuStreamSynchronize, (d->to_device));
+        if (hash_slot >= 0)
+            d->restore_slots_busy &= ~(1ull << hash_slot);
+        vs_event_put(done);
+        return rc;
+    }
+    /* Streams other than `waiter` must wait for the copy too, until it is
+     * known to be over: the region arrives, then is resident. */
+    bool arriving = vs_deferred_push(done, r, hash_slot);
+    r->arriving = arriving ? done : NULL;
+    r->where = VS_RESIDENT;
+    (void)vs_registry_set_residency(r->base, arriving ? VS_ARRIVING : VS_RESIDENT, true, NULL);
+    return CUDA_SUCCESS;
+}
+
+/* Maps `r` (already counted) and brings its bytes back; `stream` (of the
+ * variant `per_thread`) waits for them unless this is a prefetch. Engine
+ * lock held. */
+static CUresult vs_restore_mapped(vs_region_t *r, vs_engine_device_t *d, CUstream stream, bool per_thread,
+                                  bool prefetch)
+{
+    CUresult rc = vs_physical_map_evicting(r);
+    if (rc != CUDA_SUCCESS) {
+        vs_cap_release(r->device, r->reserved);
+        vs_log(VS_LOG_WARN, "cannot map device memory to restore the allocation at 0x%" PRIxPTR " (error %d)",
+               r->base, (int)rc);
+        return rc;
+    }
+    vs_log(VS_LOG_DEBUG, "%s 0x%" PRIxPTR " (%" PRIu64 " bytes%s) for stream %p", prefetch ? "prefetching" : "restoring",
+           r->base, r->size, r->host.count == 0 ? ", no data yet" : "", (void *)stream);
+    if (r->host.count == 0) {
+        /* Placed on the host at allocation and never written: nothing to
+         * copy (its contents are undefined, as cuMemAlloc's are). */
+        r->where = VS_RESIDENT;
+        (void)vs_registry_set_residency(r->base, VS_RESIDENT, true, NULL);
+    } else {
+        rc = vs_restore_copy(r, d, vs_stream_resolve(stream, per_thread), !prefetch);
+        if (rc != CUDA_SUCCESS) {
+            vs_physical_unmap(r);
+            vs_cap_release(r->device, r->reserved);
+            return rc;
+        }
+        vs_engine.stats.bytes_to_device += r->size;
+    }
+    if (d->policy != NULL)
+        (void)vs_policy_set_resident(d->policy, r->id, true);
+    vs_engine.stats.restores++;
+    if (prefetch) {
+        r->prefetched = true;
+        d->prefetched_bytes += r->reserved;
+        vs_engine.stats.prefetches++;
+        vs_engine.stats.prefetch_bytes += r->size;
+    }
+    return CUDA_SUCCESS;
+}
+
 /* Brings `r` back and makes `stream` (of the variant `per_thread`) wait for
  * it. Engine lock held. */
 static CUresult vs_restore(vs_region_t *r, CUstream stream, bool per_thread, uint32_t own_holding)
@@ -892,51 +1203,91 @@ static CUresult vs_restore(vs_region_t *r, CUstream stream, bool per_thread, uin
             (void)vs_wait_for_copy(vs_stream_resolve(stream, per_thread), r->arriving);
         return CUDA_SUCCESS;
     }
-    CUresult rc = vs_physical_map_evicting(r);
-    if (rc != CUDA_SUCCESS) {
-        vs_cap_release(r->device, r->reserved);
-        vs_log(VS_LOG_WARN, "cannot map device memory to restore the allocation at 0x%" PRIxPTR " (error %d)",
-               r->base, (int)rc);
-        return rc;
+    return vs_restore_mapped(r, d, stream, per_thread, false);
+}
+
+/* ---- Prefetch ------------------------------------------------------------ */
+
+/* Room for `need` bytes on `device` for a prefetch whose use is predicted
+ * at `next_use`: only by evicting allocations predicted to be used later
+ * than that (a prefetch never evicts what is needed sooner). Counts `need`
+ * on success. 0 or -EAGAIN. Engine lock held. */
+static int vs_prefetch_room(vs_engine_device_t *d, int device, uint64_t need, uint64_t next_use)
+{
+    for (int round = 0; round < 8; round++) {
+        if (vs_cap_reserve(device, need) == 0)
+            return 0;
+        uint64_t limit = vs_cap_limit(device), used = vs_cap_used(device);
+        uint64_t deficit = used + need > limit ? used + need - limit : need;
+        uint64_t ids[VS_EVICT_BATCH];
+        size_t n = 0;
+        int rc = vs_policy_victims(d->policy, deficit, NULL, 0, ids, VS_EVICT_BATCH, &n);
+        if ((rc != 0 && rc != -ENOBUFS) || n == 0)
+            return -EAGAIN;
+        vs_region_t *victims[VS_EVICT_BATCH];
+        size_t count = 0;
+        bool skipped = false;
+        for (size_t i = 0; i < n; i++) {
+            vs_region_t *r;
+            uint64_t victim_next = 0;
+            HASH_FIND(hh_id, vs_engine.by_id, &ids[i], sizeof ids[i], r);
+            if (r == NULL || r->where != VS_RESIDENT || !vs_region_evictable(r))
+                return -EAGAIN;
+            if (r->prefetched) {
+                /* Brought in for a nearer use by an earlier prefetch. */
+                (void)vs_policy_set_evictable(d->policy, r->id, false);
+                skipped = true;
+                continue;
+            }
+            if (vs_policy_predict(d->policy, r->id, &victim_next) != 0 || victim_next <= next_use)
+                return -EAGAIN; /* needed sooner than what would replace it */
+            victims[count++] = r;
+        }
+        if (skipped)
+            continue; /* ask again without them (vs_prefetch resets the skips) */
+        bool host_full = false;
+        if (vs_evict(victims, count, &host_full) == 0)
+            return -EAGAIN;
     }
-    vs_log(VS_LOG_DEBUG, "restoring 0x%" PRIxPTR " (%" PRIu64 " bytes%s) for stream %p", r->base, r->size,
-           r->host.count == 0 ? ", no data yet" : "", (void *)stream);
-    if (r->host.count == 0) {
-        /* Placed on the host at allocation and never written: nothing to
-         * copy (its contents are undefined, as cuMemAlloc's are). */
-        r->where = VS_RESIDENT;
-        (void)vs_registry_set_residency(r->base, VS_RESIDENT, true, NULL);
-        if (d->policy != NULL)
-            (void)vs_policy_set_resident(d->policy, r->id, true);
-        vs_engine.stats.restores++;
-        return CUDA_SUCCESS;
+    return -EAGAIN;
+}
+
+/* Restores, on the host-to-device stream and without making anyone wait,
+ * the allocations the policy predicts are needed next, within a window of
+ * the largest allocation (double buffering: one in use, one arriving): the
+ * copies run while the current work computes. A wrong prediction costs bandwidth, never correctness: the
+ * region is simply resident (arriving) earlier. Engine lock held. */
+static void vs_prefetch(int device)
+{
+    vs_engine_device_t *d = &vs_engine.devices[device];
+    /* LRU ranks a region prefetched a cycle after its last use first among
+     * victims: it stays the baseline, without prefetch. */
+    if (!d->ready || d->policy == NULL || vs_policy_kind(d->policy) == VS_POLICY_LRU || !vs_config_get()->prefetch)
+        return;
+    uint64_t window = d->largest;
+    if (d->prefetched_bytes >= window)
+        return; /* what was prefetched has not been used yet */
+    vs_policy_stats_t ps;
+    vs_policy_stats(d->policy, &ps);
+    if (ps.period == 0)
+        return; /* nothing learned yet */
+    uint64_t ids[8];
+    size_t n = 0;
+    if (vs_policy_prefetch(d->policy, window - d->prefetched_bytes, ids, 8, &n) != 0)
+        return;
+    for (size_t i = 0; i < n; i++) {
+        vs_region_t *r;
+        uint64_t next_use = 0;
+        HASH_FIND(hh_id, vs_engine.by_id, &ids[i], sizeof ids[i], r);
+        if (r == NULL || r->where == VS_RESIDENT || r->pinned || r->host.count == 0
+            || vs_policy_predict(d->policy, r->id, &next_use) != 0 || next_use == VS_POLICY_NEVER)
+            continue;
+        if (vs_prefetch_room(d, device, r->reserved, next_use) != 0)
+            break;
+        if (vs_restore_mapped(r, d, NULL, false, true) != CUDA_SUCCESS)
+            break;
     }
-    CUevent done = vs_event_get();
-    rc = vs_copy_region(r, VS_COPY_IN, d->to_device);
-    if (rc == CUDA_SUCCESS)
-        rc = done != NULL ? VS_CALL(cuEventRecord, (done, d->to_device)) : CUDA_ERROR_OUT_OF_MEMORY;
-    if (rc == CUDA_SUCCESS)
-        rc = vs_wait_for_copy(vs_stream_resolve(stream, per_thread), done);
-    if (rc != CUDA_SUCCESS) {
-        vs_log(VS_LOG_WARN, "cannot copy the allocation at 0x%" PRIxPTR " back to the device (error %d)", r->base,
-               (int)rc);
-        (void)VS_CALL(cuStreamSynchronize, (d->to_device));
-        vs_event_put(done);
-        vs_physical_unmap(r);
-        vs_cap_release(r->device, r->reserved);
-        return rc;
-    }
-    /* Streams other than `stream` must wait for the copy too, until it is
-     * known to be over: the region arrives, then is resident. */
-    bool arriving = vs_deferred_push(&r->host, done, r->base, r->device);
-    r->arriving = arriving ? done : NULL;
-    r->where = VS_RESIDENT;
-    (void)vs_registry_set_residency(r->base, arriving ? VS_ARRIVING : VS_RESIDENT, true, NULL);
-    if (d->policy != NULL)
-        (void)vs_policy_set_resident(d->policy, r->id, true);
-    vs_engine.stats.restores++;
-    vs_engine.stats.bytes_to_device += r->size;
-    return CUDA_SUCCESS;
+    vs_policy_reset_skips();
 }
 
 /* ---- Allocation and free ------------------------------------------------- */
@@ -958,6 +1309,8 @@ CUresult vs_offload_alloc(CUdeviceptr *dptr, uint64_t bytes, int device, vs_allo
     }
     r->size = bytes;
     r->reserved = (bytes + d->granularity - 1) / d->granularity * d->granularity;
+    if (r->reserved > d->largest)
+        d->largest = r->reserved;
     r->device = device;
     r->ctx = d->ctx;
     rc = VS_CALL(cuMemAddressReserve, (&va, r->reserved, 0, 0, 0));
@@ -1033,9 +1386,10 @@ bool vs_offload_free(CUdeviceptr dptr, CUresult *rc_out)
         (void)VS_CALL(cuStreamSynchronize, (d->to_host));
         vs_physical_unmap(r);
         vs_cap_release(r->device, r->reserved);
-    } else {
-        vs_host_pool_give(&r->host);
     }
+    /* A restore that still reads the host copy was waited for above. */
+    vs_host_pool_give(&r->host);
+    vs_prefetch_forget(r);
     if (d->policy != NULL)
         (void)vs_policy_free(d->policy, r->id);
     HASH_DELETE(hh, vs_engine.by_base, r);
@@ -1184,7 +1538,10 @@ static uintptr_t vs_trace_stream_key(const vs_op_t *op)
 
 bool vs_op_scan(vs_op_t *op, const uintptr_t *words, size_t count)
 {
-    op->touch.seq = vs_registry_next_seq();
+    /* One sequence number per operation, however many scans it takes: the
+     * policy learns the order of operations, not of attempts. */
+    if (op->attempts == 0)
+        op->touch.seq = vs_registry_next_seq();
     op->touch.missing = op->missing;
     op->touch.missing_cap = VS_OP_MISSING_CAP;
     op->touch.missing_count = 0;
@@ -1334,12 +1691,21 @@ CUresult vs_op_prepare(vs_op_t *op, const uintptr_t *words, size_t count)
         vs_region_t *r = vs_region_at(bases[i]);
         if (r == NULL)
             continue;
+        vs_prefetch_forget(r);
         if (r->where != VS_RESIDENT) {
             rc = vs_restore(r, op->stream, op->per_thread, op->held_count > 0 ? 1 : 0);
         } else if (r->arriving != NULL) {
             /* Restored for another stream; this one waits for the copy. */
             (void)vs_wait_for_copy(resolved, r->arriving);
         }
+    }
+    /* While this operation's own restores are in flight, start the copies
+     * of what comes next. */
+    if (rc == CUDA_SUCCESS && held > 0) {
+        vs_policy_sync();
+        for (int device = 0; device < VS_MAX_DEVICES; device++)
+            if (vs_engine.devices[device].ready)
+                vs_prefetch(device);
     }
     /* Holds taken by an earlier attempt are superseded. */
     vs_unhold(op->held, op->held_count);
@@ -1421,6 +1787,8 @@ bool vs_offload_copy_host(CUdeviceptr dptr, void *host, uint64_t bytes, bool to_
                   && (r->host.count > 0 || (to_device && vs_host_take(r->size, &r->host) == 0));
     if (served) {
         vs_host_copy_bytes(r, offset, host, bytes, to_device);
+        if (to_device)
+            r->host_hash_known = false;
         vs_engine.stats.bytes_served_on_host += bytes;
         (void)vs_registry_touch((uintptr_t)dptr, vs_registry_next_seq());
         if (vs_trace_enabled()) /* VRAMSHIM_TRACE: a use, though no copy crossed the link */
@@ -1451,9 +1819,12 @@ void vs_offload_shutdown(void)
     vs_log(VS_LOG_INFO,
            "offload: evictions %" PRIu64 ", restores %" PRIu64 ", to host %" PRIu64 " bytes, to device %" PRIu64
            " bytes, restore wait %.3f ms, over the limit %" PRIu64 " times, host pool %" PRIu64 " of %" PRIu64
-           " bytes pinned, placed on the host %" PRIu64 ", copies served from host copies %" PRIu64 " bytes",
+           " bytes pinned, placed on the host %" PRIu64 ", copies served from host copies %" PRIu64
+           " bytes, clean evictions %" PRIu64 " (%" PRIu64 " bytes not copied), prefetches %" PRIu64 " (%" PRIu64
+           " bytes, %" PRIu64 " unused), kept host copies dropped %" PRIu64,
            s.evictions, s.restores, s.bytes_to_host, s.bytes_to_device, (double)s.restore_wait_ns / 1e6, s.over_limit,
-           pool.pinned, pool.limit, s.placed_on_host, s.bytes_served_on_host);
+           pool.pinned, pool.limit, s.placed_on_host, s.bytes_served_on_host, s.clean_drops, s.bytes_not_copied,
+           s.prefetches, s.prefetch_bytes, s.prefetch_unused, s.host_copies_dropped);
     /* The process is exiting: the pinned slabs go with it. Freeing them
      * here would race with threads still running. */
 }

@@ -137,6 +137,12 @@ typedef struct vs_offload_stats_s {
     uint64_t over_limit;      /* times the limit was passed because nothing could go */
     uint64_t placed_on_host;  /* allocations that started on the host (no room at allocation) */
     uint64_t bytes_served_on_host; /* synchronous copies done on host copies, not over the link */
+    uint64_t clean_drops;     /* evictions that copied nothing: the host copy still matched */
+    uint64_t bytes_not_copied; /* their bytes */
+    uint64_t prefetches;      /* restores started ahead of use from the learned order */
+    uint64_t prefetch_bytes;
+    uint64_t prefetch_unused; /* prefetched allocations evicted before any use */
+    uint64_t host_copies_dropped; /* kept host copies given back for room */
 } vs_offload_stats_t;
 
 void vs_offload_stats(vs_offload_stats_t *out);

@@ -165,7 +165,7 @@ static void vs_publish_fill(vs_snapshot_t *snap, void *ctx)
     (void)ctx;
     struct timespec now;
     clock_gettime(CLOCK_MONOTONIC, &now);
-    vs_publish_sample(vs_registry_next_seq(), (uint64_t)now.tv_sec * 1000000000ull + (uint64_t)now.tv_nsec);
+    vs_publish_sample(vs_registry_current_seq(), (uint64_t)now.tv_sec * 1000000000ull + (uint64_t)now.tv_nsec);
     vs_registry_foreach(vs_publish_row, &fill);
     vs_stats_sum(&stats);
     fill.totals.launches = atomic_load(&stats.launches) + atomic_load(&stats.graph_launches);
@@ -197,7 +197,7 @@ static void vs_publish_fill(vs_snapshot_t *snap, void *ctx)
     }
     vs_snapshot_set_devices(snap, devices, device_count);
     vs_snapshot_set_totals(snap, &fill.totals);
-    vs_snapshot_set_event_seq(snap, vs_registry_next_seq());
+    vs_snapshot_set_event_seq(snap, vs_registry_current_seq());
     vs_snapshot_set_row_count(snap, fill.rows);
 }
 

@@ -156,6 +156,11 @@ uint64_t vs_registry_next_seq(void)
     return atomic_fetch_add_explicit(&vs_registry_seq, 1, memory_order_relaxed) + 1;
 }
 
+uint64_t vs_registry_current_seq(void)
+{
+    return atomic_load_explicit(&vs_registry_seq, memory_order_relaxed);
+}
+
 static uint64_t vs_now_ns(void)
 {
     struct timespec ts;

@@ -112,6 +112,10 @@ bool vs_registry_kind_device_side(vs_alloc_kind_t kind);
 
 /* A new event number: creation, launch, copy. Strictly increasing. */
 uint64_t vs_registry_next_seq(void);
+/* The latest event number handed out, taking none: observers (the
+ * snapshot publisher) must not consume numbers, or the gaps the policy
+ * learns cycles from would vary with wall-clock time. */
+uint64_t vs_registry_current_seq(void);
 
 /* Records a new allocation. 0, -EINVAL (size 0, bad kind), -EEXIST (an
  * allocation already starts there) or -ENOMEM. */

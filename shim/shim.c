@@ -27,6 +27,8 @@
 #include "log.h"
 #include "offload.h"
 #include "registry.h"
+#include "spill.h"
+#include "spill_io.h"
 #include "trace_writer.h"
 
 vs_real_t vs_real;
@@ -243,6 +245,19 @@ __attribute__((constructor)) static void vs_shim_load(void)
 {
     const vs_config_t *cfg = vs_config_get(); /* exits with 2 when malformed */
 
+    vs_spill_io_set_faults(&cfg->io_faults); /* VRAMSHIM_IO_FAULT, tests only */
+    /* The spill directory is checked now, like a malformed value, rather
+     * than at the first spill, hours into a run. Only offload spills. */
+    if (cfg->mode == VS_MODE_OFFLOAD && cfg->spill_dir[0] != '\0') {
+        char msg[512];
+        if (vs_spill_configure(cfg->spill_dir, msg, sizeof msg) != 0) {
+            char line[sizeof msg + 1];
+            int len = snprintf(line, sizeof line, "%s\n", msg);
+            ssize_t ignored = write(STDERR_FILENO, line, len > 0 ? (size_t)len : 0);
+            (void)ignored;
+            _exit(2); /* as for a malformed value: at load, before any GPU work */
+        }
+    }
     vs_find_real_dlsym();
     vs_cap_configure(cfg->limit, vs_shim_device_total);
     if (cfg->trace[0] != '\0')

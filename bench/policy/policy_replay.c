@@ -5,18 +5,21 @@
  * each trace's peak live bytes. Main entry point: `main`.
  *
  * Usage: policy_replay [--svg FILE] [--svg-trace dit|llm|vae] [--svg-limit PCT]
+ *                      [--svg-policy lru|learned|cyclic|belady|all] [--svg-x auto|op|time]
  *                      [--dump-trace NAME FILE] [--passes N] [TRACE_FILE]
- * Without TRACE_FILE it runs the synthetic workloads of synth.c. The goal,
+ * Without TRACE_FILE it runs the synthetic workloads of synth.c. --svg
+ * renders one trace's replay at one limit as a timeline (svg.c), a panel per
+ * order asked for. The goal,
  * learned <= 1.02 x Belady bytes moved (H2D + D2H) at every limit, decides
  * the exit status: 0 met, 1 missed, 2 usage or input error.
  */
 #include <errno.h>
-#include <inttypes.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
 #include "replay.h"
+#include "svg.h"
 #include "synth.h"
 #include "trace.h"
 
@@ -110,96 +113,42 @@ static int dump_file(const vs_bench_trace_t *t, const char *path)
 
 /* ---- SVG timeline ------------------------------------------------------ */
 
-static void svg_panel(FILE *f, const char *title, const vs_bench_result_t *res, uint64_t limit,
-                      uint64_t ymax, double y0, double width, double height)
-{
-    const double left = 70, plot_w = width - left - 20, plot_h = height - 50;
-    const double top = y0 + 25;
-    size_t n = res->ops;
-    size_t buckets = n < 800 ? n : 800;
-    if (buckets == 0)
-        return;
-    fprintf(f, "<text x='%g' y='%g' font-size='14' font-weight='bold'>%s</text>\n", left, y0 + 16,
-            title);
-    fprintf(f, "<rect x='%g' y='%g' width='%g' height='%g' fill='none' stroke='#888'/>\n", left,
-            top, plot_w, plot_h);
-    double ly = top + plot_h * (1 - (double)limit / (double)ymax);
-    fprintf(f, "<line x1='%g' y1='%g' x2='%g' y2='%g' stroke='#000' stroke-dasharray='4 3'/>\n",
-            left, ly, left + plot_w, ly);
-    fprintf(f, "<text x='%g' y='%g' font-size='10' text-anchor='end'>limit</text>\n", left - 4, ly + 3);
-    fprintf(f, "<text x='%g' y='%g' font-size='10' text-anchor='end'>%.1f GiB</text>\n", left - 4,
-            top + 8, (double)ymax / (MIB * 1024));
-    /* Transfers per bucket, scaled to the bucket with the most traffic. */
-    uint64_t max_moved = 1;
-    for (size_t b = 0; b < buckets; b++) {
-        size_t lo = b * n / buckets, hi = (b + 1) * n / buckets - 1;
-        uint64_t prev_h = lo ? res->timeline[lo - 1].h2d : 0, prev_d = lo ? res->timeline[lo - 1].d2h : 0;
-        uint64_t m = res->timeline[hi].h2d - prev_h + res->timeline[hi].d2h - prev_d;
-        max_moved = m > max_moved ? m : max_moved;
-    }
-    double bw = plot_w / (double)buckets;
-    for (size_t b = 0; b < buckets; b++) {
-        size_t lo = b * n / buckets, hi = (b + 1) * n / buckets - 1;
-        uint64_t prev_h = lo ? res->timeline[lo - 1].h2d : 0, prev_d = lo ? res->timeline[lo - 1].d2h : 0;
-        double hh = (double)(res->timeline[hi].h2d - prev_h) / (double)max_moved * plot_h * 0.25;
-        double dh = (double)(res->timeline[hi].d2h - prev_d) / (double)max_moved * plot_h * 0.25;
-        double x = left + (double)b * bw;
-        if (hh > 0)
-            fprintf(f, "<rect x='%.1f' y='%.1f' width='%.2f' height='%.1f' fill='#2a2' opacity='0.6'/>\n",
-                    x, top + plot_h - hh, bw, hh);
-        if (dh > 0)
-            fprintf(f, "<rect x='%.1f' y='%.1f' width='%.2f' height='%.1f' fill='#d22' opacity='0.6'/>\n",
-                    x, top + plot_h - hh - dh, bw, dh);
-    }
-    static const char *const colour[2] = {"#1f5fbf", "#e08a00"};
-    for (int line = 0; line < 2; line++) {
-        fprintf(f, "<polyline fill='none' stroke='%s' stroke-width='1.5' points='", colour[line]);
-        for (size_t b = 0; b < buckets; b++) {
-            size_t hi = (b + 1) * n / buckets - 1;
-            uint64_t v = line == 0 ? res->timeline[hi].device_bytes : res->timeline[hi].host_bytes;
-            fprintf(f, "%.1f,%.1f ", left + ((double)b + 0.5) * bw,
-                    top + plot_h * (1 - (double)v / (double)ymax));
-        }
-        fprintf(f, "'/>\n");
-    }
-}
-
-static int render_svg(const char *path, const vs_bench_trace_t *t, unsigned pct)
+/* `policy` is an order's name, "cyclic" (the name VRAMSHIM_POLICY also
+ * accepts for the learned order) or "all". */
+static int render_svg(const char *path, const vs_bench_trace_t *t, unsigned pct, const char *policy,
+                      vs_bench_svg_x_t x)
 {
     uint64_t peak = vs_bench_peak_bytes(t);
-    uint64_t limit = peak * pct / 100;
+    vs_bench_svg_doc_t doc = {.trace = t->name, .limit_pct = pct, .limit = peak * pct / 100,
+                              .peak = peak, .passes = t->passes, .x = x};
     vs_bench_result_t res[VS_BENCH_ORDER_COUNT];
+    vs_bench_svg_panel_t panels[VS_BENCH_ORDER_COUNT];
+    size_t n = 0;
     memset(res, 0, sizeof(res));
     int rc = 0;
-    for (int o = 0; o < VS_BENCH_ORDER_COUNT && rc == 0; o++)
-        rc = vs_bench_replay(t, (vs_bench_order_t)o, limit, true, &res[o]);
+    for (int o = 0; o < VS_BENCH_ORDER_COUNT && rc == 0; o++) {
+        bool wanted = strcmp(policy, "all") == 0 || strcmp(policy, order_name[o]) == 0 ||
+                      (o == VS_BENCH_LEARNED && strcmp(policy, "cyclic") == 0);
+        if (!wanted)
+            continue;
+        rc = vs_bench_replay(t, (vs_bench_order_t)o, doc.limit, true, &res[n]);
+        panels[n].policy = order_name[o];
+        panels[n].res = &res[n];
+        n++;
+    }
+    if (rc == 0 && n == 0)
+        rc = -EINVAL;
     FILE *f = rc == 0 ? fopen(path, "w") : NULL;
     if (rc == 0 && !f)
         rc = -errno;
     if (f) {
-        const double width = 1000, panel = 220;
-        uint64_t ymax = peak;
-        for (int o = 0; o < VS_BENCH_ORDER_COUNT; o++)
-            for (size_t i = 0; i < res[o].ops; i++)
-                if (res[o].timeline[i].host_bytes > ymax)
-                    ymax = res[o].timeline[i].host_bytes;
-        fprintf(f, "<svg xmlns='http://www.w3.org/2000/svg' width='%g' height='%g' "
-                   "font-family='sans-serif'>\n<rect width='100%%' height='100%%' fill='white'/>\n",
-                width, 40 + panel * VS_BENCH_ORDER_COUNT);
-        fprintf(f, "<text x='10' y='20' font-size='15'>%s at %u%% of %.0f MiB: device bytes (blue), "
-                   "host-held bytes (orange), H2D (green) and D2H (red) per interval; x = operation "
-                   "(%" PRIu64 " ops)</text>\n", t->name, pct, (double)peak / MIB, res[0].ops);
-        for (int o = 0; o < VS_BENCH_ORDER_COUNT; o++) {
-            char title[160];
-            snprintf(title, sizeof(title), "%s: H2D %.0f MiB, D2H %.0f MiB", order_name[o],
-                     (double)res[o].h2d / MIB, (double)res[o].d2h / MIB);
-            svg_panel(f, title, &res[o], limit, ymax, 30 + panel * o, width, panel);
-        }
-        fprintf(f, "</svg>\n");
-        if (fclose(f) != 0)
+        rc = vs_bench_svg_write(f, &doc, panels, n);
+        if (ferror(f) && rc == 0)
+            rc = -EIO;
+        if (fclose(f) != 0 && rc == 0)
             rc = -EIO;
     }
-    for (int o = 0; o < VS_BENCH_ORDER_COUNT; o++)
+    for (size_t o = 0; o < n; o++)
         free(res[o].timeline);
     return rc;
 }
@@ -244,13 +193,26 @@ static int bench_trace(const vs_bench_trace_t *t, uint64_t passes)
 static void usage(void)
 {
     fprintf(stderr, "usage: policy_replay [--svg FILE] [--svg-trace dit|llm|vae] [--svg-limit PCT]\n"
+                    "                     [--svg-policy lru|learned|cyclic|belady|all]"
+                    " [--svg-x auto|op|time]\n"
                     "                     [--dump-trace NAME FILE] [--passes N] [TRACE_FILE]\n");
+}
+
+static bool svg_policy_known(const char *name)
+{
+    if (strcmp(name, "all") == 0 || strcmp(name, "cyclic") == 0)
+        return true;
+    for (int o = 0; o < VS_BENCH_ORDER_COUNT; o++)
+        if (strcmp(name, order_name[o]) == 0)
+            return true;
+    return false;
 }
 
 int main(int argc, char **argv)
 {
-    const char *svg = NULL, *svg_trace = "dit", *dump_name = NULL, *dump_path = NULL,
-               *file = NULL;
+    const char *svg = NULL, *svg_trace = "dit", *svg_policy = "all", *dump_name = NULL,
+               *dump_path = NULL, *file = NULL;
+    vs_bench_svg_x_t svg_x = VS_BENCH_SVG_X_AUTO;
     unsigned svg_pct = 25;
     uint64_t file_passes = 1;
     for (int i = 1; i < argc; i++) {
@@ -261,6 +223,24 @@ int main(int argc, char **argv)
         } else if (strcmp(argv[i], "--svg-limit") == 0 && i + 1 < argc) {
             svg_pct = (unsigned)strtoul(argv[++i], NULL, 10);
             if (svg_pct == 0 || svg_pct > 100) {
+                usage();
+                return 2;
+            }
+        } else if (strcmp(argv[i], "--svg-policy") == 0 && i + 1 < argc) {
+            svg_policy = argv[++i];
+            if (!svg_policy_known(svg_policy)) {
+                usage();
+                return 2;
+            }
+        } else if (strcmp(argv[i], "--svg-x") == 0 && i + 1 < argc) {
+            const char *x = argv[++i];
+            if (strcmp(x, "auto") == 0) {
+                svg_x = VS_BENCH_SVG_X_AUTO;
+            } else if (strcmp(x, "op") == 0) {
+                svg_x = VS_BENCH_SVG_X_OP;
+            } else if (strcmp(x, "time") == 0) {
+                svg_x = VS_BENCH_SVG_X_TIME;
+            } else {
                 usage();
                 return 2;
             }
@@ -322,8 +302,10 @@ int main(int argc, char **argv)
         if (!t) {
             fprintf(stderr, "policy_replay: no trace named %s\n", svg_trace);
             status = 2;
-        } else if ((rc = render_svg(svg, t, svg_pct)) < 0) {
-            fprintf(stderr, "policy_replay: cannot render %s: %s\n", svg, strerror(-rc));
+        } else if ((rc = render_svg(svg, t, svg_pct, svg_policy, svg_x)) < 0) {
+            fprintf(stderr, "policy_replay: cannot render %s: %s\n", svg,
+                    rc == -EINVAL ? "the replay failed, or --svg-x time on a trace without times"
+                                  : strerror(-rc));
             status = 2;
         }
     }

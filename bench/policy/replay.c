@@ -64,7 +64,8 @@ typedef struct replay_s {
     uint64_t *victims;
     size_t victims_cap;
     uint64_t resident_bytes;
-    uint64_t host_bytes;
+    uint64_t host_bytes;      /* evicted allocations whose contents the host holds */
+    uint64_t host_copy_bytes; /* every host copy, resident or not */
     uint64_t serial;
     uint64_t stamp;
     vs_bench_result_t *res;
@@ -146,14 +147,17 @@ static void evict(replay_t *r, obj_t *o)
 {
     o->resident = false;
     r->resident_bytes -= o->size;
+    r->res->evictions++;
     if (o->dirty) {
         r->res->d2h += o->size;
         o->dirty = false;
     }
     if (o->content && !o->host_copy) {
         o->host_copy = true;
-        r->host_bytes += o->size;
+        r->host_copy_bytes += o->size;
     }
+    if (o->host_copy)
+        r->host_bytes += o->size;
     vs_heap_remove(&r->farthest, o);
     if (r->policy)
         (void)vs_policy_set_resident(r->policy, o->id, false);
@@ -204,15 +208,21 @@ static int make_room(replay_t *r, uint64_t need, const uint64_t *protect, size_t
     return rc;
 }
 
-static void sample(replay_t *r)
+static void sample(replay_t *r, const vs_trace_event_t *first_use)
 {
     vs_bench_result_t *res = r->res;
     if (res->timeline) {
         vs_bench_sample_t *s = &res->timeline[res->ops];
+        s->seq = first_use->seq;
+        s->time_ns = first_use->time_ns;
         s->device_bytes = r->resident_bytes;
         s->host_bytes = r->host_bytes;
+        s->disk_bytes = 0;
+        s->host_copy_bytes = r->host_copy_bytes;
         s->h2d = res->h2d;
         s->d2h = res->d2h;
+        s->restores = res->restores;
+        s->evictions = res->evictions;
     }
     res->ops++;
 }
@@ -226,8 +236,12 @@ static int make_resident(replay_t *r, obj_t *o, const uint64_t *protect, size_t 
         return rc;
     o->resident = true;
     r->resident_bytes += o->size;
-    if (o->content)
+    if (o->host_copy)
+        r->host_bytes -= o->size;
+    if (o->content) {
         r->res->h2d += o->size;
+        r->res->restores++;
+    }
     if (o->evictable && r->order == VS_BENCH_BELADY)
         (void)vs_heap_push(&r->farthest, o);
     if (r->policy)
@@ -274,6 +288,8 @@ static int do_free(replay_t *r, uint64_t id)
     if (o->resident)
         r->resident_bytes -= o->size;
     if (o->host_copy)
+        r->host_copy_bytes -= o->size;
+    if (o->host_copy && !o->resident)
         r->host_bytes -= o->size;
     vs_heap_remove(&r->farthest, o);
     if (r->policy)
@@ -332,7 +348,7 @@ static int do_op(replay_t *r, size_t k, size_t end)
     }
     free(protect);
     if (rc == 0)
-        sample(r);
+        sample(r, &ev[k]);
     return rc;
 }
 

@@ -10,6 +10,8 @@
 
 #include <stdio.h>
 
+#include "content_hash.h"
+
 #define ARG(type, args, i) (*(type *)(args)[i])
 
 /* The by-value parameter of `sim_add_u32_struct`: 40 bytes with pointers at
@@ -139,6 +141,26 @@ static uint64_t spin_cost(void **args, const simcuda_launch_t *launch, void *use
     return ARG(uint64_t, args, 0);
 }
 
+/* vramshim_content_hash(const void *data, uint64_t bytes, uint64_t *lanes):
+ * the shim's device-side content hash, computed with the shim's own header.
+ * It adds into the lanes, as the real kernel's atomic adds do: the caller
+ * zeroes them first and applies `vs_content_hash_final` on the host. */
+static void content_hash_kernel(void **args, const simcuda_launch_t *launch, void *user)
+{
+    const void *data = ARG(const void *, args, 0);
+    uint64_t bytes = ARG(uint64_t, args, 1);
+    uint64_t *lanes = ARG(uint64_t *, args, 2);
+    vs_content_hash_t h = {{0, 0}};
+    vs_content_hash_update(&h, 0, data, bytes);
+    lanes[0] += h.lane[0];
+    lanes[1] += h.lane[1];
+}
+
+static uint64_t content_hash_cost(void **args, const simcuda_launch_t *launch, void *user)
+{
+    return sim_clock_transfer_ns(SIM_ENGINE_COMPUTE, ARG(uint64_t, args, 1) + 16);
+}
+
 /* name, parameter sizes, body, cost */
 #define SIM_BUILTIN_LIST(X)                                                                               \
     X(sim_fill_u32, ((size_t[]){sizeof(uint32_t *), 8, 4}), fill_u32, fill_u32_cost)                     \
@@ -147,7 +169,8 @@ static uint64_t spin_cost(void **args, const simcuda_launch_t *launch, void *use
     X(sim_copy, ((size_t[]){sizeof(void *), sizeof(void *), 8}), copy_kernel, copy_cost)                \
     X(sim_add_u32_struct, ((size_t[]){sizeof(sim_add_args_t)}), add_u32_struct, add_cost)               \
     X(sim_gather_checksum, ((size_t[]){sizeof(void *), 8, 8, sizeof(void *)}), gather_checksum, gather_cost) \
-    X(sim_spin, ((size_t[]){8}), spin, spin_cost)
+    X(sim_spin, ((size_t[]){8}), spin, spin_cost)                                                        \
+    X(vramshim_content_hash, ((size_t[]){sizeof(void *), 8, sizeof(void *)}), content_hash_kernel, content_hash_cost)
 
 void sim_builtin_register_all(void)
 {

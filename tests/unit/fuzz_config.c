@@ -7,6 +7,9 @@
  *   or fails with -ERANGE exactly when `strtoull` overflows;
  * - a limit that parses names only devices below `VS_MAX_DEVICES`, each one
  *   listed, and percentages in (0, 100], as `strtod` reads them;
+ * - an I/O fault list (`vs_spill_io_parse_faults`) that parses has 1 to
+ *   VS_SPILL_IO_FAULTS_MAX entries, one per comma-separated part, each a
+ *   fault its operation can have, with `every` at least 1;
  * - `vs_config_parse` either succeeds with a consistent configuration or
  *   writes one line (no newline in it) that names the variable.
  *
@@ -21,6 +24,7 @@
 
 #include "config.h"
 #include "fuzz_target.h"
+#include "spill_io.h"
 
 #define VS_FUZZ_VAR_NAME(field, name, forms) name,
 static const char *const vs_fuzz_var_names[] = {VS_CONFIG_VARS(VS_FUZZ_VAR_NAME)};
@@ -103,6 +107,31 @@ static void vs_fuzz_check_limit(const char *value)
     VS_FUZZ_CHECK(entries == limited);
 }
 
+static void vs_fuzz_check_faults(const char *value)
+{
+    vs_spill_io_faults_t faults;
+    memset(&faults, 0xa5, sizeof faults);
+    int rc = vs_spill_io_parse_faults(value, &faults);
+    VS_FUZZ_CHECK(rc == 0 || rc == -EINVAL || rc == -ERANGE);
+    if (rc != 0)
+        return;
+    size_t commas = 0;
+    for (const char *p = value; *p; p++)
+        commas += *p == ',';
+    VS_FUZZ_CHECK(faults.count >= 1 && faults.count <= VS_SPILL_IO_FAULTS_MAX);
+    VS_FUZZ_CHECK(faults.count == commas + 1);
+    for (uint32_t i = 0; i < faults.count; i++) {
+        const vs_spill_io_fault_t *f = &faults.fault[i];
+        VS_FUZZ_CHECK(f->op == VS_SPILL_IO_RESERVE || f->op == VS_SPILL_IO_WRITE || f->op == VS_SPILL_IO_READ);
+        VS_FUZZ_CHECK(f->every >= 1);
+        VS_FUZZ_CHECK(f->kind != VS_SPILL_IO_FAULT_ENOSPC || f->op != VS_SPILL_IO_READ);
+        VS_FUZZ_CHECK(f->kind != VS_SPILL_IO_FAULT_SHORT || f->op != VS_SPILL_IO_RESERVE);
+        VS_FUZZ_CHECK(f->kind != VS_SPILL_IO_FAULT_CORRUPT || f->op == VS_SPILL_IO_READ);
+        VS_FUZZ_CHECK(f->kind == VS_SPILL_IO_FAULT_ENOSPC || f->kind == VS_SPILL_IO_FAULT_EIO
+                      || f->kind == VS_SPILL_IO_FAULT_SHORT || f->kind == VS_SPILL_IO_FAULT_CORRUPT);
+    }
+}
+
 typedef struct vs_fuzz_env_s {
     const char *name;
     const char *value;
@@ -131,6 +160,8 @@ static void vs_fuzz_check_parse(const char *name, const char *value)
         VS_FUZZ_CHECK(strnlen(cfg->log_file, VS_CONFIG_PATH_MAX) < VS_CONFIG_PATH_MAX);
         VS_FUZZ_CHECK(strnlen(cfg->driver, VS_CONFIG_PATH_MAX) < VS_CONFIG_PATH_MAX);
         VS_FUZZ_CHECK(strnlen(cfg->debug_snapshot, VS_CONFIG_PATH_MAX) < VS_CONFIG_PATH_MAX);
+        VS_FUZZ_CHECK(strnlen(cfg->spill_dir, VS_CONFIG_PATH_MAX) < VS_CONFIG_PATH_MAX);
+        VS_FUZZ_CHECK(strcmp(name, "VRAMSHIM_IO_FAULT") == 0 ? cfg->io_faults.count >= 1 : cfg->io_faults.count == 0);
     } else {
         /* The message the shim prints before exit(2): one line, naming the
          * variable. */
@@ -156,6 +187,7 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
     value[size - 1] = '\0';
     vs_fuzz_check_size(value);
     vs_fuzz_check_limit(value);
+    vs_fuzz_check_faults(value);
     vs_fuzz_check_parse(name, value);
     free(value);
     return 0;
@@ -163,7 +195,7 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
 
 /* Seeds: the first character is the variable's index in VS_CONFIG_VARS
  * (0 VRAM_LIMIT, 1 MODE, 2 HOST_LIMIT, 3 MIN_EVICT, 4 POLICY, 5 LOG,
- * 6 LOG_FILE, 7 DRIVER, 8 DEBUG_SNAPSHOT). */
+ * 6 LOG_FILE, 7 DRIVER, 8 DEBUG_SNAPSHOT, 9 TRACE, ':' SPILL_DIR, ';' IO_FAULT). */
 static const char *const vs_fuzz_config_seeds[] = {
     "010G", "01.5GiB", "075%", "012.5%", "00:10G,1:20G", "00", "01073741824", "0100MB", "02T",
     "063:1G", "00:50%,3:2G", "018446744073709551615", "018446744073709551616", "016EiB", "016384P",
@@ -175,13 +207,17 @@ static const char *const vs_fuzz_config_seeds[] = {
     "4lru", "4cyclic", "4learned", "4LRU",
     "5error", "5warn", "5info", "5debug", "5trace",
     "6/tmp/vramshim.log", "6", "7/usr/lib/x86_64-linux-gnu/libcuda.so.1", "8/tmp/snapshot",
+    ":/var/tmp/spill", ":", ";reserve:ENOSPC", ";write:EIO:after=3", ";read:corrupt:every=2:times=1",
+    ";write:short,read:short", ";read:ENOSPC", ";write:EIO:every=0", ";write:EIO:after=18446744073709551616",
+    ";write:EIO,", ";read:EIO:after=1:after=2",
 };
 
 static const char *const vs_fuzz_config_tokens[] = {
     "K", "M", "G", "T", "KiB", "MiB", "GiB", "TiB", "KB", "MB", "GB", "TB", "B", "k", "gib", "%",
     ":", ",", ".", "0", "1", "63", "64", "100", "1.5", "0.", ".5", "18446744073709551615",
     "18446744073709551616", "99999999999999999999", "0:", ",1:", "\n", "\r", "\t", " ", "\"",
-    "%s", "\x1b[31m",
+    "%s", "\x1b[31m", "reserve", "write", "read", "ENOSPC", "EIO", "short", "corrupt", ":after=", ":every=",
+    ":times=", "=",
 };
 
 const vs_fuzz_corpus_t vs_fuzz_corpus = {

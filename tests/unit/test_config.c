@@ -1,7 +1,9 @@
 /* test_config.c: unit tests of shim/config.c: every accepted form of
  * VRAM_LIMIT and one test per malformed shape, plus the other variables:
  * the mode (offload by default with a limit, tracking without one), the
- * host pool's limit, the smallest evictable size and the eviction policy. */
+ * host pool's limit, the smallest evictable size and the eviction policy,
+ * the spill directory (stored only; spill.c checks it) and the I/O faults
+ * of `VRAMSHIM_IO_FAULT`. */
 #include <errno.h>
 #include <setjmp.h>
 #include <stdarg.h>
@@ -402,6 +404,24 @@ static void test_parse_unknown_policy_is_refused_naming_every_policy(void **stat
         assert_refused("VRAMSHIM_POLICY", bad[i], "lru|cyclic|learned");
 }
 
+static void test_parse_prefetch_is_on_by_default_and_switchable(void **state)
+{
+    (void)state;
+    const char *none[] = {"VRAM_LIMIT", "1G", NULL};
+    vs_config_t cfg = parse_ok(none);
+    assert_true(cfg.prefetch);
+    assert_int_equal(cfg.policy, (int)VS_POLICY_CYCLIC);
+    const char *off[] = {"VRAM_LIMIT", "1G", "VRAMSHIM_PREFETCH", "off", NULL};
+    cfg = parse_ok(off);
+    assert_false(cfg.prefetch);
+    const char *on[] = {"VRAM_LIMIT", "1G", "VRAMSHIM_PREFETCH", "on", NULL};
+    cfg = parse_ok(on);
+    assert_true(cfg.prefetch);
+    static const char *const bad[] = {"", "ON", "1", "yes", "off ", "on,off"};
+    for (size_t i = 0; i < sizeof bad / sizeof bad[0]; i++)
+        assert_refused("VRAMSHIM_PREFETCH", bad[i], "on|off");
+}
+
 static void test_parse_offload_variables_are_read_together(void **state)
 {
     const char *env[] = {"VRAM_LIMIT",         "512M", "VRAMSHIM_MODE",   "offload", "VRAMSHIM_HOST_LIMIT", "48G",
@@ -449,6 +469,71 @@ static void test_parse_trace_empty_or_too_long_path_is_refused(void **state)
     assert_non_null(strstr(msg, "a writable file path"));
 }
 
+/* ---- VRAMSHIM_SPILL_DIR, VRAMSHIM_IO_FAULT -------------------------------- */
+
+static void test_parse_spill_dir_unset_means_no_disk_tier(void **state)
+{
+    const char *env[] = {"VRAM_LIMIT", "1G", NULL};
+    (void)state;
+    vs_config_t cfg = parse_ok(env);
+    assert_string_equal(cfg.spill_dir, "");
+    assert_int_equal(cfg.io_faults.count, 0);
+}
+
+static void test_parse_spill_dir_is_kept_verbatim_and_not_checked(void **state)
+{
+    /* The parser only stores it: `vs_spill_configure` checks the directory
+     * at start-up, in offload mode only. */
+    const char *env[] = {"VRAM_LIMIT", "1G", "VRAMSHIM_SPILL_DIR", "/no/such dir/spill", NULL};
+    (void)state;
+    vs_config_t cfg = parse_ok(env);
+    assert_string_equal(cfg.spill_dir, "/no/such dir/spill");
+}
+
+static void test_parse_spill_dir_empty_or_too_long_is_refused(void **state)
+{
+    static char long_path[VS_CONFIG_PATH_MAX + 2];
+    (void)state;
+    assert_refused("VRAMSHIM_SPILL_DIR", "", "an existing writable directory");
+    memset(long_path, 'a', sizeof long_path - 1);
+    long_path[0] = '/';
+    long_path[sizeof long_path - 1] = '\0';
+    const char *env[] = {"VRAMSHIM_SPILL_DIR", long_path, NULL};
+    vs_config_t cfg;
+    char msg[512] = "";
+    assert_int_equal(vs_config_parse(&cfg, fake_getenv, env, msg, sizeof msg), -EINVAL);
+    assert_non_null(strstr(msg, "VRAMSHIM_SPILL_DIR=\"/aaa"));
+    assert_non_null(strstr(msg, "...\""));
+    assert_non_null(strstr(msg, "accepted: an existing writable directory"));
+}
+
+static void test_parse_io_fault_lists_are_read(void **state)
+{
+    const char *env[] = {"VRAMSHIM_IO_FAULT", "reserve:ENOSPC:after=3,read:corrupt:every=2:times=1", NULL};
+    (void)state;
+    vs_config_t cfg = parse_ok(env);
+    assert_int_equal(cfg.io_faults.count, 2);
+    assert_int_equal(cfg.io_faults.fault[0].op, VS_SPILL_IO_RESERVE);
+    assert_int_equal(cfg.io_faults.fault[0].kind, VS_SPILL_IO_FAULT_ENOSPC);
+    assert_int_equal(cfg.io_faults.fault[0].after, 3);
+    assert_int_equal(cfg.io_faults.fault[0].every, 1);
+    assert_int_equal(cfg.io_faults.fault[1].op, VS_SPILL_IO_READ);
+    assert_int_equal(cfg.io_faults.fault[1].kind, VS_SPILL_IO_FAULT_CORRUPT);
+    assert_int_equal(cfg.io_faults.fault[1].every, 2);
+    assert_int_equal(cfg.io_faults.fault[1].times, 1);
+}
+
+static void test_parse_io_fault_malformed_is_refused_naming_the_forms(void **state)
+{
+    static const char *const bad[] = {
+        "", "write", "write:EIO,", "disk:EIO", "write:eio", "read:ENOSPC", "reserve:short", "write:corrupt",
+        "write:EIO:every=0", "write:EIO:after=x", "write:EIO:after=1:after=1", "write:EIO:sometimes=1",
+    };
+    (void)state;
+    for (size_t i = 0; i < sizeof bad / sizeof bad[0]; i++)
+        assert_refused("VRAMSHIM_IO_FAULT", bad[i], "OP:FAULT[:after=N][:every=M][:times=K]");
+}
+
 int main(void)
 {
     const struct CMUnitTest tests[] = {
@@ -477,10 +562,16 @@ int main(void)
         cmocka_unit_test(test_parse_min_evict_below_2m_and_malformed_are_refused),
         cmocka_unit_test(test_parse_policy_names_select_their_order),
         cmocka_unit_test(test_parse_unknown_policy_is_refused_naming_every_policy),
+        cmocka_unit_test(test_parse_prefetch_is_on_by_default_and_switchable),
         cmocka_unit_test(test_parse_offload_variables_are_read_together),
         cmocka_unit_test(test_parse_trace_unset_leaves_tracing_off),
         cmocka_unit_test(test_parse_trace_path_is_kept_verbatim),
         cmocka_unit_test(test_parse_trace_empty_or_too_long_path_is_refused),
+        cmocka_unit_test(test_parse_spill_dir_unset_means_no_disk_tier),
+        cmocka_unit_test(test_parse_spill_dir_is_kept_verbatim_and_not_checked),
+        cmocka_unit_test(test_parse_spill_dir_empty_or_too_long_is_refused),
+        cmocka_unit_test(test_parse_io_fault_lists_are_read),
+        cmocka_unit_test(test_parse_io_fault_malformed_is_refused_naming_the_forms),
     };
     return cmocka_run_group_tests_name("config.c", tests, NULL, NULL);
 }

@@ -1,0 +1,409 @@
+/* offload_cycle.c: the time a pass over a model larger than VRAM_LIMIT takes
+ * under the shim, against the physical bound, on simcuda's virtual clock.
+ *
+ * Run as `offload_cycle SHIM`. Like offload_throughput, the program is a
+ * parent (not preloaded) that runs each configuration in a child process
+ * preloaded with SHIM, SIMCUDA_CLOCK=virtual and a link of SIMCUDA_H2D_GBPS /
+ * SIMCUDA_D2H_GBPS (50 GB/s each by default, an H100's PCIe Gen5 link).
+ *
+ * The child loads a model's weights with cuMemcpyHtoD, then makes passes
+ * over it the way an inference loop does: every block's kernels, in order,
+ * read that block's weights (read-only) and write a small activation
+ * buffer. Each kernel's modeled cost is proportional to its weights, so a
+ * pass computes for C in total. It measures the passes after the warm-up
+ * (the policy learns the cycle in the first ones): modeled time, and bytes
+ * in and out from the shim's live counters. After the last pass it reads
+ * every weight back and compares it with what it loaded: clean evictions
+ * (nothing copied back) must never lose a byte.
+ *
+ * Per pass, with W the weights, L the limit and B the link:
+ *   bound  = max(C, streamed / B), streamed = the bytes the shim brought in;
+ *   ideal  = max(C, (W - L) / B), what no policy can beat.
+ *
+ * Workloads:
+ *   - `cycle`: 40 layers of 32 MiB under 512M (issue 6's done-when): at most
+ *     1.15 x (W - L) brought in per pass, nothing copied back, at most
+ *     1.10 x the bound.
+ *   - `dit`: a 60-block DiT with Qwen-Image's proportions scaled down (per
+ *     block: qkv 6 MiB, attention out 2 MiB, MLP up and down 8 MiB each, a
+ *     64 KiB norm that is never evicted; 1.4 GiB) and its compute-to-weights
+ *     ratio (0.6 s of compute for 40.9 GB on a 50 GB/s link), at limits of
+ *     25%, 50% and 75% of W: at most 1.05 x the bound.
+ * Configurations beside each: the shim's default (learned cycle, prefetch),
+ * no prefetch (VRAMSHIM_PREFETCH=off) and LRU without prefetch.
+ *
+ * It exits 0 whether goals are met or not (a benchmark reports); 1 when
+ * something is broken (a child failed, data came back wrong).
+ */
+#include <cuda.h>
+#include <errno.h>
+#include <inttypes.h>
+#include <stdatomic.h>
+#include <stdbool.h>
+#include <stdint.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/types.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include "shim_counters.h"
+#include "simcuda.h"
+
+#define MIB ((uint64_t)1 << 20)
+#define MEASURED_PASSES 3
+#define DEFAULT_GBPS "50"
+#define CHILD_MARK "VS_OFFLOAD_CYCLE_CHILD"
+#define ACTIVATION_BYTES (1ull << 20)
+/* Words each kernel checks at both ends and in the middle of its weights. */
+#define CHECK_WORDS 8
+
+#define CHECK(call)                                                                                \
+    do {                                                                                           \
+        CUresult rc_ = (call);                                                                     \
+        if (rc_ != CUDA_SUCCESS) {                                                                 \
+            fprintf(stderr, "offload_cycle: %s failed: %d\n", #call, (int)rc_);                    \
+            exit(1);                                                                               \
+        }                                                                                          \
+    } while (0)
+
+/* ---- Workloads ----------------------------------------------------------- */
+
+typedef struct workload_s {
+    const char *name;
+    int blocks;
+    int tensors;                 /* per block */
+    uint64_t tensor_bytes[5];
+    double compute_per_byte_ns;  /* kernel cost per weight byte */
+    uint64_t limits_mib[3];      /* 0: percentages below */
+    int limit_percent[3];
+    int limit_count;
+    int warmup_passes;           /* before the measured ones */
+    double max_in_over_ideal;    /* goal: bytes in per pass / (W - L); 0 = none */
+    double max_time_over_bound;  /* goal: modeled / bound */
+} workload_t;
+
+/* Qwen-Image: 0.6 s of compute per forward for 40.9 GB of weights. */
+#define DIT_NS_PER_BYTE (0.6e9 / 40.9e9)
+
+static const workload_t workloads[] = {
+    {.name = "cycle", .blocks = 40, .tensors = 1, .tensor_bytes = {32 * MIB},
+     /* Balanced: a layer's compute equals its copy at 50 GB/s. */
+     .compute_per_byte_ns = 1.0 / 50.0, .limits_mib = {512}, .limit_count = 1, .warmup_passes = 20,
+     .max_in_over_ideal = 1.15, .max_time_over_bound = 1.10},
+    {.name = "dit", .blocks = 60, .tensors = 5,
+     .tensor_bytes = {6 * MIB, 2 * MIB, 8 * MIB, 8 * MIB, 64 << 10},
+     .compute_per_byte_ns = DIT_NS_PER_BYTE, .limit_percent = {25, 50, 75}, .limit_count = 3, .warmup_passes = 4,
+     .max_in_over_ideal = 0, .max_time_over_bound = 1.05},
+};
+#define WORKLOAD_COUNT (sizeof workloads / sizeof workloads[0])
+
+typedef struct config_s {
+    const char *name;
+    const char *policy;
+    const char *prefetch;
+    bool goal; /* the goals apply to this one */
+} config_t;
+
+static const config_t configs[] = {
+    {"learned+prefetch", "cyclic", "on", true},
+    {"no prefetch", "cyclic", "off", false},
+    {"LRU", "lru", "off", false},
+};
+#define CONFIG_COUNT (sizeof configs / sizeof configs[0])
+
+static uint64_t workload_bytes(const workload_t *w)
+{
+    uint64_t per_block = 0;
+    for (int t = 0; t < w->tensors; t++)
+        per_block += w->tensor_bytes[t];
+    return per_block * (uint64_t)w->blocks;
+}
+
+static uint64_t workload_limit(const workload_t *w, int i)
+{
+    if (w->limits_mib[i] != 0)
+        return w->limits_mib[i] * MIB;
+    return workload_bytes(w) * (uint64_t)w->limit_percent[i] / 100 / MIB * MIB;
+}
+
+/* ---- The child ----------------------------------------------------------- */
+
+static atomic_uint_fast64_t check_errors;
+
+/* The word at index i of tensor k. */
+static uint32_t weight_word(uint64_t k, uint64_t i)
+{
+    return (uint32_t)((k + 1) * 2654435761u) ^ (uint32_t)(i * 40503u + 7);
+}
+
+/* block(const uint32_t *weights, uint64_t words, uint64_t tensor, float *act):
+ * checks words at both ends and in the middle, writes the activations. */
+static void block_kernel(void **args, const simcuda_launch_t *launch, void *user)
+{
+    const uint32_t *weights = *(const uint32_t **)args[0];
+    uint64_t words = *(const uint64_t *)args[1], k = *(const uint64_t *)args[2];
+    float *act = *(float **)args[3];
+    (void)launch;
+    (void)user;
+    for (uint64_t j = 0; j < 3 * CHECK_WORDS && j < words; j++) {
+        uint64_t i = j < CHECK_WORDS ? j : j < 2 * CHECK_WORDS ? words / 2 + j - CHECK_WORDS : words - 3 * CHECK_WORDS + j;
+        if (i < words && weights[i] != weight_word(k, i))
+            atomic_fetch_add(&check_errors, 1);
+    }
+    act[k % (ACTIVATION_BYTES / sizeof(float))] += 1.0f;
+}
+
+static uint64_t block_cost(void **args, const simcuda_launch_t *launch, void *user)
+{
+    (void)launch;
+    return (uint64_t)(*(const uint64_t *)args[1] * 4 * *(const double *)user);
+}
+
+static int child_run(const workload_t *w, const char *result_path)
+{
+    static const size_t sizes[] = {sizeof(CUdeviceptr), sizeof(uint64_t), sizeof(uint64_t), sizeof(CUdeviceptr)};
+    double ns_per_byte = w->compute_per_byte_ns;
+    simcuda_kernel_desc_t desc = {.name = "bench_cycle_block", .param_count = 4, .param_sizes = sizes,
+                                  .fn = block_kernel, .cost = block_cost, .user = &ns_per_byte};
+    CUdevice dev;
+    CUcontext ctx;
+    CUmodule module;
+    CUfunction block;
+    CUstream stream;
+    CUdeviceptr act;
+    int count = w->blocks * w->tensors;
+    CUdeviceptr *weights = calloc((size_t)count, sizeof *weights);
+    uint64_t max_bytes = 0, compute_ns = 0;
+    for (int t = 0; t < w->tensors; t++)
+        max_bytes = w->tensor_bytes[t] > max_bytes ? w->tensor_bytes[t] : max_bytes;
+    uint32_t *staging = malloc(max_bytes);
+    if (weights == NULL || staging == NULL || simcuda_register_kernel(&desc) != 0) {
+        fprintf(stderr, "offload_cycle: cannot set up the child\n");
+        return 1;
+    }
+    CHECK(cuInit(0));
+    CHECK(cuDeviceGet(&dev, 0));
+    CHECK(cuDevicePrimaryCtxRetain(&ctx, dev));
+    CHECK(cuCtxSetCurrent(ctx));
+    CHECK(cuModuleLoadData(&module, "benchmark"));
+    CHECK(cuModuleGetFunction(&block, module, "bench_cycle_block"));
+    CHECK(cuStreamCreate(&stream, CU_STREAM_NON_BLOCKING));
+    CHECK(cuMemAlloc(&act, ACTIVATION_BYTES));
+    CHECK(cuMemsetD8(act, 0, ACTIVATION_BYTES));
+
+    /* Load: the way a framework does, one allocation and one copy per
+     * tensor. */
+    for (int k = 0; k < count; k++) {
+        uint64_t bytes = w->tensor_bytes[k % w->tensors];
+        for (uint64_t i = 0; i < bytes / 4; i++)
+            staging[i] = weight_word((uint64_t)k, i);
+        CHECK(cuMemAlloc(&weights[k], bytes));
+        CHECK(cuMemcpyHtoD(weights[k], staging, bytes));
+        compute_ns += (uint64_t)(bytes * ns_per_byte);
+    }
+
+    const vs_snapshot_header_t *snapshot = NULL;
+    shim_counters_t at_start, at_end;
+    uint64_t start_ns = 0, end_ns = 0;
+    for (int pass = 0; pass <= w->warmup_passes + MEASURED_PASSES; pass++) {
+        if (pass == w->warmup_passes || pass == w->warmup_passes + MEASURED_PASSES) {
+            CHECK(cuStreamSynchronize(stream));
+            bool start = pass == w->warmup_passes;
+            if (snapshot == NULL && (snapshot = shim_counters_open()) == NULL)
+                return 1;
+            *(start ? &start_ns : &end_ns) = simcuda_clock_end_ns();
+            if (shim_counters_read(snapshot, start ? &at_start : &at_end) != 0)
+                return 1;
+            if (!start)
+                break;
+        }
+        for (int k = 0; k < count; k++) {
+            uint64_t words = w->tensor_bytes[k % w->tensors] / 4, tensor = (uint64_t)k;
+            void *params[] = {&weights[k], &words, &tensor, &act};
+            CHECK(cuLaunchKernel(block, 1, 1, 1, 1, 1, 1, 0, stream, params, NULL));
+        }
+    }
+
+    /* Every byte of every weight, as loaded. */
+    uint64_t mismatched = 0;
+    for (int k = 0; k < count; k++) {
+        uint64_t bytes = w->tensor_bytes[k % w->tensors];
+        CHECK(cuMemcpyDtoH(staging, weights[k], bytes));
+        for (uint64_t i = 0; i < bytes / 4; i++)
+            mismatched += staging[i] != weight_word((uint64_t)k, i);
+        CHECK(cuMemFree(weights[k]));
+    }
+    FILE *out = fopen(result_path, "w");
+    if (out == NULL) {
+        perror(result_path);
+        return 1;
+    }
+    fprintf(out, "modeled_ns %" PRIu64 " compute_ns %" PRIu64 " errors %" PRIu64 " in %" PRIu64 " out %" PRIu64 "\n",
+            (end_ns - start_ns) / MEASURED_PASSES, compute_ns,
+            (uint64_t)atomic_load(&check_errors) + mismatched,
+            (at_end.bytes_to_device - at_start.bytes_to_device) / MEASURED_PASSES,
+            (at_end.bytes_to_host - at_start.bytes_to_host) / MEASURED_PASSES);
+    fclose(out);
+    free(weights);
+    free(staging);
+    return 0;
+}
+
+/* ---- The parent ---------------------------------------------------------- */
+
+typedef struct result_s {
+    uint64_t modeled_ns, compute_ns, errors, in, out;
+} result_t;
+
+static int run_child(const char *self, const char *shim, const char *dir, int workload, uint64_t limit,
+                     const config_t *config, result_t *result)
+{
+    char result_path[4096], log_path[4096], workload_arg[16], limit_arg[32];
+    snprintf(result_path, sizeof result_path, "%s/result", dir);
+    snprintf(log_path, sizeof log_path, "%s/shim.log", dir);
+    snprintf(workload_arg, sizeof workload_arg, "%d", workload);
+    snprintf(limit_arg, sizeof limit_arg, "%" PRIu64, limit);
+    unlink(result_path);
+    fflush(NULL);
+    pid_t pid = fork();
+    if (pid < 0) {
+        perror("offload_cycle: fork");
+        return -1;
+    }
+    if (pid == 0) {
+        setenv("LD_PRELOAD", shim, 1);
+        setenv(CHILD_MARK, "1", 1);
+        setenv("VRAM_LIMIT", limit_arg, 1);
+        setenv("VRAMSHIM_POLICY", config->policy, 1);
+        setenv("VRAMSHIM_PREFETCH", config->prefetch, 1);
+        setenv("VRAMSHIM_LOG_FILE", log_path, 1);
+        char *argv[] = {(char *)self, (char *)shim, "--child", workload_arg, result_path, NULL};
+        execv("/proc/self/exe", argv);
+        perror("offload_cycle: execv");
+        _exit(127);
+    }
+    int status;
+    while (waitpid(pid, &status, 0) < 0) {
+        if (errno != EINTR) {
+            perror("offload_cycle: waitpid");
+            return -1;
+        }
+    }
+    FILE *in = fopen(result_path, "r");
+    int got = in != NULL ? fscanf(in,
+                                  "modeled_ns %" SCNu64 " compute_ns %" SCNu64 " errors %" SCNu64 " in %" SCNu64
+                                  " out %" SCNu64,
+                                  &result->modeled_ns, &result->compute_ns, &result->errors, &result->in, &result->out)
+                         : 0;
+    if (in != NULL)
+        fclose(in);
+    if (!WIFEXITED(status) || WEXITSTATUS(status) != 0 || got != 5) {
+        fprintf(stderr, "offload_cycle: the child failed (status 0x%x); the shim's log is %s\n", status, log_path);
+        return -1;
+    }
+    unlink(log_path);
+    return 0;
+}
+
+static double env_gbps(const char *name)
+{
+    const char *value = getenv(name);
+    char *end;
+    double gbps = value != NULL ? strtod(value, &end) : 0.0;
+    return value != NULL && end != value && gbps > 0.0 ? gbps : 0.0;
+}
+
+static int parent_run(const char *self, const char *shim, const char *only)
+{
+    setenv("SIMCUDA_CLOCK", "virtual", 1);
+    setenv("SIMCUDA_DEVICE_MEM", "4G", 1);
+    setenv("VRAMSHIM_MODE", "offload", 1);
+    setenv("VRAMSHIM_LOG", "info", 1);
+    setenv("SIMCUDA_H2D_GBPS", DEFAULT_GBPS, 0);
+    setenv("SIMCUDA_D2H_GBPS", DEFAULT_GBPS, 0);
+    unsetenv("SIMCUDA_FAIL");
+    double gbps = env_gbps("SIMCUDA_H2D_GBPS");
+    if (gbps == 0.0) {
+        fprintf(stderr, "offload_cycle: SIMCUDA_H2D_GBPS must be a positive number\n");
+        return 2;
+    }
+    char dir[] = "/tmp/offload_cycle.XXXXXX";
+    if (mkdtemp(dir) == NULL) {
+        perror("offload_cycle: mkdtemp");
+        return 1;
+    }
+    printf("offload_cycle: virtual clock, H2D link %.1f GB/s; %d measured passes after the warm-up (cycle: 20, "
+           "so that every weight loaded while resident has had its one copy back; dit: 4); per pass: "
+           "in/out = bytes brought in / copied back, bound = max(C, in/B), ideal = max(C, (W-L)/B)\n",
+           gbps, MEASURED_PASSES);
+    printf("%-6s %8s %-17s %9s %9s %9s %9s %9s %9s %8s %8s\n", "model", "limit", "configuration", "C ms", "in MiB",
+           "out MiB", "in/(W-L)", "ms/pass", "bound ms", "/bound", "/ideal");
+    int rc = 0;
+    for (size_t wi = 0; wi < WORKLOAD_COUNT && rc == 0; wi++) {
+        const workload_t *w = &workloads[wi];
+        if (only != NULL && strcmp(only, w->name) != 0)
+            continue;
+        uint64_t total = workload_bytes(w);
+        for (int li = 0; li < w->limit_count && rc == 0; li++) {
+            uint64_t limit = workload_limit(w, li);
+            for (size_t ci = 0; ci < CONFIG_COUNT && rc == 0; ci++) {
+                const config_t *c = &configs[ci];
+                result_t r;
+                if (run_child(self, shim, dir, (int)wi, limit, c, &r) != 0) {
+                    rc = 1;
+                    break;
+                }
+                if (r.errors != 0) {
+                    printf("offload_cycle: [%s %s] BROKEN: %" PRIu64 " words came back different\n", w->name,
+                           c->name, r.errors);
+                    rc = 1;
+                    break;
+                }
+                double c_ms = (double)r.compute_ns / 1e6, in_ms = (double)r.in / (gbps * 1e9) * 1e3;
+                double ideal_in = (double)(total - limit);
+                double bound = c_ms > in_ms ? c_ms : in_ms;
+                double ideal_ms = ideal_in / (gbps * 1e9) * 1e3;
+                double ideal = c_ms > ideal_ms ? c_ms : ideal_ms, ms = (double)r.modeled_ns / 1e6;
+                printf("%-6s %7" PRIu64 "M %-17s %9.2f %9.1f %9.1f %9.3f %9.2f %9.2f %8.3f %8.3f\n", w->name,
+                       limit / MIB, c->name, c_ms, (double)r.in / MIB, (double)r.out / MIB, (double)r.in / ideal_in, ms,
+                       bound, ms / bound, ms / ideal);
+                if (c->goal) {
+                    bool in_ok = w->max_in_over_ideal == 0 || (double)r.in <= w->max_in_over_ideal * ideal_in;
+                    bool out_ok = w->max_in_over_ideal == 0 || r.out == 0;
+                    bool time_ok = ms <= w->max_time_over_bound * bound;
+                    printf("offload_cycle: [%s %" PRIu64 "M] goal%s%s time <= %.2f x bound: %s\n", w->name,
+                           limit / MIB,
+                           w->max_in_over_ideal != 0 ? " in <= 1.15 x (W-L), nothing copied back," : "",
+                           "", w->max_time_over_bound, in_ok && out_ok && time_ok ? "PASS" : "FAIL");
+                }
+            }
+        }
+    }
+    char path[4096];
+    snprintf(path, sizeof path, "%s/result", dir);
+    unlink(path);
+    rmdir(dir);
+    return rc;
+}
+
+int main(int argc, char **argv)
+{
+    if (argc == 5 && strcmp(argv[2], "--child") == 0) {
+        void *direct = simcuda_entry_point("cuLaunchKernel");
+        if (getenv(CHILD_MARK) == NULL || direct == NULL || __extension__(void *) cuLaunchKernel == direct) {
+            fprintf(stderr, "offload_cycle: LD_PRELOAD=%s did not interpose cuLaunchKernel\n", argv[1]);
+            return 1;
+        }
+        int workload = atoi(argv[3]);
+        if (workload < 0 || (size_t)workload >= WORKLOAD_COUNT)
+            return 2;
+        return child_run(&workloads[workload], argv[4]);
+    }
+    if (argc != 2 && argc != 3) {
+        fprintf(stderr, "usage: %s /path/to/libvramshim.so [cycle|dit]\n", argv[0]);
+        return 2;
+    }
+    return parent_run(argv[0], argv[1], argc == 3 ? argv[2] : NULL);
+}

@@ -1,0 +1,83 @@
+#!/usr/bin/env python3
+"""Runs a program under the offload mode and checks that clean eviction ran.
+
+The program (preload_offload_clean) checks every byte it wrote; this checks
+the shim's exit summary at VRAMSHIM_LOG=info, one line on stderr:
+
+    vramshim[PID] info: offload: evictions N, restores N, to host B bytes,
+    ..., clean evictions N (B bytes not copied), prefetches N (B bytes,
+    N unused), kept host copies dropped N
+
+It requires the program to exit 0 and the summary to show both kinds of
+eviction: clean ones (dropped without a copy, so the clean path really
+ran) and ones that copied to the host. Beyond that, the evictions that
+copied must outnumber those that can have copied for want of a host copy
+(an allocation has none before its first eviction, or after its kept copy
+was dropped): so some evictions copied over a kept host copy, the verdict
+("changed", or "not known to be unchanged") that a lost write would have
+needed to be "clean". The program itself proves that no write was lost.
+
+    check_clean_eviction.py EVICTABLE PROGRAM [ARGS...]
+
+EVICTABLE is the number of evictable allocations PROGRAM makes (each can
+lack a host copy once, at its first eviction). Exit status: 0 when every
+check holds, 1 when one fails (one line each), 2 on a usage error.
+"""
+import re
+import subprocess
+import sys
+
+SUMMARY = re.compile(
+    r"^vramshim\[\d+\] info: offload: evictions (?P<evictions>\d+), restores (?P<restores>\d+), "
+    r"to host (?P<to_host>\d+) bytes, .*"
+    r"clean evictions (?P<clean>\d+) \((?P<not_copied>\d+) bytes not copied\), .*"
+    r"kept host copies dropped (?P<dropped>\d+)"
+)
+
+
+def main():
+    if len(sys.argv) < 3 or not sys.argv[1].isdigit():
+        print("usage: check_clean_eviction.py EVICTABLE PROGRAM [ARGS...]", file=sys.stderr)
+        return 2
+    evictable = int(sys.argv[1])
+    command = sys.argv[2:]
+    run = subprocess.run(command, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+    sys.stdout.write(run.stdout)
+    sys.stdout.write(run.stderr)
+
+    failures = []
+    if run.returncode != 0:
+        failures.append(f"{command[0]} exited with status {run.returncode}")
+    matches = [m for m in map(SUMMARY.match, run.stderr.splitlines()) if m]
+    if len(matches) != 1:
+        mentions = [line for line in run.stderr.splitlines() if "info: offload:" in line]
+        failures.append(f"{len(matches)} offload summary lines with clean evictions on stderr, expected 1 "
+                        f"(lines mentioning the offload summary: {mentions!r})")
+    else:
+        s = {k: int(v) for k, v in matches[0].groupdict().items()}
+        copied = s["evictions"] - s["clean"]
+        without_host_copy = evictable + s["dropped"]
+        changed = copied - without_host_copy
+        print(f"clean eviction: {s['evictions']} evictions, {s['clean']} clean ({s['not_copied']} bytes not "
+              f"copied), {copied} copied ({s['to_host']} bytes to the host), at least {changed} of them over a "
+              f"kept host copy ({evictable} allocations, {s['dropped']} kept host copies dropped)")
+        if s["clean"] <= 0 or s["not_copied"] <= 0:
+            failures.append(f"no clean eviction (clean evictions {s['clean']}, {s['not_copied']} bytes not "
+                            "copied): the clean path was not exercised")
+        if copied <= 0 or s["to_host"] <= 0:
+            failures.append(f"no eviction copied to the host ({copied} evictions copied, to host "
+                            f"{s['to_host']} bytes)")
+        if changed <= 0:
+            failures.append(f"{copied} evictions copied, no more than could lack a host copy "
+                            f"({evictable} allocations + {s['dropped']} kept copies dropped): none is known to "
+                            "have copied over a kept host copy")
+
+    for failure in failures:
+        print("FAIL:", failure)
+    if not failures:
+        print("clean eviction ok")
+    return 1 if failures else 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
