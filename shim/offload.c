@@ -44,6 +44,7 @@
 #include "log.h"
 #include "policy.h"
 #include "shim.h"
+#include "spill.h"
 #include "trace_writer.h"
 
 /* Copies are issued in chunks of this size, so that the two directions
@@ -60,7 +61,7 @@ typedef struct vs_region_s {
     uint64_t id;       /* the registry's id, also the policy's */
     int device;
     CUcontext ctx;
-    vs_residency_t where; /* VS_RESIDENT or VS_ON_HOST */
+    vs_residency_t where; /* VS_RESIDENT, VS_ON_HOST or VS_ON_DISK */
     CUmemGenericAllocationHandle phys;
     /* The host copy: the data while evicted. While resident it is kept as
      * long as the pool has room: when the device bytes still hash to
@@ -68,6 +69,7 @@ typedef struct vs_region_s {
     vs_host_copy_t host;
     bool host_hash_known; /* host_hash is the content hash of host[0, size) */
     vs_content_hash_t host_hash;
+    vs_spill_copy_t disk; /* VS_ON_DISK: the bytes, in the spill file */
     CUevent arriving; /* the restore copy's event until it is known complete */
     uint32_t holds;
     bool pinned;         /* never evictable (IPC export) */
@@ -107,8 +109,9 @@ typedef struct vs_engine_device_s {
     bool hashers_tried;
     vs_device_hasher_t *evict_hasher, *restore_hasher;
     uint64_t restore_slots_busy; /* bit per restore_hasher slot */
-    /* Prefetch: the window is the largest evictable allocation. */
-    uint64_t largest;
+    /* Prefetch: the window is the largest evictable allocation, plus the
+     * largest smaller one when sizes differ (a block's tensors). */
+    uint64_t largest, second;
     uint64_t prefetched_bytes; /* restored ahead, not used yet */
 } vs_engine_device_t;
 
@@ -508,6 +511,134 @@ static bool vs_deferred_push(CUevent done, vs_region_t *r, int hash_slot)
     return true;
 }
 
+/* ---- The disk tier -------------------------------------------------------- */
+
+/* Pinned staging buffers for restores from disk: the read of one chunk
+ * overlaps the host-to-device copy of the previous one. */
+#define VS_STAGING_BUFFERS 2
+#define VS_STAGING_BYTES VS_SPILL_CHUNK_BYTES
+
+static struct {
+    void *buffer[VS_STAGING_BUFFERS];
+    CUevent copied[VS_STAGING_BUFFERS]; /* the copy out of each buffer */
+    bool ready;
+} vs_staging;
+
+static bool vs_staging_prepare(void)
+{
+    if (vs_staging.ready)
+        return true;
+    for (int i = 0; i < VS_STAGING_BUFFERS; i++) {
+        if (vs_staging.buffer[i] == NULL
+            && VS_CALL(cuMemHostAlloc, (&vs_staging.buffer[i], VS_STAGING_BYTES, CU_MEMHOSTALLOC_PORTABLE))
+                   != CUDA_SUCCESS) {
+            vs_staging.buffer[i] = NULL;
+            return false;
+        }
+        if (vs_staging.copied[i] == NULL
+            && VS_CALL(cuEventCreate, (&vs_staging.copied[i], CU_EVENT_DISABLE_TIMING)) != CUDA_SUCCESS) {
+            vs_staging.copied[i] = NULL;
+            return false;
+        }
+    }
+    vs_staging.ready = true;
+    return true;
+}
+
+/* The CUDA error an operation gets when its allocation cannot come back
+ * from disk: a failed read is the operating system's; a block whose
+ * checksum does not match is data the disk corrupted, reported as an
+ * uncorrectable memory error (never silently). */
+static CUresult vs_disk_error(int rc)
+{
+    return rc == -EBADMSG ? CUDA_ERROR_ECC_UNCORRECTABLE
+           : rc == -ENOMEM ? CUDA_ERROR_OUT_OF_MEMORY
+                           : CUDA_ERROR_OPERATING_SYSTEM;
+}
+
+/* Copies `r`, on disk, into its freshly mapped memory through the staging
+ * buffers, then gives its disk space back. The copy is complete on return
+ * (disk reads are synchronous anyway). Engine lock held. */
+static CUresult vs_restore_from_disk(vs_region_t *r, vs_engine_device_t *d)
+{
+    if (!vs_staging_prepare())
+        return CUDA_ERROR_OUT_OF_MEMORY;
+    uint64_t blocks_per_chunk = VS_STAGING_BYTES / VS_SPILL_BLOCK_BYTES;
+    uint64_t total_blocks = (r->size + VS_SPILL_BLOCK_BYTES - 1) / VS_SPILL_BLOCK_BYTES;
+    CUresult rc = CUDA_SUCCESS;
+    int used[VS_STAGING_BUFFERS] = {0};
+    for (uint64_t first = 0, chunk = 0; first < total_blocks && rc == CUDA_SUCCESS; first += blocks_per_chunk, chunk++) {
+        int b = (int)(chunk % VS_STAGING_BUFFERS);
+        uint64_t blocks = total_blocks - first < blocks_per_chunk ? total_blocks - first : blocks_per_chunk;
+        if (used[b] && (rc = VS_CALL(cuEventSynchronize, (vs_staging.copied[b]))) != CUDA_SUCCESS)
+            break;
+        int read = vs_spill_read(&r->disk, first, blocks, vs_staging.buffer[b]);
+        if (read != 0) {
+            vs_log(VS_LOG_WARN, "cannot read the allocation at 0x%" PRIxPTR " back from the spill file (%s)", r->base,
+                   read == -EBADMSG ? "a block failed its checksum: the data on disk is corrupt" : strerror(-read));
+            rc = vs_disk_error(read);
+            break;
+        }
+        uint64_t offset = first * VS_SPILL_BLOCK_BYTES;
+        uint64_t n = r->size - offset < blocks * VS_SPILL_BLOCK_BYTES ? r->size - offset : blocks * VS_SPILL_BLOCK_BYTES;
+        rc = VS_CALL(cuMemcpyHtoDAsync_v2, ((CUdeviceptr)(r->base + offset), vs_staging.buffer[b], n, d->to_device));
+        if (rc == CUDA_SUCCESS)
+            rc = VS_CALL(cuEventRecord, (vs_staging.copied[b], d->to_device));
+        used[b] = 1;
+    }
+    CUresult synced = VS_CALL(cuStreamSynchronize, (d->to_device));
+    if (rc == CUDA_SUCCESS)
+        rc = synced;
+    if (rc == CUDA_SUCCESS) {
+        vs_engine.stats.disk_reads++;
+        vs_engine.stats.bytes_from_disk += r->size;
+        vs_spill_release(&r->disk);
+    }
+    return rc;
+}
+
+/* Moves host copies of regions on the host to the spill file until `need`
+ * bytes of the pool went back: those predicted to be used last go first.
+ * Returns the bytes given back; *failed is the first I/O error. Engine
+ * lock held. */
+static uint64_t vs_host_spill(uint64_t need, int *failed)
+{
+    uint64_t freed = 0;
+    while (freed < need) {
+        vs_region_t *coldest = NULL, *r, *tmp;
+        uint64_t coldest_next = 0;
+        HASH_ITER(hh, vs_engine.by_base, r, tmp) {
+            if (r->where != VS_ON_HOST || r->host.count == 0 || r->evicting)
+                continue;
+            uint64_t next = VS_POLICY_NEVER;
+            vs_policy_t *policy = vs_engine.devices[r->device].policy;
+            if (policy != NULL)
+                (void)vs_policy_predict(policy, r->id, &next);
+            if (coldest == NULL || next > coldest_next) {
+                coldest = r;
+                coldest_next = next;
+            }
+        }
+        if (coldest == NULL)
+            break;
+        int rc = vs_spill_write(coldest->host.extents, coldest->host.count, coldest->size, &coldest->disk);
+        if (rc != 0) {
+            vs_log(VS_LOG_WARN, "cannot spill the allocation at 0x%" PRIxPTR " to VRAMSHIM_SPILL_DIR (%s)", coldest->base,
+                   strerror(-rc));
+            *failed = rc;
+            break;
+        }
+        freed += coldest->host.bytes;
+        vs_host_pool_give(&coldest->host);
+        coldest->host_hash_known = false;
+        coldest->where = VS_ON_DISK;
+        (void)vs_registry_set_residency(coldest->base, VS_ON_DISK, false, NULL);
+        vs_engine.stats.spills++;
+        vs_engine.stats.bytes_to_disk += coldest->size;
+    }
+    return freed;
+}
+
 /* Gives back the host copies that resident regions keep (only to make
  * later evictions cheaper) until `need` bytes went back. Copies a restore
  * still reads or an eviction writes stay. Returns the bytes given back. */
@@ -529,7 +660,9 @@ static uint64_t vs_host_drop_kept(uint64_t need)
 }
 
 /* Room in the host pool: when it is full, kept host copies of resident
- * regions go first, then those that in-flight restores still read. */
+ * regions go first, then those that in-flight restores still read, then
+ * (with VRAMSHIM_SPILL_DIR) the coldest evicted allocations go to disk.
+ * 0, -ENOSPC (no room and no disk tier), -EIO/-ENOSPC from the disk. */
 static int vs_host_take(uint64_t bytes, vs_host_copy_t *out)
 {
     vs_deferred_reap(false);
@@ -540,6 +673,14 @@ static int vs_host_take(uint64_t bytes, vs_host_copy_t *out)
         vs_deferred_reap(true);
         if (vs_host_drop_kept(bytes) > 0)
             rc = vs_host_pool_take(bytes, out);
+    }
+    for (int round = 0; rc == -ENOSPC && vs_spill_enabled() && round < 4; round++) {
+        int failed = 0;
+        uint64_t freed = vs_host_spill(bytes, &failed);
+        if (freed > 0)
+            rc = vs_host_pool_take(bytes, out);
+        if (freed == 0)
+            break;
     }
     return rc;
 }
@@ -1156,7 +1297,17 @@ static CUresult vs_restore_mapped(vs_region_t *r, vs_engine_device_t *d, CUstrea
     }
     vs_log(VS_LOG_DEBUG, "%s 0x%" PRIxPTR " (%" PRIu64 " bytes%s) for stream %p", prefetch ? "prefetching" : "restoring",
            r->base, r->size, r->host.count == 0 ? ", no data yet" : "", (void *)stream);
-    if (r->host.count == 0) {
+    if (r->where == VS_ON_DISK) {
+        rc = vs_restore_from_disk(r, d);
+        if (rc != CUDA_SUCCESS) {
+            vs_physical_unmap(r);
+            vs_cap_release(r->device, r->reserved);
+            return rc;
+        }
+        r->where = VS_RESIDENT;
+        (void)vs_registry_set_residency(r->base, VS_RESIDENT, true, NULL);
+        vs_engine.stats.bytes_to_device += r->size;
+    } else if (r->host.count == 0) {
         /* Placed on the host at allocation and never written: nothing to
          * copy (its contents are undefined, as cuMemAlloc's are). */
         r->where = VS_RESIDENT;
@@ -1264,7 +1415,7 @@ static void vs_prefetch(int device)
      * victims: it stays the baseline, without prefetch. */
     if (!d->ready || d->policy == NULL || vs_policy_kind(d->policy) == VS_POLICY_LRU || !vs_config_get()->prefetch)
         return;
-    uint64_t window = d->largest;
+    uint64_t window = d->largest + d->second;
     if (d->prefetched_bytes >= window)
         return; /* what was prefetched has not been used yet */
     vs_policy_stats_t ps;
@@ -1279,7 +1430,7 @@ static void vs_prefetch(int device)
         vs_region_t *r;
         uint64_t next_use = 0;
         HASH_FIND(hh_id, vs_engine.by_id, &ids[i], sizeof ids[i], r);
-        if (r == NULL || r->where == VS_RESIDENT || r->pinned || r->host.count == 0
+        if (r == NULL || r->where == VS_RESIDENT || r->pinned || (r->host.count == 0 && r->where != VS_ON_DISK)
             || vs_policy_predict(d->policy, r->id, &next_use) != 0 || next_use == VS_POLICY_NEVER)
             continue;
         if (vs_prefetch_room(d, device, r->reserved, next_use) != 0)
@@ -1309,8 +1460,12 @@ CUresult vs_offload_alloc(CUdeviceptr *dptr, uint64_t bytes, int device, vs_allo
     }
     r->size = bytes;
     r->reserved = (bytes + d->granularity - 1) / d->granularity * d->granularity;
-    if (r->reserved > d->largest)
+    if (r->reserved > d->largest) {
+        d->second = d->largest;
         d->largest = r->reserved;
+    } else if (r->reserved < d->largest && r->reserved > d->second) {
+        d->second = r->reserved;
+    }
     r->device = device;
     r->ctx = d->ctx;
     rc = VS_CALL(cuMemAddressReserve, (&va, r->reserved, 0, 0, 0));
@@ -1389,6 +1544,7 @@ bool vs_offload_free(CUdeviceptr dptr, CUresult *rc_out)
     }
     /* A restore that still reads the host copy was waited for above. */
     vs_host_pool_give(&r->host);
+    vs_spill_release(&r->disk);
     vs_prefetch_forget(r);
     if (d->policy != NULL)
         (void)vs_policy_free(d->policy, r->id);
@@ -1825,6 +1981,17 @@ void vs_offload_shutdown(void)
            s.evictions, s.restores, s.bytes_to_host, s.bytes_to_device, (double)s.restore_wait_ns / 1e6, s.over_limit,
            pool.pinned, pool.limit, s.placed_on_host, s.bytes_served_on_host, s.clean_drops, s.bytes_not_copied,
            s.prefetches, s.prefetch_bytes, s.prefetch_unused, s.host_copies_dropped);
+    if (vs_spill_enabled()) {
+        vs_spill_stats_t disk;
+        vs_spill_stats(&disk);
+        vs_log(VS_LOG_INFO,
+               "disk tier: spills %" PRIu64 " (%" PRIu64 " bytes), restores from disk %" PRIu64 " (%" PRIu64
+               " bytes), spill file %" PRIu64 " bytes (%" PRIu64 " in use), checksum failures %" PRIu64
+               ", I/O errors %" PRIu64 ", %s I/O",
+               s.spills, s.bytes_to_disk, s.disk_reads, s.bytes_from_disk, disk.file_bytes, disk.used_bytes,
+               disk.checksum_failures, disk.io_errors, disk.direct_io ? "direct" : "buffered");
+    }
+    /* The spill file has no name: it goes with the process. */
     /* The process is exiting: the pinned slabs go with it. Freeing them
      * here would race with threads still running. */
 }

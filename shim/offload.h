@@ -143,6 +143,8 @@ typedef struct vs_offload_stats_s {
     uint64_t prefetch_bytes;
     uint64_t prefetch_unused; /* prefetched allocations evicted before any use */
     uint64_t host_copies_dropped; /* kept host copies given back for room */
+    uint64_t spills, bytes_to_disk;     /* host copies moved to VRAMSHIM_SPILL_DIR */
+    uint64_t disk_reads, bytes_from_disk; /* allocations restored from it */
 } vs_offload_stats_t;
 
 void vs_offload_stats(vs_offload_stats_t *out);

@@ -9,9 +9,11 @@
  * (partial) 8-byte word and across a 2 MiB granule edge, through every way
  * a program writes device memory:
  *
- * - one-element memsets of each width, synchronous and asynchronous;
+ * - one-element memsets of each width, synchronous and asynchronous, and
+ *   1 x 1 2-D memsets;
  * - 1- to 4-byte copies: `cuMemcpyHtoD`(`Async`), `cuMemcpy`(`Async`),
- *   `cuMemcpyDtoD`(`Async`) from another big buffer or from a small one,
+ *   `cuMemcpyDtoD`(`Async`) and `cuMemcpyPeerAsync` from another big
+ *   buffer or from a small one,
  *   `cuMemcpy2D`(`Async`) of one row (host or device source), `cuMemcpy3D`;
  * - kernels: `sim_fill_u32` with n=1 at an interior pointer, `sim_copy` of
  *   1 to 4 bytes, `sim_add_u32_struct` with n=1 (its pointers inside a
@@ -41,8 +43,8 @@
  * Each thread owns every T-th buffer and uses S non-blocking streams and
  * the legacy default stream; operations on one buffer are ordered with an
  * event, whatever stream they use, so the mirror is exact. Buffer sizes
- * cycle through M MiB, M MiB + 1, M MiB - 3, M MiB - 1 MiB + 12 and M MiB +
- * 4102 (not all multiples of 2 MiB, of 8 or of 4).
+ * cycle through M MiB, M MiB + 1, M MiB - 3, M MiB - 1 MiB + 12, M MiB +
+ * 4102, 2 MiB + 7 and 2M MiB - 5.
  *
  * Entry point: `main`. Exit status: 0 when every byte matched; 1 at the
  * first mismatch (the round, the buffer, the offset, the expected and read
@@ -88,12 +90,15 @@
     X(MEMSET_D16_ASYNC, "cuMemsetD16Async 1 element", 2, 2, 2)                                  \
     X(MEMSET_D32, "cuMemsetD32 1 element", 4, 4, 4)                                             \
     X(MEMSET_D32_ASYNC, "cuMemsetD32Async 1 element", 4, 4, 4)                                  \
+    X(MEMSET_2D8, "cuMemsetD2D8 1 x 1", 1, 1, 1)                                                \
+    X(MEMSET_2D32_ASYNC, "cuMemsetD2D32Async 1 x 1", 4, 4, 4)                                   \
     X(HTOD, "cuMemcpyHtoD", 1, 4, 1)                                                            \
     X(HTOD_ASYNC, "cuMemcpyHtoDAsync", 1, 4, 1)                                                 \
     X(MEMCPY, "cuMemcpy host to device", 1, 4, 1)                                               \
     X(MEMCPY_ASYNC, "cuMemcpyAsync host to device", 1, 4, 1)                                    \
     X(DTOD, "cuMemcpyDtoD", 1, 4, 1)                                                            \
     X(DTOD_ASYNC, "cuMemcpyDtoDAsync", 1, 4, 1)                                                 \
+    X(PEER_ASYNC, "cuMemcpyPeerAsync within the context", 1, 4, 1)                              \
     X(COPY_2D, "cuMemcpy2D one row from the host", 1, 4, 1)                                     \
     X(COPY_2D_ASYNC, "cuMemcpy2DAsync one row from the host", 1, 4, 1)                          \
     X(COPY_2D_DTOD, "cuMemcpy2D one row device to device", 1, 4, 1)                             \
@@ -248,10 +253,15 @@ typedef struct clean_buffer_s {
 
 static clean_buffer_t *buffers;
 
+/* Sizes not multiples of 2 MiB, of 8 or of 4, and a small and a large one
+ * among them, so that one restore sometimes evicts several buffers at
+ * once. */
+#define CLEAN_SIZE_KINDS 7
+
 static size_t buffer_size(unsigned index)
 {
     size_t mib = (size_t)options.mib << 20;
-    switch (index % 5) {
+    switch (index % CLEAN_SIZE_KINDS) {
     case 0:
         return mib;
     case 1:
@@ -260,9 +270,21 @@ static size_t buffer_size(unsigned index)
         return mib - 3;
     case 3:
         return mib - ((size_t)1 << 20) + 12;
-    default:
+    case 4:
         return mib + 4096 + 6;
+    case 5:
+        return CLEAN_GRANULE + 7; /* the smallest evictable size is one granule */
+    default:
+        return 2 * mib - 5;
     }
+}
+
+static size_t largest_buffer_size(void)
+{
+    size_t largest = 0;
+    for (unsigned i = 0; i < CLEAN_SIZE_KINDS; i++)
+        largest = buffer_size(i) > largest ? buffer_size(i) : largest;
+    return largest;
 }
 
 static void order_after_last_use(clean_buffer_t *b, CUstream stream)
@@ -400,6 +422,15 @@ _Static_assert(sizeof(clean_add_args_t) == 40, "sim_add_u32_struct takes a 40-by
  * Workers
  * ------------------------------------------------------------------------ */
 
+/* What `write_one` did: where, through which path, the bytes before and
+ * after. */
+typedef struct clean_done_s {
+    clean_path_t path;
+    size_t offset;
+    unsigned len;
+    unsigned char original[4], written[4];
+} clean_done_t;
+
 typedef struct clean_pending_s {
     clean_buffer_t *buffer;
     uint64_t expected;
@@ -421,6 +452,9 @@ typedef struct clean_worker_s {
     unsigned staging_used, pinned_used;
     unsigned char *scratch; /* pageable, the largest buffer's size */
     unsigned path_cursor;
+    /* A change made before a read, undone after it. */
+    clean_buffer_t *undo_buffer;
+    clean_done_t undo;
     /* What was done, summed by `main` after the join. */
     unsigned long writes[PATH_COUNT][MODE_COUNT];
     unsigned long unchanged_writes, partial_word_writes, granule_edge_writes, from_other_buffer;
@@ -600,6 +634,7 @@ static void write_bytes(clean_worker_t *w, clean_buffer_t *b, clean_path_t path,
     case PATH_MEMSET_D8:
     case PATH_MEMSET_D16:
     case PATH_MEMSET_D32:
+    case PATH_MEMSET_2D8:
     case PATH_HTOD:
     case PATH_MEMCPY:
     case PATH_DTOD:
@@ -646,6 +681,12 @@ static void write_bytes(clean_worker_t *w, clean_buffer_t *b, clean_path_t path,
     case PATH_MEMSET_D32_ASYNC:
         CLEAN_CHECK(cuMemsetD32Async(dst, u32, 1, stream));
         break;
+    case PATH_MEMSET_2D8:
+        CLEAN_CHECK(cuMemsetD2D8_v2(dst, 64, value[0], 1, 1));
+        break;
+    case PATH_MEMSET_2D32_ASYNC:
+        CLEAN_CHECK(cuMemsetD2D32Async(dst, 64, u32, 1, 1, stream));
+        break;
     case PATH_HTOD:
         CLEAN_CHECK(cuMemcpyHtoD_v2(dst, value, len));
         break;
@@ -660,12 +701,15 @@ static void write_bytes(clean_worker_t *w, clean_buffer_t *b, clean_path_t path,
         break;
     case PATH_DTOD:
     case PATH_DTOD_ASYNC:
+    case PATH_PEER_ASYNC:
     case PATH_COPY_2D_DTOD: {
         CUdeviceptr src = source != NULL ? source->base + source_offset : staging_slot(w, value, len);
         if (path == PATH_DTOD) {
             CLEAN_CHECK(cuMemcpyDtoD_v2(dst, src, len));
         } else if (path == PATH_DTOD_ASYNC) {
             CLEAN_CHECK(cuMemcpyDtoDAsync_v2(dst, src, len, stream));
+        } else if (path == PATH_PEER_ASYNC) {
+            CLEAN_CHECK(cuMemcpyPeerAsync(dst, context, src, context, len, stream));
         } else {
             CUDA_MEMCPY2D copy = {
                 .srcMemoryType = CU_MEMORYTYPE_DEVICE, .srcDevice = src, .srcPitch = 64,
@@ -825,29 +869,29 @@ static clean_buffer_t *pick_other(clean_worker_t *w, const clean_buffer_t *not_t
 
 static bool path_reads_source(clean_path_t path)
 {
-    return path == PATH_DTOD || path == PATH_DTOD_ASYNC || path == PATH_COPY_2D_DTOD || path == PATH_KERNEL_STRUCT;
+    return path == PATH_DTOD || path == PATH_DTOD_ASYNC || path == PATH_PEER_ASYNC || path == PATH_COPY_2D_DTOD
+           || path == PATH_KERNEL_STRUCT;
 }
 
-/* One write of `mode` through the next path at the next position: new
- * bytes (MODE_CHANGE, sometimes taken from another big buffer) or those
- * already there (MODE_SAME). Returns where it went, for an undo or a twin. */
-static void write_one(clean_worker_t *w, clean_buffer_t *b, clean_mode_t mode, bool after_read, clean_path_t *path_out,
-                      size_t *offset_out, unsigned *len_out, unsigned char original[4], unsigned char written[4])
+/* One write of `mode` through the next path (or `forced`, when not
+ * PATH_COUNT) at the next position: new bytes (MODE_CHANGE, sometimes taken
+ * from another big buffer) or those already there (MODE_SAME). */
+static clean_done_t write_one(clean_worker_t *w, clean_buffer_t *b, clean_mode_t mode, bool after_read,
+                              clean_path_t forced)
 {
     /* Each pass over the paths starts one position further, so that every
      * path meets every position. */
     unsigned cursor = w->path_cursor++;
-    clean_path_t path = (clean_path_t)(cursor % PATH_COUNT);
+    clean_path_t path = forced != PATH_COUNT ? forced : (clean_path_t)(cursor % PATH_COUNT);
     clean_position_t position = (clean_position_t)((cursor + cursor / PATH_COUNT) % POS_COUNT);
     const clean_path_info_t *info = &path_info[path];
     unsigned len = info->fewest + (unsigned)rng_below(&w->rng, info->most - info->fewest + 1);
-    size_t offset = place(&w->rng, b->bytes, position, len, info->align);
-    unsigned char value[4];
+    clean_done_t done = {.path = path, .offset = place(&w->rng, b->bytes, position, len, info->align), .len = len};
     clean_buffer_t *source = NULL;
     size_t source_offset = 0;
 
-    memcpy(original, b->mirror + offset, len);
-    memcpy(value, original, len);
+    memcpy(done.original, b->mirror + done.offset, len);
+    memcpy(done.written, done.original, len);
     if (mode == MODE_CHANGE) {
         clean_buffer_t *other = path_reads_source(path) ? pick_other(w, b) : NULL;
         if (other != NULL && rng_below(&w->rng, 2) == 0) {
@@ -855,34 +899,44 @@ static void write_one(clean_worker_t *w, clean_buffer_t *b, clean_mode_t mode, b
             source_offset = place(&w->rng, other->bytes, POS_ANYWHERE, len, info->align);
             if (path == PATH_KERNEL_STRUCT) {
                 uint32_t word, addend;
-                memcpy(&word, b->mirror + offset, 4);
+                memcpy(&word, done.original, 4);
                 memcpy(&addend, other->mirror + source_offset, 4);
                 word += addend;
-                memcpy(value, &word, 4);
+                memcpy(done.written, &word, 4);
             } else {
-                memcpy(value, other->mirror + source_offset, len);
+                memcpy(done.written, other->mirror + source_offset, len);
             }
         } else {
-            rng_bytes(&w->rng, value, len);
-            if (memcmp(value, original, len) == 0)
-                value[0] ^= 0xA5;
+            rng_bytes(&w->rng, done.written, len);
+            if (memcmp(done.written, done.original, len) == 0)
+                done.written[0] ^= 0xA5;
         }
     }
     w->positions[position]++;
-    write_bytes(w, b, path, offset, len, value, source, source_offset, mode, after_read);
-    *path_out = path;
-    *offset_out = offset;
-    *len_out = len;
-    memcpy(written, value, len);
+    write_bytes(w, b, path, done.offset, len, done.written, source, source_offset, mode, after_read);
+    return done;
 }
 
-/* What happens to one buffer around its read in a round. */
+/* Paths that write any 1 to 4 bytes at any offset: those an undo may take
+ * besides the change's own. */
+static const clean_path_t undo_paths[] = {
+    PATH_HTOD, PATH_HTOD_ASYNC, PATH_MEMCPY_ASYNC, PATH_DTOD, PATH_DTOD_ASYNC, PATH_COPY_2D,
+    PATH_COPY_2D_ASYNC, PATH_COPY_3D, PATH_KERNEL_BYTES, PATH_GRAPH_BUILT,
+};
+
+/* Writes back the bytes a change replaced, through its path or another. */
+static void write_undo(clean_worker_t *w, clean_buffer_t *b, const clean_done_t *change, bool after_read)
+{
+    clean_path_t path = change->path;
+    if (rng_below(&w->rng, 2) == 0)
+        path = undo_paths[rng_below(&w->rng, sizeof undo_paths / sizeof undo_paths[0])];
+    write_bytes(w, b, path, change->offset, change->len, change->original, NULL, 0, MODE_UNDO, after_read);
+}
+
+/* What happens to one buffer before or after its read in a round. */
 static void write_plan(clean_worker_t *w, clean_buffer_t *b, bool after_read)
 {
-    clean_path_t path;
-    size_t offset;
-    unsigned len;
-    unsigned char original[4], written[4];
+    clean_done_t done;
 
     switch (rng_below(&w->rng, 10)) {
     case 0:
@@ -892,33 +946,42 @@ static void write_plan(clean_worker_t *w, clean_buffer_t *b, bool after_read)
         return; /* only read: its eviction may be clean */
     case 4:
     case 5:
-        write_one(w, b, MODE_CHANGE, after_read, &path, &offset, &len, original, written);
+        write_one(w, b, MODE_CHANGE, after_read, PATH_COUNT);
         return;
     case 6:
-        write_one(w, b, MODE_SAME, after_read, &path, &offset, &len, original, written);
+        write_one(w, b, MODE_SAME, after_read, PATH_COUNT);
         return;
     case 7:
-        /* A change, then the original bytes back: net unchanged. The undo
-         * goes through the same path or through the host-to-device copy. */
-        write_one(w, b, MODE_CHANGE, after_read, &path, &offset, &len, original, written);
-        write_bytes(w, b, rng_below(&w->rng, 2) == 0 ? path : PATH_HTOD, offset, len, original, NULL, 0, MODE_UNDO,
-                    after_read);
+        /* A change, then the original bytes back: net unchanged. Before the
+         * read, the undo waits for it: the change (often a synchronous copy,
+         * which lands in the host copy of a buffer evicted since its last
+         * read) then goes to the device with the restore, and the undo
+         * brings the device bytes back to what they were when the host copy
+         * was last hashed. */
+        if (after_read) {
+            done = write_one(w, b, MODE_CHANGE, after_read, PATH_COUNT);
+            write_undo(w, b, &done, after_read);
+        } else {
+            w->undo_buffer = b;
+            w->undo = write_one(w, b, MODE_CHANGE, after_read, rng_below(&w->rng, 2) == 0 ? PATH_HTOD : PATH_COUNT);
+        }
         return;
     case 8: {
         /* The same bytes at the same offset of another buffer. */
         clean_buffer_t *other = pick_other(w, b);
-        write_one(w, b, MODE_CHANGE, after_read, &path, &offset, &len, original, written);
+        done = write_one(w, b, MODE_CHANGE, after_read, PATH_COUNT);
         if (other != NULL) {
-            size_t at = offset + len <= other->bytes ? offset : place(&w->rng, other->bytes, POS_LAST_BYTE, len,
-                                                                      path_info[path].align);
-            write_bytes(w, other, path, at, len, written, NULL, 0, MODE_TWIN, after_read);
+            size_t at = done.offset + done.len <= other->bytes
+                            ? done.offset
+                            : place(&w->rng, other->bytes, POS_LAST_BYTE, done.len, path_info[done.path].align);
+            write_bytes(w, other, done.path, at, done.len, done.written, NULL, 0, MODE_TWIN, after_read);
         }
         return;
     }
     default:
         /* Two changes through two paths. */
-        write_one(w, b, MODE_CHANGE, after_read, &path, &offset, &len, original, written);
-        write_one(w, b, MODE_CHANGE, after_read, &path, &offset, &len, original, written);
+        write_one(w, b, MODE_CHANGE, after_read, PATH_COUNT);
+        write_one(w, b, MODE_CHANGE, after_read, PATH_COUNT);
         return;
     }
 }
@@ -963,6 +1026,10 @@ static void *worker_main(void *arg)
             if (!after_read)
                 write_plan(w, order[i], false);
             read_checksum(w, order[i]);
+            if (w->undo_buffer != NULL) {
+                write_undo(w, w->undo_buffer, &w->undo, true);
+                w->undo_buffer = NULL;
+            }
             if (after_read)
                 write_plan(w, order[i], true);
         }
@@ -1028,7 +1095,7 @@ static void worker_setup(clean_worker_t *w, unsigned id)
     for (unsigned s = 0; s < options.streams; s++)
         CLEAN_CHECK(cuStreamCreate(&w->streams[s], CU_STREAM_NON_BLOCKING));
     w->owned = calloc(options.buffers, sizeof *w->owned);
-    w->scratch = malloc(buffer_size(4)); /* the largest size */
+    w->scratch = malloc(largest_buffer_size());
     if (w->owned == NULL || w->scratch == NULL) {
         fprintf(stderr, "preload_offload_clean: out of host memory\n");
         exit(1);
@@ -1133,7 +1200,7 @@ int main(int argc, char **argv)
     /* Once more from one thread, in the reverse order: every buffer evicted
      * and restored by other buffers' reads since its last write. */
     CLEAN_CHECK(cuCtxSynchronize());
-    unsigned char *scratch = malloc(buffer_size(4));
+    unsigned char *scratch = malloc(largest_buffer_size());
     if (scratch == NULL) {
         fprintf(stderr, "preload_offload_clean: out of host memory\n");
         return 1;

@@ -1,0 +1,356 @@
+/* preload_offload_spill.c: the disk tier (VRAMSHIM_SPILL_DIR) from a
+ * program's side, with and without injected I/O faults (VRAMSHIM_IO_FAULT).
+ *
+ *   VRAM_LIMIT=16M VRAMSHIM_HOST_LIMIT=16M VRAMSHIM_SPILL_DIR=DIR \
+ *   VRAMSHIM_IO_FAULT=read:EIO:times=1 preload_offload_spill \
+ *       [--buffers N] [--mib M] [--rounds R] [--watchdog S] [--expect-error CODE]...
+ *
+ * N buffers of M MiB (many times what the device limit and the host pool
+ * hold together, so most of them live in the spill file) are filled with
+ * known patterns; then each round, buffer by buffer, the program fills one
+ * with a kernel, writes one from the host, copies one into another and
+ * reads one back whole, comparing every byte. The shim must restore buffers
+ * from disk for all of these and spill others to make room. An operation may
+ * fail, but only with CUDA_ERROR_OUT_OF_MEMORY (a spill that could not be
+ * written), CUDA_ERROR_OPERATING_SYSTEM (a read that failed) or
+ * CUDA_ERROR_ECC_UNCORRECTABLE (a block that failed its checksum); anything
+ * else, a crash or a hang (the watchdog, SIGALRM) fails the test. For each
+ * buffer the program keeps the patterns it may hold (the last one written
+ * by an operation that succeeded, plus those that operations that returned
+ * an error tried to write); a read that succeeds must return one of them
+ * exactly: corrupt data must never come back silently. A failed read is
+ * retried at once and must then succeed (the faults the tests inject are
+ * bounded), and at the end every buffer must read back one of its patterns.
+ * `--expect-error CODE` (repeatable) fails the test unless some operation
+ * returned CODE: the fault must have reached the program.
+ *
+ * Exit status: 0 when every check holds, 1 otherwise (each failure printed),
+ * 2 on a usage error, 3 when the watchdog fired.
+ */
+#include <signal.h>
+#include <unistd.h>
+
+#include "preload_util.h"
+
+#define MiB (1ull << 20)
+#define MAX_BUFFERS 64
+#define MAX_CANDIDATES 8
+#define MAX_CODES 8
+#define READ_ATTEMPTS 16
+
+/* What a buffer may hold: one of `seeds` (a sim_fill_u32 pattern). Every
+ * buffer is written before the rounds start, or dropped from the test. */
+typedef struct tracked_s {
+    CUdeviceptr ptr;
+    bool defined;
+    unsigned count;
+    uint32_t seeds[MAX_CANDIDATES];
+} tracked_t;
+
+/* The CUDA errors an operation may return here; anything else fails. */
+static const CUresult allowed_errors[] = {CUDA_ERROR_OUT_OF_MEMORY, CUDA_ERROR_OPERATING_SYSTEM,
+                                          CUDA_ERROR_ECC_UNCORRECTABLE};
+
+static tracked_t buffers[MAX_BUFFERS];
+static unsigned buffer_count;
+static uint64_t buffer_bytes, buffer_words;
+static unsigned long failures, op_errors, op_successes, bytes_compared_mib;
+static struct {
+    CUresult code;
+    unsigned long seen;
+} codes[MAX_CODES];
+static CUfunction fn_fill;
+static CUstream streams[2]; /* one of the program's and the legacy stream */
+static uint32_t *host_pattern, *readback;
+static volatile const char *current_op = "setup";
+
+#define EXPECT(cond, ...)                                                                           \
+    do {                                                                                            \
+        if (!(cond)) {                                                                              \
+            failures++;                                                                             \
+            fprintf(stderr, "preload_offload_spill: FAIL at line %d (%s): ", __LINE__, current_op); \
+            fprintf(stderr, __VA_ARGS__);                                                           \
+            fputc('\n', stderr);                                                                    \
+        }                                                                                           \
+    } while (0)
+
+static void watchdog(int sig)
+{
+    (void)sig;
+    static const char head[] = "preload_offload_spill: HANG: the watchdog fired during ";
+    (void)!write(2, head, sizeof head - 1);
+    const char *op = (const char *)current_op;
+    (void)!write(2, op, strlen(op));
+    (void)!write(2, "\n", 1);
+    _exit(3);
+}
+
+static uint32_t pattern_word(uint32_t seed, uint64_t i)
+{
+    return seed ^ (uint32_t)(i * 2654435761u);
+}
+
+static void pattern_fill(uint32_t *dst, uint32_t seed)
+{
+    for (uint64_t i = 0; i < buffer_words; i++)
+        dst[i] = pattern_word(seed, i);
+}
+
+/* Records an operation's result: successes, and each error by code (an
+ * error outside allowed_errors is a failure). */
+static void note_result(const char *what, unsigned index, CUresult rc)
+{
+    if (rc == CUDA_SUCCESS) {
+        op_successes++;
+        return;
+    }
+    op_errors++;
+    const char *name = NULL;
+    (void)cuGetErrorName(rc, &name);
+    fprintf(stderr, "preload_offload_spill: %s on buffer %u returned %s (%d)\n", what, index,
+            name != NULL ? name : "an unknown error", (int)rc);
+    bool allowed = false;
+    for (size_t k = 0; k < sizeof allowed_errors / sizeof allowed_errors[0]; k++)
+        allowed = allowed || rc == allowed_errors[k];
+    EXPECT(allowed, "%s on buffer %u returned %d, not an error the disk tier may cause", what, index, (int)rc);
+    for (unsigned k = 0; k < MAX_CODES; k++) {
+        if (codes[k].seen == 0 || codes[k].code == rc) {
+            codes[k].code = rc;
+            codes[k].seen++;
+            break;
+        }
+    }
+}
+
+static bool error_seen(CUresult rc)
+{
+    for (unsigned k = 0; k < MAX_CODES; k++)
+        if (codes[k].seen != 0 && codes[k].code == rc)
+            return true;
+    return false;
+}
+
+/* The buffer now holds `seed` (rc success) or maybe `seed` (an error). */
+static void tracked_write(tracked_t *t, uint32_t seed, CUresult rc)
+{
+    if (rc == CUDA_SUCCESS) {
+        t->defined = true;
+        t->count = 1;
+        t->seeds[0] = seed;
+    } else if (t->defined && t->count < MAX_CANDIDATES) {
+        t->seeds[t->count++] = seed;
+    }
+}
+
+/* `dst` now holds what `src` held (rc success) or maybe that. */
+static void tracked_copy(tracked_t *dst, const tracked_t *src, CUresult rc)
+{
+    if (!src->defined) {
+        if (rc == CUDA_SUCCESS)
+            dst->defined = false;
+        return;
+    }
+    if (rc == CUDA_SUCCESS) {
+        *dst = (tracked_t){.ptr = dst->ptr, .defined = true, .count = src->count};
+        memcpy(dst->seeds, src->seeds, sizeof src->seeds);
+        return;
+    }
+    for (unsigned k = 0; k < src->count && dst->defined && dst->count < MAX_CANDIDATES; k++)
+        dst->seeds[dst->count++] = src->seeds[k];
+}
+
+static CUresult launch_fill(unsigned index, uint32_t seed, CUstream stream)
+{
+    CUdeviceptr dst = buffers[index].ptr;
+    uint64_t n = buffer_words;
+    void *args[] = {&dst, &n, &seed};
+    return cuLaunchKernel(fn_fill, 1, 1, 1, 1, 1, 1, 0, stream, args, NULL);
+}
+
+/* Retries a synchronous call while it fails (the injected faults are
+ * bounded), noting each error. */
+#define RETRY(rc, what, index, call)                                                               \
+    do {                                                                                           \
+        for (int attempt_ = 0; attempt_ < READ_ATTEMPTS; attempt_++) {                             \
+            (rc) = (call);                                                                         \
+            if ((rc) == CUDA_SUCCESS)                                                              \
+                break;                                                                             \
+            note_result((what), (index), (rc));                                                    \
+        }                                                                                          \
+    } while (0)
+
+/* Reads buffer `i` back whole (retrying) and compares it with its
+ * candidates; on a match the buffer is known to hold that pattern. */
+static void read_and_compare(unsigned i, const char *what)
+{
+    current_op = what;
+    CUresult rc;
+    RETRY(rc, what, i, cuMemcpyDtoH_v2(readback, buffers[i].ptr, buffer_bytes));
+    EXPECT(rc == CUDA_SUCCESS, "buffer %u cannot be read back after %d attempts: %d", i, READ_ATTEMPTS, (int)rc);
+    if (rc != CUDA_SUCCESS)
+        return;
+    op_successes++;
+    if (!buffers[i].defined)
+        return;
+    bytes_compared_mib += buffer_bytes / MiB;
+    uint64_t first_bad = 0;
+    for (unsigned k = 0; k < buffers[i].count; k++) {
+        uint64_t w = 0;
+        while (w < buffer_words && readback[w] == pattern_word(buffers[i].seeds[k], w))
+            w++;
+        if (w == buffer_words) {
+            buffers[i].seeds[0] = buffers[i].seeds[k];
+            buffers[i].count = 1;
+            return;
+        }
+        if (k == 0)
+            first_bad = w;
+    }
+    EXPECT(false,
+           "buffer %u: contents match none of its %u possible patterns (against seed %#x: word %" PRIu64
+           " is %#x, expected %#x)",
+           i, buffers[i].count, buffers[i].seeds[0], first_bad, readback[first_bad],
+           pattern_word(buffers[i].seeds[0], first_bad));
+}
+
+static void run_round(unsigned round)
+{
+    for (unsigned i = 0; i < buffer_count; i++) {
+        CUstream stream = streams[(i + round) % 2];
+        uint32_t seed = 0x10000u * (round + 1) + i;
+        CUresult rc;
+        switch ((i + round) % 4) {
+        case 0:
+            current_op = "fill kernel";
+            rc = launch_fill(i, seed, stream);
+            note_result("fill kernel", i, rc);
+            tracked_write(&buffers[i], seed, rc);
+            break;
+        case 1:
+            current_op = "cuMemcpyHtoD_v2";
+            pattern_fill(host_pattern, seed);
+            rc = cuMemcpyHtoD_v2(buffers[i].ptr, host_pattern, buffer_bytes);
+            note_result("cuMemcpyHtoD_v2", i, rc);
+            tracked_write(&buffers[i], seed, rc);
+            break;
+        case 2: {
+            unsigned from = (i + buffer_count / 2) % buffer_count;
+            current_op = "cuMemcpyDtoDAsync_v2";
+            rc = cuMemcpyDtoDAsync_v2(buffers[i].ptr, buffers[from].ptr, buffer_bytes, stream);
+            note_result("cuMemcpyDtoDAsync_v2", i, rc);
+            tracked_copy(&buffers[i], &buffers[from], rc);
+            break;
+        }
+        default:
+            read_and_compare(i, "cuMemcpyDtoH_v2 of a buffer");
+            break;
+        }
+        /* The next operation, on the other stream, may touch this buffer. */
+        current_op = "cuStreamSynchronize after an operation";
+        CUresult sync;
+        RETRY(sync, "cuStreamSynchronize", i, cuStreamSynchronize(stream));
+        EXPECT(sync == CUDA_SUCCESS, "cuStreamSynchronize: %d", (int)sync);
+    }
+}
+
+static unsigned parse_count(const char *option, const char *value, unsigned max)
+{
+    char *end = NULL;
+    unsigned long n = value != NULL ? strtoul(value, &end, 10) : 0;
+    if (value == NULL || *end != '\0' || n == 0 || n > max) {
+        fprintf(stderr, "preload_offload_spill: %s needs a number from 1 to %u\n", option, max);
+        exit(2);
+    }
+    return (unsigned)n;
+}
+
+int main(int argc, char **argv)
+{
+    unsigned count = 8, mib = 8, rounds = 4, watchdog_seconds = 120;
+    CUresult expected[MAX_CODES];
+    unsigned expected_count = 0;
+    for (int i = 1; i < argc; i += 2) {
+        const char *value = i + 1 < argc ? argv[i + 1] : NULL;
+        if (strcmp(argv[i], "--buffers") == 0)
+            count = parse_count(argv[i], value, MAX_BUFFERS);
+        else if (strcmp(argv[i], "--mib") == 0)
+            mib = parse_count(argv[i], value, 1024);
+        else if (strcmp(argv[i], "--rounds") == 0)
+            rounds = parse_count(argv[i], value, 1000);
+        else if (strcmp(argv[i], "--watchdog") == 0)
+            watchdog_seconds = parse_count(argv[i], value, 3600);
+        else if (strcmp(argv[i], "--expect-error") == 0 && expected_count < MAX_CODES)
+            expected[expected_count++] = (CUresult)parse_count(argv[i], value, 100000);
+        else {
+            fprintf(stderr,
+                    "usage: %s [--buffers N] [--mib M] [--rounds R] [--watchdog S] [--expect-error CODE]...\n",
+                    argv[0]);
+            return 2;
+        }
+    }
+    signal(SIGALRM, watchdog);
+    alarm(watchdog_seconds);
+    setvbuf(stderr, NULL, _IOLBF, 0);
+    buffer_bytes = (uint64_t)mib * MiB;
+    buffer_words = buffer_bytes / 4;
+    host_pattern = malloc(buffer_bytes);
+    readback = malloc(buffer_bytes);
+    if (host_pattern == NULL || readback == NULL) {
+        fprintf(stderr, "preload_offload_spill: out of host memory\n");
+        return 1;
+    }
+
+    CUdevice device;
+    CUcontext context;
+    CUmodule module;
+    PRELOAD_CHECK(cuInit(0));
+    PRELOAD_CHECK(cuDeviceGet(&device, 0));
+    PRELOAD_CHECK(cuDevicePrimaryCtxRetain(&context, device));
+    PRELOAD_CHECK(cuCtxSetCurrent(context));
+    PRELOAD_CHECK(cuModuleLoadData(&module, "preload_offload_spill kernels"));
+    PRELOAD_CHECK(cuModuleGetFunction(&fn_fill, module, "sim_fill_u32"));
+    PRELOAD_CHECK(cuStreamCreate(&streams[0], CU_STREAM_NON_BLOCKING));
+    streams[1] = NULL;
+
+    /* The working set, every buffer written from the host: the faults may
+     * already hit here (spills start once the device and the pool are
+     * full), and a buffer whose first write failed is written again. */
+    for (unsigned i = 0; i < count; i++) {
+        CUdeviceptr ptr = 0;
+        current_op = "cuMemAlloc_v2";
+        CUresult rc;
+        RETRY(rc, "cuMemAlloc_v2", i, cuMemAlloc_v2(&ptr, buffer_bytes));
+        EXPECT(rc == CUDA_SUCCESS, "cuMemAlloc_v2 of buffer %u: %d", i, (int)rc);
+        if (rc != CUDA_SUCCESS)
+            break;
+        buffers[buffer_count++] = (tracked_t){.ptr = ptr};
+        current_op = "initial cuMemcpyHtoD_v2";
+        pattern_fill(host_pattern, 0x100u + i);
+        RETRY(rc, "initial cuMemcpyHtoD_v2", i, cuMemcpyHtoD_v2(ptr, host_pattern, buffer_bytes));
+        EXPECT(rc == CUDA_SUCCESS, "the first write of buffer %u: %d", i, (int)rc);
+        tracked_write(&buffers[i], 0x100u + i, rc);
+    }
+    for (unsigned round = 0; round < rounds && failures == 0; round++)
+        run_round(round);
+
+    current_op = "cuCtxSynchronize before verifying";
+    CUresult rc;
+    RETRY(rc, "cuCtxSynchronize", 0, cuCtxSynchronize());
+    EXPECT(rc == CUDA_SUCCESS, "cuCtxSynchronize: %d", (int)rc);
+    for (unsigned i = 0; i < buffer_count; i++)
+        read_and_compare(i, "cuMemcpyDtoH_v2 of a buffer (verify)");
+    for (unsigned k = 0; k < expected_count; k++)
+        EXPECT(error_seen(expected[k]), "no operation returned error %d, which the injected fault should cause",
+               (int)expected[k]);
+    for (unsigned i = 0; i < buffer_count; i++) {
+        current_op = "cuMemFree_v2";
+        EXPECT(cuMemFree_v2(buffers[i].ptr) == CUDA_SUCCESS, "cuMemFree_v2 of buffer %u", i);
+    }
+
+    fprintf(stderr,
+            "preload_offload_spill: %u buffers of %u MiB, %lu operations succeeded, %lu returned errors, "
+            "%lu MiB compared, %lu failures\n",
+            buffer_count, mib, op_successes, op_errors, bytes_compared_mib, failures);
+    alarm(0);
+    return failures == 0 ? 0 : 1;
+}
