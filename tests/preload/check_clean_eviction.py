@@ -43,7 +43,9 @@ def main():
     command = sys.argv[2:]
     run = subprocess.run(command, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
     sys.stdout.write(run.stdout)
-    sys.stdout.write(run.stderr)
+    sys.stdout.flush()
+    sys.stderr.write(run.stderr)  # where a wrapper around this one looks for the shim's lines
+    sys.stderr.flush()
 
     failures = []
     if run.returncode != 0:

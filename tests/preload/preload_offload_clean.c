@@ -24,7 +24,11 @@
  * Besides writes that change a byte, some write exactly what is there (an
  * eviction after them may be clean), some change a word and then write the
  * original back (net unchanged), and some write the same bytes at the same
- * offset of two buffers.
+ * offset of two buffers. A change made before a buffer's read is undone
+ * after it: the change, often a synchronous copy that lands in the host
+ * copy of the evicted buffer, reaches the device with the restore, and the
+ * undo makes the device bytes hash as the host copy did before the change,
+ * which only a host copy's hash forgotten at that copy tells apart.
  *
  * Each round visits every buffer in a new order: a checksum kernel reads it
  * (so it is restored, and its host copy kept), and about half of the

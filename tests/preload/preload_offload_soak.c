@@ -25,11 +25,12 @@
  * its last-use event: any difference is the shim's.
  *
  *   preload_offload_soak [--threads T] [--streams S] [--evictable N] [--small N]
- *                        [--rounds R] [--seed X] [--deadline SECONDS] [--spill-dir DIR]
+ *                        [--rounds R] [--seed X] [--deadline SECONDS] [--check-spill-dir]
  *
- * `--spill-dir DIR` (with VRAMSHIM_SPILL_DIR=DIR in the environment, for the
- * disk tier) checks that DIR exists and that no file ever shows in it:
- * spill files are created unlinked. `--deadline` makes a hang print what
+ * `--check-spill-dir` (for the disk tier) checks that the directory
+ * VRAMSHIM_SPILL_DIR names exists and that no file ever shows in it, during
+ * the run and after every buffer was freed: spill files are created
+ * unlinked. `--deadline` makes a hang print what
  * every thread was doing and fail, before the test runner kills it.
  *
  * Entry point: `main`. Exit status: 0 when everything matched, 1 on any
@@ -90,7 +91,7 @@ typedef struct soak_options_s {
     unsigned rounds;
     uint64_t seed;
     unsigned deadline_s;
-    const char *spill_dir;
+    const char *spill_dir; /* VRAMSHIM_SPILL_DIR, with --check-spill-dir */
 } soak_options_t;
 
 static soak_options_t options = {
@@ -1309,7 +1310,7 @@ static void usage(const char *argv0)
 {
     fprintf(stderr,
             "usage: %s [--threads T] [--streams S] [--evictable N] [--small N] [--rounds R] [--seed X]\n"
-            "          [--deadline SECONDS] [--spill-dir DIR]\n",
+            "          [--deadline SECONDS] [--check-spill-dir]\n",
             argv0);
     exit(2);
 }
@@ -1330,8 +1331,17 @@ static unsigned long long parse_number(const char *argv0, const char *name, cons
 
 static void parse_options(int argc, char **argv)
 {
-    for (int i = 1; i < argc; i += 2) {
-        const char *name = argv[i], *value = i + 1 < argc ? argv[i + 1] : NULL;
+    for (int i = 1; i < argc; i++) {
+        const char *name = argv[i];
+        if (strcmp(name, "--check-spill-dir") == 0) {
+            options.spill_dir = getenv("VRAMSHIM_SPILL_DIR");
+            if (options.spill_dir == NULL) {
+                fprintf(stderr, "%s: --check-spill-dir needs VRAMSHIM_SPILL_DIR in the environment\n", argv[0]);
+                exit(2);
+            }
+            continue;
+        }
+        const char *value = i + 1 < argc ? argv[++i] : NULL;
         if (strcmp(name, "--threads") == 0)
             options.threads = (unsigned)parse_number(argv[0], name, value, 1, SOAK_MAX_THREADS);
         else if (strcmp(name, "--streams") == 0)
@@ -1346,8 +1356,6 @@ static void parse_options(int argc, char **argv)
             options.seed = parse_number(argv[0], name, value, 0, UINT64_MAX);
         else if (strcmp(name, "--deadline") == 0)
             options.deadline_s = (unsigned)parse_number(argv[0], name, value, 0, 86400);
-        else if (strcmp(name, "--spill-dir") == 0 && value != NULL)
-            options.spill_dir = value;
         else
             usage(argv[0]);
     }
@@ -1355,19 +1363,10 @@ static void parse_options(int argc, char **argv)
         fprintf(stderr, "%s: needs at least two buffers per thread\n", argv[0]);
         usage(argv[0]);
     }
-    if (options.spill_dir != NULL) {
-        /* The directory the shim spills to must be the one checked. */
-        const char *configured = getenv("VRAMSHIM_SPILL_DIR");
-        struct stat st;
-        if (configured == NULL || strcmp(configured, options.spill_dir) != 0) {
-            fprintf(stderr, "%s: --spill-dir %s needs VRAMSHIM_SPILL_DIR=%s in the environment (it is %s)\n", argv[0],
-                    options.spill_dir, options.spill_dir, configured != NULL ? configured : "unset");
-            exit(2);
-        }
-        if (stat(options.spill_dir, &st) != 0 || !S_ISDIR(st.st_mode)) {
-            fprintf(stderr, "%s: --spill-dir %s is not a directory\n", argv[0], options.spill_dir);
-            exit(2);
-        }
+    struct stat st;
+    if (options.spill_dir != NULL && (stat(options.spill_dir, &st) != 0 || !S_ISDIR(st.st_mode))) {
+        fprintf(stderr, "%s: VRAMSHIM_SPILL_DIR=%s is not a directory\n", argv[0], options.spill_dir);
+        exit(2);
     }
 }
 
