@@ -447,6 +447,20 @@ static vs_device_hasher_t *vs_evict_hasher(vs_engine_device_t *d, int device)
 
 /* ---- Restores in flight -------------------------------------------------- */
 
+/* Ends restore hash `slot` (-1: none): when the copy it followed succeeded
+ * and `r` still holds its host copy, the hash of what arrived becomes that
+ * copy's; the slot is free again either way. */
+static void vs_restore_hash_end(vs_engine_device_t *dev, vs_region_t *r, int slot, uint64_t bytes, bool copied)
+{
+    if (slot < 0)
+        return;
+    if (r != NULL && copied && r->host.count > 0) {
+        r->host_hash = vs_device_hash_result(dev->restore_hasher, (unsigned)slot, bytes);
+        r->host_hash_known = true;
+    }
+    dev->restore_slots_busy &= ~(1ull << slot);
+}
+
 /* Ends the restores whose copy has finished (they become resident, and the
  * hash of what arrived becomes their host copy's); with `wait`, waits for
  * all of them. */
@@ -464,16 +478,12 @@ static void vs_deferred_reap(bool wait)
             vs_engine.deferred_tail = NULL;
         vs_region_t *r = vs_region_at(d->base);
         vs_engine_device_t *dev = &vs_engine.devices[d->device];
-        if (r != NULL && r->arriving == d->done) {
+        bool current = r != NULL && r->arriving == d->done;
+        if (current) {
             r->arriving = NULL;
             (void)vs_registry_set_residency(r->base, VS_RESIDENT, false, NULL);
-            if (d->hash_slot >= 0 && rc == CUDA_SUCCESS && r->host.count > 0) {
-                r->host_hash = vs_device_hash_result(dev->restore_hasher, (unsigned)d->hash_slot, d->bytes);
-                r->host_hash_known = true;
-            }
         }
-        if (d->hash_slot >= 0)
-            dev->restore_slots_busy &= ~(1ull << d->hash_slot);
+        vs_restore_hash_end(dev, current ? r : NULL, d->hash_slot, d->bytes, rc == CUDA_SUCCESS);
         vs_event_put(d->done);
         free(d);
     }
@@ -487,14 +497,7 @@ static bool vs_deferred_push(CUevent done, vs_region_t *r, int hash_slot)
     if (d == NULL) {
         /* No room to defer: wait for the copy now. */
         CUresult rc = VS_CALL(cuEventSynchronize, (done));
-        vs_engine_device_t *dev = &vs_engine.devices[r->device];
-        if (hash_slot >= 0) {
-            if (rc == CUDA_SUCCESS) {
-                r->host_hash = vs_device_hash_result(dev->restore_hasher, (unsigned)hash_slot, r->size);
-                r->host_hash_known = true;
-            }
-            dev->restore_slots_busy &= ~(1ull << hash_slot);
-        }
+        vs_restore_hash_end(&vs_engine.devices[r->device], r, hash_slot, r->size, rc == CUDA_SUCCESS);
         vs_event_put(done);
         return false;
     }
@@ -1257,7 +1260,7 @@ static CUresult vs_restore_copy(vs_region_t *r, vs_engine_device_t *d, CUstream 
         && vs_device_hash_enqueue(d->restore_hasher, (unsigned)hash_slot, (CUdeviceptr)r->base, r->size,
                                   d->to_device)
                != CUDA_SUCCESS) {
-        d->restore_slots_busy &= ~(1ull << hash_slot);
+        vs_restore_hash_end(d, NULL, hash_slot, 0, false);
         hash_slot = -1;
     }
     if (rc == CUDA_SUCCESS)
@@ -1268,8 +1271,7 @@ static CUresult vs_restore_copy(vs_region_t *r, vs_engine_device_t *d, CUstream 
         vs_log(VS_LOG_WARN, "cannot copy the allocation at 0x%" PRIxPTR " back to the device (error %d)", r->base,
                (int)rc);
         (void)VS_CALL(cuStreamSynchronize, (d->to_device));
-        if (hash_slot >= 0)
-            d->restore_slots_busy &= ~(1ull << hash_slot);
+        vs_restore_hash_end(d, NULL, hash_slot, 0, false);
         vs_event_put(done);
         return rc;
     }
