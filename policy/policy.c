@@ -17,7 +17,11 @@
  *      one-off allocations end up;
  *   2. then the allocation whose predicted next use is farthest (Belady's
  *      rule applied to predictions). On a cycle larger than the limit this
- *      keeps a fixed resident set and streams the rest (MRU on a scan).
+ *      keeps a resident set and streams the rest (MRU on a scan).
+ * With a budget (`vs_policy_set_budget`, the shim's when it prefetches), it
+ * plans that resident set: fixed, with the streamed allocations spread
+ * evenly over the cycle, and evicts what the plan streams first (see "The
+ * plan" below).
  * The `lru` kind evicts the least recently used allocation. Both share the
  * predictor, so prefetch works whatever the kind.
  *
@@ -63,6 +67,7 @@ typedef struct vs_policy_alloc_s {
     bool evictable;
     bool resident;
     bool born_late;     /* created after the cycle length was known */
+    bool streamed;      /* the plan streams it: evicted before anything it keeps */
     size_t pos_evict;   /* position in `evict` (resident and evictable) */
     size_t pos_dead;    /* position in `dead` (same members, cyclic only) */
     size_t pos_next;    /* position in `next` (non-resident, not dead) */
@@ -91,6 +96,14 @@ struct vs_policy_s {
     vs_policy_alloc_t **scratch; /* items popped during a query */
     size_t scratch_len;
     size_t scratch_cap;
+    /* The plan (cyclic kind): with a cycle larger than `budget`, which
+     * allocations stay resident between their uses and which are streamed. */
+    uint64_t budget;        /* UINT64_MAX: no budget set, no plan */
+    bool plan_dirty;        /* the cycle, the budget or the members changed */
+    uint64_t plan_built_at; /* `now` when it was last built */
+    uint64_t planned_streamed_bytes;
+    vs_policy_alloc_t **members; /* scratch for building the plan */
+    size_t members_cap;
 };
 
 static const char *const kind_names[] = {
@@ -166,6 +179,16 @@ static bool farthest_before(const void *x, const void *y)
     return a->serial < b->serial;
 }
 
+/* The cyclic kind's eviction order: what the plan streams first, then the
+ * farthest predicted next use. */
+static bool planned_farthest_before(const void *x, const void *y)
+{
+    const vs_policy_alloc_t *a = x, *b = y;
+    if (a->streamed != b->streamed)
+        return a->streamed;
+    return farthest_before(x, y);
+}
+
 static bool deadline_before(const void *x, const void *y)
 {
     const vs_policy_alloc_t *a = x, *b = y;
@@ -190,8 +213,9 @@ int vs_policy_create(vs_policy_kind_t kind, vs_policy_t **out)
     if (!policy)
         return -ENOMEM;
     policy->kind = kind;
+    policy->budget = UINT64_MAX;
     vs_heap_init(&policy->evict, offsetof(vs_policy_alloc_t, pos_evict),
-                 kind == VS_POLICY_LRU ? lru_before : farthest_before);
+                 kind == VS_POLICY_LRU ? lru_before : planned_farthest_before);
     vs_heap_init(&policy->dead, offsetof(vs_policy_alloc_t, pos_dead), deadline_before);
     vs_heap_init(&policy->next, offsetof(vs_policy_alloc_t, pos_next), nearest_before);
     *out = policy;
@@ -211,6 +235,7 @@ void vs_policy_destroy(vs_policy_t *policy)
         free(a);
     }
     free(policy->scratch);
+    free(policy->members);
     free(policy);
 }
 
@@ -271,6 +296,7 @@ static void predict_single(const vs_policy_t *policy, vs_policy_alloc_t *a)
 static void learn_period(vs_policy_t *policy, uint64_t cycle)
 {
     bool rerank = policy->period == 0 || cycle > policy->period + tolerance(policy->period);
+    policy->plan_dirty = policy->plan_dirty || cycle != policy->period;
     policy->period = cycle;
     if (!rerank)
         return;
@@ -395,6 +421,7 @@ int vs_policy_free(vs_policy_t *policy, uint64_t id)
     account(policy, a, -1);
     HASH_DEL(policy->by_id, a);
     policy->count--;
+    policy->plan_dirty = policy->plan_dirty || a->hist_len >= 2;
     free(a);
     return 0;
 }
@@ -439,10 +466,164 @@ int vs_policy_access(vs_policy_t *policy, uint64_t id, uint64_t seq, vs_policy_r
     a->hist_head = (uint8_t)((a->hist_head + 1) % VS_POLICY_HISTORY);
     if (a->hist_len < VS_POLICY_HISTORY)
         a->hist_len++;
+    if (a->hist_len == 2)
+        policy->plan_dirty = true; /* used again: a member of the cycle */
+    uint64_t gap_before = a->next_use - a->last_use;
     a->last_use = seq;
     predict_after_access(policy, a);
+    /* A member's rhythm changed (a load phase ended): the plan is stale. */
+    if (a->hist_len >= 2 && !gaps_match(gap_before, a->next_use - a->last_use))
+        policy->plan_dirty = true;
     requeue(policy, a);
     return 0;
+}
+
+/* ---- The plan -------------------------------------------------------------
+ *
+ * Belady's rule alone minimises bytes moved, but on a cycle larger than the
+ * limit it lets the resident set drift into one contiguous run: the copy
+ * engine then idles while the resident run computes and cannot keep up while
+ * the streamed run does. The plan fixes the resident set instead and spreads
+ * the streamed bytes evenly over the cycle, so that each streamed
+ * allocation's copy overlaps the compute of the kept ones before it; it moves
+ * the same bytes per pass (what does not fit in `budget`).
+ *
+ * Members are the allocations used about once per cycle; those used more
+ * often are kept first. Walking the members in the order of their next use,
+ * an allocation is streamed while the bytes streamed so far stay within half
+ * its size of the even share (error diffusion over cumulative bytes, a proxy
+ * for compute time: a layer's work scales with its weights). */
+
+static int plan_member_order(const void *x, const void *y)
+{
+    const vs_policy_alloc_t *a = *(vs_policy_alloc_t *const *)x, *b = *(vs_policy_alloc_t *const *)y;
+    if (a->next_use != b->next_use)
+        return a->next_use < b->next_use ? -1 : 1;
+    return a->serial < b->serial ? -1 : a->serial > b->serial;
+}
+
+/* Used again at least once, with a prediction that still holds. */
+static bool plan_candidate(const vs_policy_t *policy, const vs_policy_alloc_t *a)
+{
+    return a->hist_len >= 2 && !is_dead(policy, a) && a->next_use != UINT64_MAX && a->next_use > a->last_use;
+}
+
+static void plan_set(vs_policy_t *policy, vs_policy_alloc_t *a, bool streamed)
+{
+    if (a->streamed == streamed)
+        return;
+    a->streamed = streamed;
+    if (a->pos_evict != VS_HEAP_ABSENT)
+        requeue(policy, a);
+}
+
+/* Builds the plan; without a cycle or a budget, or when everything fits,
+ * nothing is streamed. O(n log n). */
+static void plan_build(vs_policy_t *policy)
+{
+    policy->plan_dirty = false;
+    policy->plan_built_at = policy->now;
+    policy->planned_streamed_bytes = 0;
+    bool planning = policy->kind == VS_POLICY_CYCLIC && policy->period != 0 && policy->budget != UINT64_MAX;
+    if (planning && policy->members_cap < policy->count) {
+        vs_policy_alloc_t **grown = realloc(policy->members, policy->count * sizeof *grown);
+        planning = grown != NULL;
+        if (grown != NULL) {
+            policy->members = grown;
+            policy->members_cap = policy->count;
+        }
+    }
+    /* The cycle, for the plan: the longest gap any allocation now repeats
+     * (the learned period may still count a load phase). */
+    uint64_t cycle = 0;
+    vs_policy_alloc_t *a, *tmp;
+    HASH_ITER(hh, policy->by_id, a, tmp) {
+        if (planning && plan_candidate(policy, a) && a->next_use - a->last_use > cycle)
+            cycle = a->next_use - a->last_use;
+    }
+    size_t n = 0;
+    uint64_t kept = 0, cycle_bytes = 0;
+    HASH_ITER(hh, policy->by_id, a, tmp) {
+        bool candidate = planning && plan_candidate(policy, a);
+        if (candidate && a->next_use - a->last_use >= cycle - cycle / 4) {
+            policy->members[n++] = a;
+            cycle_bytes += a->size;
+        } else {
+            plan_set(policy, a, false);
+            if (candidate)
+                kept += a->size; /* used more than once per cycle */
+        }
+    }
+    uint64_t room = policy->budget > kept ? policy->budget - kept : 0;
+    uint64_t stream = cycle_bytes > room ? cycle_bytes - room : 0;
+    if (stream == 0) {
+        for (size_t i = 0; i < n; i++)
+            plan_set(policy, policy->members[i], false);
+        return;
+    }
+    qsort(policy->members, n, sizeof *policy->members, plan_member_order);
+    /* A rebuild keeps each member's class while the spread stays within
+     * half the largest member of even: every change of class costs a copy. */
+    uint64_t largest_member = 0;
+    for (size_t i = 0; i < n; i++)
+        if (policy->members[i]->size > largest_member)
+            largest_member = policy->members[i]->size;
+    double hysteresis = (double)largest_member / 2.0;
+    uint64_t seen = 0, streamed = 0;
+    for (size_t i = 0; i < n; i++) {
+        vs_policy_alloc_t *m = policy->members[i];
+        seen += m->size;
+        double share = (double)stream * (double)seen / (double)cycle_bytes;
+        double slack = m->streamed ? hysteresis : -hysteresis;
+        bool streams = (double)streamed + (double)m->size / 2.0 <= share + slack;
+        plan_set(policy, m, streams);
+        streamed += streams ? m->size : 0;
+    }
+    /* Rounding may leave the kept members a little over: stream the largest
+     * kept ones until they fit. */
+    while (streamed < stream) {
+        vs_policy_alloc_t *largest = NULL;
+        for (size_t i = 0; i < n; i++) {
+            vs_policy_alloc_t *m = policy->members[i];
+            if (!m->streamed && (largest == NULL || m->size > largest->size))
+                largest = m;
+        }
+        if (largest == NULL)
+            break;
+        plan_set(policy, largest, true);
+        streamed += largest->size;
+    }
+    policy->planned_streamed_bytes = streamed;
+}
+
+/* Rebuilds a stale plan, at most once per eighth of a cycle: members join
+ * one by one while a cycle is being learned. */
+static void plan_refresh(vs_policy_t *policy)
+{
+    if (!policy->plan_dirty)
+        return;
+    uint64_t spacing = policy->period / 8 + 1;
+    if (policy->plan_built_at != 0 && policy->now - policy->plan_built_at < spacing)
+        return;
+    plan_build(policy);
+}
+
+void vs_policy_set_budget(vs_policy_t *policy, uint64_t bytes)
+{
+    uint64_t old = policy->budget;
+    if (bytes == old)
+        return;
+    policy->budget = bytes;
+    /* Small drifts (another allocation, a temporary) do not re-plan. */
+    uint64_t diff = bytes > old ? bytes - old : old - bytes;
+    if (old == UINT64_MAX || bytes == UINT64_MAX || diff > old / 32)
+        policy->plan_dirty = true;
+}
+
+bool vs_policy_planned_resident(const vs_policy_t *policy, uint64_t id)
+{
+    const vs_policy_alloc_t *a = find(policy, id);
+    return a != NULL && !a->streamed && policy->planned_streamed_bytes > 0 && a->hist_len >= 2;
 }
 
 static int scratch_push(vs_policy_t *policy, vs_policy_alloc_t *a)
@@ -525,6 +706,7 @@ int vs_policy_victims(vs_policy_t *policy, uint64_t need, const uint64_t *protec
         if (a)
             a->protect_mark = policy->stamp;
     }
+    plan_refresh(policy);
     victim_query_t q = {policy, need, 0, victims, cap, 0, 0};
     int rc = 0;
     policy->scratch_len = 0;
@@ -548,6 +730,7 @@ int vs_policy_prefetch(vs_policy_t *policy, uint64_t budget, uint64_t *ids, size
                        size_t *n_ids)
 {
     *n_ids = 0;
+    plan_refresh(policy);
     policy->scratch_len = 0;
     int rc = 0;
     uint64_t left = budget;
@@ -590,4 +773,5 @@ void vs_policy_stats(const vs_policy_t *policy, vs_policy_stats_t *stats)
     stats->evictable_bytes = policy->evictable_bytes;
     stats->period = policy->period;
     stats->now = policy->now;
+    stats->planned_streamed_bytes = policy->planned_streamed_bytes;
 }

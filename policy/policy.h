@@ -49,6 +49,7 @@ typedef struct vs_policy_stats_s {
     uint64_t evictable_bytes; /* bytes of resident, evictable allocations */
     uint64_t period;          /* learned cycle length in operations, 0 while unknown */
     uint64_t now;             /* latest operation sequence number seen */
+    uint64_t planned_streamed_bytes; /* per cycle, by the plan; 0: no plan */
 } vs_policy_stats_t;
 
 /* Parses a VRAMSHIM_POLICY value ("lru", "cyclic" or "learned", case
@@ -98,6 +99,18 @@ int vs_policy_victims(vs_policy_t *policy, uint64_t need, const uint64_t *protec
  * for every kind: prediction runs whatever the eviction order. */
 int vs_policy_prefetch(vs_policy_t *policy, uint64_t budget, uint64_t *ids, size_t cap,
                        size_t *n_ids);
+
+/* The bytes the allocations of the learned cycle may keep resident between
+ * their uses: the limit, less what else is resident and the room streaming
+ * needs (for prefetch, double buffering). With a cycle larger than that, the
+ * `cyclic` kind plans a fixed resident set that fits and streams the rest,
+ * spread evenly over the cycle so that copies overlap compute; victims then
+ * come from the streamed allocations first, and Belady's rule orders within
+ * each class. UINT64_MAX (the default) disables the plan. */
+void vs_policy_set_budget(vs_policy_t *policy, uint64_t bytes);
+/* Whether the plan keeps `id` resident between its uses (false without a
+ * plan). A prefetch must not evict what the plan keeps. */
+bool vs_policy_planned_resident(const vs_policy_t *policy, uint64_t id);
 
 /* Predicted next use of `id` (an operation sequence number), VS_POLICY_NEVER
  * when it is believed dead. Returns 0 or -ENOENT. For tests and diagnostics. */

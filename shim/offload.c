@@ -122,6 +122,12 @@ static struct {
     /* The limit was passed for an operation that needed it: the next
      * operation evicts back under it. */
     _Atomic bool over_limit;
+    /* An operation used a watched region: the next one runs a prefetch
+     * step before its scan. */
+    _Atomic bool prefetch_step_due;
+    /* The prefetch under way is for an operation that names no evictable
+     * allocation: it spares what the operation before used. */
+    bool prefetch_spares_recent;
     bool initialised;
     bool enabled;
     uint64_t min_evict;
@@ -1120,6 +1126,26 @@ static uint64_t vs_evict(vs_region_t **victims, size_t count, bool *host_full)
     return freed;
 }
 
+/* With prefetch, tells the policy what the allocations of its learned cycle
+ * may keep resident: the limit, less what else is resident (allocations too
+ * small to evict) and room for two of the largest (one arriving while the
+ * one before is used). The policy then keeps a fixed set and spreads what it
+ * streams over the cycle, so that every copy overlaps compute. Without
+ * prefetch nothing overlaps: Belady's order alone moves the fewest bytes. */
+static void vs_policy_budget_update(vs_engine_device_t *d, int device)
+{
+    if (!vs_config_get()->prefetch || vs_policy_kind(d->policy) == VS_POLICY_LRU) {
+        vs_policy_set_budget(d->policy, UINT64_MAX);
+        return;
+    }
+    vs_policy_stats_t ps;
+    vs_policy_stats(d->policy, &ps);
+    uint64_t limit = vs_cap_limit(device), used = vs_cap_used(device);
+    uint64_t others = used > ps.resident_bytes ? used - ps.resident_bytes : 0;
+    uint64_t taken = others + 2 * d->largest;
+    vs_policy_set_budget(d->policy, limit > taken ? limit - taken : 0);
+}
+
 /* Evicts from `device` until `need` more bytes fit under its limit (or, with
  * `ignore_limit`, until `need` bytes were freed), then counts `need` as
  * used. 0; -ENOSPC when nothing more can be evicted (nothing was counted);
@@ -1148,6 +1174,7 @@ static int vs_make_room(int device, uint64_t need, bool ignore_limit)
         }
         if (!synced) {
             vs_policy_sync();
+            vs_policy_budget_update(d, device);
             synced = true;
         }
         uint64_t ids[VS_EVICT_BATCH];
@@ -1326,6 +1353,15 @@ static CUresult vs_restore_mapped(vs_region_t *r, vs_engine_device_t *d, CUstrea
     if (d->policy != NULL)
         (void)vs_policy_set_resident(d->policy, r->id, true);
     vs_engine.stats.restores++;
+    /* Its use is news to the prefetcher when it was prefetched (the window
+     * frees) or is streamed by the plan (it becomes the next victim). */
+    bool watched = prefetch;
+    if (!watched && d->policy != NULL) {
+        vs_policy_stats_t ps;
+        vs_policy_stats(d->policy, &ps);
+        watched = ps.planned_streamed_bytes > 0 && !vs_policy_planned_resident(d->policy, r->id);
+    }
+    (void)vs_registry_set_watched(r->base, watched);
     if (prefetch) {
         r->prefetched = true;
         d->prefetched_bytes += r->reserved;
@@ -1361,9 +1397,22 @@ static CUresult vs_restore(vs_region_t *r, CUstream stream, bool per_thread, uin
 
 /* ---- Prefetch ------------------------------------------------------------ */
 
+static vs_region_t *vs_region_containing(uintptr_t addr)
+{
+    vs_alloc_info_t info;
+    if (vs_registry_find(addr, &info) != 0)
+        return NULL;
+    return vs_region_at(info.base);
+}
+
 /* Room for `need` bytes on `device` for a prefetch whose use is predicted
  * at `next_use`: only by evicting allocations predicted to be used later
- * than that (a prefetch never evicts what is needed sooner). Counts `need`
+ * than that (a prefetch never evicts what is needed sooner) and that the
+ * plan streams. A step run for an operation that names no evictable
+ * allocation directly spares what the operation just before used: such an
+ * operation may read, through a pointer table, the buffers its predecessor
+ * wrote (preload_offload's pointer_table scenario), and without prefetch it
+ * would evict nothing. Counts `need`
  * on success. 0 or -EAGAIN. Engine lock held. */
 static int vs_prefetch_room(vs_engine_device_t *d, int device, uint64_t need, uint64_t next_use)
 {
@@ -1392,8 +1441,10 @@ static int vs_prefetch_room(vs_engine_device_t *d, int device, uint64_t need, ui
                 skipped = true;
                 continue;
             }
-            if (vs_policy_predict(d->policy, r->id, &victim_next) != 0 || victim_next <= next_use)
-                return -EAGAIN; /* needed sooner than what would replace it */
+            if (vs_policy_predict(d->policy, r->id, &victim_next) != 0 || victim_next <= next_use
+                || vs_policy_planned_resident(d->policy, r->id)
+                || (vs_engine.prefetch_spares_recent && r->synced_seq + 1 >= vs_registry_current_seq()))
+                return -EAGAIN; /* needed sooner than what would replace it, kept, or just used */
             victims[count++] = r;
         }
         if (skipped)
@@ -1407,9 +1458,10 @@ static int vs_prefetch_room(vs_engine_device_t *d, int device, uint64_t need, ui
 
 /* Restores, on the host-to-device stream and without making anyone wait,
  * the allocations the policy predicts are needed next, within a window of
- * the largest allocation (double buffering: one in use, one arriving): the
- * copies run while the current work computes. A wrong prediction costs bandwidth, never correctness: the
- * region is simply resident (arriving) earlier. Engine lock held. */
+ * twice the largest allocation (double buffering: one arriving while the
+ * one before is used): the copies run while the current work computes. A
+ * wrong prediction costs bandwidth, never correctness: the region is simply
+ * resident (arriving) earlier. Engine lock held. */
 static void vs_prefetch(int device)
 {
     vs_engine_device_t *d = &vs_engine.devices[device];
@@ -1417,13 +1469,12 @@ static void vs_prefetch(int device)
      * victims: it stays the baseline, without prefetch. */
     if (!d->ready || d->policy == NULL || vs_policy_kind(d->policy) == VS_POLICY_LRU || !vs_config_get()->prefetch)
         return;
-    uint64_t window = d->largest + d->second;
-    if (d->prefetched_bytes >= window)
-        return; /* what was prefetched has not been used yet */
+    vs_policy_budget_update(d, device);
     vs_policy_stats_t ps;
     vs_policy_stats(d->policy, &ps);
-    if (ps.period == 0)
-        return; /* nothing learned yet */
+    uint64_t window = 2 * d->largest;
+    if (ps.period == 0 || d->prefetched_bytes >= window)
+        return; /* nothing learned yet, or what was prefetched is not used yet */
     uint64_t ids[8];
     size_t n = 0;
     if (vs_policy_prefetch(d->policy, window - d->prefetched_bytes, ids, 8, &n) != 0)
@@ -1436,11 +1487,42 @@ static void vs_prefetch(int device)
             || vs_policy_predict(d->policy, r->id, &next_use) != 0 || next_use == VS_POLICY_NEVER)
             continue;
         if (vs_prefetch_room(d, device, r->reserved, next_use) != 0)
-            break;
+            break; /* room comes once what is used now is done */
         if (vs_restore_mapped(r, d, NULL, false, true) != CUDA_SUCCESS)
             break;
     }
     vs_policy_reset_skips();
+}
+
+/* Prefetches on every device. Engine lock held. */
+static void vs_prefetch_all(void)
+{
+    /* The next step comes when an operation uses a watched region. */
+    atomic_store_explicit(&vs_engine.prefetch_step_due, false, memory_order_relaxed);
+    for (int device = 0; device < VS_MAX_DEVICES; device++)
+        if (vs_engine.devices[device].ready)
+            vs_prefetch(device);
+}
+
+/* A prefetch step, run by the operation after one that used a watched
+ * region (prefetched, or streamed by the plan), before its own scan: that
+ * use made room in the window and a victim of the region, and the copy
+ * engine should take up the next one now rather than when something is
+ * found missing. Running before the scan, the operation's own allocations
+ * are the nearest uses, never victims. */
+static void vs_prefetch_step(const uintptr_t *words, size_t count)
+{
+    CUstreamCaptureMode mode;
+    vs_engine_lock(&mode);
+    bool direct = false;
+    for (size_t i = 0; i < count && !direct; i++)
+        direct = vs_region_containing(words[i]) != NULL;
+    vs_engine.prefetch_spares_recent = !direct;
+    vs_deferred_reap(false);
+    vs_policy_sync();
+    vs_prefetch_all();
+    vs_engine.prefetch_spares_recent = false;
+    vs_engine_unlock(mode);
 }
 
 /* ---- Allocation and free ------------------------------------------------- */
@@ -1581,14 +1663,6 @@ bool vs_offload_reclaim(int device, uint64_t bytes)
 }
 
 /* The region containing `addr`. Engine lock held. */
-static vs_region_t *vs_region_containing(uintptr_t addr)
-{
-    vs_alloc_info_t info;
-    if (vs_registry_find(addr, &info) != 0)
-        return NULL;
-    return vs_region_at(info.base);
-}
-
 bool vs_offload_range(uintptr_t addr, vs_offload_range_t *out)
 {
     CUstreamCaptureMode mode;
@@ -1698,8 +1772,12 @@ bool vs_op_scan(vs_op_t *op, const uintptr_t *words, size_t count)
 {
     /* One sequence number per operation, however many scans it takes: the
      * policy learns the order of operations, not of attempts. */
-    if (op->attempts == 0)
+    if (op->attempts == 0) {
         op->touch.seq = vs_registry_next_seq();
+        if (atomic_load_explicit(&vs_engine.prefetch_step_due, memory_order_relaxed))
+            vs_prefetch_step(words, count);
+    }
+    op->touch.watched = false;
     op->touch.missing = op->missing;
     op->touch.missing_cap = VS_OP_MISSING_CAP;
     op->touch.missing_count = 0;
@@ -1707,6 +1785,8 @@ bool vs_op_scan(vs_op_t *op, const uintptr_t *words, size_t count)
     vs_registry_read_begin();
     if (count > 0)
         vs_registry_touch_many_locked(words, count, &op->touch);
+    if (op->touch.watched && !atomic_load_explicit(&vs_engine.prefetch_step_due, memory_order_relaxed))
+        atomic_store_explicit(&vs_engine.prefetch_step_due, true, memory_order_relaxed);
     bool shrink = op->attempts == 0 && atomic_load_explicit(&vs_engine.over_limit, memory_order_relaxed);
     if ((op->touch.missing_count == 0 && !shrink) || !op->restore || vs_op_all_held(op, words, count)) {
         if (op->touch.missing_count > 0)
@@ -1861,9 +1941,7 @@ CUresult vs_op_prepare(vs_op_t *op, const uintptr_t *words, size_t count)
      * of what comes next. */
     if (rc == CUDA_SUCCESS && held > 0) {
         vs_policy_sync();
-        for (int device = 0; device < VS_MAX_DEVICES; device++)
-            if (vs_engine.devices[device].ready)
-                vs_prefetch(device);
+        vs_prefetch_all();
     }
     /* Holds taken by an earlier attempt are superseded. */
     vs_unhold(op->held, op->held_count);

@@ -75,7 +75,7 @@ typedef struct vs_hot_s {
     _Atomic uint64_t streams;   /* streams that used it since it became resident */
     _Atomic uint64_t epoch;     /* the epoch of its last use */
     _Atomic uint32_t residency; /* a vs_residency_t; changed under the write lock */
-    uint32_t unused;
+    _Atomic uint32_t watched;   /* its use is news to the prefetcher (vs_registry_set_watched) */
 } vs_hot_t;
 
 /* A page shared by several allocations. `sub[k]` is the index of the last
@@ -210,6 +210,7 @@ static int vs_hot_take(uint32_t *index)
     atomic_init(&vs_registry.hot[*index].streams, 0);
     atomic_init(&vs_registry.hot[*index].epoch, 0);
     atomic_init(&vs_registry.hot[*index].residency, VS_RESIDENT);
+    atomic_init(&vs_registry.hot[*index].watched, 0);
     return 0;
 }
 
@@ -659,6 +660,8 @@ static inline void vs_hot_touch(uint32_t index, uintptr_t base, vs_touch_t *touc
     if (touch->stream_bit != 0
         && (atomic_load_explicit(&hot->streams, memory_order_relaxed) & touch->stream_bit) == 0)
         atomic_fetch_or_explicit(&hot->streams, touch->stream_bit, memory_order_relaxed);
+    if (atomic_load_explicit(&hot->watched, memory_order_relaxed) != 0)
+        touch->watched = true;
     if (touch->collect_all || atomic_load_explicit(&hot->residency, memory_order_relaxed) != VS_RESIDENT) {
         for (size_t k = 0; k < touch->missing_count && k < touch->missing_cap; k++) {
             if (touch->missing[k] == base)
@@ -779,6 +782,17 @@ int vs_registry_set_residency(uintptr_t base, vs_residency_t residency, bool mov
     atomic_store_explicit(&hot->residency, (uint32_t)residency, memory_order_relaxed);
     pthread_rwlock_unlock(&vs_registry.lock);
     return 0;
+}
+
+int vs_registry_set_watched(uintptr_t base, bool watched)
+{
+    vs_alloc_t *a;
+    pthread_rwlock_rdlock(&vs_registry.lock);
+    HASH_FIND(hh, vs_registry.by_base, &base, sizeof base, a);
+    if (a != NULL)
+        atomic_store_explicit(&vs_registry.hot[a->hot].watched, watched ? 1u : 0u, memory_order_relaxed);
+    pthread_rwlock_unlock(&vs_registry.lock);
+    return a != NULL ? 0 : -ENOENT;
 }
 
 uint64_t vs_registry_epoch_close(void (*fn)(void *arg), void *arg)

@@ -154,6 +154,7 @@ typedef struct vs_touch_s {
     size_t missing_cap;
     size_t missing_count;
     bool collect_all; /* list every allocation touched, resident or not */
+    bool watched;     /* set by the touch: it used a watched allocation */
 } vs_touch_t;
 
 /* Applies `touch` to every word of `words` that lands in a device-side
@@ -167,6 +168,11 @@ size_t vs_registry_touch_many_locked(const uintptr_t *words, size_t count, vs_to
  * that used it, and the mask is cleared. `moved` counts an eviction (to a
  * non-resident place) or a restore (back to resident). 0 or -ENOENT. */
 int vs_registry_set_residency(uintptr_t base, vs_residency_t residency, bool moved, uint64_t *streams_out);
+
+/* Marks the allocation starting at `base` as one whose use the offload
+ * engine wants to hear of (an operation that touches it sets its touch's
+ * `watched`). Read lock taken. 0 or -ENOENT. */
+int vs_registry_set_watched(uintptr_t base, bool watched);
 
 /* The residency of the allocation starting at `base`; VS_ON_HOST when there
  * is none. Read lock held. */

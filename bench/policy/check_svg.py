@@ -157,8 +157,8 @@ def table_row(stdout, trace, pct):
         cells = line.split("|")
         head = cells[0].split()
         if len(head) == 3 and head[0] == trace and head[1] == "%d%%" % pct:
-            figures = [tuple(float(v) for v in c.split()) for c in cells[1:4]]
-            return dict(zip(("lru", "learned", "belady"), figures))
+            figures = [tuple(float(v) for v in c.split()) for c in cells[1:5]]
+            return dict(zip(("lru", "learned", "planned", "belady"), figures))
     raise Invalid("no table row for %s at %d%%" % (trace, pct))
 
 
@@ -242,7 +242,7 @@ def main():
         run([replay, "--dump-trace", "vae", trace])
         out = run([replay, "--passes", "3", "--svg", vae, "--svg-limit", "10", "--svg-x", "op", trace])
         # Titles name a trace read from a file by the file's name.
-        totals = check_document(vae, os.path.basename(trace), ["lru", "learned", "belady"], 10, "op")
+        totals = check_document(vae, os.path.basename(trace), ["lru", "learned", "planned", "belady"], 10, "op")
         check_against_table(totals, table_row_file(out, 10))
         print("%s: ok (%d bytes)" % (vae, os.path.getsize(vae)))
     except Invalid as e:
@@ -260,8 +260,8 @@ def table_row_file(stdout, pct):
         cells = line.split("|")
         m = re.search(r" (\d+)% +[0-9.]+ *$", cells[0])
         if len(cells) >= 4 and m and int(m.group(1)) == pct:
-            figures = [tuple(float(v) for v in c.split()) for c in cells[1:4]]
-            return dict(zip(("lru", "learned", "belady"), figures))
+            figures = [tuple(float(v) for v in c.split()) for c in cells[1:5]]
+            return dict(zip(("lru", "learned", "planned", "belady"), figures))
     raise Invalid("no table row at %d%%" % pct)
 
 

@@ -5,7 +5,7 @@
  * each trace's peak live bytes. Main entry point: `main`.
  *
  * Usage: policy_replay [--svg FILE] [--svg-trace dit|llm|vae] [--svg-limit PCT]
- *                      [--svg-policy lru|learned|cyclic|belady|all] [--svg-x auto|op|time]
+ *                      [--svg-policy lru|learned|cyclic|planned|belady|all] [--svg-x auto|op|time]
  *                      [--dump-trace NAME FILE] [--passes N] [TRACE_FILE]
  * Without TRACE_FILE it runs the synthetic workloads of synth.c. --svg
  * renders one trace's replay at one limit as a timeline (svg.c), a panel per
@@ -181,11 +181,13 @@ static int bench_trace(const vs_bench_trace_t *t, uint64_t passes)
         uint64_t best = res[VS_BENCH_BELADY].h2d + res[VS_BENCH_BELADY].d2h;
         uint64_t learned = res[VS_BENCH_LEARNED].h2d + res[VS_BENCH_LEARNED].d2h;
         uint64_t lru = res[VS_BENCH_LRU].h2d + res[VS_BENCH_LRU].d2h;
+        uint64_t planned = res[VS_BENCH_PLANNED].h2d + res[VS_BENCH_PLANNED].d2h;
         double ratio = best ? (double)learned / (double)best : (learned ? 1e9 : 1.0);
         double lru_ratio = best ? (double)lru / (double)best : (lru ? 1e9 : 1.0);
+        double planned_ratio = best ? (double)planned / (double)best : (planned ? 1e9 : 1.0);
         bool ok = ratio <= GOAL;
         missed |= !ok;
-        printf(" | %6.3f %6.3f %s\n", lru_ratio, ratio, ok ? "ok" : "MISSED");
+        printf(" | %6.3f %6.3f %6.3f %s\n", lru_ratio, ratio, planned_ratio, ok ? "ok" : "MISSED");
     }
     return missed;
 }
@@ -193,7 +195,7 @@ static int bench_trace(const vs_bench_trace_t *t, uint64_t passes)
 static void usage(void)
 {
     fprintf(stderr, "usage: policy_replay [--svg FILE] [--svg-trace dit|llm|vae] [--svg-limit PCT]\n"
-                    "                     [--svg-policy lru|learned|cyclic|belady|all]"
+                    "                     [--svg-policy lru|learned|cyclic|planned|belady|all]"
                     " [--svg-x auto|op|time]\n"
                     "                     [--dump-trace NAME FILE] [--passes N] [TRACE_FILE]\n");
 }
@@ -285,8 +287,8 @@ int main(int argc, char **argv)
                 fprintf(stderr, "policy_replay: cannot write %s: %s\n", dump_path, strerror(-rc));
     }
     printf("bytes moved per pass in MiB (H2D in, D2H written back); ratio = (H2D+D2H) / Belady's\n");
-    printf("trace limit      MiB |   lru H2D      D2H | learned H2D    D2H |  belady H2D    D2H "
-           "| lru/B  lrn/B goal<=%.2f\n", GOAL);
+    printf("trace limit      MiB |   lru H2D      D2H | learned H2D    D2H | planned H2D    D2H "
+           "|  belady H2D    D2H | lru/B  lrn/B  pln/B goal<=%.2f (lrn)\n", GOAL);
     for (size_t s = 0; s < n_traces; s++) {
         int r = bench_trace(&traces[s], traces[s].passes);
         if (r < 0)

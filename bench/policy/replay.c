@@ -9,7 +9,8 @@
  * it again while clean costs nothing; bringing back an allocation with
  * contents copies it in (H2D). Before each operation, everything it uses is
  * made resident; room is made by asking the eviction order for victims while
- * the operation's own allocations are protected.
+ * the operation's own allocations are protected. The planned order gets the
+ * budget the shim gives the policy when it prefetches.
  *
  * Belady: the reference evicts the resident allocation whose next use is
  * farthest (never used again first), reading the future from the trace.
@@ -57,6 +58,7 @@ typedef struct replay_s {
     const vs_bench_trace_t *t;
     vs_bench_order_t order;
     uint64_t limit;
+    uint64_t largest; /* evictable allocation seen so far */
     obj_t *objs;
     vs_policy_t *policy;
     vs_heap_t farthest;
@@ -168,6 +170,11 @@ static int make_room(replay_t *r, uint64_t need, const uint64_t *protect, size_t
     if (need == 0)
         return 0;
     if (r->order != VS_BENCH_BELADY) {
+        /* As the shim with prefetch: the cycle may keep the limit less
+         * room for two of the largest allocation (one arriving while the
+         * one before is used). */
+        if (r->order == VS_BENCH_PLANNED)
+            vs_policy_set_budget(r->policy, r->limit > 2 * r->largest ? r->limit - 2 * r->largest : 0);
         size_t nv = 0;
         int rc = vs_policy_victims(r->policy, need, protect, n_protect, r->victims,
                                    r->victims_cap, &nv);
@@ -260,6 +267,8 @@ static int do_alloc(replay_t *r, size_t k)
     o->id = ev->id;
     o->size = ev->size;
     o->evictable = ev->evictable;
+    if (o->evictable && ev->size > r->largest)
+        r->largest = ev->size;
     o->serial = r->serial++;
     o->next_use = r->next_after[k];
     o->pos = VS_HEAP_ABSENT;

@@ -10,11 +10,15 @@
 
 #include "synth.h"
 
-/* The policies the benchmark compares: the two of policy/ and the offline
- * Belady reference, which reads the future from the trace. */
+/* The policies the benchmark compares: the two of policy/, the learned one
+ * also with the plan the shim gives it when it prefetches (a fixed resident
+ * set, the streamed bytes spread over the cycle; it trades some bytes for
+ * copies that overlap compute), and the offline Belady reference, which
+ * reads the future from the trace. */
 #define VS_BENCH_ORDER_LIST(X) \
     X(LRU, "lru")              \
     X(LEARNED, "learned")      \
+    X(PLANNED, "planned")      \
     X(BELADY, "belady")
 
 typedef enum vs_bench_order_e {

@@ -319,6 +319,139 @@ static void test_policy_prefetch_follows_learned_cycle_within_budget(void **stat
     sim_fini(&s);
 }
 
+/* ---- The plan ------------------------------------------------------------ */
+
+#define PLAN_BLOCKS 10
+#define PLAN_TENSORS 4
+#define PLAN_N (PLAN_BLOCKS * PLAN_TENSORS)
+
+/* A DiT-like cycle: blocks of 6, 2, 8 and 8 units; `budget` for the cycle,
+ * a limit with room for two of the largest on top. Runs `passes` passes and
+ * records, for the last one, which allocations were brought in. */
+static void plan_run(sim_t *s, uint64_t budget, int passes, bool brought[PLAN_N])
+{
+    static const uint64_t shape[PLAN_TENSORS] = {6, 2, 8, 8};
+    uint64_t sizes[PLAN_N];
+    for (size_t i = 0; i < PLAN_N; i++)
+        sizes[i] = shape[i % PLAN_TENSORS];
+    sim_init(s, VS_POLICY_CYCLIC, PLAN_N, sizes, budget + 16);
+    vs_policy_set_budget(s->policy, budget);
+    for (int pass = 0; pass < passes; pass++) {
+        for (uint64_t id = 0; id < PLAN_N; id++) {
+            bool was = s->resident[id];
+            sim_op(s, &id, 1);
+            if (pass == passes - 1)
+                brought[id] = !was;
+        }
+    }
+}
+
+static void test_policy_plan_streams_a_fixed_set_spread_over_the_cycle(void **state)
+{
+    (void)state;
+    sim_t s;
+    bool last[PLAN_N], before[PLAN_N];
+    uint64_t budget = 120; /* of 240 units */
+    plan_run(&s, budget, 8, before);
+    sim_fini(&s);
+    plan_run(&s, budget, 9, last);
+    /* What the plan keeps is never brought in again; what comes in is
+     * what it streams (a streamed allocation may stay for a pass while the
+     * limit has room), about what does not fit in the budget. */
+    uint64_t streamed = 0, brought = 0;
+    bool plan[PLAN_N];
+    for (size_t i = 0; i < PLAN_N; i++) {
+        plan[i] = !vs_policy_planned_resident(s.policy, i);
+        assert_false(!plan[i] && (last[i] || before[i]));
+        streamed += plan[i] ? s.size[i] : 0;
+        brought += last[i] ? s.size[i] : 0;
+    }
+    assert_true(streamed >= 240 - budget && streamed <= 240 - budget + 8);
+    assert_true(brought + 16 >= streamed && brought <= streamed);
+    vs_policy_stats_t st;
+    vs_policy_stats(s.policy, &st);
+    assert_int_equal(st.planned_streamed_bytes, streamed);
+    /* Spread: every two blocks (48 units) stream about half, never a run
+     * of kept blocks that would leave the copy engine idle. */
+    for (size_t b = 0; b + 2 <= PLAN_BLOCKS; b++) {
+        uint64_t window = 0;
+        for (size_t i = b * PLAN_TENSORS; i < (b + 2) * PLAN_TENSORS; i++)
+            window += plan[i] ? s.size[i] : 0;
+        assert_true(window >= 24 - 8 && window <= 24 + 8);
+    }
+    sim_fini(&s);
+}
+
+static void test_policy_plan_keeps_what_is_used_more_than_once_per_cycle(void **state)
+{
+    (void)state;
+    sim_t s;
+    const uint64_t sizes[] = {8, 8, 8, 8, 8, 8, 8, 8, 4};
+    sim_init(&s, VS_POLICY_CYCLIC, 9, sizes, 40);
+    vs_policy_set_budget(s.policy, 24);
+    for (int pass = 0; pass < 8; pass++) {
+        for (uint64_t id = 0; id < 8; id++) {
+            uint64_t ids[] = {id, 8}; /* 8: the activations, used by every operation */
+            sim_op(&s, ids, 2);
+        }
+    }
+    assert_true(vs_policy_planned_resident(s.policy, 8));
+    uint64_t kept = 0;
+    for (uint64_t id = 0; id < 8; id++)
+        kept += vs_policy_planned_resident(s.policy, id) ? 8 : 0;
+    /* 24 units, 4 of them the activations': two weights kept. */
+    assert_int_equal(kept, 16);
+    sim_fini(&s);
+}
+
+static void test_policy_plan_off_without_budget_and_for_lru(void **state)
+{
+    (void)state;
+    sim_t s;
+    bool brought[PLAN_N];
+    plan_run(&s, UINT64_MAX - 16, 4, brought);
+    vs_policy_set_budget(s.policy, UINT64_MAX);
+    sim_pass(&s, 0, PLAN_N);
+    vs_policy_stats_t st;
+    vs_policy_stats(s.policy, &st);
+    assert_int_equal(st.planned_streamed_bytes, 0);
+    for (size_t i = 0; i < PLAN_N; i++)
+        assert_false(vs_policy_planned_resident(s.policy, i));
+    sim_fini(&s);
+
+    const uint64_t sizes[] = {8, 8, 8, 8};
+    sim_init(&s, VS_POLICY_LRU, 4, sizes, 16);
+    vs_policy_set_budget(s.policy, 8);
+    for (int pass = 0; pass < 4; pass++)
+        sim_pass(&s, 0, 4);
+    for (uint64_t id = 0; id < 4; id++)
+        assert_false(vs_policy_planned_resident(s.policy, id));
+    sim_fini(&s);
+}
+
+static void test_policy_plan_small_budget_drift_keeps_the_plan(void **state)
+{
+    (void)state;
+    sim_t s;
+    bool brought[PLAN_N];
+    plan_run(&s, 120, 6, brought);
+    bool kept[PLAN_N];
+    for (size_t i = 0; i < PLAN_N; i++)
+        kept[i] = vs_policy_planned_resident(s.policy, i);
+    /* A temporary of 2 units elsewhere: under 1/32 of the budget. */
+    vs_policy_set_budget(s.policy, 118);
+    sim_pass(&s, 0, PLAN_N);
+    for (size_t i = 0; i < PLAN_N; i++)
+        assert_int_equal(vs_policy_planned_resident(s.policy, i), kept[i]);
+    /* Half the budget: the plan streams more. */
+    vs_policy_set_budget(s.policy, 60);
+    sim_pass(&s, 0, PLAN_N);
+    vs_policy_stats_t st;
+    vs_policy_stats(s.policy, &st);
+    assert_true(st.planned_streamed_bytes >= 180);
+    sim_fini(&s);
+}
+
 static void test_policy_large_scale_10k_allocs_1m_accesses_completes(void **state)
 {
     (void)state;
@@ -358,6 +491,10 @@ int main(void)
         cmocka_unit_test(test_policy_cyclic_scan_over_limit_moves_near_w_minus_l),
         cmocka_unit_test(test_policy_cyclic_one_off_is_first_victim_and_dead),
         cmocka_unit_test(test_policy_prefetch_follows_learned_cycle_within_budget),
+        cmocka_unit_test(test_policy_plan_streams_a_fixed_set_spread_over_the_cycle),
+        cmocka_unit_test(test_policy_plan_keeps_what_is_used_more_than_once_per_cycle),
+        cmocka_unit_test(test_policy_plan_off_without_budget_and_for_lru),
+        cmocka_unit_test(test_policy_plan_small_budget_drift_keeps_the_plan),
         cmocka_unit_test(test_policy_large_scale_10k_allocs_1m_accesses_completes),
     };
     return cmocka_run_group_tests_name("policy.c", tests, NULL, NULL);

@@ -3,13 +3,15 @@
  * direction, kernels on the compute engine overlapping copies, event waits
  * and host waits, and event timing in modeled milliseconds.
  *
- * Sets SIMCUDA_CLOCK=virtual and SIMCUDA_DEVICE_MEM=2G itself (before
- * cuInit) and keeps the default bandwidths: 50 GB/s each way
+ * Sets SIMCUDA_CLOCK=virtual, SIMCUDA_DEVICE_MEM=2G and SIMCUDA_TIMELINE (a
+ * temporary file, checked by the last test) itself (before cuInit) and keeps the default bandwidths: 50 GB/s each way
  * (50e9 bytes/s), 2000 GB/s on the device.
  */
 #include <cuda.h>
 
 #include <setjmp.h>
+#include <stdio.h>
+#include <unistd.h>
 #include <stdarg.h>
 #include <stdbool.h>
 #include <stddef.h>
@@ -197,8 +199,45 @@ static void test_sync_copy_advances_host_clock(void **state)
     assert_int_equal(quiesce() - t1, 1000);
 }
 
+static char timeline_path[] = "/tmp/test_sim_clock_timeline.XXXXXX";
+
+/* SIMCUDA_TIMELINE lists each operation with its engine, modeled start and
+ * end, and what it was. */
+static void test_timeline_lists_operations_with_modeled_times(void **state)
+{
+    (void)state;
+    uint64_t t0 = quiesce();
+    assert_int_equal(cuMemcpyHtoDAsync_v2(dev_small, host_small, SMALL, s1), CUDA_SUCCESS);
+    spin(s2, 50000);
+    quiesce();
+    FILE *f = fopen(timeline_path, "r");
+    assert_non_null(f);
+    char line[256], copy[256] = "", kernel[256] = "";
+    assert_non_null(fgets(line, sizeof line, f));
+    assert_true(strncmp(line, "# device engine start_ns end_ns host_ns what", 44) == 0);
+    while (fgets(line, sizeof line, f) != NULL) {
+        if (strstr(line, " h2d ") != NULL)
+            strcpy(copy, line);
+        if (strstr(line, " compute ") != NULL)
+            strcpy(kernel, line);
+    }
+    fclose(f);
+    char expect[256];
+    snprintf(expect, sizeof expect, "0 h2d %llu %llu %llu copy\n", (unsigned long long)t0,
+             (unsigned long long)(t0 + 200000), (unsigned long long)t0);
+    assert_string_equal(copy, expect);
+    snprintf(expect, sizeof expect, "0 compute %llu %llu %llu sim_spin\n", (unsigned long long)t0,
+             (unsigned long long)(t0 + 50000), (unsigned long long)t0);
+    assert_string_equal(kernel, expect);
+}
+
 int main(void)
 {
+    int fd = mkstemp(timeline_path);
+    if (fd < 0)
+        return 1;
+    close(fd);
+    setenv("SIMCUDA_TIMELINE", timeline_path, 1);
     setenv("SIMCUDA_CLOCK", "virtual", 1);
     setenv("SIMCUDA_DEVICE_MEM", "2G", 1);
     const struct CMUnitTest tests[] = {
@@ -210,6 +249,9 @@ int main(void)
         cmocka_unit_test(test_event_wait_delays_consumer_to_producer_end),
         cmocka_unit_test(test_elapsed_time_reports_modeled_milliseconds),
         cmocka_unit_test(test_sync_copy_advances_host_clock),
+        cmocka_unit_test(test_timeline_lists_operations_with_modeled_times),
     };
-    return cmocka_run_group_tests_name("simcuda virtual clock", tests, setup, NULL);
+    int failed = cmocka_run_group_tests_name("simcuda virtual clock", tests, setup, NULL);
+    unlink(timeline_path);
+    return failed;
 }

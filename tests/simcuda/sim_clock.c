@@ -11,6 +11,7 @@
  */
 #include "sim_exec.h"
 
+#include <inttypes.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -27,6 +28,9 @@ static pthread_mutex_t clock_lock = PTHREAD_MUTEX_INITIALIZER;
 static uint64_t host_now_ns;
 static uint64_t end_ns;
 static uint64_t engine_free_ns[SIM_CLOCK_MAX_DEVICES][SIM_ENGINE_COUNT];
+/* SIMCUDA_TIMELINE: one line per scheduled operation, for reading where an
+ * engine idled. */
+static FILE *timeline;
 
 static void clock_configure(void)
 {
@@ -40,6 +44,16 @@ static void clock_configure(void)
     bytes_per_s[SIM_ENGINE_D2H] = sim_env_double("SIMCUDA_D2H_GBPS", 50.0) * 1e9;
     bytes_per_s[SIM_ENGINE_COMPUTE] = sim_env_double("SIMCUDA_DEVICE_GBPS", 2000.0) * 1e9;
     bytes_per_s[SIM_ENGINE_NONE] = bytes_per_s[SIM_ENGINE_COMPUTE];
+    const char *timeline_path = getenv("SIMCUDA_TIMELINE");
+    if (clock_virtual && timeline_path != NULL && timeline_path[0] != '\0') {
+        timeline = fopen(timeline_path, "we");
+        if (timeline == NULL)
+            fprintf(stderr, "simcuda: cannot write SIMCUDA_TIMELINE=%s; no timeline\n", timeline_path);
+        else {
+            setvbuf(timeline, NULL, _IOLBF, 0); /* readable while the program runs */
+            fputs("# device engine start_ns end_ns host_ns what\n", timeline);
+        }
+    }
     for (int e = 0; e < SIM_ENGINE_COUNT; e++) {
         if (!(bytes_per_s[e] > 0.0)) {
             fprintf(stderr, "simcuda: bandwidths must be positive; using the defaults\n");
@@ -69,7 +83,7 @@ uint64_t sim_clock_transfer_ns(sim_engine_t engine, uint64_t bytes)
     return (uint64_t)((double)bytes * 1e9 / bytes_per_s[engine] + 0.5);
 }
 
-uint64_t sim_clock_schedule(int device, sim_engine_t engine, uint64_t ready_ns, uint64_t cost_ns)
+uint64_t sim_clock_schedule(int device, sim_engine_t engine, uint64_t ready_ns, uint64_t cost_ns, const char *what)
 {
     if (!sim_clock_is_virtual())
         return 0;
@@ -83,6 +97,11 @@ uint64_t sim_clock_schedule(int device, sim_engine_t engine, uint64_t ready_ns, 
         engine_free_ns[slot][engine] = end;
     if (end > end_ns)
         end_ns = end;
+    if (timeline != NULL && engine != SIM_ENGINE_NONE) {
+        static const char *const names[SIM_ENGINE_COUNT] = {"none", "h2d", "d2h", "compute"};
+        fprintf(timeline, "%d %s %" PRIu64 " %" PRIu64 " %" PRIu64 " %s\n", slot, names[engine], start, end, host_now_ns,
+                what);
+    }
     pthread_mutex_unlock(&clock_lock);
     return end;
 }

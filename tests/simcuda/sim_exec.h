@@ -248,7 +248,10 @@ typedef enum sim_engine_e {
 SIM_HIDDEN bool sim_clock_is_virtual(void);
 /* Schedules an operation ready at `ready_ns` (stream tail and waited
  * events) on `engine` of `device`: returns its modeled end. */
-SIM_HIDDEN uint64_t sim_clock_schedule(int device, sim_engine_t engine, uint64_t ready_ns, uint64_t cost_ns);
+/* `what` names the operation in SIMCUDA_TIMELINE (a kernel's name, "copy",
+ * "memset"). */
+SIM_HIDDEN uint64_t sim_clock_schedule(int device, sim_engine_t engine, uint64_t ready_ns, uint64_t cost_ns,
+                                       const char *what);
 /* A host wait for work that ends at `until_ns`. */
 SIM_HIDDEN void sim_clock_host_wait(uint64_t until_ns);
 SIM_HIDDEN uint64_t sim_clock_host_now(void);

@@ -481,7 +481,10 @@ static CUresult submit_locked(struct CUstream_st *s, sim_cmd_t *cmd, const sim_d
 
     uint64_t cost_ns;
     sim_engine_t engine = cmd_schedule_info(&op->cmd, &cost_ns);
-    s->vt_tail_ns = sim_clock_schedule(s->ctx->device->ordinal, engine, ready_ns, cost_ns);
+    const char *what = op->cmd.kind == SIM_CMD_KERNEL ? op->cmd.u.launch.kernel->name
+                       : op->cmd.kind == SIM_CMD_COPY ? "copy"
+                                                       : "memset";
+    s->vt_tail_ns = sim_clock_schedule(s->ctx->device->ordinal, engine, ready_ns, cost_ns, what);
     if (op->cmd.kind == SIM_CMD_EVENT_RECORD)
         op->event_gen = op->cmd.u.event->gen;
     op->seq = ++s->enqueued_seq;
