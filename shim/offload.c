@@ -1031,7 +1031,7 @@ static uint64_t vs_evict(vs_region_t **victims, size_t count, bool *host_full)
             /* The copy out waits for the copy in. From here the region is
              * no longer arriving: the deferred entry that still owns the
              * event must not mark it resident while it moves. */
-            (void)VS_CALL(cuStreamWaitEvent, (d->to_host, r->arriving, 0));
+            (void)vs_wait_for_copy(d->to_host, r->arriving); /* or waits here */
             r->arriving = NULL;
         }
         if (vs_fence(streams, d->to_host, epoch) != 0) {
