@@ -80,6 +80,13 @@ int main(void)
         /* The 8 bytes past the end are on the device too and must not count. */
         if (vs_real.cuMemcpyHtoD_v2(data, host, bytes + 8) != CUDA_SUCCESS)
             return 1;
+        /* A copy from pageable memory returns once the bytes are staged,
+         * not once the DMA has landed (cuda.h, "API synchronization
+         * behavior"), and the hasher's stream is non-blocking: without
+         * this wait, the kernel raced the upload's last chunk on an H100
+         * and hashed stale bytes at 2 MiB + 3. */
+        if (vs_real.cuCtxSynchronize() != CUDA_SUCCESS)
+            return 1;
         unsigned slot = (unsigned)(s % 2);
         CUresult rc = vs_device_hash_enqueue(h, slot, data, bytes, stream);
         if (rc == CUDA_SUCCESS)

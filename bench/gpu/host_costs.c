@@ -1,0 +1,331 @@
+/* host_costs.c: what the driver calls the shim makes cost the host on a
+ * real GPU, measured rather than assumed.
+ *
+ * The offload engine's critical path is made of driver calls: launches,
+ * event records and queries, stream waits, and the virtual-memory calls
+ * that give an allocation its physical backing and take it away
+ * (`cuMemCreate`, `cuMemMap`, `cuMemSetAccess`, `cuMemUnmap`,
+ * `cuMemRelease`). This program times each on the host, as the median of
+ * many calls, for the sizes the shim uses, and prints one line per figure:
+ *
+ *     host_cost NAME SIZE median_us p90_us calls
+ *
+ * plus the round trip of an empty kernel on an idle GPU (submission to the
+ * host seeing it done) and the wake-up of a host wait. The figures are the
+ * measured defaults for the simulated driver's host-cost table. The driver
+ * is opened with dlopen, never linked. Exits 77 where no GPU answers.
+ *
+ *     build/bench/gpu/host_costs [--quick]
+ */
+#include <cuda.h>
+
+#include <dlfcn.h>
+#include <stdint.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <time.h>
+
+#define VS_SKIP 77
+
+/* The driver entry points this program uses, opened by name. */
+#define HOST_COSTS_DRIVER(X)                                                                       \
+    X(cuInit)                                                                                      \
+    X(cuDeviceGet)                                                                                 \
+    X(cuDeviceGetName)                                                                             \
+    X(cuDriverGetVersion)                                                                          \
+    X(cuDevicePrimaryCtxRetain)                                                                    \
+    X(cuCtxSetCurrent)                                                                             \
+    X(cuCtxSynchronize)                                                                            \
+    X(cuModuleLoadData)                                                                            \
+    X(cuModuleGetFunction)                                                                         \
+    X(cuLaunchKernel)                                                                              \
+    X(cuStreamCreate)                                                                              \
+    X(cuStreamSynchronize)                                                                         \
+    X(cuStreamWaitEvent)                                                                           \
+    X(cuEventCreate)                                                                               \
+    X(cuEventRecord)                                                                               \
+    X(cuEventQuery)                                                                                \
+    X(cuEventSynchronize)                                                                          \
+    X(cuEventElapsedTime)                                                                          \
+    X(cuMemGetAllocationGranularity)                                                               \
+    X(cuMemAddressReserve)                                                                         \
+    X(cuMemAddressFree)                                                                            \
+    X(cuMemCreate)                                                                                 \
+    X(cuMemRelease)                                                                                \
+    X(cuMemMap)                                                                                    \
+    X(cuMemUnmap)                                                                                  \
+    X(cuMemSetAccess)                                                                              \
+    X(cuMemHostAlloc)                                                                              \
+    X(cuMemFreeHost)                                                                               \
+    X(cuMemcpyHtoDAsync)
+
+typedef struct host_costs_driver_s {
+#define HOST_COSTS_FIELD(name) void (*name)(void);
+    HOST_COSTS_DRIVER(HOST_COSTS_FIELD)
+#undef HOST_COSTS_FIELD
+} host_costs_driver_t;
+
+static host_costs_driver_t drv;
+
+/* Typed calls through the table. */
+#define CALL(name, type, args) (((type)drv.name) args)
+
+/* A spin kernel: `spin(uint64 ns)` busy-waits on %globaltimer; with 0 it
+ * is an empty kernel. PTX text, JIT-compiled by the driver. */
+static const char spin_ptx[] = ".version 6.3\n"
+                               ".target sm_75\n"
+                               ".address_size 64\n"
+                               ".visible .entry spin(.param .u64 ns)\n"
+                               "{\n"
+                               "  .reg .pred %p;\n"
+                               "  .reg .b64 %t<4>;\n"
+                               "  ld.param.u64 %t0, [ns];\n"
+                               "  mov.u64 %t1, %globaltimer;\n"
+                               "LOOP:\n"
+                               "  mov.u64 %t2, %globaltimer;\n"
+                               "  sub.u64 %t3, %t2, %t1;\n"
+                               "  setp.lt.u64 %p, %t3, %t0;\n"
+                               "  @%p bra LOOP;\n"
+                               "  ret;\n"
+                               "}\n";
+
+/* dlsym's object pointer into a function pointer, as POSIX allows. */
+static int open_symbol(void *lib, const char *name, void (**out)(void))
+{
+    void *found = dlsym(lib, name);
+    if (found == NULL)
+        return 0;
+    memcpy(out, &found, sizeof found);
+    return 1;
+}
+
+static double now_us(void)
+{
+    struct timespec ts;
+    clock_gettime(CLOCK_MONOTONIC, &ts);
+    return (double)ts.tv_sec * 1e6 + (double)ts.tv_nsec / 1e3;
+}
+
+static int compare_double(const void *a, const void *b)
+{
+    double x = *(const double *)a, y = *(const double *)b;
+    return (x > y) - (x < y);
+}
+
+static void report(const char *name, const char *size, double *samples, int count)
+{
+    qsort(samples, (size_t)count, sizeof *samples, compare_double);
+    printf("host_cost %-26s %-7s %10.2f %10.2f %6d\n", name, size, samples[count / 2], samples[count * 9 / 10], count);
+}
+
+#define CHECK(call)                                                                                \
+    do {                                                                                           \
+        CUresult check_rc_ = (call);                                                               \
+        if (check_rc_ != CUDA_SUCCESS) {                                                           \
+            fprintf(stderr, "host_costs: %s failed: CUresult %d (line %d)\n", #call, (int)check_rc_, __LINE__); \
+            exit(1);                                                                               \
+        }                                                                                          \
+    } while (0)
+
+typedef CUresult (*mem_create_fn)(CUmemGenericAllocationHandle *, size_t, const CUmemAllocationProp *,
+                                  unsigned long long);
+typedef CUresult (*mem_map_fn)(CUdeviceptr, size_t, size_t, CUmemGenericAllocationHandle, unsigned long long);
+typedef CUresult (*mem_unmap_fn)(CUdeviceptr, size_t);
+typedef CUresult (*mem_release_fn)(CUmemGenericAllocationHandle);
+typedef CUresult (*mem_set_access_fn)(CUdeviceptr, size_t, const CUmemAccessDesc *, size_t);
+typedef CUresult (*launch_fn)(CUfunction, unsigned, unsigned, unsigned, unsigned, unsigned, unsigned, unsigned,
+                              CUstream, void **, void **);
+typedef CUresult (*event_record_fn)(CUevent, CUstream);
+typedef CUresult (*event_fn)(CUevent);
+typedef CUresult (*stream_wait_fn)(CUstream, CUevent, unsigned);
+typedef CUresult (*stream_fn)(CUstream);
+
+/* The virtual-memory cycle the shim runs for an allocation of `bytes`:
+ * create, map, set access, unmap, release; each timed alone. */
+static void measure_vmm(CUdevice device, size_t bytes, const char *size, int rounds)
+{
+    CUmemAllocationProp prop = {0};
+    prop.type = CU_MEM_ALLOCATION_TYPE_PINNED;
+    prop.location.type = CU_MEM_LOCATION_TYPE_DEVICE;
+    prop.location.id = device;
+    CUmemAccessDesc access = {{CU_MEM_LOCATION_TYPE_DEVICE, device}, CU_MEM_ACCESS_FLAGS_PROT_READWRITE};
+    CUdeviceptr va;
+    CHECK(CALL(cuMemAddressReserve, CUresult(*)(CUdeviceptr *, size_t, size_t, CUdeviceptr, unsigned long long),
+               (&va, bytes, 0, 0, 0)));
+    double *t[5];
+    for (int k = 0; k < 5; k++)
+        t[k] = calloc((size_t)rounds, sizeof(double));
+    for (int i = 0; i < rounds; i++) {
+        CUmemGenericAllocationHandle handle;
+        double a = now_us();
+        CHECK(CALL(cuMemCreate, mem_create_fn, (&handle, bytes, &prop, 0)));
+        double b = now_us();
+        CHECK(CALL(cuMemMap, mem_map_fn, (va, bytes, 0, handle, 0)));
+        double c = now_us();
+        CHECK(CALL(cuMemSetAccess, mem_set_access_fn, (va, bytes, &access, 1)));
+        double d = now_us();
+        CHECK(CALL(cuMemUnmap, mem_unmap_fn, (va, bytes)));
+        double e = now_us();
+        CHECK(CALL(cuMemRelease, mem_release_fn, (handle)));
+        double f = now_us();
+        t[0][i] = b - a;
+        t[1][i] = c - b;
+        t[2][i] = d - c;
+        t[3][i] = e - d;
+        t[4][i] = f - e;
+    }
+    static const char *const names[] = {"cuMemCreate", "cuMemMap", "cuMemSetAccess", "cuMemUnmap", "cuMemRelease"};
+    for (int k = 0; k < 5; k++) {
+        report(names[k], size, t[k], rounds);
+        free(t[k]);
+    }
+    CHECK(CALL(cuMemAddressFree, CUresult(*)(CUdeviceptr, size_t), (va, bytes)));
+}
+
+int main(int argc, char **argv)
+{
+    int quick = argc > 1 && strcmp(argv[1], "--quick") == 0;
+    void *lib = dlopen("libcuda.so.1", RTLD_NOW | RTLD_LOCAL);
+    if (lib == NULL) {
+        printf("host_costs: no libcuda.so.1: skipped\n");
+        return VS_SKIP;
+    }
+#define HOST_COSTS_OPEN(name)                                                                      \
+    if (!open_symbol(lib, #name, &drv.name) && !open_symbol(lib, #name "_v2", &drv.name)) {       \
+        printf("host_costs: the driver has no %s: skipped\n", #name);                             \
+        return VS_SKIP;                                                                            \
+    }
+    HOST_COSTS_DRIVER(HOST_COSTS_OPEN)
+#undef HOST_COSTS_OPEN
+    /* The _v2 forms where the ABI changed. */
+    (void)open_symbol(lib, "cuEventElapsedTime_v2", &drv.cuEventElapsedTime);
+    (void)open_symbol(lib, "cuMemcpyHtoDAsync_v2", &drv.cuMemcpyHtoDAsync);
+
+    CUdevice device;
+    CUcontext ctx;
+    if (CALL(cuInit, CUresult(*)(unsigned), (0)) != CUDA_SUCCESS
+        || CALL(cuDeviceGet, CUresult(*)(CUdevice *, int), (&device, 0)) != CUDA_SUCCESS) {
+        printf("host_costs: no GPU answers: skipped\n");
+        return VS_SKIP;
+    }
+    CHECK(CALL(cuDevicePrimaryCtxRetain, CUresult(*)(CUcontext *, CUdevice), (&ctx, device)));
+    CHECK(CALL(cuCtxSetCurrent, CUresult(*)(CUcontext), (ctx)));
+    char name[128] = "";
+    int version = 0;
+    CHECK(CALL(cuDeviceGetName, CUresult(*)(char *, int, CUdevice), (name, sizeof name, device)));
+    CHECK(CALL(cuDriverGetVersion, CUresult(*)(int *), (&version)));
+    printf("host_costs: %s, driver %d; microseconds on the host: median, 90th percentile, calls\n", name, version);
+
+    CUmodule module;
+    CUfunction spin;
+    if (CALL(cuModuleLoadData, CUresult(*)(CUmodule *, const void *), (&module, spin_ptx)) != CUDA_SUCCESS
+        || CALL(cuModuleGetFunction, CUresult(*)(CUfunction *, CUmodule, const char *), (&spin, module, "spin"))
+               != CUDA_SUCCESS) {
+        printf("host_costs: the driver cannot run the spin kernel's PTX: skipped\n");
+        return VS_SKIP;
+    }
+    CUstream stream, other;
+    CHECK(CALL(cuStreamCreate, CUresult(*)(CUstream *, unsigned), (&stream, CU_STREAM_NON_BLOCKING)));
+    CHECK(CALL(cuStreamCreate, CUresult(*)(CUstream *, unsigned), (&other, CU_STREAM_NON_BLOCKING)));
+    CUevent ev, start, stop;
+    CHECK(CALL(cuEventCreate, CUresult(*)(CUevent *, unsigned), (&ev, CU_EVENT_DISABLE_TIMING)));
+    CHECK(CALL(cuEventCreate, CUresult(*)(CUevent *, unsigned), (&start, CU_EVENT_DEFAULT)));
+    CHECK(CALL(cuEventCreate, CUresult(*)(CUevent *, unsigned), (&stop, CU_EVENT_DEFAULT)));
+
+    int n = quick ? 2000 : 20000;
+    double *t = calloc((size_t)n, sizeof(double));
+    unsigned long long zero = 0;
+    void *params[] = {&zero};
+
+    /* Warm the JIT and the queues. */
+    for (int i = 0; i < 100; i++)
+        CHECK(CALL(cuLaunchKernel, launch_fn, (spin, 1, 1, 1, 32, 1, 1, 0, stream, params, NULL)));
+    CHECK(CALL(cuStreamSynchronize, stream_fn, (stream)));
+
+    /* Launch submission: the queue kept from filling by a sync every 512. */
+    for (int i = 0; i < n; i++) {
+        double a = now_us();
+        CHECK(CALL(cuLaunchKernel, launch_fn, (spin, 1, 1, 1, 32, 1, 1, 0, stream, params, NULL)));
+        t[i] = now_us() - a;
+        if (i % 512 == 511)
+            CHECK(CALL(cuStreamSynchronize, stream_fn, (stream)));
+    }
+    CHECK(CALL(cuStreamSynchronize, stream_fn, (stream)));
+    report("cuLaunchKernel", "-", t, n);
+
+    for (int i = 0; i < n; i++) {
+        double a = now_us();
+        CHECK(CALL(cuEventRecord, event_record_fn, (ev, stream)));
+        t[i] = now_us() - a;
+    }
+    report("cuEventRecord", "-", t, n);
+    CHECK(CALL(cuStreamSynchronize, stream_fn, (stream)));
+    for (int i = 0; i < n; i++) {
+        double a = now_us();
+        (void)CALL(cuEventQuery, event_fn, (ev));
+        t[i] = now_us() - a;
+    }
+    report("cuEventQuery", "-", t, n);
+    for (int i = 0; i < n; i++) {
+        double a = now_us();
+        CHECK(CALL(cuStreamWaitEvent, stream_wait_fn, (other, ev, 0)));
+        t[i] = now_us() - a;
+    }
+    report("cuStreamWaitEvent", "-", t, n);
+    CHECK(CALL(cuStreamSynchronize, stream_fn, (other)));
+
+    /* An empty kernel on an idle GPU, submitted and waited for: the round
+     * trip a host wait puts on the critical path. */
+    int r = quick ? 200 : 2000;
+    for (int i = 0; i < r; i++) {
+        double a = now_us();
+        CHECK(CALL(cuLaunchKernel, launch_fn, (spin, 1, 1, 1, 32, 1, 1, 0, stream, params, NULL)));
+        CHECK(CALL(cuStreamSynchronize, stream_fn, (stream)));
+        t[i] = now_us() - a;
+    }
+    report("idle_launch_round_trip", "-", t, r);
+
+    /* The wake-up after a host wait: a 200 us kernel, its GPU time from
+     * events, the host's wait from the clock; the wake-up is the rest. */
+    unsigned long long spin_ns = 200000;
+    void *spin_params[] = {&spin_ns};
+    for (int i = 0; i < r / 4; i++) {
+        CHECK(CALL(cuEventRecord, event_record_fn, (start, stream)));
+        CHECK(CALL(cuLaunchKernel, launch_fn, (spin, 1, 1, 1, 32, 1, 1, 0, stream, spin_params, NULL)));
+        CHECK(CALL(cuEventRecord, event_record_fn, (stop, stream)));
+        double a = now_us();
+        CHECK(CALL(cuEventSynchronize, event_fn, (stop)));
+        double waited = now_us() - a;
+        float gpu_ms = 0;
+        CHECK(CALL(cuEventElapsedTime, CUresult(*)(float *, CUevent, CUevent), (&gpu_ms, start, stop)));
+        t[i] = waited - (double)gpu_ms * 1000.0;
+        if (t[i] < 0)
+            t[i] = 0;
+    }
+    report("host_wait_wakeup", "-", t, r / 4);
+
+    /* The virtual-memory cycle at the sizes the shim maps: the minimum
+     * granule, a 32 MiB layer, a 360 MiB DiT block. */
+    int vr = quick ? 20 : 100;
+    measure_vmm(device, 2ull << 20, "2M", vr);
+    measure_vmm(device, 32ull << 20, "32M", vr);
+    measure_vmm(device, 360ull << 20, "360M", vr / 4 > 4 ? vr / 4 : 4);
+
+    /* Pinned host memory, per GiB. */
+    int hr = quick ? 2 : 4;
+    for (int i = 0; i < hr; i++) {
+        void *host;
+        double a = now_us();
+        CHECK(CALL(cuMemHostAlloc, CUresult(*)(void **, size_t, unsigned), (&host, 1ull << 30, CU_MEMHOSTALLOC_PORTABLE)));
+        double b = now_us();
+        CHECK(CALL(cuMemFreeHost, CUresult(*)(void *), (host)));
+        double c = now_us();
+        t[i] = b - a;
+        t[hr + i] = c - b;
+    }
+    report("cuMemHostAlloc", "1G", t, hr);
+    report("cuMemFreeHost", "1G", t + hr, hr);
+    free(t);
+    return 0;
+}
