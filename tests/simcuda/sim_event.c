@@ -174,6 +174,10 @@ static CUresult event_record(CUevent handle, CUstream stream_handle, unsigned fl
     struct CUstream_st *stream = sim_stream_resolve(stream_handle, per_thread, &result);
     if (stream == NULL)
         return result;
+    /* cuda.h: "If hStream ... and hEvent belong to different contexts,
+     * CUDA_ERROR_INVALID_HANDLE is returned" (an H100 answers 400 too). */
+    if (event->ctx != stream->ctx)
+        return CUDA_ERROR_INVALID_HANDLE;
     pthread_mutex_lock(&sim_submit_lock);
     if ((flags & CU_EVENT_RECORD_EXTERNAL) && stream->capture != NULL) {
         /* An external record node: replays record the event for real. */

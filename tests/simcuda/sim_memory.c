@@ -922,6 +922,11 @@ SIM_EXPORT CUresult cuMemMap(CUdeviceptr ptr, size_t size, size_t offset, CUmemG
     if (flags != 0 || size == 0 || ptr % SIM_GRANULARITY != 0 || size % SIM_GRANULARITY != 0 ||
         offset % SIM_GRANULARITY != 0)
         return CUDA_ERROR_INVALID_VALUE;
+    /* cuda.h: the offset "currently must be zero"; an H100 answers
+     * CUDA_ERROR_NOT_SUPPORTED to any other, and to a mapping larger than
+     * the handle (tests/gpu/driver_facts.h100.txt). */
+    if (offset != 0)
+        return CUDA_ERROR_NOT_SUPPORTED;
     mem_block_t *mapping = calloc(1, sizeof *mapping);
     if (mapping == NULL)
         return CUDA_ERROR_OUT_OF_MEMORY;
@@ -931,8 +936,10 @@ SIM_EXPORT CUresult cuMemMap(CUdeviceptr ptr, size_t size, size_t offset, CUmemG
     mem_block_t *reservation = map_find(&device_blocks, (uintptr_t)ptr);
     if (phys == NULL)
         result = CUDA_ERROR_INVALID_HANDLE;
+    if (phys != NULL && size > phys->size)
+        result = CUDA_ERROR_NOT_SUPPORTED;
     if (phys == NULL || reservation == NULL || reservation->kind != MEM_RESERVATION ||
-        ptr + size > block_end(reservation) || offset > phys->size || size > phys->size - offset ||
+        ptr + size > block_end(reservation) || size > phys->size ||
         map_overlaps(&mappings, (uintptr_t)ptr, (uintptr_t)(ptr + size)))
         goto out;
     /* A new mapping has no access until cuMemSetAccess. */
@@ -995,6 +1002,16 @@ SIM_EXPORT CUresult cuMemUnmap(CUdeviceptr ptr, size_t size)
     size_t first, count;
     pthread_rwlock_wrlock(&mem_lock);
     int rc = mappings_tiling((uintptr_t)ptr, size, &first, &count);
+    /* A reserved range with nothing mapped in it unmaps successfully, as
+     * on an H100 (tests/gpu/driver_facts.h100.txt: mem_unmap.unmapped). */
+    mem_block_t *reservation = rc == 0 ? NULL : map_find(&device_blocks, (uintptr_t)ptr);
+    if (reservation != NULL && reservation->kind == MEM_RESERVATION && size != 0 && size % SIM_GRANULARITY == 0
+        && ptr % SIM_GRANULARITY == 0 && ptr + size <= block_end(reservation)
+        && !map_overlaps(&mappings, (uintptr_t)ptr, (uintptr_t)(ptr + size))) {
+        rc = 0;
+        count = 0;
+        first = 0;
+    }
     if (rc == 0) {
         for (size_t i = 0; i < count; i++) {
             mem_block_t *mapping = mappings.items[first];
