@@ -26,6 +26,9 @@
 #include <string.h>
 #include <time.h>
 
+#define VS_TEST_DRIVER_OPENED
+#include "vs_test.h"
+
 #define VS_SKIP 77
 
 /* The driver entry points this program uses, opened by name. */
@@ -119,15 +122,6 @@ static void report(const char *name, const char *size, double *samples, int coun
     printf("host_cost %-26s %-7s %10.2f %10.2f %6d\n", name, size, samples[count / 2], samples[count * 9 / 10], count);
 }
 
-#define CHECK(call)                                                                                \
-    do {                                                                                           \
-        CUresult check_rc_ = (call);                                                               \
-        if (check_rc_ != CUDA_SUCCESS) {                                                           \
-            fprintf(stderr, "host_costs: %s failed: CUresult %d (line %d)\n", #call, (int)check_rc_, __LINE__); \
-            exit(1);                                                                               \
-        }                                                                                          \
-    } while (0)
-
 typedef CUresult (*mem_create_fn)(CUmemGenericAllocationHandle *, size_t, const CUmemAllocationProp *,
                                   unsigned long long);
 typedef CUresult (*mem_map_fn)(CUdeviceptr, size_t, size_t, CUmemGenericAllocationHandle, unsigned long long);
@@ -151,7 +145,7 @@ static void measure_vmm(CUdevice device, size_t bytes, const char *size, int rou
     prop.location.id = device;
     CUmemAccessDesc access = {{CU_MEM_LOCATION_TYPE_DEVICE, device}, CU_MEM_ACCESS_FLAGS_PROT_READWRITE};
     CUdeviceptr va;
-    CHECK(CALL(cuMemAddressReserve, CUresult(*)(CUdeviceptr *, size_t, size_t, CUdeviceptr, unsigned long long),
+    VS_CHECK(CALL(cuMemAddressReserve, CUresult(*)(CUdeviceptr *, size_t, size_t, CUdeviceptr, unsigned long long),
                (&va, bytes, 0, 0, 0)));
     double *t[5];
     for (int k = 0; k < 5; k++)
@@ -159,15 +153,15 @@ static void measure_vmm(CUdevice device, size_t bytes, const char *size, int rou
     for (int i = 0; i < rounds; i++) {
         CUmemGenericAllocationHandle handle;
         double a = now_us();
-        CHECK(CALL(cuMemCreate, mem_create_fn, (&handle, bytes, &prop, 0)));
+        VS_CHECK(CALL(cuMemCreate, mem_create_fn, (&handle, bytes, &prop, 0)));
         double b = now_us();
-        CHECK(CALL(cuMemMap, mem_map_fn, (va, bytes, 0, handle, 0)));
+        VS_CHECK(CALL(cuMemMap, mem_map_fn, (va, bytes, 0, handle, 0)));
         double c = now_us();
-        CHECK(CALL(cuMemSetAccess, mem_set_access_fn, (va, bytes, &access, 1)));
+        VS_CHECK(CALL(cuMemSetAccess, mem_set_access_fn, (va, bytes, &access, 1)));
         double d = now_us();
-        CHECK(CALL(cuMemUnmap, mem_unmap_fn, (va, bytes)));
+        VS_CHECK(CALL(cuMemUnmap, mem_unmap_fn, (va, bytes)));
         double e = now_us();
-        CHECK(CALL(cuMemRelease, mem_release_fn, (handle)));
+        VS_CHECK(CALL(cuMemRelease, mem_release_fn, (handle)));
         double f = now_us();
         t[0][i] = b - a;
         t[1][i] = c - b;
@@ -180,7 +174,7 @@ static void measure_vmm(CUdevice device, size_t bytes, const char *size, int rou
         report(names[k], size, t[k], rounds);
         free(t[k]);
     }
-    CHECK(CALL(cuMemAddressFree, CUresult(*)(CUdeviceptr, size_t), (va, bytes)));
+    VS_CHECK(CALL(cuMemAddressFree, CUresult(*)(CUdeviceptr, size_t), (va, bytes)));
 }
 
 int main(int argc, char **argv)
@@ -209,12 +203,12 @@ int main(int argc, char **argv)
         printf("host_costs: no GPU answers: skipped\n");
         return VS_SKIP;
     }
-    CHECK(CALL(cuDevicePrimaryCtxRetain, CUresult(*)(CUcontext *, CUdevice), (&ctx, device)));
-    CHECK(CALL(cuCtxSetCurrent, CUresult(*)(CUcontext), (ctx)));
+    VS_CHECK(CALL(cuDevicePrimaryCtxRetain, CUresult(*)(CUcontext *, CUdevice), (&ctx, device)));
+    VS_CHECK(CALL(cuCtxSetCurrent, CUresult(*)(CUcontext), (ctx)));
     char name[128] = "";
     int version = 0;
-    CHECK(CALL(cuDeviceGetName, CUresult(*)(char *, int, CUdevice), (name, sizeof name, device)));
-    CHECK(CALL(cuDriverGetVersion, CUresult(*)(int *), (&version)));
+    VS_CHECK(CALL(cuDeviceGetName, CUresult(*)(char *, int, CUdevice), (name, sizeof name, device)));
+    VS_CHECK(CALL(cuDriverGetVersion, CUresult(*)(int *), (&version)));
     printf("host_costs: %s, driver %d; microseconds on the host: median, 90th percentile, calls\n", name, version);
 
     CUmodule module;
@@ -226,12 +220,12 @@ int main(int argc, char **argv)
         return VS_SKIP;
     }
     CUstream stream, other;
-    CHECK(CALL(cuStreamCreate, CUresult(*)(CUstream *, unsigned), (&stream, CU_STREAM_NON_BLOCKING)));
-    CHECK(CALL(cuStreamCreate, CUresult(*)(CUstream *, unsigned), (&other, CU_STREAM_NON_BLOCKING)));
+    VS_CHECK(CALL(cuStreamCreate, CUresult(*)(CUstream *, unsigned), (&stream, CU_STREAM_NON_BLOCKING)));
+    VS_CHECK(CALL(cuStreamCreate, CUresult(*)(CUstream *, unsigned), (&other, CU_STREAM_NON_BLOCKING)));
     CUevent ev, start, stop;
-    CHECK(CALL(cuEventCreate, CUresult(*)(CUevent *, unsigned), (&ev, CU_EVENT_DISABLE_TIMING)));
-    CHECK(CALL(cuEventCreate, CUresult(*)(CUevent *, unsigned), (&start, CU_EVENT_DEFAULT)));
-    CHECK(CALL(cuEventCreate, CUresult(*)(CUevent *, unsigned), (&stop, CU_EVENT_DEFAULT)));
+    VS_CHECK(CALL(cuEventCreate, CUresult(*)(CUevent *, unsigned), (&ev, CU_EVENT_DISABLE_TIMING)));
+    VS_CHECK(CALL(cuEventCreate, CUresult(*)(CUevent *, unsigned), (&start, CU_EVENT_DEFAULT)));
+    VS_CHECK(CALL(cuEventCreate, CUresult(*)(CUevent *, unsigned), (&stop, CU_EVENT_DEFAULT)));
 
     int n = quick ? 2000 : 20000;
     double *t = calloc((size_t)n, sizeof(double));
@@ -240,27 +234,27 @@ int main(int argc, char **argv)
 
     /* Warm the JIT and the queues. */
     for (int i = 0; i < 100; i++)
-        CHECK(CALL(cuLaunchKernel, launch_fn, (spin, 1, 1, 1, 32, 1, 1, 0, stream, params, NULL)));
-    CHECK(CALL(cuStreamSynchronize, stream_fn, (stream)));
+        VS_CHECK(CALL(cuLaunchKernel, launch_fn, (spin, 1, 1, 1, 32, 1, 1, 0, stream, params, NULL)));
+    VS_CHECK(CALL(cuStreamSynchronize, stream_fn, (stream)));
 
     /* Launch submission: the queue kept from filling by a sync every 512. */
     for (int i = 0; i < n; i++) {
         double a = now_us();
-        CHECK(CALL(cuLaunchKernel, launch_fn, (spin, 1, 1, 1, 32, 1, 1, 0, stream, params, NULL)));
+        VS_CHECK(CALL(cuLaunchKernel, launch_fn, (spin, 1, 1, 1, 32, 1, 1, 0, stream, params, NULL)));
         t[i] = now_us() - a;
         if (i % 512 == 511)
-            CHECK(CALL(cuStreamSynchronize, stream_fn, (stream)));
+            VS_CHECK(CALL(cuStreamSynchronize, stream_fn, (stream)));
     }
-    CHECK(CALL(cuStreamSynchronize, stream_fn, (stream)));
+    VS_CHECK(CALL(cuStreamSynchronize, stream_fn, (stream)));
     report("cuLaunchKernel", "-", t, n);
 
     for (int i = 0; i < n; i++) {
         double a = now_us();
-        CHECK(CALL(cuEventRecord, event_record_fn, (ev, stream)));
+        VS_CHECK(CALL(cuEventRecord, event_record_fn, (ev, stream)));
         t[i] = now_us() - a;
     }
     report("cuEventRecord", "-", t, n);
-    CHECK(CALL(cuStreamSynchronize, stream_fn, (stream)));
+    VS_CHECK(CALL(cuStreamSynchronize, stream_fn, (stream)));
     for (int i = 0; i < n; i++) {
         double a = now_us();
         (void)CALL(cuEventQuery, event_fn, (ev));
@@ -269,19 +263,19 @@ int main(int argc, char **argv)
     report("cuEventQuery", "-", t, n);
     for (int i = 0; i < n; i++) {
         double a = now_us();
-        CHECK(CALL(cuStreamWaitEvent, stream_wait_fn, (other, ev, 0)));
+        VS_CHECK(CALL(cuStreamWaitEvent, stream_wait_fn, (other, ev, 0)));
         t[i] = now_us() - a;
     }
     report("cuStreamWaitEvent", "-", t, n);
-    CHECK(CALL(cuStreamSynchronize, stream_fn, (other)));
+    VS_CHECK(CALL(cuStreamSynchronize, stream_fn, (other)));
 
     /* An empty kernel on an idle GPU, submitted and waited for: the round
      * trip a host wait puts on the critical path. */
     int r = quick ? 200 : 2000;
     for (int i = 0; i < r; i++) {
         double a = now_us();
-        CHECK(CALL(cuLaunchKernel, launch_fn, (spin, 1, 1, 1, 32, 1, 1, 0, stream, params, NULL)));
-        CHECK(CALL(cuStreamSynchronize, stream_fn, (stream)));
+        VS_CHECK(CALL(cuLaunchKernel, launch_fn, (spin, 1, 1, 1, 32, 1, 1, 0, stream, params, NULL)));
+        VS_CHECK(CALL(cuStreamSynchronize, stream_fn, (stream)));
         t[i] = now_us() - a;
     }
     report("idle_launch_round_trip", "-", t, r);
@@ -291,14 +285,14 @@ int main(int argc, char **argv)
     unsigned long long spin_ns = 200000;
     void *spin_params[] = {&spin_ns};
     for (int i = 0; i < r / 4; i++) {
-        CHECK(CALL(cuEventRecord, event_record_fn, (start, stream)));
-        CHECK(CALL(cuLaunchKernel, launch_fn, (spin, 1, 1, 1, 32, 1, 1, 0, stream, spin_params, NULL)));
-        CHECK(CALL(cuEventRecord, event_record_fn, (stop, stream)));
+        VS_CHECK(CALL(cuEventRecord, event_record_fn, (start, stream)));
+        VS_CHECK(CALL(cuLaunchKernel, launch_fn, (spin, 1, 1, 1, 32, 1, 1, 0, stream, spin_params, NULL)));
+        VS_CHECK(CALL(cuEventRecord, event_record_fn, (stop, stream)));
         double a = now_us();
-        CHECK(CALL(cuEventSynchronize, event_fn, (stop)));
+        VS_CHECK(CALL(cuEventSynchronize, event_fn, (stop)));
         double waited = now_us() - a;
         float gpu_ms = 0;
-        CHECK(CALL(cuEventElapsedTime, CUresult(*)(float *, CUevent, CUevent), (&gpu_ms, start, stop)));
+        VS_CHECK(CALL(cuEventElapsedTime, CUresult(*)(float *, CUevent, CUevent), (&gpu_ms, start, stop)));
         t[i] = waited - (double)gpu_ms * 1000.0;
         if (t[i] < 0)
             t[i] = 0;
@@ -317,9 +311,9 @@ int main(int argc, char **argv)
     for (int i = 0; i < hr; i++) {
         void *host;
         double a = now_us();
-        CHECK(CALL(cuMemHostAlloc, CUresult(*)(void **, size_t, unsigned), (&host, 1ull << 30, CU_MEMHOSTALLOC_PORTABLE)));
+        VS_CHECK(CALL(cuMemHostAlloc, CUresult(*)(void **, size_t, unsigned), (&host, 1ull << 30, CU_MEMHOSTALLOC_PORTABLE)));
         double b = now_us();
-        CHECK(CALL(cuMemFreeHost, CUresult(*)(void *), (host)));
+        VS_CHECK(CALL(cuMemFreeHost, CUresult(*)(void *), (host)));
         double c = now_us();
         t[i] = b - a;
         t[hr + i] = c - b;

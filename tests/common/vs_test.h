@@ -121,7 +121,9 @@ static inline void vs_test_watchdog_start(unsigned seconds)
  * ------------------------------------------------------------------------ */
 
 /* A driver error fails the program like a wrong result: under the shim,
- * every call a program makes must succeed. */
+ * every call a program makes must succeed. A program that opens the driver
+ * with dlopen instead of linking it defines `VS_TEST_DRIVER_OPENED` before
+ * including this header: its errors are reported by number alone. */
 #define VS_CHECK(call) vs_test_check((call), #call, __FILE__, __LINE__)
 
 static inline void vs_test_check(CUresult rc, const char *call, const char *file, int line)
@@ -129,7 +131,9 @@ static inline void vs_test_check(CUresult rc, const char *call, const char *file
     if (rc == CUDA_SUCCESS)
         return;
     const char *name = NULL;
+#ifndef VS_TEST_DRIVER_OPENED
     if (cuGetErrorName(rc, &name) != CUDA_SUCCESS || name == NULL)
+#endif
         name = "unknown error";
     const char *phase = vs_test_phase();
     fprintf(stderr, "%s: DRIVER ERROR%s%s at %s:%d: %s returned %d (%s)\n", program_invocation_short_name,
