@@ -193,7 +193,8 @@ CUresult vs_engine_restore_mapped(vs_region_t *r, vs_engine_device_t *d, CUstrea
 #define VS_STREAM_SLOTS (VS_STREAM_BITS - 1)
 
 /* The stream the driver means by `stream` in the variant called: NULL is
- * the per-thread default stream in the `_ptsz`/`_ptds` variants. */
+ * the per-thread default stream in the `_ptsz`/`_ptds` variants. Pure: no
+ * lock. */
 CUstream vs_streams_resolve(CUstream stream, bool per_thread);
 
 /* The mask bit of the stream an operation runs on (takes the streams lock

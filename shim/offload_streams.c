@@ -210,9 +210,10 @@ static CUevent vs_streams_marker_find(int slot, uint64_t epoch)
     return NULL;
 }
 
-/* Makes `waiter` wait for the work submitted in epochs up to `epoch` (0: all so far) on the streams of
- * `mask`. Returns 0, -EIO when a context-wide wait failed, or -EBUSY when one of them is capturing (its earlier
- * work cannot be waited for without joining the capture). */
+/* Makes `waiter` wait for the work submitted on the streams of `mask` in
+ * epochs up to `epoch` (0: all so far). Returns 0, -EIO when a context-wide
+ * wait failed, or -EBUSY when one of them is capturing (its earlier work
+ * cannot be waited for without joining the capture). */
 int vs_streams_fence(uint64_t mask, CUstream waiter, uint64_t epoch)
 {
     VS_ASSERT_HELD(&vs_engine.lock);
@@ -268,6 +269,7 @@ int vs_streams_fence(uint64_t mask, CUstream waiter, uint64_t epoch)
 /* Whether any stream of `mask` is capturing now. */
 bool vs_streams_mask_capturing(uint64_t mask)
 {
+    VS_ASSERT_HELD(&vs_engine.lock);
     for (int i = 0; i < VS_STREAM_SLOTS; i++) {
         if ((mask & (1ull << i)) == 0)
             continue;
