@@ -1,21 +1,28 @@
 /* internal.h: the rules every file of the shim follows: the locks and their
  * order, the error conventions, and the assertions that check both.
  *
- * Lock ordering (a lock is taken only while holding locks above it in this
- * list, never one below it; a "leaf" takes nothing under it):
+ * Lock ordering (indentation is the order: a lock is taken only while
+ * holding the locks it is indented under, never one below it; a "leaf"
+ * takes nothing under it), in the manner of Linux's mm/rmap.c:
  *
  *   vs_driver.ready_lock          (driver.c)      driver loading, once
+ *     publisher lock              (snapshot_writer.c) the live snapshot: leaf
+ *   vs_execs_lock                 (hooks_graph.c) graph executables
  *     vs_engine.lock              (offload.c)     the offload engine
  *       vs_streams.lock           (offload_streams.c) the stream table: leaf
- *       vs_execs_lock             (hooks_graph.c) graph executables
- *       vs_layouts_lock           (launch.c)      kernel parameter layouts
- *         vs_registry.lock        (registry.c)    rwlock: allocations
- *           vs_trace.lock         (trace_writer.c) VRAMSHIM_TRACE: leaf
  *       vs_pool.lock              (host_pool.c)   pinned host pool: leaf
  *       vs_spill.lock             (spill.c)       the spill file: leaf
+ *       vs_registry.lock          (registry.c)    rwlock: allocations
+ *         vs_trace.lock           (trace_writer.c) VRAMSHIM_TRACE: leaf
+ *   vs_layouts_lock               (launch.c)      kernel parameter layouts
+ *     vs_registry.lock            (as above)
  *   vs_physical_lock              (hooks_memory.c) the application's VMM handles: leaf
  *   vs_runtime_lock               (runtime.c)     the runtime's primary context: leaf
- *   publisher lock                (snapshot_writer.c) the live snapshot: leaf
+ *
+ * (The publisher is started under the ready lock, by the callback the top
+ * layer registers; a graph's executable lock is held while its holds are
+ * taken, which take the engine lock; the engine takes the registry lock for
+ * residency changes and epochs, never the reverse.)
  *
  * What each guards:
  *
