@@ -12,7 +12,11 @@
  * ran; `R` lines carry no time, so the restores and evictions between two
  * operations share the interval between them in proportion to their bytes;
  * an eviction is counted as a write-back of its bytes (a clean eviction
- * copies nothing, and the trace does not tell the two apart); spills to
+ * copies nothing, and the trace does not tell the two apart); an
+ * allocation placed on the host when it was made (no room on the device)
+ * has no line saying so: it is known by its first `R` line being a restore
+ * (`vs_plot_placements`), and one never used stays counted on the device;
+ * its first mapping counts as a restore of its bytes; spills to
  * disk are not recorded, so the disk tier stays empty; the limit is not in
  * the trace (`--limit`).
  */
@@ -54,6 +58,8 @@ typedef struct vs_plot_alloc_s {
     uint64_t id;
     uint64_t size;
     bool on_device;
+    uint64_t ordinal; /* placements pass: which `A` line made it */
+    bool decided;     /* placements pass: its first `R` line was seen */
     UT_hash_handle hh;
 } vs_plot_alloc_t;
 
@@ -70,6 +76,8 @@ typedef struct vs_plot_s {
     bool chrome;
     bool first_event; /* chrome: no comma before the next event */
     vs_plot_alloc_t *allocs;
+    uint8_t *starts_on_host; /* bit per `A` line, in order: placed on the host */
+    uint64_t alloc_lines;    /* `A` lines read so far */
     vs_timeline_sample_t state; /* the running totals */
     vs_timeline_sample_t *samples;
     size_t count, cap;
@@ -141,16 +149,28 @@ out:
     p->moves_count = 0;
 }
 
+/* `array` (of `*cap` elements of `size` bytes, `count` in use) with room
+ * for one more: itself, or grown (doubling, from `first`; new bytes zero).
+ * NULL when out of memory, `array` left as it was. */
+static void *vs_plot_reserve(void *array, size_t *cap, size_t count, size_t size, size_t first)
+{
+    if (array && count < *cap)
+        return array;
+    size_t grown_cap = *cap ? *cap * 2 : first;
+    char *grown = realloc(array, grown_cap * size);
+    if (!grown)
+        return NULL;
+    memset(grown + *cap * size, 0, (grown_cap - *cap) * size);
+    *cap = grown_cap;
+    return grown;
+}
+
 static int vs_plot_push_sample(vs_plot_t *p)
 {
-    if (p->count == p->cap) {
-        size_t cap = p->cap ? p->cap * 2 : 1024;
-        vs_timeline_sample_t *grown = realloc(p->samples, cap * sizeof(*grown));
-        if (!grown)
-            return -ENOMEM;
-        p->samples = grown;
-        p->cap = cap;
-    }
+    void *room = vs_plot_reserve(p->samples, &p->cap, p->count, sizeof(*p->samples), 1024);
+    if (!room)
+        return -ENOMEM;
+    p->samples = room;
     p->samples[p->count++] = p->state;
     return 0;
 }
@@ -206,8 +226,9 @@ static int vs_plot_event(vs_plot_t *p, const vs_trace_event_t *ev)
             HASH_ADD(hh, p->allocs, id, sizeof(a->id), a);
         }
         a->size = ev->size;
-        a->on_device = true;
-        p->state.device_bytes += a->size;
+        a->on_device = !(p->starts_on_host[p->alloc_lines / 8] & (1u << (p->alloc_lines % 8)));
+        p->alloc_lines++;
+        *vs_plot_tier(p, a) += a->size;
         return 0;
     case VS_TRACE_FREE:
         if (a) {
@@ -231,14 +252,10 @@ static int vs_plot_event(vs_plot_t *p, const vs_trace_event_t *ev)
             p->state.d2h += a->size;
             p->state.evictions++;
         }
-        if (p->moves_count == p->moves_cap) {
-            size_t cap = p->moves_cap ? p->moves_cap * 2 : 64;
-            vs_plot_move_t *grown = realloc(p->moves, cap * sizeof(*grown));
-            if (!grown)
-                return -ENOMEM;
-            p->moves = grown;
-            p->moves_cap = cap;
-        }
+        void *room = vs_plot_reserve(p->moves, &p->moves_cap, p->moves_count, sizeof(*p->moves), 64);
+        if (!room)
+            return -ENOMEM;
+        p->moves = room;
         p->moves[p->moves_count++] = (vs_plot_move_t){a->id, a->size, ev->resident};
         return 0;
     case VS_TRACE_USE:
@@ -307,14 +324,68 @@ static char *vs_plot_read_file(const char *path, size_t *len)
     return buf;
 }
 
-static void vs_plot_free(vs_plot_t *p)
+static void vs_plot_free_allocs(vs_plot_alloc_t **allocs)
 {
     vs_plot_alloc_t *a, *tmp;
-    HASH_ITER(hh, p->allocs, a, tmp)
+    HASH_ITER(hh, *allocs, a, tmp)
     {
-        HASH_DEL(p->allocs, a);
+        HASH_DEL(*allocs, a);
         free(a);
     }
+}
+
+/* Which allocations started on the host: those whose first `R` line is a
+ * restore. Fills `p->starts_on_host`, a bit per `A` line. 0 or -ENOMEM;
+ * malformed lines are left to the main pass to report. */
+static int vs_plot_placements(vs_plot_t *p, const char *buf, size_t len)
+{
+    vs_plot_alloc_t *live = NULL, *a;
+    vs_trace_reader_t reader;
+    vs_trace_event_t ev;
+    uint64_t lines = 0;
+    size_t cap = 0;
+    int rc = 0;
+    vs_trace_reader_init(&reader, buf, len);
+    while (rc == 0 && (rc = vs_trace_reader_next(&reader, &ev)) > 0) {
+        rc = 0;
+        if (ev.kind == VS_TRACE_USE)
+            continue;
+        HASH_FIND(hh, live, &ev.id, sizeof(ev.id), a);
+        if (ev.kind == VS_TRACE_ALLOC) {
+            void *room = vs_plot_reserve(p->starts_on_host, &cap, (size_t)(lines / 8), 1, 64);
+            if (room)
+                p->starts_on_host = room;
+            else
+                rc = -ENOMEM;
+            if (!a && rc == 0 && (a = calloc(1, sizeof(*a)))) {
+                a->id = ev.id;
+                HASH_ADD(hh, live, id, sizeof(a->id), a);
+            }
+            if (!a)
+                rc = -ENOMEM;
+            else {
+                a->ordinal = lines++;
+                a->decided = false;
+            }
+        } else if (ev.kind == VS_TRACE_RESIDENCY && a && !a->decided) {
+            a->decided = true;
+            if (ev.resident)
+                p->starts_on_host[a->ordinal / 8] |= (uint8_t)(1u << (a->ordinal % 8));
+        } else if (ev.kind == VS_TRACE_FREE && a) {
+            HASH_DEL(live, a);
+            free(a);
+        }
+    }
+    vs_plot_free_allocs(&live);
+    if (rc != -ENOMEM && !p->starts_on_host) /* no `A` line at all */
+        p->starts_on_host = vs_plot_reserve(NULL, &cap, 0, 1, 1);
+    return rc == -ENOMEM || !p->starts_on_host ? -ENOMEM : 0;
+}
+
+static void vs_plot_free(vs_plot_t *p)
+{
+    vs_plot_free_allocs(&p->allocs);
+    free(p->starts_on_host);
     free(p->samples);
     free(p->moves);
 }
@@ -326,6 +397,10 @@ static int vs_plot_replay(vs_plot_t *p, const char *path, const char *buf, size_
     vs_trace_reader_t reader;
     vs_trace_event_t ev;
     int rc;
+    if (vs_plot_placements(p, buf, len) < 0) {
+        vs_tool_error("out of memory reading %s", path);
+        return 1;
+    }
     vs_trace_reader_init(&reader, buf, len);
     while ((rc = vs_trace_reader_next(&reader, &ev)) > 0) {
         if (vs_plot_event(p, &ev) < 0) {
@@ -382,6 +457,7 @@ static int vs_plot_svg(vs_plot_t *p, const char *path, uint64_t limit, vs_timeli
         .heading = heading,
         .disk_label = "disk (spills are not in the trace)",
         .host_copy_label = NULL,
+        .d2h_label = "D2H evictions (clean ones copy nothing)",
         .x = x,
     };
     return vs_timeline_svg_write(p->out, &doc, &panel, 1);

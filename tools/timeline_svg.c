@@ -305,7 +305,7 @@ static void put_legend(FILE *f, const vs_timeline_doc_t *doc, bool limit, double
         {"host-copies", doc->host_copy_label, COLOUR_HOST_COPY, 1},
         {"limit", limit ? "limit" : NULL, "#000", 1},
         {"h2d", "H2D restores", COLOUR_H2D, 2},
-        {"d2h", "D2H write-backs", COLOUR_D2H, 2},
+        {"d2h", doc->d2h_label ? doc->d2h_label : "D2H write-backs", COLOUR_D2H, 2},
     };
     fprintf(f, "<g class=\"legend\" font-size=\"11\">\n");
     for (size_t i = 0; i < sizeof(items) / sizeof(items[0]); i++) {

@@ -46,6 +46,7 @@ typedef struct vs_timeline_doc_s {
     /* The legend's label for the host-copy line; NULL: the line is not drawn
      * (the timeline does not know its host copies). */
     const char *host_copy_label;
+    const char *d2h_label; /* the legend's label for D2H ticks; NULL: "D2H write-backs" */
     vs_timeline_x_t x;
 } vs_timeline_doc_t;
 

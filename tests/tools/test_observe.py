@@ -389,12 +389,13 @@ def test_metrics_and_ps_json_live():
             s.sendall(b"garbage\r\n\r\n")
             check(s.recv(100).startswith(b"HTTP/1.1 400"), "400 for garbage")
         # A client that connects and says nothing does not stop the next one
-        # for longer than the server's timeout.
+        # for longer than the server's 5 s timeout (and the scrape itself,
+        # slow on a loaded machine).
         idle = socket.create_connection((host_port[0], int(host_port[1])), timeout=10)
         t0 = time.time()
         status, _, body = http_get(url + "?x=1")
         check(status == 200 and "vramshim_processes" in body, "after an idle client")
-        check(time.time() - t0 < 8, "the idle client held the server")
+        check(time.time() - t0 < 30, f"the idle client held the server {time.time() - t0:.1f}s")
         idle.close()
         check(server.poll() is None, "the server exited")
         # After exit the process is gone from the metrics.
@@ -455,9 +456,10 @@ def main():
     tests = [(n, f) for n, f in globals().items() if n.startswith("test_") and callable(f)]
     for name, fn in tests:
         print(f"{name} ...", flush=True)
+        t0 = time.time()
         try:
             fn()
-            print("  ok", flush=True)
+            print(f"  ok ({time.time() - t0:.1f}s)", flush=True)
         except Exception as e:  # report every failing test, not just the first
             FAILURES.append(name)
             print(f"  FAILED: {type(e).__name__}: {e}", flush=True)
