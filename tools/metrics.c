@@ -11,9 +11,9 @@
  * process and are labelled with pid and program.
  *
  * The server is plain sockets, one connection at a time: a client gets
- * `VS_METRICS_IO_TIMEOUT_S` to send its request line and headers (at most
- * `VS_METRICS_REQUEST_MAX` bytes) and to take the answer, then the
- * connection is closed. GET and HEAD of /metrics (any query) are answered;
+ * `VS_METRICS_IO_TIMEOUT_S` in all to send its request line and headers (at
+ * most `VS_METRICS_REQUEST_MAX` bytes), as long again for each write of the
+ * answer, then the connection is closed. GET and HEAD of /metrics (any query) are answered;
  * other paths get 404, other methods 405, malformed requests 400.
  */
 #include "tool.h"
@@ -22,11 +22,13 @@
 #include <getopt.h>
 #include <inttypes.h>
 #include <netdb.h>
+#include <poll.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 #include <sys/socket.h>
 #include <sys/time.h>
+#include <time.h>
 #include <unistd.h>
 
 #include "dump.h"
@@ -214,7 +216,16 @@ static void vs_metrics_respond(int fd, int status, const char *reason, const cha
         vs_metrics_send(fd, body, body_len);
 }
 
-/* Reads the request up to the end of its headers and answers it. */
+static uint64_t vs_metrics_now_ms(void)
+{
+    struct timespec ts;
+    clock_gettime(CLOCK_MONOTONIC, &ts);
+    return (uint64_t)ts.tv_sec * 1000u + (uint64_t)ts.tv_nsec / 1000000u;
+}
+
+/* Reads the request up to the end of its headers, within one deadline for
+ * the whole request (a client trickling bytes cannot hold the server), and
+ * answers it. */
 static void vs_metrics_serve_one(int fd)
 {
     static const char not_found[] = "not found: the metrics are at /metrics\n";
@@ -223,14 +234,18 @@ static void vs_metrics_serve_one(int fd)
     char req[VS_METRICS_REQUEST_MAX + 1];
     size_t used = 0;
     struct timeval tv = {.tv_sec = VS_METRICS_IO_TIMEOUT_S};
-    (void)setsockopt(fd, SOL_SOCKET, SO_RCVTIMEO, &tv, sizeof(tv));
     (void)setsockopt(fd, SOL_SOCKET, SO_SNDTIMEO, &tv, sizeof(tv));
+    uint64_t deadline = vs_metrics_now_ms() + VS_METRICS_IO_TIMEOUT_S * 1000u;
     for (;;) {
-        ssize_t n = recv(fd, req + used, VS_METRICS_REQUEST_MAX - used, 0);
-        if (n < 0 && errno == EINTR)
+        uint64_t now = vs_metrics_now_ms();
+        struct pollfd pfd = {.fd = fd, .events = POLLIN};
+        if (now >= deadline || poll(&pfd, 1, (int)(deadline - now)) == 0)
+            return; /* too slow: nothing to answer */
+        ssize_t n = recv(fd, req + used, VS_METRICS_REQUEST_MAX - used, MSG_DONTWAIT);
+        if (n < 0 && (errno == EINTR || errno == EAGAIN || errno == EWOULDBLOCK))
             continue;
         if (n <= 0)
-            return; /* gone, or too slow: nothing to answer */
+            return; /* gone */
         used += (size_t)n;
         req[used] = '\0';
         if (strstr(req, "\r\n\r\n") || strstr(req, "\n\n"))
