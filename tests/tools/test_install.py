@@ -22,10 +22,7 @@ import subprocess
 import sys
 import tempfile
 
-
-def check(cond, what):
-    if not cond:
-        raise AssertionError(what)
+from vstest import check
 
 
 def main():

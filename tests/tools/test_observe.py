@@ -32,6 +32,9 @@ import urllib.error
 import urllib.request
 import xml.etree.ElementTree as ET
 
+import vstest
+from vstest import check
+
 VRAMSHIM = SHIM = CLIENT = COMPLETION = None
 FAILURES = []
 NS = "{http://www.w3.org/2000/svg}"
@@ -43,15 +46,9 @@ def vramshim(*args, timeout=60, env=None):
                           timeout=timeout, env=env)
 
 
-def check(cond, what):
-    if not cond:
-        raise AssertionError(what)
-
-
 def expect_error(result, message, status=2):
-    check(result.returncode == status,
-          f"exit status {result.returncode}, expected {status}; stderr: {result.stderr!r}")
-    check(message in result.stderr, f"stderr {result.stderr!r} lacks {message!r}")
+    """`vstest.expect_error`, usage errors by default, the message on the first line."""
+    vstest.expect_error(result, message, status)
     lines = result.stderr.splitlines()
     check(lines and lines[0].startswith("vramshim: "), f"first line {lines[:1]}")
 
@@ -453,18 +450,7 @@ def main():
     if os.environ.get("VRAMSHIM_TEST_SANITIZE", "none") not in ("none", ""):
         print("sanitized build: programs are not run under the shim here")
         return 77
-    tests = [(n, f) for n, f in globals().items() if n.startswith("test_") and callable(f)]
-    for name, fn in tests:
-        print(f"{name} ...", flush=True)
-        t0 = time.time()
-        try:
-            fn()
-            print(f"  ok ({time.time() - t0:.1f}s)", flush=True)
-        except Exception as e:  # report every failing test, not just the first
-            FAILURES.append(name)
-            print(f"  FAILED: {type(e).__name__}: {e}", flush=True)
-    print(f"{len(tests) - len(FAILURES)}/{len(tests)} passed")
-    return 1 if FAILURES else 0
+    return vstest.run_tests(globals(), FAILURES)
 
 
 if __name__ == "__main__":
