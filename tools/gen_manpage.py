@@ -74,8 +74,11 @@ def main():
         if block[0] == "commands:":
             for line in block[1:]:
                 commands.append(line.split()[0])
-        elif block[0].startswith("exit status"):
-            exit_status = block
+        else:
+            for i, line in enumerate(block):
+                if line.startswith("exit status"):
+                    exit_status = block[i:]
+                    break
     out = [
         '.TH VRAMSHIM 1 "" "vramshim %s" "User Commands"' % version,
         ".SH NAME",
@@ -88,7 +91,10 @@ def main():
     out += [".B vramshim \\-\\-version", ".SH DESCRIPTION", roff(description), ".SH COMMANDS"]
     for c in commands:
         command_section(exe, c, out)
-    out += [".SH EXIT STATUS", roff(" ".join(l.strip() for l in exit_status))]
+    if not exit_status:
+        sys.exit("gen_manpage.py: no 'exit status' paragraph in vramshim --help")
+    status_text = " ".join(l.strip() for l in exit_status)
+    out += [".SH EXIT STATUS", roff(status_text[len("exit status:"):].strip())]
     out += [".SH FILES",
             ".TP", ".I /dev/shm/vramshim\\-UID\\-PID",
             roff("the live snapshot each process under the shim publishes; ps, dump, top and "

@@ -45,6 +45,7 @@ def main():
             page = f.read()
         check(page.startswith(".TH VRAMSHIM 1") and ".SS plot" in page and ".SS metrics" in page,
               page[:200])
+        check(re.search(r"^\.SH EXIT STATUS\n0 success", page, re.M), "man page: no exit status")
         # The page is --help's text: every option of every command is in it.
         for cmd in ["run", "ps", "dump", "top", "plot", "metrics"]:
             text = subprocess.run([exe, cmd, "--help"], capture_output=True, text=True).stdout
