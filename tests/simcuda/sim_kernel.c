@@ -576,3 +576,10 @@ SIM_EXPORT CUresult cuKernelGetName(const char **name, CUkernel hfunc)
         return fault;
     return kernel_name(name, hfunc);
 }
+
+CUresult sim_module_load_image(CUmodule *module, const void *image)
+{
+    if (image == NULL)
+        return CUDA_ERROR_INVALID_VALUE;
+    return module_new(module);
+}
