@@ -185,6 +185,10 @@ static simcuda_launch_t launch_geometry(const sim_launch_desc_t *launch)
 
 void sim_launch_execute(const sim_launch_desc_t *launch)
 {
+    if (launch->kernel->ptx_func != NULL) {
+        sim_module_execute(launch->kernel, launch->args, launch->grid, launch->block, launch->shared_bytes);
+        return;
+    }
     simcuda_launch_t geometry = launch_geometry(launch);
     launch->kernel->fn(launch->param_ptrs, &geometry, launch->kernel->user);
 }
@@ -271,167 +275,6 @@ SIM_EXPORT CUresult cuLaunchKernelEx_ptsz(const CUlaunchConfig *config, CUfuncti
     if (fault != CUDA_SUCCESS)
         return fault;
     return launch_ex(config, f, kernelParams, extra, true);
-}
-
-/* ------------------------------------------------------------------------
- * Modules and libraries: any image is accepted; they only scope lookups.
- * ------------------------------------------------------------------------ */
-
-#define SIM_MODULE_MAGIC 0x4d4f444cu  /* "MODL" */
-#define SIM_LIBRARY_MAGIC 0x4c494252u /* "LIBR" */
-
-struct CUmod_st {
-    uint32_t magic;
-    CUcontext ctx;
-};
-
-struct CUlib_st {
-    uint32_t magic;
-};
-
-static CUresult module_new(CUmodule *out)
-{
-    if (out == NULL)
-        return CUDA_ERROR_INVALID_VALUE;
-    CUcontext ctx;
-    CUresult result = sim_ctx_require(&ctx);
-    if (result != CUDA_SUCCESS)
-        return result;
-    struct CUmod_st *mod = calloc(1, sizeof(*mod));
-    if (mod == NULL)
-        return CUDA_ERROR_OUT_OF_MEMORY;
-    mod->magic = SIM_MODULE_MAGIC;
-    mod->ctx = ctx;
-    *out = mod;
-    return CUDA_SUCCESS;
-}
-
-SIM_EXPORT CUresult cuModuleLoad(CUmodule *module, const char *fname)
-{
-    CUresult fault = sim_api_enter(SIM_ID(cuModuleLoad));
-    if (fault != CUDA_SUCCESS)
-        return fault;
-    if (fname == NULL)
-        return CUDA_ERROR_INVALID_VALUE;
-    if (access(fname, R_OK) != 0)
-        return CUDA_ERROR_FILE_NOT_FOUND;
-    return module_new(module);
-}
-
-SIM_EXPORT CUresult cuModuleLoadData(CUmodule *module, const void *image)
-{
-    CUresult fault = sim_api_enter(SIM_ID(cuModuleLoadData));
-    if (fault != CUDA_SUCCESS)
-        return fault;
-    if (image == NULL)
-        return CUDA_ERROR_INVALID_VALUE;
-    return module_new(module);
-}
-
-SIM_EXPORT CUresult cuModuleLoadDataEx(CUmodule *module, const void *image, unsigned int numOptions,
-                                       CUjit_option *options, void **optionValues)
-{
-    CUresult fault = sim_api_enter(SIM_ID(cuModuleLoadDataEx));
-    if (fault != CUDA_SUCCESS)
-        return fault;
-    if (image == NULL || (numOptions > 0 && (options == NULL || optionValues == NULL)))
-        return CUDA_ERROR_INVALID_VALUE;
-    return module_new(module);
-}
-
-SIM_EXPORT CUresult cuModuleUnload(CUmodule hmod)
-{
-    CUresult fault = sim_api_enter(SIM_ID(cuModuleUnload));
-    if (fault != CUDA_SUCCESS)
-        return fault;
-    if (hmod == NULL || hmod->magic != SIM_MODULE_MAGIC)
-        return CUDA_ERROR_INVALID_HANDLE;
-    hmod->magic = 0;
-    free(hmod);
-    return CUDA_SUCCESS;
-}
-
-SIM_EXPORT CUresult cuModuleGetFunction(CUfunction *hfunc, CUmodule hmod, const char *name)
-{
-    CUresult fault = sim_api_enter(SIM_ID(cuModuleGetFunction));
-    if (fault != CUDA_SUCCESS)
-        return fault;
-    if (hfunc == NULL || name == NULL)
-        return CUDA_ERROR_INVALID_VALUE;
-    if (hmod == NULL || hmod->magic != SIM_MODULE_MAGIC)
-        return CUDA_ERROR_INVALID_HANDLE;
-    sim_kernel_t *k = sim_kernel_find(name);
-    if (k == NULL)
-        return CUDA_ERROR_NOT_FOUND;
-    *hfunc = (CUfunction)(void *)k;
-    return CUDA_SUCCESS;
-}
-
-SIM_EXPORT CUresult cuLibraryLoadData(CUlibrary *library, const void *code, CUjit_option *jitOptions,
-                                      void **jitOptionsValues, unsigned int numJitOptions,
-                                      CUlibraryOption *libraryOptions, void **libraryOptionValues,
-                                      unsigned int numLibraryOptions)
-{
-    CUresult fault = sim_api_enter(SIM_ID(cuLibraryLoadData));
-    if (fault != CUDA_SUCCESS)
-        return fault;
-    if (library == NULL || code == NULL || (numJitOptions > 0 && (jitOptions == NULL || jitOptionsValues == NULL)) ||
-        (numLibraryOptions > 0 && (libraryOptions == NULL || libraryOptionValues == NULL)))
-        return CUDA_ERROR_INVALID_VALUE;
-    if (!sim_initialized())
-        return CUDA_ERROR_NOT_INITIALIZED;
-    struct CUlib_st *lib = calloc(1, sizeof(*lib));
-    if (lib == NULL)
-        return CUDA_ERROR_OUT_OF_MEMORY;
-    lib->magic = SIM_LIBRARY_MAGIC;
-    *library = lib;
-    return CUDA_SUCCESS;
-}
-
-SIM_EXPORT CUresult cuLibraryUnload(CUlibrary library)
-{
-    CUresult fault = sim_api_enter(SIM_ID(cuLibraryUnload));
-    if (fault != CUDA_SUCCESS)
-        return fault;
-    if (library == NULL || library->magic != SIM_LIBRARY_MAGIC)
-        return CUDA_ERROR_INVALID_HANDLE;
-    library->magic = 0;
-    free(library);
-    return CUDA_SUCCESS;
-}
-
-SIM_EXPORT CUresult cuLibraryGetKernel(CUkernel *pKernel, CUlibrary library, const char *name)
-{
-    CUresult fault = sim_api_enter(SIM_ID(cuLibraryGetKernel));
-    if (fault != CUDA_SUCCESS)
-        return fault;
-    if (pKernel == NULL || name == NULL)
-        return CUDA_ERROR_INVALID_VALUE;
-    if (library == NULL || library->magic != SIM_LIBRARY_MAGIC)
-        return CUDA_ERROR_INVALID_HANDLE;
-    sim_kernel_t *k = sim_kernel_find(name);
-    if (k == NULL)
-        return CUDA_ERROR_NOT_FOUND;
-    *pKernel = (CUkernel)(void *)k;
-    return CUDA_SUCCESS;
-}
-
-SIM_EXPORT CUresult cuKernelGetFunction(CUfunction *pFunc, CUkernel kernel)
-{
-    CUresult fault = sim_api_enter(SIM_ID(cuKernelGetFunction));
-    if (fault != CUDA_SUCCESS)
-        return fault;
-    if (pFunc == NULL)
-        return CUDA_ERROR_INVALID_VALUE;
-    sim_kernel_t *k = sim_kernel_from_handle(kernel);
-    if (k == NULL)
-        return CUDA_ERROR_INVALID_HANDLE;
-    CUcontext ctx;
-    CUresult result = sim_ctx_require(&ctx);
-    if (result != CUDA_SUCCESS)
-        return result;
-    *pFunc = (CUfunction)(void *)k;
-    return CUDA_SUCCESS;
 }
 
 static CUresult param_info(const void *handle, size_t index, size_t *offset, size_t *size)
@@ -577,9 +420,3 @@ SIM_EXPORT CUresult cuKernelGetName(const char **name, CUkernel hfunc)
     return kernel_name(name, hfunc);
 }
 
-CUresult sim_module_load_image(CUmodule *module, const void *image)
-{
-    if (image == NULL)
-        return CUDA_ERROR_INVALID_VALUE;
-    return module_new(module);
-}
