@@ -217,6 +217,7 @@ typedef struct ptx_module_s {
     size_t ncode;
     size_t *func_start;
     int version_major, version_minor;
+    int target_sm; /* .target sm_XY: XY */
     /* Filled by the loader: the device address of each global. */
     uintptr_t *global_addrs;
 } ptx_module_t;

@@ -236,6 +236,14 @@ static int reg_index(parser_t *ps, const char *name)
     return (int)ps->nregs++;
 }
 
+static bool is_declared_reg(parser_t *ps, const char *name)
+{
+    for (size_t i = 0; i < ps->nregs; i++)
+        if (strcmp(ps->regs[i], name) == 0)
+            return true;
+    return false;
+}
+
 static const struct { const char *n; ptx_sreg_t r; } sregs[] = {
     {"%tid.x", SR_TID_X}, {"%tid.y", SR_TID_Y}, {"%tid.z", SR_TID_Z},
     {"%ntid.x", SR_NTID_X}, {"%ntid.y", SR_NTID_Y}, {"%ntid.z", SR_NTID_Z},
@@ -312,7 +320,7 @@ static bool parse_number(const char *s, uint64_t *out)
 /* `sym+off`, `sym`, `%r+off`, `off` inside brackets, or a plain term. */
 static void parse_address(parser_t *ps, ptx_opnd_t *o)
 {
-    char w[256];
+    char w[1024];
     o->kind = PK_ADDR;
     o->reg = -1;
     o->sym = -1;
@@ -332,7 +340,7 @@ static void parse_address(parser_t *ps, ptx_opnd_t *o)
         return;
     }
     word(ps, w, sizeof(w));
-    if (w[0] == '%') {
+    if (w[0] == '%' || is_declared_reg(ps, w)) {
         o->reg = reg_index(ps, w);
     } else {
         o->sym = find_sym(ps, w);
@@ -342,9 +350,12 @@ static void parse_address(parser_t *ps, ptx_opnd_t *o)
     skip_space(ps);
     if (accept(ps, '+')) {
         char num[64];
+        bool negative = accept(ps, '-');
         word(ps, num, sizeof(num));
         if (!parse_number(num, &o->imm))
             fail(ps, "bad offset '%s'", num);
+        if (negative)
+            o->imm = (uint64_t)(-(int64_t)o->imm);
     } else if (ps->p < ps->end && *ps->p == '-') {
         ps->p++;
         char num[64];
@@ -359,7 +370,7 @@ static void parse_address(parser_t *ps, ptx_opnd_t *o)
 
 static void parse_operand(parser_t *ps, ptx_insn_t *in, ptx_opnd_t *o)
 {
-    char w[256];
+    char w[1024];
     memset(o, 0, sizeof(*o));
     o->reg = -1;
     o->sym = -1;
@@ -435,6 +446,11 @@ static void parse_operand(parser_t *ps, ptx_insn_t *in, ptx_opnd_t *o)
         o->kind = PK_REG;
         o->reg = reg_index(ps, w);
         /* setp's second destination: %p|%q */
+        return;
+    }
+    if (w[0] != '\0' && !isdigit((unsigned char)w[0]) && w[0] != '-' && is_declared_reg(ps, w)) {
+        o->kind = PK_REG;
+        o->reg = reg_index(ps, w);
         return;
     }
     uint64_t v;
@@ -629,7 +645,7 @@ static void parse_instruction(parser_t *ps, const char *first)
     in->guard = -1;
     in->vec = 1;
     in->line = ps->line;
-    char opword[256];
+    char opword[1024];
     if (first[0] == '@') {
         const char *g = first + 1;
         if (*g == '!') {
@@ -706,7 +722,7 @@ typedef struct decl_s {
     ptx_space_t space;
     uint64_t align;
     ptx_type_t type;
-    char name[256];
+    char name[1024];
     uint64_t count; /* array elements (1 for scalars), 0 for [] */
     bool is_array, is_extern;
 } decl_t;
@@ -714,7 +730,7 @@ typedef struct decl_s {
 /* After the space word: [.align N] [.v2/.v4] .type name[N][= init]. */
 static void parse_decl(parser_t *ps, decl_t *d)
 {
-    char w[256];
+    char w[1024];
     d->align = 0;
     d->type = PT_NONE;
     unsigned vec = 1;
@@ -896,6 +912,29 @@ static void body_decl(parser_t *ps, const char *space)
 {
     ptx_func_t *f = ps->f;
     if (strcmp(space, ".reg") == 0) {
+        /* `%`-names are numbered on first use; plain names (inline asm's
+         * `.reg .s32 r0;`) must be known to tell them from symbols. */
+        char w[1024];
+        do
+            word(ps, w, sizeof(w));
+        while (w[0] == '.');
+        while (w[0] != '\0') {
+            if (w[0] != '%') {
+                char *lt = strchr(w, '<');
+                if (lt)
+                    *lt = '\0';
+                reg_index(ps, w);
+            }
+            skip_space(ps);
+            if (ps->p < ps->end && *ps->p == '<') {
+                while (ps->p < ps->end && *ps->p != '>')
+                    ps->p++;
+                ps->p++;
+            }
+            if (!accept(ps, ','))
+                break;
+            word(ps, w, sizeof(w));
+        }
         skip_statement(ps);
         return;
     }
@@ -924,7 +963,7 @@ static void body_decl(parser_t *ps, const char *space)
 
 static void parse_body(parser_t *ps)
 {
-    char w[256];
+    char w[1024];
     ps->depth = 1;
     ps->scope_mark[0] = ps->f->nsyms;
     while (!ps->failed && ps->depth > 0) {
@@ -950,7 +989,7 @@ static void parse_body(parser_t *ps)
         word(ps, w, sizeof(w));
         if (w[0] == '\0' && ps->p < ps->end && *ps->p == '@') {
             ps->p++;
-            char g[128];
+            char g[1024];
             word(ps, g + 1, sizeof(g) - 1);
             g[0] = '@';
             if (g[1] == '\0' && accept(ps, '!')) {
@@ -1043,7 +1082,7 @@ static void resolve_labels(parser_t *ps, size_t func_index)
 
 static void parse_function(parser_t *ps, bool entry)
 {
-    char name[512];
+    char name[1024];
     ptx_func_t *f = NULL;
     ptx_func_t tmp;
     memset(&tmp, 0, sizeof(tmp));
@@ -1163,7 +1202,7 @@ ptx_module_t *ptx_parse(const char *text, size_t len, char *err, size_t errlen)
         snprintf(err, errlen, "out of memory");
         return NULL;
     }
-    char w[256];
+    char w[1024];
     while (!ps.failed) {
         skip_space(&ps);
         if (ps.p >= ps.end || *ps.p == '\0')
@@ -1175,7 +1214,13 @@ ptx_module_t *ptx_parse(const char *text, size_t len, char *err, size_t errlen)
             ps.m->version_major = atoi(v);
             const char *dot = strchr(v, '.');
             ps.m->version_minor = dot ? atoi(dot + 1) : 0;
-        } else if (strcmp(w, ".target") == 0 || strcmp(w, ".address_size") == 0 || strcmp(w, ".file") == 0 ||
+        } else if (strcmp(w, ".target") == 0) {
+            char t[64];
+            word(&ps, t, sizeof(t));
+            if (strncmp(t, "sm_", 3) == 0)
+                ps.m->target_sm = atoi(t + 3);
+            skip_line(&ps);
+        } else if (strcmp(w, ".address_size") == 0 || strcmp(w, ".file") == 0 ||
                    strcmp(w, ".loc") == 0) {
             skip_line(&ps);
         } else if (strcmp(w, ".section") == 0) {

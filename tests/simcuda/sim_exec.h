@@ -58,6 +58,9 @@ SIM_HIDDEN sim_kernel_t *sim_kernel_from_handle(const void *handle);
 /* Runs a module kernel with the PTX interpreter (sim_module.c). */
 SIM_HIDDEN void sim_module_execute(const sim_kernel_t *kernel, const unsigned char *args, const unsigned grid[3],
                                    const unsigned block[3], unsigned shared_bytes);
+/* Attributes a module kernel knows from its PTX (shared and local sizes,
+ * PTX version); false for the others. */
+SIM_HIDDEN bool sim_module_attribute(const sim_kernel_t *kernel, CUfunction_attribute attribute, int *value);
 /* Registers the built-in kernels (sim_builtin.c). */
 SIM_HIDDEN void sim_builtin_register_all(void);
 

@@ -311,8 +311,11 @@ static CUresult func_attribute(int *value, CUfunction_attribute attribute, const
 {
     if (value == NULL)
         return CUDA_ERROR_INVALID_VALUE;
-    if (sim_kernel_from_handle(handle) == NULL)
+    const sim_kernel_t *k = sim_kernel_from_handle(handle);
+    if (k == NULL)
         return CUDA_ERROR_INVALID_HANDLE;
+    if (k->ptx_module != NULL && sim_module_attribute(k, attribute, value))
+        return CUDA_SUCCESS;
     switch (attribute) {
     case CU_FUNC_ATTRIBUTE_MAX_THREADS_PER_BLOCK:
         *value = 1024;

@@ -9,7 +9,7 @@
  * the system's libzstd/liblz4 when present, else the load is refused with a
  * line telling the user to build with `nvcc -no-compress`. A module with only
  * SASS (ELF) loads, but looking up one of its kernels fails naming it.
- * Lookups by name try the module, then the built-in kernels.
+ * Lookups by name try the registered (built-in) kernels, then the module.
  * Entry points: `cuModule*`, `cuLibrary*`, `cuKernelGetFunction`,
  * `sim_module_load_image`, `sim_module_execute`.
  */
@@ -168,11 +168,26 @@ static int read_image(const void *image, image_t *img, char *err, size_t errlen)
     if (magic == FATBIN_MAGIC)
         return read_fatbin(data, img, err, errlen);
     if (memcmp(data, "\177ELF", 4) == 0) {
+        /* Only a 64-bit CUDA ELF (EM_CUDA, 190) names kernels; anything
+         * else after the magic is a placeholder without code. */
+        uint16_t machine, shentsize;
+        if (data[4] != 2 || data[5] != 1)
+            return 0;
+        memcpy(&machine, data + 18, 2);
+        if (machine != 190)
+            return 0;
+        memcpy(&shentsize, data + 0x3a, 2);
+        if (shentsize != 64)
+            return 0;
         img->elf = data;
         img->elf_len = 0;
         return 0;
     }
     size_t len = strlen((const char *)data);
+    /* Text without a PTX directive names no code: tests pass any string and
+     * look up registered kernels, which always worked. */
+    if (strstr((const char *)data, ".version") == NULL && strstr((const char *)data, ".entry") == NULL)
+        return 0;
     img->ptx = malloc(len + 1);
     if (img->ptx == NULL)
         return -1;
@@ -367,8 +382,16 @@ CUresult sim_module_load_image(CUmodule *module, const void *image)
     return module_load(module, image);
 }
 
+/* A kernel registered by name (the built-ins, `simcuda_register_kernel`)
+ * stands in for a module kernel of the same name: the shim's
+ * `vramshim_content_hash` runs as host code, not interpreted. */
 static CUresult module_function(struct CUmod_st *mod, const char *name, sim_kernel_t **out)
 {
+    sim_kernel_t *registered = sim_kernel_find(name);
+    if (registered != NULL) {
+        *out = registered;
+        return CUDA_SUCCESS;
+    }
     for (size_t i = 0; i < mod->nkernels; i++)
         if (strcmp(mod->kernels[i].name, name) == 0) {
             *out = &mod->kernels[i];
@@ -380,11 +403,7 @@ static CUresult module_function(struct CUmod_st *mod, const char *name, sim_kern
                     name);
             return CUDA_ERROR_NO_BINARY_FOR_GPU;
         }
-    sim_kernel_t *k = sim_kernel_find(name);
-    if (k == NULL)
-        return CUDA_ERROR_NOT_FOUND;
-    *out = k;
-    return CUDA_SUCCESS;
+    return CUDA_ERROR_NOT_FOUND;
 }
 
 static CUresult module_global(struct CUmod_st *mod, const char *name, CUdeviceptr *dptr, size_t *bytes)
@@ -656,4 +675,141 @@ SIM_EXPORT CUresult cuKernelGetFunction(CUfunction *pFunc, CUkernel kernel)
         return result;
     *pFunc = (CUfunction)(void *)k;
     return CUDA_SUCCESS;
+}
+
+/* ------------------------------------------------------------------------
+ * Occupancy, from the H100-like limits the devices report: 2048 threads,
+ * 32 blocks and 228 KiB of shared memory per multiprocessor.
+ * ------------------------------------------------------------------------ */
+
+static size_t static_shared(const sim_kernel_t *k)
+{
+    return k->ptx_module != NULL ? (size_t)k->ptx_module->shared_dynamic_base : 0;
+}
+
+static int blocks_per_sm(const sim_kernel_t *k, int block_size, size_t dynamic_smem)
+{
+    if (block_size <= 0 || block_size > 1024)
+        return 0;
+    int warps = (block_size + 31) / 32;
+    int by_threads = 64 / warps;
+    int blocks = by_threads < 32 ? by_threads : 32;
+    size_t smem = static_shared(k) + dynamic_smem;
+    if (smem > 0) {
+        size_t by_smem = (233472 - 1024) / (smem + 1024);
+        if ((size_t)blocks > by_smem)
+            blocks = (int)by_smem;
+    }
+    return blocks;
+}
+
+SIM_EXPORT CUresult cuOccupancyMaxActiveBlocksPerMultiprocessor(int *numBlocks, CUfunction func, int blockSize,
+                                                                 size_t dynamicSMemSize)
+{
+    ENTER(cuOccupancyMaxActiveBlocksPerMultiprocessor);
+    sim_kernel_t *k = sim_kernel_from_handle(func);
+    if (k == NULL)
+        return CUDA_ERROR_INVALID_HANDLE;
+    if (numBlocks == NULL)
+        return CUDA_ERROR_INVALID_VALUE;
+    *numBlocks = blocks_per_sm(k, blockSize, dynamicSMemSize);
+    return CUDA_SUCCESS;
+}
+
+SIM_EXPORT CUresult cuOccupancyMaxActiveBlocksPerMultiprocessorWithFlags(int *numBlocks, CUfunction func,
+                                                                          int blockSize, size_t dynamicSMemSize,
+                                                                          unsigned int flags)
+{
+    ENTER(cuOccupancyMaxActiveBlocksPerMultiprocessorWithFlags);
+    (void)flags;
+    sim_kernel_t *k = sim_kernel_from_handle(func);
+    if (k == NULL)
+        return CUDA_ERROR_INVALID_HANDLE;
+    if (numBlocks == NULL)
+        return CUDA_ERROR_INVALID_VALUE;
+    *numBlocks = blocks_per_sm(k, blockSize, dynamicSMemSize);
+    return CUDA_SUCCESS;
+}
+
+static CUresult potential_block_size(int *minGridSize, int *blockSize, CUfunction func,
+                                     CUoccupancyB2DSize blockSizeToDynamicSMemSize, size_t dynamicSMemSize,
+                                     int blockSizeLimit)
+{
+    sim_kernel_t *k = sim_kernel_from_handle(func);
+    if (k == NULL)
+        return CUDA_ERROR_INVALID_HANDLE;
+    if (minGridSize == NULL || blockSize == NULL)
+        return CUDA_ERROR_INVALID_VALUE;
+    int limit = blockSizeLimit > 0 && blockSizeLimit < 1024 ? blockSizeLimit : 1024;
+    int best = 32, best_threads = 0;
+    for (int b = 32; b <= limit; b += 32) {
+        size_t smem = blockSizeToDynamicSMemSize != NULL ? blockSizeToDynamicSMemSize(b) : dynamicSMemSize;
+        int threads = blocks_per_sm(k, b, smem) * b;
+        if (threads >= best_threads) {
+            best_threads = threads;
+            best = b;
+        }
+    }
+    *blockSize = best;
+    size_t smem = blockSizeToDynamicSMemSize != NULL ? blockSizeToDynamicSMemSize(best) : dynamicSMemSize;
+    *minGridSize = blocks_per_sm(k, best, smem) * 132;
+    return CUDA_SUCCESS;
+}
+
+SIM_EXPORT CUresult cuOccupancyMaxPotentialBlockSize(int *minGridSize, int *blockSize, CUfunction func,
+                                                      CUoccupancyB2DSize blockSizeToDynamicSMemSize,
+                                                      size_t dynamicSMemSize, int blockSizeLimit)
+{
+    ENTER(cuOccupancyMaxPotentialBlockSize);
+    return potential_block_size(minGridSize, blockSize, func, blockSizeToDynamicSMemSize, dynamicSMemSize,
+                                blockSizeLimit);
+}
+
+SIM_EXPORT CUresult cuOccupancyMaxPotentialBlockSizeWithFlags(int *minGridSize, int *blockSize, CUfunction func,
+                                                               CUoccupancyB2DSize blockSizeToDynamicSMemSize,
+                                                               size_t dynamicSMemSize, int blockSizeLimit,
+                                                               unsigned int flags)
+{
+    ENTER(cuOccupancyMaxPotentialBlockSizeWithFlags);
+    (void)flags;
+    return potential_block_size(minGridSize, blockSize, func, blockSizeToDynamicSMemSize, dynamicSMemSize,
+                                blockSizeLimit);
+}
+
+SIM_EXPORT CUresult cuOccupancyAvailableDynamicSMemPerBlock(size_t *dynamicSmemSize, CUfunction func, int numBlocks,
+                                                            int blockSize)
+{
+    ENTER(cuOccupancyAvailableDynamicSMemPerBlock);
+    sim_kernel_t *k = sim_kernel_from_handle(func);
+    if (k == NULL)
+        return CUDA_ERROR_INVALID_HANDLE;
+    if (dynamicSmemSize == NULL || numBlocks <= 0 || blockSize <= 0)
+        return CUDA_ERROR_INVALID_VALUE;
+    size_t per = 233472 / (size_t)numBlocks;
+    size_t avail = per > static_shared(k) + 1024 ? per - static_shared(k) - 1024 : 0;
+    *dynamicSmemSize = avail < 232448 ? avail : 232448;
+    return CUDA_SUCCESS;
+}
+
+bool sim_module_attribute(const sim_kernel_t *k, CUfunction_attribute attribute, int *value)
+{
+    const ptx_func_t *f = k->ptx_func;
+    switch (attribute) {
+    case CU_FUNC_ATTRIBUTE_SHARED_SIZE_BYTES:
+        *value = (int)static_shared(k);
+        return true;
+    case CU_FUNC_ATTRIBUTE_LOCAL_SIZE_BYTES:
+        *value = (int)f->local_size;
+        return true;
+    case CU_FUNC_ATTRIBUTE_PTX_VERSION:
+        *value = k->ptx_module->target_sm;
+        return true;
+    case CU_FUNC_ATTRIBUTE_MAX_THREADS_PER_BLOCK:
+        *value = f->reqntid[0] ? (int)(f->reqntid[0] * (f->reqntid[1] ? f->reqntid[1] : 1) *
+                                       (f->reqntid[2] ? f->reqntid[2] : 1))
+                               : 1024;
+        return true;
+    default:
+        return false;
+    }
 }
