@@ -37,7 +37,9 @@ uint64_t ptx_lane_instructions(void)
 
 typedef struct warp_s {
     uint64_t *regs;           /* regs_total x 32, register-major */
-    uint32_t pc[32];
+    uint32_t pc[32];          /* per lane, valid while !uniform */
+    bool uniform;             /* every ready lane is at `upc` */
+    uint32_t upc;
     uint32_t live;            /* lanes that exist and have not exited */
     uint32_t arrived;         /* lanes waiting at the block barrier */
     uint8_t carry[32];
@@ -798,6 +800,162 @@ static int check_calls(block_t *b, warp_t *w, const ptx_insn_t *in, uint32_t mas
     return fail_insn(b, in, "indirect call not supported:");
 }
 
+/* ------------------------------------------------------------------------
+ * Fast paths for the most frequent forms: whole-warp loops without
+ * per-lane dispatch. Returns -1 when the form is not one of them (the
+ * general path then runs it).
+ * ------------------------------------------------------------------------ */
+
+static inline const uint64_t *operand_row(const warp_t *w, const ptx_opnd_t *o, uint64_t *tmp)
+{
+    if (o->kind == PK_REG)
+        return REG(w, o->reg);
+    if (o->kind == PK_IMM) {
+        for (int l = 0; l < 32; l++)
+            tmp[l] = o->imm;
+        return tmp;
+    }
+    return NULL;
+}
+
+#define LANES(expr)                                                                                        \
+    do {                                                                                                   \
+        if (mask == 0xffffffffu) {                                                                         \
+            for (int l = 0; l < 32; l++) {                                                                 \
+                uint64_t x = A[l], y = B[l], z = C[l];                                                     \
+                (void)y, (void)z;                                                                          \
+                D[l] = (expr) & m;                                                                         \
+            }                                                                                              \
+        } else {                                                                                           \
+            for (int l = 0; l < 32; l++) {                                                                 \
+                if (!(mask & (1u << l)))                                                                   \
+                    continue;                                                                              \
+                uint64_t x = A[l], y = B[l], z = C[l];                                                     \
+                (void)y, (void)z;                                                                          \
+                D[l] = (expr) & m;                                                                         \
+            }                                                                                              \
+        }                                                                                                  \
+    } while (0)
+
+static int fast_op(block_t *b, warp_t *w, const ptx_insn_t *in, uint32_t mask)
+{
+    unsigned bits;
+    switch (in->type) {
+    case PT_U32: case PT_S32: case PT_B32: bits = 32; break;
+    case PT_U64: case PT_S64: case PT_B64: bits = 64; break;
+    case PT_PRED: bits = 1; break;
+    default: return -1;
+    }
+    uint64_t m = bits == 64 ? ~0ull : bits == 32 ? 0xffffffffull : 1;
+    uint64_t ta[32], tb[32], tc[32];
+    const ptx_opnd_t *o = in->o;
+    if (in->op == PO_ld || in->op == PO_st) {
+        bool st = in->op == PO_st;
+        const ptx_opnd_t *ad = st ? &o[0] : &o[1], *v = st ? &o[1] : &o[0];
+        if ((in->space != PS_GLOBAL && in->space != PS_GENERIC) || ad->reg < 0 || ad->sym >= 0 ||
+            v->kind != PK_REG || bits == 1)
+            return -1;
+        const uint64_t *base = REG(w, ad->reg);
+        uint64_t *val = REG(w, v->reg);
+        uint64_t off = ad->imm;
+        bool sgn = in->type == PT_S32;
+        for (int l = 0; l < 32; l++) {
+            if (!(mask & (1u << l)))
+                continue;
+            unsigned char *p = (unsigned char *)(uintptr_t)(base[l] + off);
+            if (bits == 32) {
+                uint32_t x;
+                if (st) {
+                    x = (uint32_t)val[l];
+                    memcpy(p, &x, 4);
+                } else {
+                    memcpy(&x, p, 4);
+                    val[l] = sgn ? (uint64_t)(int64_t)(int32_t)x : x;
+                }
+            } else if (st) {
+                memcpy(p, &val[l], 8);
+            } else {
+                memcpy(&val[l], p, 8);
+            }
+        }
+        return 0;
+    }
+    if (in->nopnd < 2 || o[0].kind != PK_REG)
+        return -1;
+    uint64_t *D = REG(w, o[0].reg);
+    const uint64_t *A = operand_row(w, &o[1], ta);
+    const uint64_t *B = in->nopnd > 2 ? operand_row(w, &o[2], tb) : ta;
+    const uint64_t *C = in->nopnd > 3 ? operand_row(w, &o[3], tc) : ta;
+    if (A == NULL || B == NULL || C == NULL)
+        return -1;
+    bool sgn = in->type == PT_S32 || in->type == PT_S64;
+    switch (in->op) {
+    case PO_mov:
+        if (in->nopnd != 2 || o[1].kind == PK_VEC || bits == 1)
+            return -1;
+        LANES(x);
+        return 0;
+    case PO_add:
+        if (in->mods & (PM_CC | PM_SAT))
+            return -1;
+        LANES(x + y);
+        return 0;
+    case PO_sub:
+        if (in->mods & (PM_CC | PM_SAT))
+            return -1;
+        LANES(x - y);
+        return 0;
+    case PO_mul:
+        if (in->mods & (PM_HI | PM_WIDE))
+            return -1;
+        LANES(x * y);
+        return 0;
+    case PO_mad:
+        if (in->mods & (PM_HI | PM_WIDE | PM_CC | PM_SAT))
+            return -1;
+        LANES(x * y + z);
+        return 0;
+    case PO_and: LANES(x & y); return 0;
+    case PO_or: LANES(x | y); return 0;
+    case PO_xor: LANES(x ^ y); return 0;
+    case PO_not: LANES(~x); return 0;
+    case PO_shl: LANES((y & 0xffffffffu) >= bits ? 0 : x << (y & 0xffffffffu)); return 0;
+    case PO_shr:
+        if (sgn)
+            return -1;
+        LANES((y & 0xffffffffu) >= bits ? 0 : (x & m) >> (y & 0xffffffffu));
+        return 0;
+    case PO_selp: {
+        if (o[3].kind != PK_REG || o[3].neg || bits == 1)
+            return -1;
+        LANES((z & 1) ? x : y);
+        return 0;
+    }
+    case PO_setp: {
+        if (in->boolop != PSUB_NONE || (in->mods & PM_ALL) || bits == 1)
+            return -1;
+        m = 1;
+        uint64_t mm = bits == 64 ? ~0ull : 0xffffffffull;
+        int64_t sh = 64 - (int)bits;
+        switch (in->cmp) {
+        case PC_EQ: LANES((x & mm) == (y & mm)); return 0;
+        case PC_NE: LANES((x & mm) != (y & mm)); return 0;
+        case PC_LT: if (sgn) LANES((int64_t)(x << sh) < (int64_t)(y << sh)); else LANES((x & mm) < (y & mm)); return 0;
+        case PC_LE: if (sgn) LANES((int64_t)(x << sh) <= (int64_t)(y << sh)); else LANES((x & mm) <= (y & mm)); return 0;
+        case PC_GT: if (sgn) LANES((int64_t)(x << sh) > (int64_t)(y << sh)); else LANES((x & mm) > (y & mm)); return 0;
+        case PC_GE: if (sgn) LANES((int64_t)(x << sh) >= (int64_t)(y << sh)); else LANES((x & mm) >= (y & mm)); return 0;
+        case PC_LO: LANES((x & mm) < (y & mm)); return 0;
+        case PC_LS: LANES((x & mm) <= (y & mm)); return 0;
+        case PC_HI: LANES((x & mm) > (y & mm)); return 0;
+        case PC_HS: LANES((x & mm) >= (y & mm)); return 0;
+        default: return -1;
+        }
+    }
+    default:
+        return -1;
+    }
+}
+
 static int run_warp(block_t *b, warp_t *w)
 {
     const ptx_insn_t *code = b->m->code;
@@ -809,14 +967,23 @@ static int run_warp(block_t *b, warp_t *w)
             return w->live ? RUN_BARRIER : RUN_DONE;
         }
         uint32_t pc = UINT32_MAX, mask = 0;
-        for (int lane = 0; lane < 32; lane++) {
-            if (!(ready & (1u << lane)))
-                continue;
-            if (w->pc[lane] < pc) {
-                pc = w->pc[lane];
-                mask = 1u << lane;
-            } else if (w->pc[lane] == pc) {
-                mask |= 1u << lane;
+        if (w->uniform) {
+            pc = w->upc;
+            mask = ready;
+        } else {
+            for (int lane = 0; lane < 32; lane++) {
+                if (!(ready & (1u << lane)))
+                    continue;
+                if (w->pc[lane] < pc) {
+                    pc = w->pc[lane];
+                    mask = 1u << lane;
+                } else if (w->pc[lane] == pc) {
+                    mask |= 1u << lane;
+                }
+            }
+            if (mask == ready) {
+                w->uniform = true;
+                w->upc = pc;
             }
         }
         const ptx_insn_t *in = &code[pc];
@@ -827,6 +994,32 @@ static int run_warp(block_t *b, warp_t *w)
             for (int lane = 0; lane < 32; lane++)
                 if ((mask & (1u << lane)) && (((g[lane] & 1) != 0) != in->guard_neg))
                     exec |= 1u << lane;
+        }
+        /* Control flow other than a branch taken or not by all works lane
+         * by lane. */
+        if (w->uniform && (in->op == PO_ret || in->op == PO_call || in->op == PO_bar || in->op == PO_barrier ||
+                           (in->op == PO_bra && exec != 0 && exec != mask))) {
+            for (int lane = 0; lane < 32; lane++)
+                if (ready & (1u << lane))
+                    w->pc[lane] = pc;
+            w->uniform = false;
+        }
+        if (w->uniform) {
+            executed += (uint64_t)__builtin_popcount(exec);
+            if (in->op == PO_bra) {
+                w->upc = exec ? (uint32_t)in->o[0].imm : pc + 1;
+                continue;
+            }
+            if (in->op == PO_exit) {
+                w->live &= ~exec;
+                w->upc = pc + 1;
+                continue;
+            }
+            if (fast_op(b, w, in, exec) == 0) {
+                w->upc = pc + 1;
+                continue;
+            }
+            executed -= (uint64_t)__builtin_popcount(exec);
         }
         executed += (uint64_t)__builtin_popcount(exec);
         int rc = 0;
@@ -950,10 +1143,14 @@ static int run_warp(block_t *b, warp_t *w)
             atomic_fetch_add(&lane_instructions, executed);
             return -1;
         }
-        if (advance)
-            for (int lane = 0; lane < 32; lane++)
-                if (mask & (1u << lane))
-                    w->pc[lane] = pc + 1;
+        if (advance) {
+            if (w->uniform)
+                w->upc = pc + 1;
+            else
+                for (int lane = 0; lane < 32; lane++)
+                    if (mask & (1u << lane))
+                        w->pc[lane] = pc + 1;
+        }
     }
 }
 
@@ -996,6 +1193,8 @@ static int run_block(block_t *b, uint32_t entry_pc)
         w->arrived = 0;
         w->red_dst = -1;
         w->red_pred = 0;
+        w->uniform = true;
+        w->upc = entry_pc;
         for (int lane = 0; lane < 32; lane++) {
             w->pc[lane] = entry_pc;
             w->depth[lane] = 0;
@@ -1021,6 +1220,23 @@ static int run_block(block_t *b, uint32_t entry_pc)
     }
 }
 
+static _Thread_local struct {
+    void *ptr;
+    size_t size;
+} scratch_buffers[5];
+
+static void *scratch(int which, size_t size)
+{
+    if (size == 0)
+        size = 1;
+    if (scratch_buffers[which].size < size) {
+        free(scratch_buffers[which].ptr);
+        scratch_buffers[which].ptr = malloc(size);
+        scratch_buffers[which].size = scratch_buffers[which].ptr != NULL ? size : 0;
+    }
+    return scratch_buffers[which].ptr;
+}
+
 int ptx_execute(const ptx_launch_t *L, char *err, size_t errlen)
 {
     const ptx_module_t *m = L->module;
@@ -1036,11 +1252,13 @@ int ptx_execute(const ptx_launch_t *L, char *err, size_t errlen)
     b.regs_total = f->regs_total ? f->regs_total : 1;
     b.shared_size = m->shared_dynamic_base + L->dyn_shared;
     b.pstride = (f->pframe_total + 15) & ~15ull;
-    b.shared = calloc(1, b.shared_size ? b.shared_size : 1);
-    b.local = calloc((size_t)b.nwarps * 32, m->local_total ? m->local_total : 1);
-    b.pmem = calloc((size_t)b.nwarps * 32, b.pstride ? b.pstride : 1);
-    b.warps = calloc(b.nwarps, sizeof(warp_t));
-    uint64_t *regs = calloc((size_t)b.nwarps * b.regs_total * 32, sizeof(uint64_t));
+    /* Per-thread scratch, reused by every launch on this worker: a GPU
+     * leaves registers, shared and local memory uninitialised too. */
+    b.shared = scratch(0, b.shared_size);
+    b.local = scratch(1, (size_t)b.nwarps * 32 * (m->local_total ? m->local_total : 1));
+    b.pmem = scratch(2, (size_t)b.nwarps * 32 * (b.pstride ? b.pstride : 1));
+    b.warps = scratch(3, b.nwarps * sizeof(warp_t));
+    uint64_t *regs = scratch(4, (size_t)b.nwarps * b.regs_total * 32 * sizeof(uint64_t));
     int rc = 0;
     if (b.shared == NULL || b.local == NULL || b.pmem == NULL || b.warps == NULL || regs == NULL) {
         snprintf(err, errlen, "out of host memory for a block of %u threads", b.nthreads);
@@ -1059,10 +1277,5 @@ int ptx_execute(const ptx_launch_t *L, char *err, size_t errlen)
                 rc = run_block(&b, entry_pc);
             }
 out:
-    free(b.shared);
-    free(b.local);
-    free(b.pmem);
-    free(b.warps);
-    free(regs);
     return rc;
 }

@@ -38,6 +38,8 @@ typedef struct parser_s {
     ptx_func_t *f;
     char **regs; /* names of this function's registers */
     size_t nregs, cap_regs;
+    int *reg_hash;  /* open addressing over `regs`: index + 1, 0 empty */
+    size_t reg_hash_size;
     size_t scope_mark[64];
     int depth;
     /* labels to resolve */
@@ -226,22 +228,61 @@ static int find_sym(parser_t *ps, const char *name)
     return -1;
 }
 
+static size_t name_hash(const char *name)
+{
+    size_t h = 1469598103934665603ull;
+    for (; *name; name++)
+        h = (h ^ (unsigned char)*name) * 1099511628211ull;
+    return h;
+}
+
+static void reg_hash_insert(parser_t *ps, size_t index)
+{
+    size_t mask = ps->reg_hash_size - 1, h = name_hash(ps->regs[index]) & mask;
+    while (ps->reg_hash[h] != 0)
+        h = (h + 1) & mask;
+    ps->reg_hash[h] = (int)index + 1;
+}
+
+/* -1 when the function has no register of that name. */
+static int reg_lookup(parser_t *ps, const char *name)
+{
+    if (ps->reg_hash_size == 0)
+        return -1;
+    size_t mask = ps->reg_hash_size - 1, h = name_hash(name) & mask;
+    while (ps->reg_hash[h] != 0) {
+        int i = ps->reg_hash[h] - 1;
+        if (strcmp(ps->regs[i], name) == 0)
+            return i;
+        h = (h + 1) & mask;
+    }
+    return -1;
+}
+
 static int reg_index(parser_t *ps, const char *name)
 {
-    for (size_t i = ps->nregs; i-- > 0;)
-        if (strcmp(ps->regs[i], name) == 0)
-            return (int)i;
+    int found = reg_lookup(ps, name);
+    if (found >= 0)
+        return found;
     GROW(ps->regs, ps->nregs, ps->cap_regs);
     ps->regs[ps->nregs] = strdup(name);
+    if ((ps->nregs + 1) * 2 > ps->reg_hash_size) {
+        size_t size = ps->reg_hash_size ? ps->reg_hash_size * 2 : 256;
+        free(ps->reg_hash);
+        ps->reg_hash = calloc(size, sizeof(int));
+        if (ps->reg_hash == NULL)
+            abort();
+        ps->reg_hash_size = size;
+        for (size_t i = 0; i < ps->nregs; i++)
+            reg_hash_insert(ps, i);
+    }
+    reg_hash_insert(ps, ps->nregs);
     return (int)ps->nregs++;
 }
 
 static bool is_declared_reg(parser_t *ps, const char *name)
 {
-    for (size_t i = 0; i < ps->nregs; i++)
-        if (strcmp(ps->regs[i], name) == 0)
-            return true;
-    return false;
+    return reg_lookup(ps, name) >= 0;
 }
 
 static const struct { const char *n; ptx_sreg_t r; } sregs[] = {
@@ -1171,6 +1212,8 @@ static void parse_function(parser_t *ps, bool entry)
         for (size_t i = 0; i < ps->nregs; i++)
             free(ps->regs[i]);
         ps->nregs = 0;
+        if (ps->reg_hash != NULL)
+            memset(ps->reg_hash, 0, ps->reg_hash_size * sizeof(int));
         resolve_labels(ps, index);
     }
     ps->f = NULL;
@@ -1265,6 +1308,7 @@ ptx_module_t *ptx_parse(const char *text, size_t len, char *err, size_t errlen)
         }
     }
     free(ps.regs);
+    free(ps.reg_hash);
     free(ps.fix);
     free(ps.labels);
     if (!ps.failed && ptx_link(ps.m, err, errlen) != 0)
