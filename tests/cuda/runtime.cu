@@ -138,11 +138,21 @@ __global__ void fill_sparse(uint32_t *buf, uint64_t n, uint32_t seed)
         buf[i] = seed ^ (uint32_t)i;
 }
 
-__global__ void checksum_sparse(const uint32_t *buf, uint64_t n, unsigned long long *sum)
+// By value, pointers inside: the shim's launch scan must find both to make
+// the evicted buffer resident again.
+struct SparseArgs {
+    uint64_t n;
+    uint32_t stride;
+    const uint32_t *buf;
+    uint32_t pad;
+    unsigned long long *sum;
+};
+
+__global__ void checksum_sparse(SparseArgs a)
 {
-    uint64_t i = (blockIdx.x * (uint64_t)blockDim.x + threadIdx.x) * 1024;
-    if (i < n)
-        atomicAdd(sum, (unsigned long long)buf[i] * (i + 1));
+    uint64_t i = (blockIdx.x * (uint64_t)blockDim.x + threadIdx.x) * a.stride;
+    if (i < a.n)
+        atomicAdd(a.sum, (unsigned long long)a.buf[i] * (i + 1));
 }
 
 // ---------------------------------------------------------------------------
@@ -438,7 +448,8 @@ static void test_working_set()
     }
     for (int k = 0; k < count; k++) {
         CHECK(cudaMemset(dsum, 0, 8));
-        checksum_sparse<<<(unsigned)((n / 1024 + 255) / 256), 256>>>(bufs[k], n, dsum);
+        SparseArgs args = {n, 1024, bufs[k], 0, dsum};
+        checksum_sparse<<<(unsigned)((n / 1024 + 255) / 256), 256>>>(args);
         unsigned long long sum = 0, expect = 0;
         CHECK(cudaMemcpy(&sum, dsum, 8, cudaMemcpyDeviceToHost));
         CHECK(cudaMemcpy(back.data(), bufs[k], n * 4, cudaMemcpyDeviceToHost));

@@ -250,6 +250,8 @@ static uint64_t r_cvt_f32_f16(uint64_t a, uint64_t b, uint64_t c)
         return 0x7fffffff;
     return f2u((float)h);
 }
+static uint64_t r_pack_zero(uint64_t a, uint64_t b, uint64_t c) { (void)b, (void)c; return (a & 0xffff) << 16; }
+static uint64_t r_unpack_hi(uint64_t a, uint64_t b, uint64_t c) { (void)b, (void)c; return U32(a) >> 16; }
 static uint64_t r_add_rz(uint64_t a, uint64_t b, uint64_t c) { return f2u(with_round(FE_TOWARDZERO_, op_add, u2f(a), u2f(b), u2f(c))); }
 static uint64_t r_mul_rm(uint64_t a, uint64_t b, uint64_t c) { return f2u(with_round(FE_DOWNWARD_, op_mul, u2f(a), u2f(b), u2f(c))); }
 static uint64_t r_fma_rn(uint64_t a, uint64_t b, uint64_t c) { return f2u(with_round(FE_TONEAREST_, op_fma, u2f(a), u2f(b), u2f(c))); }
@@ -321,6 +323,8 @@ static const scalar_case_t scalar_cases[] = {
     {"cvt.rn.bf16.f32", LO32 "cvt.rn.bf16.f32 %h1, %r1; cvt.u32.u16 %r4, %h1;" OUT32, r_cvt_rn_bf16_f32, 1},
     {"cvt.rn.f16.f32", LO32 "cvt.rn.f16.f32 %h1, %r1; cvt.u32.u16 %r4, %h1;" OUT32, r_cvt_rn_f16_f32, 1},
     {"cvt.f32.f16", LO32 "cvt.u16.u32 %h1, %r1; cvt.f32.f16 %r4, %h1;" OUT32, r_cvt_f32_f16, 0},
+    {"mov.b32 {0, h}", LO32 "cvt.u16.u32 %h1, %r1; mov.b32 %r4, {0, %h1};" OUT32, r_pack_zero, 0},
+    {"mov.b32 {_, h}", LO32 "mov.b32 {_, %h1}, %r1; cvt.u32.u16 %r4, %h1;" OUT32, r_unpack_hi, 0},
     {"add.rz.f32", LO32 "add.rz.f32 %r4, %r1, %r2;" OUT32, r_add_rz, 1},
     {"mul.rm.f32", LO32 "mul.rm.f32 %r4, %r1, %r2;" OUT32, r_mul_rm, 1},
     {"fma.rn.f32", LO32 "fma.rn.f32 %r4, %r1, %r2, %r3;" OUT32, r_fma_rn, 1},

@@ -91,7 +91,7 @@ typedef enum ptx_opnd_kind_e {
     PK_SYM,    /* a symbol's address (mov, cvta) */
     PK_LABEL,  /* branch target: instruction index in `imm` */
     PK_FUNC,   /* call target: function index in `imm` */
-    PK_VEC,    /* {r, r, ...}: `vec` holds up to 4 register numbers, -1 for `_` */
+    PK_VEC,    /* {r, r, ...}: `vec` holds up to 8 register numbers, PTX_VEC_SINK, PTX_VEC_ZERO */
     PK_LIST,   /* call argument list: `vec` holds up to 8 parameter symbols */
     PK_SINK,   /* `_` */
 } ptx_opnd_kind_t;
@@ -128,6 +128,10 @@ typedef struct ptx_opnd_s {
     uint64_t imm;
     int32_t vec[8];
 } ptx_opnd_t;
+
+/* Vector elements that are not registers: `_` and the constant 0. */
+#define PTX_VEC_SINK (-1)
+#define PTX_VEC_ZERO (-2)
 
 #define PTX_MAX_OPNDS 6
 

@@ -275,6 +275,17 @@ static void kernel_run(void **args, const simcuda_launch_t *launch, void *user)
     (void)user;
 }
 
+/* The virtual clock charges an interpreted kernel by its launch geometry,
+ * known at submission: 2 us plus 1 ns per thread. */
+static uint64_t kernel_cost(void **args, const simcuda_launch_t *launch, void *user)
+{
+    (void)args;
+    (void)user;
+    uint64_t threads = (uint64_t)launch->grid[0] * launch->grid[1] * launch->grid[2] * launch->block[0] *
+                       launch->block[1] * launch->block[2];
+    return 2000 + threads;
+}
+
 static int make_kernels(struct CUmod_st *mod)
 {
     ptx_module_t *m = mod->ptx;
@@ -303,7 +314,7 @@ static int make_kernels(struct CUmod_st *mod)
         }
         k->args_size = f->params_size;
         k->fn = kernel_run;
-        k->cost_ns = 5000;
+        k->cost = kernel_cost;
         k->ptx_module = m;
         k->ptx_func = f;
         k->module = mod;
@@ -812,4 +823,9 @@ bool sim_module_attribute(const sim_kernel_t *k, CUfunction_attribute attribute,
     default:
         return false;
     }
+}
+
+SIM_EXPORT uint64_t simcuda_lane_instructions(void)
+{
+    return ptx_lane_instructions();
 }
