@@ -102,13 +102,21 @@ static uint64_t sat_int(double v, int bits, int is_signed)
 {
     if (isnan(v))
         return 0;
-    double lo = is_signed ? -ldexp(1, bits - 1) : 0, hi = is_signed ? ldexp(1, bits - 1) - 1 : ldexp(1, bits) - 1;
-    if (v < lo)
-        v = lo;
-    if (v > hi)
-        v = hi;
     uint64_t m = bits == 64 ? ~0ull : (1ull << bits) - 1;
-    return (uint64_t)(int64_t)v & m;
+    if (is_signed) {
+        /* compared in double, converted only when in range: 2^63 - 1 has
+         * no double */
+        if (v >= ldexp(1, bits - 1))
+            return (uint64_t)(bits == 64 ? INT64_MAX : (int64_t)((1ull << (bits - 1)) - 1)) & m;
+        if (v <= -ldexp(1, bits - 1))
+            return (uint64_t)(bits == 64 ? INT64_MIN : -(int64_t)(1ull << (bits - 1))) & m;
+        return (uint64_t)(int64_t)v & m;
+    }
+    if (v <= 0)
+        return 0;
+    if (v >= ldexp(1, bits))
+        return m;
+    return (uint64_t)v & m;
 }
 
 /* ------------------------------------------------------------------------
