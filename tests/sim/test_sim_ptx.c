@@ -708,6 +708,40 @@ static void test_ptx_module_globals(void **state)
     cuModuleUnload(mod);
 }
 
+/* Attributes and occupancy follow the PTX: 40 KiB of static shared memory
+ * leaves room for 5 blocks of 256 threads per multiprocessor (228 KiB,
+ * 1 KiB reserved per block), clusters of 2 fit 8 GPCs of 16. */
+static void test_ptx_attributes_and_occupancy(void **state)
+{
+    (void)state;
+    static const char ptx[] = ".version 8.0\n.target sm_86\n.address_size 64\n"
+                              ".shared .align 4 .b8 tile[40960];\n"
+                              ".visible .entry k(.param .u64 p)\n.reqntid 256, 1, 1\n{\n.reg .b32 %r<2>;\n"
+                              "st.shared.u32 [tile], 1;\nret;\n}\n";
+    CUmodule mod;
+    CUfunction f = load_kernel(ptx, "k", &mod);
+    int value = 0;
+    assert_int_equal(cuFuncGetAttribute(&value, CU_FUNC_ATTRIBUTE_SHARED_SIZE_BYTES, f), CUDA_SUCCESS);
+    assert_int_equal(value, 40960);
+    assert_int_equal(cuFuncGetAttribute(&value, CU_FUNC_ATTRIBUTE_PTX_VERSION, f), CUDA_SUCCESS);
+    assert_int_equal(value, 86);
+    assert_int_equal(cuFuncGetAttribute(&value, CU_FUNC_ATTRIBUTE_MAX_THREADS_PER_BLOCK, f), CUDA_SUCCESS);
+    assert_int_equal(value, 256);
+    int blocks = 0;
+    assert_int_equal(cuOccupancyMaxActiveBlocksPerMultiprocessor(&blocks, f, 256, 0), CUDA_SUCCESS);
+    assert_int_equal(blocks, (233472 - 1024) / (40960 + 1024));
+    CUlaunchAttribute attr = {.id = CU_LAUNCH_ATTRIBUTE_CLUSTER_DIMENSION};
+    attr.value.clusterDim.x = 2;
+    attr.value.clusterDim.y = 1;
+    attr.value.clusterDim.z = 1;
+    CUlaunchConfig config = {.gridDimX = 8, .gridDimY = 1, .gridDimZ = 1, .blockDimX = 256, .blockDimY = 1,
+                             .blockDimZ = 1, .attrs = &attr, .numAttrs = 1};
+    int clusters = 0;
+    assert_int_equal(cuOccupancyMaxActiveClusters(&clusters, f, &config), CUDA_SUCCESS);
+    assert_int_equal(clusters, 8 * (16 * blocks / 2));
+    cuModuleUnload(mod);
+}
+
 int main(void)
 {
     const struct CMUnitTest tests[] = {
@@ -718,6 +752,7 @@ int main(void)
         cmocka_unit_test(test_ptx_param_info_follows_entry_list),
         cmocka_unit_test(test_ptx_unknown_instruction_fails_load),
         cmocka_unit_test(test_ptx_module_globals),
+        cmocka_unit_test(test_ptx_attributes_and_occupancy),
     };
     return cmocka_run_group_tests_name("simcuda PTX interpreter", tests, setup, NULL);
 }

@@ -829,3 +829,50 @@ SIM_EXPORT uint64_t simcuda_lane_instructions(void)
 {
     return ptx_lane_instructions();
 }
+
+/* Clusters: a cluster's blocks must fit one GPC; the simulated device has
+ * 132 multiprocessors in groups of 16 (8 blocks per cluster at most, the
+ * portable size, 16 when non-portable sizes are allowed). */
+static unsigned cluster_dims(const CUlaunchConfig *config)
+{
+    unsigned size = 1;
+    for (unsigned i = 0; config != NULL && i < config->numAttrs; i++)
+        if (config->attrs[i].id == CU_LAUNCH_ATTRIBUTE_CLUSTER_DIMENSION)
+            size = config->attrs[i].value.clusterDim.x * config->attrs[i].value.clusterDim.y *
+                   config->attrs[i].value.clusterDim.z;
+    return size ? size : 1;
+}
+
+SIM_EXPORT CUresult cuOccupancyMaxPotentialClusterSize(int *clusterSize, CUfunction func, const CUlaunchConfig *config)
+{
+    ENTER(cuOccupancyMaxPotentialClusterSize);
+    sim_kernel_t *k = sim_kernel_from_handle(func);
+    if (k == NULL)
+        return CUDA_ERROR_INVALID_HANDLE;
+    if (clusterSize == NULL || config == NULL)
+        return CUDA_ERROR_INVALID_VALUE;
+    int per_sm = blocks_per_sm(k, (int)(config->blockDimX * config->blockDimY * config->blockDimZ),
+                               config->sharedMemBytes);
+    *clusterSize = per_sm > 0 ? 8 : 0;
+    return CUDA_SUCCESS;
+}
+
+SIM_EXPORT CUresult cuOccupancyMaxActiveClusters(int *numClusters, CUfunction func, const CUlaunchConfig *config)
+{
+    ENTER(cuOccupancyMaxActiveClusters);
+    sim_kernel_t *k = sim_kernel_from_handle(func);
+    if (k == NULL)
+        return CUDA_ERROR_INVALID_HANDLE;
+    if (numClusters == NULL || config == NULL)
+        return CUDA_ERROR_INVALID_VALUE;
+    unsigned size = cluster_dims(config);
+    if (size > 16) {
+        *numClusters = 0;
+        return CUDA_ERROR_INVALID_CLUSTER_SIZE;
+    }
+    int per_sm = blocks_per_sm(k, (int)(config->blockDimX * config->blockDimY * config->blockDimZ),
+                               config->sharedMemBytes);
+    /* 8 GPCs of 16 multiprocessors (plus 4 that clusters cannot use whole) */
+    *numClusters = (int)(8u * (16u * (unsigned)per_sm / size));
+    return CUDA_SUCCESS;
+}
