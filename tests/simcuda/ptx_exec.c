@@ -30,7 +30,7 @@ static _Atomic uint64_t lane_instructions;
 
 /* SIMCUDA_PTX_PROFILE=1: warp-instructions per opcode and path (fast,
  * general), printed at exit, to see what the fast paths miss. */
-static int profile_enabled = -1;
+static _Atomic int profile_enabled = -1;
 static _Atomic uint64_t profile_counts[PO_COUNT][2];
 
 static void profile_print(void)

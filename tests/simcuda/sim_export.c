@@ -27,7 +27,7 @@
 #include <time.h>
 #include <unistd.h>
 
-static int log_enabled = -1;
+static _Atomic int log_enabled = -1;
 
 static bool export_log(void)
 {
