@@ -423,3 +423,16 @@ SIM_EXPORT CUresult cuKernelGetName(const char **name, CUkernel hfunc)
     return kernel_name(name, hfunc);
 }
 
+
+/* Cache and shared-memory bank preferences are hints; accepted. */
+SIM_EXPORT CUresult cuKernelSetCacheConfig(CUkernel kernel, CUfunc_cache config, CUdevice dev)
+{
+    CUresult fault = sim_api_enter(SIM_ID(cuKernelSetCacheConfig));
+    if (fault != CUDA_SUCCESS)
+        return fault;
+    if (sim_kernel_from_handle(kernel) == NULL)
+        return CUDA_ERROR_INVALID_HANDLE;
+    if (dev < 0 || dev >= sim_device_count)
+        return CUDA_ERROR_INVALID_DEVICE;
+    return config <= CU_FUNC_CACHE_PREFER_EQUAL ? CUDA_SUCCESS : CUDA_ERROR_INVALID_VALUE;
+}
