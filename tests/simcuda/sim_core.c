@@ -1136,3 +1136,97 @@ SIM_EXPORT CUresult cuDevicePrimaryCtxReset_v2(CUdevice dev)
         return entry;
     return primary_reset(dev);
 }
+
+/* ------------------------------------------------------------------------
+ * Context limits and stream priorities (libraries query them at start-up)
+ * ------------------------------------------------------------------------ */
+
+/* Guarded by limits_lock; one set for every context, as H100 defaults. */
+static pthread_mutex_t limits_lock = PTHREAD_MUTEX_INITIALIZER;
+static size_t ctx_limits[CU_LIMIT_MAX] = {
+    [CU_LIMIT_STACK_SIZE] = 1024,
+    [CU_LIMIT_PRINTF_FIFO_SIZE] = 1 << 20,
+    [CU_LIMIT_MALLOC_HEAP_SIZE] = 8 << 20,
+    [CU_LIMIT_DEV_RUNTIME_SYNC_DEPTH] = 2,
+    [CU_LIMIT_DEV_RUNTIME_PENDING_LAUNCH_COUNT] = 2048,
+    [CU_LIMIT_MAX_L2_FETCH_GRANULARITY] = 64,
+    [CU_LIMIT_PERSISTING_L2_CACHE_SIZE] = 0,
+};
+
+SIM_EXPORT CUresult cuCtxGetLimit(size_t *pvalue, CUlimit limit)
+{
+    CUresult entry = SIM_ENTER(cuCtxGetLimit, SIM_NEED_NOTHING);
+    if (entry != CUDA_SUCCESS)
+        return entry;
+    CUcontext ctx;
+    CUresult rc = sim_ctx_require(&ctx);
+    if (rc != CUDA_SUCCESS)
+        return rc;
+    if (pvalue == NULL || (int)limit < 0 || limit >= CU_LIMIT_MAX)
+        return CUDA_ERROR_INVALID_VALUE;
+    pthread_mutex_lock(&limits_lock);
+    *pvalue = ctx_limits[limit];
+    pthread_mutex_unlock(&limits_lock);
+    return CUDA_SUCCESS;
+}
+
+SIM_EXPORT CUresult cuCtxSetLimit(CUlimit limit, size_t value)
+{
+    CUresult entry = SIM_ENTER(cuCtxSetLimit, SIM_NEED_NOTHING);
+    if (entry != CUDA_SUCCESS)
+        return entry;
+    CUcontext ctx;
+    CUresult rc = sim_ctx_require(&ctx);
+    if (rc != CUDA_SUCCESS)
+        return rc;
+    if ((int)limit < 0 || limit >= CU_LIMIT_MAX)
+        return CUDA_ERROR_INVALID_VALUE;
+    pthread_mutex_lock(&limits_lock);
+    ctx_limits[limit] = value;
+    pthread_mutex_unlock(&limits_lock);
+    return CUDA_SUCCESS;
+}
+
+/* Priorities are accepted and reported; streams run alike. */
+SIM_EXPORT CUresult cuCtxGetStreamPriorityRange(int *leastPriority, int *greatestPriority)
+{
+    CUresult entry = SIM_ENTER(cuCtxGetStreamPriorityRange, SIM_NEED_NOTHING);
+    if (entry != CUDA_SUCCESS)
+        return entry;
+    CUcontext ctx;
+    CUresult rc = sim_ctx_require(&ctx);
+    if (rc != CUDA_SUCCESS)
+        return rc;
+    if (leastPriority != NULL)
+        *leastPriority = 0;
+    if (greatestPriority != NULL)
+        *greatestPriority = -5;
+    return CUDA_SUCCESS;
+}
+
+SIM_EXPORT CUresult cuCtxGetCacheConfig(CUfunc_cache *pconfig)
+{
+    CUresult entry = SIM_ENTER(cuCtxGetCacheConfig, SIM_NEED_NOTHING);
+    if (entry != CUDA_SUCCESS)
+        return entry;
+    CUcontext ctx;
+    CUresult rc = sim_ctx_require(&ctx);
+    if (rc != CUDA_SUCCESS)
+        return rc;
+    if (pconfig == NULL)
+        return CUDA_ERROR_INVALID_VALUE;
+    *pconfig = CU_FUNC_CACHE_PREFER_NONE;
+    return CUDA_SUCCESS;
+}
+
+SIM_EXPORT CUresult cuCtxSetCacheConfig(CUfunc_cache config)
+{
+    CUresult entry = SIM_ENTER(cuCtxSetCacheConfig, SIM_NEED_NOTHING);
+    if (entry != CUDA_SUCCESS)
+        return entry;
+    CUcontext ctx;
+    CUresult rc = sim_ctx_require(&ctx);
+    if (rc != CUDA_SUCCESS)
+        return rc;
+    return config <= CU_FUNC_CACHE_PREFER_EQUAL ? CUDA_SUCCESS : CUDA_ERROR_INVALID_VALUE;
+}

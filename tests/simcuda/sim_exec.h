@@ -44,12 +44,23 @@ typedef struct sim_kernel_s {
     uint64_t cost_ns;
     void *user;
     struct sim_kernel_s *next;
+    /* A kernel of a loaded module: its PTX entry (sim_module.c), run by the
+     * interpreter instead of `fn`. */
+    const struct ptx_module_s *ptx_module;
+    const struct ptx_func_s *ptx_func;
+    struct CUmod_st *module;
 } sim_kernel_t;
 
 /* Looks up a kernel by name (built-ins are registered on first use). */
 SIM_HIDDEN sim_kernel_t *sim_kernel_find(const char *name);
 /* The kernel behind a `CUfunction`/`CUkernel` handle, or NULL. */
 SIM_HIDDEN sim_kernel_t *sim_kernel_from_handle(const void *handle);
+/* Runs a module kernel with the PTX interpreter (sim_module.c). */
+SIM_HIDDEN void sim_module_execute(const sim_kernel_t *kernel, const unsigned char *args, const unsigned grid[3],
+                                   const unsigned block[3], unsigned shared_bytes);
+/* Attributes a module kernel knows from its PTX (shared and local sizes,
+ * PTX version); false for the others. */
+SIM_HIDDEN bool sim_module_attribute(const sim_kernel_t *kernel, CUfunction_attribute attribute, int *value);
 /* Registers the built-in kernels (sim_builtin.c). */
 SIM_HIDDEN void sim_builtin_register_all(void);
 

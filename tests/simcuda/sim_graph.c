@@ -931,3 +931,84 @@ SIM_EXPORT CUresult cuGraphLaunch_ptsz(CUgraphExec hGraphExec, CUstream hStream)
         return entry;
     return graph_launch(hGraphExec, hStream, true);
 }
+
+/* ------------------------------------------------------------------------
+ * Updating an executable graph: its commands are replaced by new copies;
+ * launches already submitted keep theirs.
+ * ------------------------------------------------------------------------ */
+
+SIM_EXPORT CUresult cuGraphExecUpdate_v2(CUgraphExec hGraphExec, CUgraph hGraph, CUgraphExecUpdateResultInfo *resultInfo)
+{
+    CUresult entry = SIM_ENTER(cuGraphExecUpdate_v2, SIM_NEED_NOTHING);
+    if (entry != CUDA_SUCCESS)
+        return entry;
+    if (hGraphExec == NULL || hGraphExec->magic != SIM_GRAPH_EXEC_MAGIC || hGraph == NULL ||
+        hGraph->magic != SIM_GRAPH_MAGIC)
+        return CUDA_ERROR_INVALID_VALUE;
+    if (resultInfo != NULL)
+        memset(resultInfo, 0, sizeof(*resultInfo));
+    pthread_mutex_lock(&sim_submit_lock);
+    CUresult result = CUDA_SUCCESS;
+    if (hGraph->count != hGraphExec->count) {
+        result = CUDA_ERROR_GRAPH_EXEC_UPDATE_FAILURE;
+        if (resultInfo != NULL)
+            resultInfo->result = CU_GRAPH_EXEC_UPDATE_ERROR_TOPOLOGY_CHANGED;
+        goto out;
+    }
+    for (size_t i = 0; i < hGraph->count; i++) {
+        if (hGraph->nodes[i]->cmd.kind != hGraphExec->cmds[i].kind) {
+            result = CUDA_ERROR_GRAPH_EXEC_UPDATE_FAILURE;
+            if (resultInfo != NULL) {
+                resultInfo->result = CU_GRAPH_EXEC_UPDATE_ERROR_NODE_TYPE_CHANGED;
+                resultInfo->errorNode = hGraph->nodes[i];
+            }
+            goto out;
+        }
+    }
+    for (size_t i = 0; i < hGraph->count; i++) {
+        sim_cmd_t copy;
+        result = sim_cmd_clone(&copy, &hGraph->nodes[i]->cmd);
+        if (result != CUDA_SUCCESS)
+            goto out;
+        sim_cmd_release(&hGraphExec->cmds[i]);
+        hGraphExec->cmds[i] = copy;
+    }
+    if (resultInfo != NULL)
+        resultInfo->result = CU_GRAPH_EXEC_UPDATE_SUCCESS;
+out:
+    pthread_mutex_unlock(&sim_submit_lock);
+    return result;
+}
+
+SIM_EXPORT CUresult cuGraphExecKernelNodeSetParams_v2(CUgraphExec hGraphExec, CUgraphNode hNode,
+                                                      const CUDA_KERNEL_NODE_PARAMS *nodeParams)
+{
+    CUresult entry = SIM_ENTER(cuGraphExecKernelNodeSetParams_v2, SIM_NEED_NOTHING);
+    if (entry != CUDA_SUCCESS)
+        return entry;
+    if (hGraphExec == NULL || hGraphExec->magic != SIM_GRAPH_EXEC_MAGIC || hNode == NULL ||
+        hNode->magic != SIM_GRAPH_NODE_MAGIC || nodeParams == NULL)
+        return CUDA_ERROR_INVALID_VALUE;
+    pthread_mutex_lock(&sim_submit_lock);
+    CUresult result = CUDA_ERROR_INVALID_VALUE;
+    size_t i = hNode->index;
+    sim_kernel_t *kernel = sim_kernel_from_handle(nodeParams->func != NULL ? (const void *)nodeParams->func
+                                                                           : (const void *)nodeParams->kern);
+    if (i < hGraphExec->count && hGraphExec->cmds[i].kind == SIM_CMD_KERNEL && kernel != NULL) {
+        sim_cmd_t cmd = {.kind = SIM_CMD_KERNEL};
+        result = sim_launch_build(&cmd.u.launch, kernel, nodeParams->kernelParams, nodeParams->extra);
+        if (result == CUDA_SUCCESS) {
+            cmd.u.launch.grid[0] = nodeParams->gridDimX;
+            cmd.u.launch.grid[1] = nodeParams->gridDimY;
+            cmd.u.launch.grid[2] = nodeParams->gridDimZ;
+            cmd.u.launch.block[0] = nodeParams->blockDimX;
+            cmd.u.launch.block[1] = nodeParams->blockDimY;
+            cmd.u.launch.block[2] = nodeParams->blockDimZ;
+            cmd.u.launch.shared_bytes = nodeParams->sharedMemBytes;
+            sim_cmd_release(&hGraphExec->cmds[i]);
+            hGraphExec->cmds[i] = cmd;
+        }
+    }
+    pthread_mutex_unlock(&sim_submit_lock);
+    return result;
+}

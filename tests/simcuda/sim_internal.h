@@ -257,4 +257,10 @@ SIM_HIDDEN void sim_memory_ctx_destroying(CUcontext ctx);
 SIM_HIDDEN struct CUmemPoolHandle_st *sim_memory_default_pool(sim_device_t *device);
 SIM_HIDDEN void sim_fault_check_config(void);
 
+/* Loads a module from any image the driver accepts (fatbin wrapper, fatbin
+ * container, ELF cubin, PTX text) for the current context. Shared by
+ * `cuModuleLoadData` and the runtime's export table. Defined in
+ * `sim_module.c`. */
+SIM_HIDDEN CUresult sim_module_load_image(CUmodule *module, const void *image);
+
 #endif /* SIMCUDA_SIM_INTERNAL_H */

@@ -185,6 +185,10 @@ static simcuda_launch_t launch_geometry(const sim_launch_desc_t *launch)
 
 void sim_launch_execute(const sim_launch_desc_t *launch)
 {
+    if (launch->kernel->ptx_func != NULL) {
+        sim_module_execute(launch->kernel, launch->args, launch->grid, launch->block, launch->shared_bytes);
+        return;
+    }
     simcuda_launch_t geometry = launch_geometry(launch);
     launch->kernel->fn(launch->param_ptrs, &geometry, launch->kernel->user);
 }
@@ -273,167 +277,6 @@ SIM_EXPORT CUresult cuLaunchKernelEx_ptsz(const CUlaunchConfig *config, CUfuncti
     return launch_ex(config, f, kernelParams, extra, true);
 }
 
-/* ------------------------------------------------------------------------
- * Modules and libraries: any image is accepted; they only scope lookups.
- * ------------------------------------------------------------------------ */
-
-#define SIM_MODULE_MAGIC 0x4d4f444cu  /* "MODL" */
-#define SIM_LIBRARY_MAGIC 0x4c494252u /* "LIBR" */
-
-struct CUmod_st {
-    uint32_t magic;
-    CUcontext ctx;
-};
-
-struct CUlib_st {
-    uint32_t magic;
-};
-
-static CUresult module_new(CUmodule *out)
-{
-    if (out == NULL)
-        return CUDA_ERROR_INVALID_VALUE;
-    CUcontext ctx;
-    CUresult result = sim_ctx_require(&ctx);
-    if (result != CUDA_SUCCESS)
-        return result;
-    struct CUmod_st *mod = calloc(1, sizeof(*mod));
-    if (mod == NULL)
-        return CUDA_ERROR_OUT_OF_MEMORY;
-    mod->magic = SIM_MODULE_MAGIC;
-    mod->ctx = ctx;
-    *out = mod;
-    return CUDA_SUCCESS;
-}
-
-SIM_EXPORT CUresult cuModuleLoad(CUmodule *module, const char *fname)
-{
-    CUresult entry = SIM_ENTER(cuModuleLoad, SIM_NEED_NOTHING);
-    if (entry != CUDA_SUCCESS)
-        return entry;
-    if (fname == NULL)
-        return CUDA_ERROR_INVALID_VALUE;
-    if (access(fname, R_OK) != 0)
-        return CUDA_ERROR_FILE_NOT_FOUND;
-    return module_new(module);
-}
-
-SIM_EXPORT CUresult cuModuleLoadData(CUmodule *module, const void *image)
-{
-    CUresult entry = SIM_ENTER(cuModuleLoadData, SIM_NEED_NOTHING);
-    if (entry != CUDA_SUCCESS)
-        return entry;
-    if (image == NULL)
-        return CUDA_ERROR_INVALID_VALUE;
-    return module_new(module);
-}
-
-SIM_EXPORT CUresult cuModuleLoadDataEx(CUmodule *module, const void *image, unsigned int numOptions,
-                                       CUjit_option *options, void **optionValues)
-{
-    CUresult entry = SIM_ENTER(cuModuleLoadDataEx, SIM_NEED_NOTHING);
-    if (entry != CUDA_SUCCESS)
-        return entry;
-    if (image == NULL || (numOptions > 0 && (options == NULL || optionValues == NULL)))
-        return CUDA_ERROR_INVALID_VALUE;
-    return module_new(module);
-}
-
-SIM_EXPORT CUresult cuModuleUnload(CUmodule hmod)
-{
-    CUresult entry = SIM_ENTER(cuModuleUnload, SIM_NEED_NOTHING);
-    if (entry != CUDA_SUCCESS)
-        return entry;
-    if (hmod == NULL || hmod->magic != SIM_MODULE_MAGIC)
-        return CUDA_ERROR_INVALID_HANDLE;
-    hmod->magic = 0;
-    free(hmod);
-    return CUDA_SUCCESS;
-}
-
-SIM_EXPORT CUresult cuModuleGetFunction(CUfunction *hfunc, CUmodule hmod, const char *name)
-{
-    CUresult entry = SIM_ENTER(cuModuleGetFunction, SIM_NEED_NOTHING);
-    if (entry != CUDA_SUCCESS)
-        return entry;
-    if (hfunc == NULL || name == NULL)
-        return CUDA_ERROR_INVALID_VALUE;
-    if (hmod == NULL || hmod->magic != SIM_MODULE_MAGIC)
-        return CUDA_ERROR_INVALID_HANDLE;
-    sim_kernel_t *k = sim_kernel_find(name);
-    if (k == NULL)
-        return CUDA_ERROR_NOT_FOUND;
-    *hfunc = (CUfunction)(void *)k;
-    return CUDA_SUCCESS;
-}
-
-SIM_EXPORT CUresult cuLibraryLoadData(CUlibrary *library, const void *code, CUjit_option *jitOptions,
-                                      void **jitOptionsValues, unsigned int numJitOptions,
-                                      CUlibraryOption *libraryOptions, void **libraryOptionValues,
-                                      unsigned int numLibraryOptions)
-{
-    CUresult entry = SIM_ENTER(cuLibraryLoadData, SIM_NEED_NOTHING);
-    if (entry != CUDA_SUCCESS)
-        return entry;
-    if (library == NULL || code == NULL || (numJitOptions > 0 && (jitOptions == NULL || jitOptionsValues == NULL)) ||
-        (numLibraryOptions > 0 && (libraryOptions == NULL || libraryOptionValues == NULL)))
-        return CUDA_ERROR_INVALID_VALUE;
-    if (!sim_initialized())
-        return CUDA_ERROR_NOT_INITIALIZED;
-    struct CUlib_st *lib = calloc(1, sizeof(*lib));
-    if (lib == NULL)
-        return CUDA_ERROR_OUT_OF_MEMORY;
-    lib->magic = SIM_LIBRARY_MAGIC;
-    *library = lib;
-    return CUDA_SUCCESS;
-}
-
-SIM_EXPORT CUresult cuLibraryUnload(CUlibrary library)
-{
-    CUresult entry = SIM_ENTER(cuLibraryUnload, SIM_NEED_NOTHING);
-    if (entry != CUDA_SUCCESS)
-        return entry;
-    if (library == NULL || library->magic != SIM_LIBRARY_MAGIC)
-        return CUDA_ERROR_INVALID_HANDLE;
-    library->magic = 0;
-    free(library);
-    return CUDA_SUCCESS;
-}
-
-SIM_EXPORT CUresult cuLibraryGetKernel(CUkernel *pKernel, CUlibrary library, const char *name)
-{
-    CUresult entry = SIM_ENTER(cuLibraryGetKernel, SIM_NEED_NOTHING);
-    if (entry != CUDA_SUCCESS)
-        return entry;
-    if (pKernel == NULL || name == NULL)
-        return CUDA_ERROR_INVALID_VALUE;
-    if (library == NULL || library->magic != SIM_LIBRARY_MAGIC)
-        return CUDA_ERROR_INVALID_HANDLE;
-    sim_kernel_t *k = sim_kernel_find(name);
-    if (k == NULL)
-        return CUDA_ERROR_NOT_FOUND;
-    *pKernel = (CUkernel)(void *)k;
-    return CUDA_SUCCESS;
-}
-
-SIM_EXPORT CUresult cuKernelGetFunction(CUfunction *pFunc, CUkernel kernel)
-{
-    CUresult entry = SIM_ENTER(cuKernelGetFunction, SIM_NEED_NOTHING);
-    if (entry != CUDA_SUCCESS)
-        return entry;
-    if (pFunc == NULL)
-        return CUDA_ERROR_INVALID_VALUE;
-    sim_kernel_t *k = sim_kernel_from_handle(kernel);
-    if (k == NULL)
-        return CUDA_ERROR_INVALID_HANDLE;
-    CUcontext ctx;
-    CUresult result = sim_ctx_require(&ctx);
-    if (result != CUDA_SUCCESS)
-        return result;
-    *pFunc = (CUfunction)(void *)k;
-    return CUDA_SUCCESS;
-}
-
 static CUresult param_info(const void *handle, size_t index, size_t *offset, size_t *size)
 {
     sim_kernel_t *k = sim_kernel_from_handle(handle);
@@ -468,8 +311,11 @@ static CUresult func_attribute(int *value, CUfunction_attribute attribute, const
 {
     if (value == NULL)
         return CUDA_ERROR_INVALID_VALUE;
-    if (sim_kernel_from_handle(handle) == NULL)
+    const sim_kernel_t *k = sim_kernel_from_handle(handle);
+    if (k == NULL)
         return CUDA_ERROR_INVALID_HANDLE;
+    if (k->ptx_module != NULL && sim_module_attribute(k, attribute, value))
+        return CUDA_SUCCESS;
     switch (attribute) {
     case CU_FUNC_ATTRIBUTE_MAX_THREADS_PER_BLOCK:
         *value = 1024;
@@ -575,4 +421,18 @@ SIM_EXPORT CUresult cuKernelGetName(const char **name, CUkernel hfunc)
     if (entry != CUDA_SUCCESS)
         return entry;
     return kernel_name(name, hfunc);
+}
+
+
+/* Cache and shared-memory bank preferences are hints; accepted. */
+SIM_EXPORT CUresult cuKernelSetCacheConfig(CUkernel kernel, CUfunc_cache config, CUdevice dev)
+{
+    CUresult entry = SIM_ENTER(cuKernelSetCacheConfig, SIM_NEED_NOTHING);
+    if (entry != CUDA_SUCCESS)
+        return entry;
+    if (sim_kernel_from_handle(kernel) == NULL)
+        return CUDA_ERROR_INVALID_HANDLE;
+    if (dev < 0 || dev >= sim_device_count)
+        return CUDA_ERROR_INVALID_DEVICE;
+    return config <= CU_FUNC_CACHE_PREFER_EQUAL ? CUDA_SUCCESS : CUDA_ERROR_INVALID_VALUE;
 }

@@ -8,6 +8,7 @@
  * name and renamed into place, so a reader never sees half a report.
  */
 #include "sim_internal.h"
+#include "simcuda.h"
 
 #include <stdio.h>
 #include <stdlib.h>
@@ -30,6 +31,7 @@ static int report_write(FILE *out)
             (unsigned long long)atomic_load(&sim_stats.copied_dtod),
             (unsigned long long)atomic_load(&sim_stats.copied_htoh));
     fprintf(out, "  \"kernels\": %llu,\n", (unsigned long long)atomic_load(&sim_stats.kernels));
+    fprintf(out, "  \"lane_instructions\": %llu,\n", (unsigned long long)simcuda_lane_instructions());
     fprintf(out, "  \"calls\": {");
     bool first = true;
     for (int i = 0; i < SIM_API_COUNT; i++) {

@@ -63,6 +63,10 @@ uint64_t simcuda_clock_now_ns(void);
  * wait so far (0 with the real clock). */
 uint64_t simcuda_clock_end_ns(void);
 
+/* Lane-instructions the PTX interpreter has executed in this process (one
+ * per active lane per instruction), for speed measurements. */
+uint64_t simcuda_lane_instructions(void);
+
 /* The simulated driver's own implementation of the exported driver function
  * `symbol` (e.g. "cuLaunchKernel", "cuLaunchKernel_ptsz"), or NULL when it
  * exports no such function. Unlike `dlsym` or `cuGetProcAddress`, which an

@@ -1,0 +1,185 @@
+#!/usr/bin/env python3
+"""nvrtc_client.py: the shape of `LD_PRELOAD=libvramshim.so python infer.py`.
+
+Standard library only (ctypes). Compiles its kernels at run time with the
+toolkit's NVRTC, as CuPy and PyTorch's jiterator do, loads the PTX through the
+real libcudart (cudaLibraryLoadData), launches with cudaLaunchKernel and checks
+every result on the host. It keeps 8 MiB of device buffers alive and cycles
+through them, so under VRAM_LIMIT=2M the shim's offload mode must evict and
+restore them.
+
+Usage: nvrtc_client.py [CUDA_ROOT]. Exit 0 on success, 1 on a wrong result,
+77 when NVRTC or libcudart cannot be found.
+"""
+import ctypes
+import os
+import struct
+import sys
+
+CUDA_ROOT = sys.argv[1] if len(sys.argv) > 1 else os.environ.get("CUDA_ROOT", "/usr/local/cuda")
+
+SOURCE = rb"""
+struct Span { const float *x; float *y; unsigned long long n; };
+
+extern "C" __global__ void saxpy(float a, Span s)
+{
+    for (unsigned long long i = blockIdx.x * (unsigned long long)blockDim.x + threadIdx.x; i < s.n;
+         i += (unsigned long long)gridDim.x * blockDim.x)
+        s.y[i] = a * s.x[i] + s.y[i];
+}
+
+extern "C" __global__ void block_sums(const float *x, double *sums, int n)
+{
+    __shared__ double part[32];
+    int i = blockIdx.x * blockDim.x + threadIdx.x;
+    double v = i < n ? (double)x[i] : 0.0;
+    for (int d = 16; d > 0; d /= 2)
+        v += __shfl_down_sync(0xffffffffu, v, d);
+    if ((threadIdx.x & 31) == 0)
+        part[threadIdx.x / 32] = v;
+    __syncthreads();
+    if (threadIdx.x == 0) {
+        double t = 0;
+        for (int w = 0; w < (int)(blockDim.x / 32); w++)
+            t += part[w];
+        sums[blockIdx.x] = t;
+    }
+}
+"""
+
+
+def load(names):
+    for name in names:
+        try:
+            return ctypes.CDLL(name)
+        except OSError:
+            continue
+    return None
+
+
+def main():
+    lib = os.path.join(CUDA_ROOT, "lib64")
+    nvrtc = load([os.path.join(lib, "libnvrtc.so.13"), os.path.join(lib, "libnvrtc.so"), "libnvrtc.so.13"])
+    cudart = load([os.path.join(lib, "libcudart.so.13"), os.path.join(lib, "libcudart.so"), "libcudart.so.13"])
+    if nvrtc is None or cudart is None:
+        print("nvrtc_client: NVRTC or libcudart not found under", CUDA_ROOT)
+        return 77
+
+    def rtc(call, *args):
+        rc = call(*args)
+        if rc != 0:
+            raise RuntimeError("%s failed: %d" % (call.__name__, rc))
+
+    def rt(call, *args):
+        rc = call(*args)
+        if rc != 0:
+            cudart.cudaGetErrorString.restype = ctypes.c_char_p
+            raise RuntimeError("%s failed: %s" % (call.__name__, cudart.cudaGetErrorString(rc).decode()))
+
+    # Compile.
+    prog = ctypes.c_void_p()
+    rtc(nvrtc.nvrtcCreateProgram, ctypes.byref(prog), SOURCE, b"kernels.cu", 0, None, None)
+    opts = (ctypes.c_char_p * 1)(b"--gpu-architecture=compute_80")
+    rc = nvrtc.nvrtcCompileProgram(prog, 1, opts)
+    if rc != 0:
+        size = ctypes.c_size_t()
+        nvrtc.nvrtcGetProgramLogSize(prog, ctypes.byref(size))
+        log = ctypes.create_string_buffer(size.value)
+        nvrtc.nvrtcGetProgramLog(prog, log)
+        print("nvrtc_client: compile failed:", log.value.decode())
+        return 1
+    size = ctypes.c_size_t()
+    rtc(nvrtc.nvrtcGetPTXSize, prog, ctypes.byref(size))
+    ptx = ctypes.create_string_buffer(size.value)
+    rtc(nvrtc.nvrtcGetPTX, prog, ptx)
+    nvrtc.nvrtcDestroyProgram(ctypes.byref(prog))
+
+    # Load through the runtime and find the kernels.
+    library = ctypes.c_void_p()
+    rt(cudart.cudaLibraryLoadData, ctypes.byref(library), ptx, None, None, 0, None, None, 0)
+    saxpy, block_sums = ctypes.c_void_p(), ctypes.c_void_p()
+    rt(cudart.cudaLibraryGetKernel, ctypes.byref(saxpy), library, b"saxpy")
+    rt(cudart.cudaLibraryGetKernel, ctypes.byref(block_sums), library, b"block_sums")
+
+    class Dim3(ctypes.Structure):
+        _fields_ = [("x", ctypes.c_uint), ("y", ctypes.c_uint), ("z", ctypes.c_uint)]
+
+    class Span(ctypes.Structure):
+        _fields_ = [("x", ctypes.c_void_p), ("y", ctypes.c_void_p), ("n", ctypes.c_ulonglong)]
+
+    cudart.cudaLaunchKernel.argtypes = [ctypes.c_void_p, Dim3, Dim3, ctypes.POINTER(ctypes.c_void_p), ctypes.c_size_t,
+                                        ctypes.c_void_p]
+
+    def launch(kernel, grid, block, *args):
+        holders = [ctypes.pointer(a) for a in args]
+        params = (ctypes.c_void_p * len(args))(*[ctypes.cast(h, ctypes.c_void_p) for h in holders])
+        rt(cudart.cudaLaunchKernel, kernel, Dim3(grid, 1, 1), Dim3(block, 1, 1), params, 0, None)
+
+    H2D, D2H = 1, 2
+    count, n = 8, 256 * 1024  # 8 buffers of 1 MiB
+    failures = 0
+    xs, ys = [], []
+    for k in range(count):
+        x, y = ctypes.c_void_p(), ctypes.c_void_p()
+        rt(cudart.cudaMalloc, ctypes.byref(x), ctypes.c_size_t(n * 4))
+        rt(cudart.cudaMalloc, ctypes.byref(y), ctypes.c_size_t(n * 4))
+        hx = (ctypes.c_float * n)(*[float((i * 7 + k) % 1000) for i in range(n)])
+        hy = (ctypes.c_float * n)(*[float(i % 97) for i in range(n)])
+        rt(cudart.cudaMemcpy, x, hx, ctypes.c_size_t(n * 4), H2D)
+        rt(cudart.cudaMemcpy, y, hy, ctypes.c_size_t(n * 4), H2D)
+        xs.append(x)
+        ys.append(y)
+    for k in range(count):
+        launch(saxpy, 64, 256, ctypes.c_float(0.5 + k), Span(xs[k], ys[k], n))
+    rt(cudart.cudaGetLastError)
+    blocks = (n + 255) // 256
+    sums = ctypes.c_void_p()
+    rt(cudart.cudaMalloc, ctypes.byref(sums), ctypes.c_size_t(blocks * 8))
+    for k in range(count):
+        out = (ctypes.c_float * n)()
+        rt(cudart.cudaMemcpy, out, ys[k], ctypes.c_size_t(n * 4), D2H)
+        a = ctypes.c_float(0.5 + k).value
+        bad = 0
+        for i in range(0, n):
+            x = float((i * 7 + k) % 1000)
+            y = float(i % 97)
+            expect = struct.unpack("f", struct.pack("f", a * x + y))[0]
+            if out[i] != expect:
+                bad += 1
+        if bad:
+            print("nvrtc_client: saxpy buffer %d: %d wrong" % (k, bad))
+            failures += 1
+        launch(block_sums, blocks, 256, ctypes.c_void_p(ys[k].value), ctypes.c_void_p(sums.value), ctypes.c_int(n))
+        hs = (ctypes.c_double * blocks)()
+        rt(cudart.cudaMemcpy, hs, sums, ctypes.c_size_t(blocks * 8), D2H)
+        for b in range(0, blocks, 97):
+            chunk = out[b * 256:(b + 1) * 256]
+            # the kernel's order: shuffle tree within each warp, then warps in order
+            total = 0.0
+            for w in range(8):
+                vals = [float(v) for v in chunk[w * 32:(w + 1) * 32]]
+                d = 16
+                while d > 0:
+                    # out-of-range lanes read their own value, as shfl.down does
+                    vals = [vals[i] + (vals[i + d] if i + d < 32 else vals[i]) for i in range(32)]
+                    d //= 2
+                total += vals[0]
+            expect = total
+            if hs[b] != expect:
+                print("nvrtc_client: block_sums buffer %d block %d: %r, expected %r" % (k, b, hs[b], expect))
+                failures += 1
+                break
+    for k in range(count):
+        rt(cudart.cudaFree, xs[k])
+        rt(cudart.cudaFree, ys[k])
+    rt(cudart.cudaFree, sums)
+    rt(cudart.cudaLibraryUnload, library)
+    if failures:
+        print("nvrtc_client: %d check(s) failed" % failures)
+        return 1
+    print("nvrtc_client: all checks passed")
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
