@@ -236,7 +236,18 @@ void vs_publish_stop(void)
 {
     if (vs_publish_snapshot == NULL)
         return;
+    if (!vs_snapshot_owned(vs_publish_snapshot)) {
+        vs_publish_forget();
+        return;
+    }
     vs_snapshot_publisher_stop(vs_publish_snapshot);
     vs_snapshot_close(vs_publish_snapshot, true);
+    vs_publish_snapshot = NULL;
+}
+
+void vs_publish_forget(void)
+{
+    /* Not the creator (a forked child): unmap, never join or unlink. */
+    vs_snapshot_close(vs_publish_snapshot, false);
     vs_publish_snapshot = NULL;
 }

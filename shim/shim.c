@@ -72,6 +72,10 @@ __attribute__((visibility("hidden"))) _Atomic(vs_dlsym_fn) vs_real_dlsym_ptr;
 
 static void *vs_driver;
 static bool vs_param_info;
+/* The process the constructor ran in. A child that `fork`s from it shares
+ * its memory but not its threads, its driver state or its files' meaning:
+ * at exit it must leave the parent's snapshot, trace and summary alone. */
+static pid_t vs_shim_pid;
 
 /* 2 once the driver is loaded (or failed to load for good). */
 static _Atomic int vs_ready;
@@ -245,6 +249,8 @@ __attribute__((constructor)) static void vs_shim_load(void)
 {
     const vs_config_t *cfg = vs_config_get(); /* exits with 2 when malformed */
 
+    vs_shim_pid = getpid();
+
     vs_spill_io_set_faults(&cfg->io_faults); /* VRAMSHIM_IO_FAULT, tests only */
     /* The spill directory is checked now, like a malformed value, rather
      * than at the first spill, hours into a run. Only offload spills. */
@@ -271,6 +277,13 @@ __attribute__((destructor)) static void vs_shim_unload(void)
     vs_stats_t vs_stats;
     uint64_t allocations = 0;
 
+    /* A forked child exiting (`exit(0)` after `fork`): the publisher
+     * thread, the engine's threads and the driver's state stayed in the
+     * parent. Joining one of those threads here would wait forever. */
+    if (getpid() != vs_shim_pid) {
+        vs_publish_forget();
+        return;
+    }
     vs_shim_debug_snapshot();
     vs_publish_stop();
     vs_trace_close(); /* VRAMSHIM_TRACE: what is still buffered */

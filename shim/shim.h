@@ -63,6 +63,8 @@ int vs_shim_device_total(int device, uint64_t *bytes);
  * thread of its own once the driver is loaded, removed at exit. */
 void vs_publish_start(void);
 void vs_publish_stop(void);
+/* In a forked child: drops the parent's snapshot without touching it. */
+void vs_publish_forget(void);
 
 /* The ordinal of the current context's device, or -1 without one. */
 int vs_shim_current_device(void);

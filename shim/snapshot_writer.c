@@ -388,10 +388,17 @@ int vs_snapshot_publisher_flush(vs_snapshot_t *snap)
     return 0;
 }
 
+bool vs_snapshot_owned(const vs_snapshot_t *snap)
+{
+    return snap != NULL && getpid() == snap->creator;
+}
+
 void vs_snapshot_publisher_stop(vs_snapshot_t *snap)
 {
     vs_snapshot_publisher_t *pub = &snap->pub;
-    if (!pub->running)
+    /* In a forked child the thread does not exist: joining it would wait
+     * forever. */
+    if (!pub->running || !vs_snapshot_owned(snap))
         return;
     pthread_mutex_lock(&pub->lock);
     pub->stop = true;

@@ -86,6 +86,10 @@ int vs_snapshot_publisher_flush(vs_snapshot_t *snap);
 /* Stops and joins the publisher; no-op when none runs. */
 void vs_snapshot_publisher_stop(vs_snapshot_t *snap);
 
+/* Whether the calling process created `snap` (false in a forked child,
+ * which must neither join the publisher, absent there, nor unlink). */
+bool vs_snapshot_owned(const vs_snapshot_t *snap);
+
 /* Stops the publisher, unmaps, and with `unlink` removes the object — but
  * only in the process that created it, so an `atexit` handler inherited by
  * a forked child never removes its parent's snapshot. */
