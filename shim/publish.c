@@ -163,6 +163,16 @@ static void vs_publish_fill(vs_snapshot_t *snap, void *ctx)
     vs_stats_t stats;
 
     (void)ctx;
+    /* The previous publication's writes failed (/dev/shm full, the object
+     * truncated by someone): the live view degrades, the program does
+     * not notice. Said once. */
+    static bool warned;
+    int write_error = vs_snapshot_write_error(snap);
+    if (write_error != 0 && !warned) {
+        warned = true;
+        vs_log(VS_LOG_WARN, "the live snapshot for vramshim ps/dump cannot be written (%s); it may be "
+               "missing or stale", strerror(-write_error));
+    }
     struct timespec now;
     clock_gettime(CLOCK_MONOTONIC, &now);
     vs_publish_sample(vs_registry_current_seq(), (uint64_t)now.tv_sec * 1000000000ull + (uint64_t)now.tv_nsec);

@@ -317,10 +317,14 @@ int vs_tool_run(int argc, char **argv)
     return err == ENOENT ? 127 : 126;
 }
 
-static void vs_tool_ps_removed(pid_t pid, void *arg)
+static void vs_tool_ps_removed(pid_t pid, int err, void *arg)
 {
     (void)arg;
-    fprintf(stderr, "vramshim: removed the stale snapshot of exited process %d\n", (int)pid);
+    if (err == 0)
+        fprintf(stderr, "vramshim: removed the stale snapshot of exited process %d\n", (int)pid);
+    else
+        fprintf(stderr, "vramshim: cannot remove the stale snapshot of exited process %d: %s\n",
+                (int)pid, strerror(-err));
 }
 
 typedef struct vs_tool_ps_state_s {

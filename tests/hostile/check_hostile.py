@@ -96,7 +96,156 @@ def case_fork_exit(mode):
     print(f"{mode}: {proc.stdout.strip()} ({time.monotonic() - start:.2f} s in all)")
 
 
+def wait_for_snapshot(pid, timeout=10.0):
+    """The path of `pid`'s snapshot (vramshim-UID-PIDNS-PID; the name
+    before issue 16, vramshim-UID-PID, is found too)."""
+    names = [f"vramshim-{os.geteuid()}-{os.stat('/proc/self/ns/pid').st_ino}-{pid}",
+             f"vramshim-{os.geteuid()}-{pid}"]
+    end = time.monotonic() + timeout
+    while time.monotonic() < end:
+        for name in names:
+            if os.path.exists("/dev/shm/" + name):
+                return "/dev/shm/" + name
+        time.sleep(0.02)
+    raise Failure(f"no snapshot {names[0]} after {timeout} s")
+
+
+def start_client(args, env, **kw):
+    proc = subprocess.Popen([CLIENT] + args, env=env, stdout=subprocess.PIPE, stderr=subprocess.PIPE,
+                            text=True, **kw)
+    line = proc.stdout.readline()
+    if line.strip() != "ready":
+        out, err = proc.communicate(timeout=30)
+        raise Failure(f"the program did not start: {line}{out}{err}")
+    return proc
+
+
+def finish(proc, what, timeout=60, max_warnings=1):
+    try:
+        out, err = proc.communicate(timeout=timeout)
+    except subprocess.TimeoutExpired:
+        proc.kill()
+        out, err = proc.communicate()
+        raise Failure(f"{what}: the program hung:\n{out}{err}")
+    expect_ok(subprocess.CompletedProcess(proc.args, proc.returncode, out, err), what, max_warnings)
+    return out, err
+
+
+# Row 2: /dev/shm full (another user filled it; Docker gives 64 MiB).
+def case_shm_full():
+    rc = in_namespace(["-m", "--propagation", "private"] if os.geteuid() == 0
+                      else ["-r", "-m", "--propagation", "private"], "shm_full")
+    if rc is not None:
+        return rc
+    subprocess.run(["mount", "-t", "tmpfs", "-o", "size=1m,mode=1777", "tmpfs", "/dev/shm"], check=True)
+    fd = os.open("/dev/shm/filler", os.O_CREAT | os.O_WRONLY, 0o600)
+    try:
+        while os.write(fd, b"\xff" * 4096) > 0:
+            pass
+    except OSError:
+        pass
+    os.close(fd)
+    for mode in MODES:
+        proc = run_client(["work", "600"], shim_env(mode))
+        expect_ok(proc, f"{mode}, /dev/shm full")
+        check(not snapshot_names(), f"{mode}: a snapshot was left behind: {snapshot_names()}")
+        print(f"{mode}: {proc.stdout.splitlines()[-1]}; {proc.stderr.strip() or 'no warning'}")
+
+
+# Row 3: `truncate -s 0` on the live snapshot, again and again.
+def case_snapshot_truncated():
+    for mode in MODES:
+        proc = start_client(["work", "2000"], shim_env(mode))
+        path = wait_for_snapshot(proc.pid)
+        end = time.monotonic() + 1.0
+        while time.monotonic() < end:
+            os.truncate(path, 0)
+            time.sleep(0.03)
+        # The live view comes back with the next publications.
+        time.sleep(0.6)
+        if proc.poll() is not None:
+            finish(proc, f"{mode}, snapshot truncated")
+        dump = subprocess.run([VRAMSHIM, "dump", str(proc.pid), "--json"], capture_output=True, text=True)
+        check(dump.returncode == 0, f"{mode}: the live view did not recover after the truncation: {dump.stderr}")
+        finish(proc, f"{mode}, snapshot truncated")
+        print(f"{mode}: survived a second of truncations; the live view recovered")
+
+
+# Row 5: another user pre-creates our snapshot names.
+def case_squatted_names():
+    if os.geteuid() != 0:
+        print("skipped: needs root to act as two other users")
+        return SKIP
+    me, other = 65534, 65533
+    pidns = os.stat("/proc/self/ns/pid").st_ino
+    dead = 2147483000  # above any pid_max: never alive
+    squat = f"/dev/shm/vramshim-{me}-{pidns}-{dead}"
+    fd = os.open(squat, os.O_CREAT | os.O_EXCL | os.O_WRONLY, 0o600)
+    os.fchown(fd, other, other)
+    os.close(fd)
+    try:
+        as_me = lambda: (os.setgid(me), os.setuid(me))
+        ps = subprocess.run([VRAMSHIM, "ps"], capture_output=True, text=True, preexec_fn=as_me)
+        check(ps.returncode == 0, f"ps exited {ps.returncode}: {ps.stderr}")
+        check("removed" not in ps.stdout + ps.stderr,
+              f"ps claims to have removed a file it cannot remove:\n{ps.stdout}{ps.stderr}")
+        check(os.path.exists(squat), "the other user's file is gone")
+
+        # The program whose name is squatted runs on, without a live view.
+        def squat_then_become_me():
+            name = f"/dev/shm/vramshim-{me}-{pidns}-{os.getpid()}"
+            fd = os.open(name, os.O_CREAT | os.O_EXCL | os.O_WRONLY, 0o644)
+            os.write(fd, b"not a snapshot")
+            os.fchown(fd, other, other)
+            os.close(fd)
+            as_me()
+        proc = subprocess.Popen([CLIENT, "work", "300"], env=shim_env("offload"), stdout=subprocess.PIPE,
+                                stderr=subprocess.PIPE, text=True, preexec_fn=squat_then_become_me)
+        name = f"/dev/shm/vramshim-{me}-{pidns}-{proc.pid}"
+        try:
+            finish(proc, "squatted snapshot name")
+            with open(name, "rb") as f:
+                check(f.read() == b"not a snapshot", "the other user's file was changed")
+            check(os.stat(name).st_uid == other, "the other user's file was replaced")
+        finally:
+            if os.path.exists(name):
+                os.unlink(name)
+        print(f"ps left {squat} alone and said nothing false; the program ran without its live view")
+    finally:
+        os.unlink(squat)
+
+
+# Row 14: two containers with PID namespaces of their own, one /dev/shm.
+def case_pid_namespaces():
+    probe = subprocess.run(["unshare", "-p", "-f", "--mount-proc", "true"], capture_output=True)
+    if probe.returncode != 0:
+        print(f"skipped: PID namespaces are not allowed here: {probe.stderr.decode().strip()}")
+        return SKIP
+    before = set(snapshot_names())
+    env = shim_env("offload")
+    # In each: the program (pid 2 there, after the shell) and `vramshim dump` of it.
+    script = f'"{CLIENT}" work 2500 >/dev/null & sleep 1; "{VRAMSHIM}" dump $! --json >/dev/null && echo dumped; wait $!'
+    containers = [subprocess.Popen(["unshare", "-p", "-f", "--mount-proc", "sh", "-c", script], env=env,
+                                   stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+                  for _ in range(2)]
+    time.sleep(1.5)
+    names = set(snapshot_names()) - before
+    ps = subprocess.run([VRAMSHIM, "ps"], capture_output=True, text=True)
+    still = set(snapshot_names()) - before
+    outs = [c.communicate(timeout=60) for c in containers]
+    for c, (out, err) in zip(containers, outs):
+        check(c.returncode == 0, f"a container's program failed ({c.returncode}):\n{out}{err}")
+        check("dumped" in out, f"vramshim dump inside a container failed:\n{out}{err}")
+    check(len(names) == 2, f"two containers, snapshots {sorted(names)}: one replaced the other")
+    check(still == names, f"vramshim ps on the host removed {sorted(names - still)}:\n{ps.stderr}")
+    print(f"two containers, two snapshots {sorted(names)}; ps on the host left them alone")
+
+
 CASES = {
+    "shm_full": case_shm_full,
+    "snapshot_truncated": case_snapshot_truncated,
+    "squatted_names": case_squatted_names,
+    "pid_namespaces": case_pid_namespaces,
     "fork_exit_track": lambda: case_fork_exit("track"),
     "fork_exit_cap": lambda: case_fork_exit("cap"),
     "fork_exit_offload": lambda: case_fork_exit("offload"),

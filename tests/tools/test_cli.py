@@ -64,8 +64,12 @@ class Fixture:
         self.close()
 
 
+# The snapshot's name carries the PID namespace's inode (snapshot_abi.h).
+PIDNS = os.stat("/proc/self/ns/pid").st_ino
+
+
 def shm_path(pid):
-    return f"/dev/shm/vramshim-{UID}-{pid}"
+    return f"/dev/shm/vramshim-{UID}-{PIDNS}-{pid}"
 
 
 def check(cond, what):
@@ -488,7 +492,7 @@ def attach_cap(client):
           f"device limit {doc['devices'][:1]}")
     check(doc["totals"]["device_bytes"] >= 3 * (64 << 20), f"totals {doc['totals']}")
     check(listed, "vramshim ps never listed the workload")
-    name = f"/dev/shm/vramshim-{UID}-{proc.pid}"
+    name = shm_path(proc.pid)
     check(not os.path.exists(name), f"{name} left behind after exit")
     print(f"attach-cap: saw {len(best['big'])} x 64 MiB on the device; snapshot removed at exit")
     return 1 if FAILURES else 0
