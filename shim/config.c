@@ -372,8 +372,10 @@ static void vs_config_load(void)
          * destructors must not run in a process that never started. */
         _exit(2);
     }
-    if (vs_log_configure(vs_config.log_level, vs_config.log_file) != 0)
-        vs_log(VS_LOG_WARN, "cannot open VRAMSHIM_LOG_FILE=%s; logging to stderr", vs_config.log_file);
+    int rc = vs_log_configure(vs_config.log_level, vs_config.log_file);
+    if (rc != 0)
+        vs_log(VS_LOG_WARN, "cannot use VRAMSHIM_LOG_FILE=%s (%s; it must be a regular file of yours or "
+               "a new name); logging to stderr", vs_config.log_file, strerror(-rc));
 }
 
 const vs_config_t *vs_config_get(void)

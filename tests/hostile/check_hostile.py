@@ -241,7 +241,96 @@ def case_pid_namespaces():
     print(f"two containers, two snapshots {sorted(names)}; ps on the host left them alone")
 
 
+OUTPUTS = {"VRAMSHIM_TRACE": "trace", "VRAMSHIM_DEBUG_SNAPSHOT": "debug", "VRAMSHIM_LOG_FILE": "log"}
+
+
+# Row 4: symlinks planted at the output paths (and the debug snapshot's
+# predictable temporary name) in a shared directory; another user's file.
+def case_planted_symlinks():
+    with tempfile.TemporaryDirectory() as d:
+        os.chmod(d, 0o1777)
+        target = os.path.join(d, "precious")
+        with open(target, "w") as f:
+            f.write("precious\n")
+        env = shim_env("offload", VRAMSHIM_LOG="info")
+        for var, name in OUTPUTS.items():
+            os.symlink(target, os.path.join(d, name))
+            env[var] = os.path.join(d, name)
+        debug_tmp = lambda: os.symlink(target, os.path.join(d, f"debug.{os.getpid()}.tmp"))
+        proc = subprocess.Popen([CLIENT, "work", "300"], env=env, stdout=subprocess.PIPE, stderr=subprocess.PIPE,
+                                text=True, preexec_fn=debug_tmp)
+        _, err = finish(proc, "planted symlinks", max_warnings=100)
+        with open(target) as f:
+            check(f.read() == "precious\n", "the symlinks' target was overwritten")
+        for var in OUTPUTS:
+            check(var in err, f"no warning names {var}:\n{err}")
+        if os.geteuid() == 0:
+            other = os.path.join(d, "others")
+            with open(other, "w") as f:
+                f.write("theirs\n")
+            os.chown(other, 65533, 65533)
+            env = shim_env("offload", VRAMSHIM_TRACE=other)
+            finish(subprocess.Popen([CLIENT, "work", "200"], env=env, stdout=subprocess.PIPE,
+                                    stderr=subprocess.PIPE, text=True), "another user's file as the trace")
+            with open(other) as f:
+                check(f.read() == "theirs\n", "another user's file was overwritten by the trace")
+        print("the planted symlinks' target and another user's file are untouched; each output warned")
+
+
+# Row 4: files the shim creates are 0600 whatever the umask.
+def case_fresh_files_private():
+    with tempfile.TemporaryDirectory() as d:
+        env = shim_env("offload", VRAMSHIM_LOG="info")
+        for var, name in OUTPUTS.items():
+            env[var] = os.path.join(d, name)
+        old = os.umask(0o022)
+        try:
+            proc = run_client(["work", "300"], env)
+        finally:
+            os.umask(old)
+        expect_ok(proc, "fresh output files", max_warnings=100)
+        for var, name in OUTPUTS.items():
+            path = os.path.join(d, name)
+            check(os.path.exists(path), f"{var}: {path} was not written")
+            mode = stat.S_IMODE(os.stat(path).st_mode)
+            check(mode == 0o600, f"{var}: {path} has mode {mode:04o}, expected 0600")
+        # A second run replaces its own earlier trace.
+        proc = run_client(["work", "100"], env)
+        expect_ok(proc, "second run", max_warnings=100)
+        check("VRAMSHIM_TRACE" not in proc.stderr, f"the second run refused its own trace:\n{proc.stderr}")
+        print("trace, debug snapshot and log created 0600 under umask 022; a second run reuses them")
+
+
+# Row 6: a FIFO at VRAMSHIM_LOG_FILE or VRAMSHIM_TRACE, with no reader or a
+# reader that goes away.
+def case_fifo(reader):
+    for var in ("VRAMSHIM_LOG_FILE", "VRAMSHIM_TRACE"):
+        with tempfile.TemporaryDirectory() as d:
+            fifo = os.path.join(d, "fifo")
+            os.mkfifo(fifo, 0o600)
+            env = shim_env("offload", VRAMSHIM_LOG="debug")
+            env[var] = fifo
+            rfd = os.open(fifo, os.O_RDONLY | os.O_NONBLOCK) if reader else None
+            try:
+                proc = subprocess.Popen([CLIENT, "work", "800"], env=env, stdout=subprocess.PIPE,
+                                        stderr=subprocess.PIPE, text=True)
+                if rfd is not None:
+                    time.sleep(0.3)
+                    os.close(rfd)  # the reader goes away while the program logs
+                    rfd = None
+                finish(proc, f"{var} is a FIFO ({'reader leaves' if reader else 'no reader'})",
+                       timeout=30, max_warnings=100000)
+            finally:
+                if rfd is not None:
+                    os.close(rfd)
+        print(f"{var}: a FIFO {'whose reader leaves' if reader else 'without a reader'} neither blocked nor killed the program")
+
+
 CASES = {
+    "planted_symlinks": case_planted_symlinks,
+    "fresh_files_private": case_fresh_files_private,
+    "fifo_no_reader": lambda: case_fifo(False),
+    "fifo_reader_leaves": lambda: case_fifo(True),
     "shm_full": case_shm_full,
     "snapshot_truncated": case_snapshot_truncated,
     "squatted_names": case_squatted_names,
