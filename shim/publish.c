@@ -215,6 +215,7 @@ static void vs_publish_open(void)
 {
     const vs_config_t *cfg = vs_config_get();
     vs_snapshot_identity_t id = {
+        .row_capacity = cfg->snapshot_rows, /* checked at load; 0: the default */
         .mode = cfg->mode == VS_MODE_OFFLOAD ? VS_SNAPSHOT_MODE_OFFLOAD
                 : cfg->mode == VS_MODE_CAP   ? VS_SNAPSHOT_MODE_CAP
                                              : VS_SNAPSHOT_MODE_TRACK,

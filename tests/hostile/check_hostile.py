@@ -326,7 +326,19 @@ def case_fifo(reader):
         print(f"{var}: a FIFO {'whose reader leaves' if reader else 'without a reader'} neither blocked nor killed the program")
 
 
+# Row 12: `vramshim run --host-limit 50%`, as its help offers.
+def case_run_host_limit_percent():
+    env = shim_env("track")
+    del env["LD_PRELOAD"]
+    env.update({"VRAMSHIM_LIBRARY": SHIM, "SIMCUDA_DEVICE_MEM": "256M"})
+    proc = subprocess.run([VRAMSHIM, "run", "--limit", "8M", "--host-limit", "50%", "--", CLIENT, "work", "200"],
+                          env=env, capture_output=True, text=True, timeout=60)
+    expect_ok(proc, "vramshim run --host-limit 50%", max_warnings=0)
+    print(f"run --host-limit 50%: {proc.stdout.splitlines()[-1]}")
+
+
 CASES = {
+    "run_host_limit_percent": case_run_host_limit_percent,
     "planted_symlinks": case_planted_symlinks,
     "fresh_files_private": case_fresh_files_private,
     "fifo_no_reader": lambda: case_fifo(False),

@@ -103,7 +103,15 @@ int main(int argc, char **argv)
         if (strcmp(argv[i], "--seconds") == 0 && i + 1 < argc)
             seconds = strtod(argv[++i], NULL);
         else if (strcmp(argv[i], "--seed") == 0 && i + 1 < argc)
-            rng_state = strtoull(argv[++i], NULL, 0) | 1;
+        {
+            /* Mixed (splitmix64), not forced odd: N and N|1 are different
+             * seeds, and none leaves xorshift at 0. */
+            uint64_t z = strtoull(argv[++i], NULL, 0) + UINT64_C(0x9e3779b97f4a7c15);
+            z = (z ^ (z >> 30)) * UINT64_C(0xbf58476d1ce4e5b9);
+            z = (z ^ (z >> 27)) * UINT64_C(0x94d049bb133111eb);
+            z ^= z >> 31;
+            rng_state = z != 0 ? z : UINT64_C(0x9e3779b97f4a7c15);
+        }
         else
             break;
     }
