@@ -361,7 +361,9 @@ static void vs_tool_ps_row(pid_t pid, void *arg)
     vs_format_size(device, sizeof(device), h->totals.device_bytes, st->bytes);
     vs_format_size(host, sizeof(host), h->totals.host_bytes, st->bytes);
     vs_format_size(disk, sizeof(disk), h->totals.disk_bytes, st->bytes);
-    printf("%8d  %-16.16s  %-7s  %10s  %10s  %10s  %10s  %7" PRIu64 "\n", (int)pid, h->program,
+    char program[VS_SNAPSHOT_PROGRAM_BYTES];
+    vs_format_program(program, sizeof(program), h);
+    printf("%8d  %-16.16s  %-7s  %10s  %10s  %10s  %10s  %7" PRIu64 "\n", (int)pid, program,
            vs_snapshot_mode_name(h->mode), limit_bytes ? limit : "none", device, host, disk,
            h->totals.allocations);
     vs_snapshot_copy_free(&copy);

@@ -22,6 +22,7 @@ SKIP = 77
 SHIM = os.environ["HOSTILE_SHIM"]
 CLIENT = os.environ["HOSTILE_CLIENT"]
 VRAMSHIM = os.environ["HOSTILE_VRAMSHIM"]
+FIXTURE = os.environ.get("HOSTILE_FIXTURE", "")
 MODES = {
     "track": {},
     "cap": {"VRAMSHIM_MODE": "cap", "VRAM_LIMIT": "256M"},
@@ -337,7 +338,60 @@ def case_run_host_limit_percent():
     print(f"run --host-limit 50%: {proc.stdout.splitlines()[-1]}")
 
 
+def start_fixture(rows, program):
+    proc = subprocess.Popen([FIXTURE, "many", str(rows), program], stdin=subprocess.PIPE,
+                            stdout=subprocess.PIPE, stderr=subprocess.PIPE)
+    line = proc.stdout.readline().decode()
+    if not line.startswith("ready "):
+        proc.kill()
+        raise Failure(f"the snapshot fixture did not start: {line!r} {proc.stderr.read()!r}")
+    return proc, int(line.split()[1])
+
+
+# Row 8: `vramshim top` on 65,536 allocations whose ids change every frame.
+def case_top_many_changing_ids():
+    proc, pid = start_fixture(65536, "many")
+    try:
+        start = time.monotonic()
+        top = subprocess.run([VRAMSHIM, "top", str(pid), "--iterations", "3", "--interval", "0.2"],
+                             capture_output=True, timeout=120)
+        took = time.monotonic() - start
+    finally:
+        proc.stdin.close()
+        proc.wait(timeout=30)
+    check(top.returncode == 0, f"top exited {top.returncode}: {top.stderr.decode()}")
+    # Three frames 0.2 s apart; a quadratic lookup took 15 s per frame.
+    check(took < 5.0, f"three frames of 65,536 changing allocations took {took:.1f} s")
+    print(f"top: three frames of 65,536 allocations with changing ids in {took:.2f} s")
+
+
+# Row 13: a program name that holds terminal escape sequences.
+def case_escapes_in_program_name():
+    name = "evil\x1b]0;owned\x07\x1b[2J\x9b31m\r"
+    proc, pid = start_fixture(4, name)
+    try:
+        outputs = {
+            "ps": subprocess.run([VRAMSHIM, "ps"], capture_output=True, timeout=60),
+            "dump": subprocess.run([VRAMSHIM, "dump", str(pid)], capture_output=True, timeout=60),
+            "top": subprocess.run([VRAMSHIM, "top", str(pid), "--iterations", "1"], capture_output=True,
+                                  timeout=60),
+        }
+    finally:
+        proc.stdin.close()
+        proc.wait(timeout=30)
+    for command, result in outputs.items():
+        check(result.returncode == 0, f"{command} exited {result.returncode}: {result.stderr!r}")
+        raw = result.stdout + result.stderr
+        bad = sorted({b for b in raw if (b < 0x20 and b not in (0x0a,)) or b == 0x7f or b >= 0x80})
+        check(not bad, f"{command} printed control bytes {[hex(b) for b in bad]}: {raw!r}")
+        check(b"evil?]0;owned" in result.stdout or command == "ps" and b"evil?]0;owned"[:16] in result.stdout,
+              f"{command} does not show the name with its control bytes replaced: {result.stdout!r}")
+    print("ps, dump and top print the name with its control bytes replaced")
+
+
 CASES = {
+    "top_many_changing_ids": case_top_many_changing_ids,
+    "escapes_in_program_name": case_escapes_in_program_name,
     "run_host_limit_percent": case_run_host_limit_percent,
     "planted_symlinks": case_planted_symlinks,
     "fresh_files_private": case_fresh_files_private,
