@@ -5,7 +5,8 @@
  * residency changes, and asks two questions: which resident allocations to
  * evict to make room (`vs_policy_victims`), and which non-resident ones will be
  * needed next (`vs_policy_prefetch`). Not thread-safe: the caller serialises
- * every call (the shim holds its registry lock).
+ * every call (the shim makes every call under its offload engine's lock,
+ * `vs_engine.lock`; see shim/internal.h).
  *
  * Costs: O(log n) per access, residency change and returned victim, with n
  * the number of live allocations; O(1) hash lookups by id.

@@ -14,7 +14,7 @@
 #include <stdlib.h>
 
 #include "log.h"
-#include "shim.h"
+#include "driver.h"
 
 /* The PTX text of `vramshim_content_hash`, NUL-terminated
  * (shim/kernels/meson.build generates its definition). */

@@ -11,7 +11,8 @@
 
 #include "offload.h"
 #include "registry.h"
-#include "shim.h"
+#include "hooks.h"
+#include "launch.h"
 
 /* The device-side address of a 2-D/3-D operand: device and unified
  * operands carry it in the `*Device` field. */
@@ -33,7 +34,7 @@
     {                                                                                              \
         uintptr_t vs_words_[2] = {(uintptr_t)(first), (uintptr_t)(second)};                       \
         CUresult vs_rc_;                                                                           \
-        vs_shim_ready();                                                                           \
+        vs_driver_ready();                                                                           \
         VS_COUNT(stat);                                                                            \
         VS_OPERATE(vs_rc_, VS_OP_NAME_##stat, (stream), VS_PER_THREAD_SYMBOL(symbol), vs_words_, 2, VS_CALL(symbol, args)); \
         return vs_rc_;                                                                             \
@@ -47,7 +48,7 @@
     {                                                                                              \
         uintptr_t vs_words_[2] = {(uintptr_t)(device), 0};                                         \
         CUresult vs_rc_;                                                                           \
-        vs_shim_ready();                                                                           \
+        vs_driver_ready();                                                                           \
         VS_COUNT(copies);                                                                          \
         if (vs_offload_copy_host((device), (void *)(uintptr_t)(host), ByteCount, (to_device),      \
                                  VS_PER_THREAD_SYMBOL(symbol), &vs_rc_))                           \
@@ -177,7 +178,7 @@ static void vs_copy_batch3d_words(size_t count, const CUDA_MEMCPY3D_BATCH_OP *op
         uintptr_t vs_buffer_[64];                                                                  \
         vs_words_t vs_words_ = VS_WORDS_INIT(vs_buffer_);                                          \
         CUresult vs_rc_;                                                                           \
-        vs_shim_ready();                                                                           \
+        vs_driver_ready();                                                                           \
         gather;                                                                                    \
         VS_OPERATE(vs_rc_, "copy", hStream, VS_PER_THREAD_SYMBOL(symbol), vs_words_.words, vs_words_.count, (call)); \
         free(vs_words_.heap);                                                                      \

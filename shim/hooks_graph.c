@@ -18,7 +18,8 @@
 #include "log.h"
 #include "offload.h"
 #include "registry.h"
-#include "shim.h"
+#include "hooks.h"
+#include "launch.h"
 
 typedef struct vs_exec_s {
     const void *exec;
@@ -185,7 +186,7 @@ CUresult CUDAAPI cuGraphInstantiate(CUgraphExec *phGraphExec, CUgraph hGraph, CU
 {
     CUresult rc;
 
-    vs_shim_ready();
+    vs_driver_ready();
     rc = VS_CALL(cuGraphInstantiate, (phGraphExec, hGraph, phErrorNode, logBuffer, bufferSize));
     if (rc == CUDA_SUCCESS && phGraphExec != NULL)
         vs_exec_learn(*phGraphExec, hGraph);
@@ -197,7 +198,7 @@ CUresult CUDAAPI cuGraphInstantiate_v2(CUgraphExec *phGraphExec, CUgraph hGraph,
 {
     CUresult rc;
 
-    vs_shim_ready();
+    vs_driver_ready();
     rc = VS_CALL(cuGraphInstantiate_v2, (phGraphExec, hGraph, phErrorNode, logBuffer, bufferSize));
     if (rc == CUDA_SUCCESS && phGraphExec != NULL)
         vs_exec_learn(*phGraphExec, hGraph);
@@ -208,7 +209,7 @@ CUresult CUDAAPI cuGraphInstantiateWithFlags(CUgraphExec *phGraphExec, CUgraph h
 {
     CUresult rc;
 
-    vs_shim_ready();
+    vs_driver_ready();
     rc = VS_CALL(cuGraphInstantiateWithFlags, (phGraphExec, hGraph, flags));
     if (rc == CUDA_SUCCESS && phGraphExec != NULL)
         vs_exec_learn(*phGraphExec, hGraph);
@@ -220,7 +221,7 @@ CUresult CUDAAPI cuGraphInstantiateWithParams(CUgraphExec *phGraphExec, CUgraph 
 {
     CUresult rc;
 
-    vs_shim_ready();
+    vs_driver_ready();
     rc = VS_CALL(cuGraphInstantiateWithParams, (phGraphExec, hGraph, instantiateParams));
     if (rc == CUDA_SUCCESS && phGraphExec != NULL)
         vs_exec_learn(*phGraphExec, hGraph);
@@ -232,7 +233,7 @@ CUresult CUDAAPI cuGraphInstantiateWithParams_ptsz(CUgraphExec *phGraphExec, CUg
 {
     CUresult rc;
 
-    vs_shim_ready();
+    vs_driver_ready();
     rc = VS_CALL(cuGraphInstantiateWithParams_ptsz, (phGraphExec, hGraph, instantiateParams));
     if (rc == CUDA_SUCCESS && phGraphExec != NULL)
         vs_exec_learn(*phGraphExec, hGraph);
@@ -243,7 +244,7 @@ CUresult CUDAAPI cuGraphExecUpdate_v2(CUgraphExec hGraphExec, CUgraph hGraph, CU
 {
     CUresult rc;
 
-    vs_shim_ready();
+    vs_driver_ready();
     rc = VS_CALL(cuGraphExecUpdate_v2, (hGraphExec, hGraph, resultInfo));
     if (rc == CUDA_SUCCESS)
         vs_exec_learn(hGraphExec, hGraph);
@@ -255,7 +256,7 @@ CUresult CUDAAPI cuGraphExecKernelNodeSetParams_v2(CUgraphExec hGraphExec, CUgra
 {
     CUresult rc;
 
-    vs_shim_ready();
+    vs_driver_ready();
     rc = VS_CALL(cuGraphExecKernelNodeSetParams_v2, (hGraphExec, hNode, nodeParams));
     if (rc == CUDA_SUCCESS && nodeParams != NULL) {
         /* The old parameters stay in the set: a superset only makes the
@@ -273,7 +274,7 @@ CUresult CUDAAPI cuGraphExecDestroy(CUgraphExec hGraphExec)
     const void *key = hGraphExec;
     vs_exec_t *e;
 
-    vs_shim_ready();
+    vs_driver_ready();
     rc = VS_CALL(cuGraphExecDestroy, (hGraphExec));
     if (rc != CUDA_SUCCESS)
         return rc;
@@ -314,7 +315,7 @@ static void vs_graph_words(CUgraphExec exec, vs_words_t *w)
         uintptr_t vs_buffer_[256];                                                                 \
         vs_words_t vs_words_ = VS_WORDS_INIT(vs_buffer_);                                          \
         CUresult vs_rc_;                                                                           \
-        vs_shim_ready();                                                                           \
+        vs_driver_ready();                                                                           \
         vs_graph_words(hGraphExec, &vs_words_);                                                    \
         VS_OPERATE(vs_rc_, "graph", hStream, VS_PER_THREAD_SYMBOL(symbol), vs_words_.words, vs_words_.count, \
                    VS_CALL(symbol, (hGraphExec, hStream)));                                        \

@@ -9,7 +9,8 @@
 #include <stdlib.h>
 
 #include "offload.h"
-#include "shim.h"
+#include "hooks.h"
+#include "launch.h"
 
 /* Words a launch's parameters usually fit in without a heap allocation. */
 #define VS_LAUNCH_WORDS 512
@@ -21,7 +22,7 @@
         uintptr_t vs_buffer_[VS_LAUNCH_WORDS];                                                     \
         vs_words_t vs_words_ = VS_WORDS_INIT(vs_buffer_);                                          \
         CUresult vs_rc_;                                                                           \
-        vs_shim_ready();                                                                           \
+        vs_driver_ready();                                                                           \
         vs_launch_gather((f), (params), (extra), &vs_words_);                                      \
         VS_OPERATE(vs_rc_, "launch", (stream), (per_thread), vs_words_.words, vs_words_.count, (call));      \
         free(vs_words_.heap);                                                                      \
@@ -86,7 +87,7 @@ CUresult CUDAAPI cuLibraryGetKernel(CUkernel *pKernel, CUlibrary library, const 
 {
     CUresult rc;
 
-    vs_shim_ready();
+    vs_driver_ready();
     rc = VS_CALL(cuLibraryGetKernel, (pKernel, library, name));
     if (rc == CUDA_SUCCESS && pKernel != NULL)
         vs_launch_remember_kernel(*pKernel);
@@ -99,7 +100,7 @@ CUresult CUDAAPI cuModuleUnload(CUmodule hmod)
 {
     CUresult rc;
 
-    vs_shim_ready();
+    vs_driver_ready();
     rc = VS_CALL(cuModuleUnload, (hmod));
     if (rc == CUDA_SUCCESS)
         vs_launch_forget_layouts();
@@ -110,7 +111,7 @@ CUresult CUDAAPI cuLibraryUnload(CUlibrary library)
 {
     CUresult rc;
 
-    vs_shim_ready();
+    vs_driver_ready();
     rc = VS_CALL(cuLibraryUnload, (library));
     if (rc == CUDA_SUCCESS)
         vs_launch_forget_layouts();
@@ -124,9 +125,9 @@ CUresult CUDAAPI cuCtxSynchronize(void)
 {
     CUresult rc;
 
-    vs_shim_ready();
+    vs_driver_ready();
     rc = VS_CALL(cuCtxSynchronize, ());
-    vs_shim_debug_snapshot();
+    vs_stats_debug_snapshot();
     return rc;
 }
 
@@ -134,9 +135,9 @@ CUresult CUDAAPI cuCtxSynchronize_v2(CUcontext ctx)
 {
     CUresult rc;
 
-    vs_shim_ready();
+    vs_driver_ready();
     rc = VS_CALL(cuCtxSynchronize_v2, (ctx));
-    vs_shim_debug_snapshot();
+    vs_stats_debug_snapshot();
     return rc;
 }
 
@@ -144,14 +145,14 @@ CUresult CUDAAPI cuCtxSynchronize_v2(CUcontext ctx)
  * the next stream created: its work must be waited for first. */
 CUresult CUDAAPI cuStreamDestroy(CUstream hStream)
 {
-    vs_shim_ready();
+    vs_driver_ready();
     vs_offload_stream_destroyed(hStream);
     return VS_CALL(cuStreamDestroy, (hStream));
 }
 
 CUresult CUDAAPI cuStreamDestroy_v2(CUstream hStream)
 {
-    vs_shim_ready();
+    vs_driver_ready();
     vs_offload_stream_destroyed(hStream);
     return VS_CALL(cuStreamDestroy_v2, (hStream));
 }

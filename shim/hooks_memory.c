@@ -26,7 +26,7 @@
 #include "log.h"
 #include "offload.h"
 #include "registry.h"
-#include "shim.h"
+#include "hooks.h"
 
 #define VS_DEVICE_KINDS                                                                            \
     ((1u << VS_ALLOC_DEVICE) | (1u << VS_ALLOC_PITCH) | (1u << VS_ALLOC_ASYNC) | (1u << VS_ALLOC_POOL))
@@ -42,7 +42,7 @@ static CUresult vs_memory_reserve(int device, uint64_t bytes, int *device_out)
     if (vs_offload_enabled()) {
         /* Offload: make room by evicting; refuse only when the host budget
          * cannot take what would have to go. */
-        if (vs_offload_charge(device, bytes) != 0) {
+        if (vs_offload_charge(device, bytes) != CUDA_SUCCESS) {
             VS_COUNT(refused);
             return CUDA_ERROR_OUT_OF_MEMORY;
         }
@@ -142,14 +142,14 @@ CUresult CUDAAPI cuMemAlloc_v2(CUdeviceptr *dptr, size_t bytesize)
     int device;
     CUresult rc;
 
-    vs_shim_ready();
+    vs_driver_ready();
     if (bytesize > 0 && vs_memory_evictable(bytesize)) {
-        int current = vs_shim_current_device();
+        int current = vs_driver_current_device();
         if (current < 0)
             return VS_CALL(cuMemAlloc_v2, (dptr, bytesize)); /* the driver's own error */
         return vs_offload_alloc(dptr, bytesize, current, VS_ALLOC_DEVICE);
     }
-    rc = vs_memory_reserve(vs_shim_current_device(), bytesize, &device);
+    rc = vs_memory_reserve(vs_driver_current_device(), bytesize, &device);
     if (rc != CUDA_SUCCESS)
         return rc;
     VS_ALLOC_RETRYING(rc, device, bytesize, VS_CALL(cuMemAlloc_v2, (dptr, bytesize)));
@@ -185,14 +185,14 @@ CUresult CUDAAPI cuMemAllocPitch_v2(CUdeviceptr *dptr, size_t *pPitch, size_t Wi
     int device;
     CUresult rc;
 
-    vs_shim_ready();
+    vs_driver_ready();
     /* The pitch is only known afterwards: reserve the unpadded size, then
      * settle the padding once the driver has chosen it. */
     uint64_t requested = (uint64_t)WidthInBytes * Height;
-    if (requested > 0 && vs_memory_evictable(requested) && vs_shim_current_device() >= 0)
+    if (requested > 0 && vs_memory_evictable(requested) && vs_driver_current_device() >= 0)
         return vs_memory_pitch_region(dptr, pPitch, WidthInBytes, Height, ElementSizeBytes,
-                                      vs_shim_current_device());
-    rc = vs_memory_reserve(vs_shim_current_device(), requested, &device);
+                                      vs_driver_current_device());
+    rc = vs_memory_reserve(vs_driver_current_device(), requested, &device);
     if (rc != CUDA_SUCCESS)
         return rc;
     rc = VS_CALL(cuMemAllocPitch_v2, (dptr, pPitch, WidthInBytes, Height, ElementSizeBytes));
@@ -223,7 +223,7 @@ CUresult CUDAAPI cuMemFree_v2(CUdeviceptr dptr)
 {
     CUresult rc;
 
-    vs_shim_ready();
+    vs_driver_ready();
     if (vs_offload_free(dptr, &rc))
         return rc;
     return vs_memory_free(dptr, vs_free_sync, NULL);
@@ -236,8 +236,8 @@ CUresult CUDAAPI cuMemFree_v2(CUdeviceptr dptr)
     {                                                                                              \
         int device;                                                                                \
         CUresult rc;                                                                               \
-        vs_shim_ready();                                                                           \
-        rc = vs_memory_reserve(vs_shim_current_device(), bytesize, &device);                       \
+        vs_driver_ready();                                                                           \
+        rc = vs_memory_reserve(vs_driver_current_device(), bytesize, &device);                       \
         if (rc != CUDA_SUCCESS)                                                                    \
             return rc;                                                                             \
         rc = VS_CALL(symbol, (dptr, bytesize, hStream));                                           \
@@ -252,8 +252,8 @@ VS_ALLOC_ASYNC_HOOK(cuMemAllocAsync_ptsz)
     {                                                                                              \
         int device;                                                                                \
         CUresult rc;                                                                               \
-        vs_shim_ready();                                                                           \
-        rc = vs_memory_reserve(vs_shim_current_device(), bytesize, &device);                       \
+        vs_driver_ready();                                                                           \
+        rc = vs_memory_reserve(vs_driver_current_device(), bytesize, &device);                       \
         if (rc != CUDA_SUCCESS)                                                                    \
             return rc;                                                                             \
         rc = VS_CALL(symbol, (dptr, bytesize, pool, hStream));                                     \
@@ -275,13 +275,13 @@ static CUresult vs_free_async_ptsz(CUdeviceptr dptr, CUstream stream)
 
 CUresult CUDAAPI cuMemFreeAsync(CUdeviceptr dptr, CUstream hStream)
 {
-    vs_shim_ready();
+    vs_driver_ready();
     return vs_memory_free(dptr, vs_free_async, hStream);
 }
 
 CUresult CUDAAPI cuMemFreeAsync_ptsz(CUdeviceptr dptr, CUstream hStream)
 {
-    vs_shim_ready();
+    vs_driver_ready();
     return vs_memory_free(dptr, vs_free_async_ptsz, hStream);
 }
 
@@ -289,12 +289,12 @@ CUresult CUDAAPI cuMemAllocManaged(CUdeviceptr *dptr, size_t bytesize, unsigned 
 {
     CUresult rc;
 
-    vs_shim_ready();
+    vs_driver_ready();
     rc = VS_CALL(cuMemAllocManaged, (dptr, bytesize, flags));
     if (rc == CUDA_SUCCESS && dptr != NULL && *dptr != 0) {
         vs_alloc_desc_t desc = {.base = (uintptr_t)*dptr,
                                 .size = bytesize,
-                                .device = vs_shim_current_device(),
+                                .device = vs_driver_current_device(),
                                 .kind = VS_ALLOC_MANAGED};
         if (vs_registry_add(&desc, NULL) == 0)
             vs_cap_count_managed((int64_t)bytesize);
@@ -339,7 +339,7 @@ CUresult CUDAAPI cuMemCreate(CUmemGenericAllocationHandle *handle, size_t size, 
     CUresult rc;
     bool on_device = prop != NULL && prop->location.type == CU_MEM_LOCATION_TYPE_DEVICE;
 
-    vs_shim_ready();
+    vs_driver_ready();
     if (on_device) {
         rc = vs_memory_reserve(prop->location.id, size, &device);
         if (rc != CUDA_SUCCESS)
@@ -384,7 +384,7 @@ CUresult CUDAAPI cuMemRelease(CUmemGenericAllocationHandle handle)
     uint64_t key = (uint64_t)handle;
     vs_physical_t *p;
 
-    vs_shim_ready();
+    vs_driver_ready();
     rc = VS_CALL(cuMemRelease, (handle));
     if (rc != CUDA_SUCCESS)
         return rc;
@@ -406,7 +406,7 @@ CUresult CUDAAPI cuMemMap(CUdeviceptr ptr, size_t size, size_t offset, CUmemGene
     vs_physical_t *p;
     int device = -1;
 
-    vs_shim_ready();
+    vs_driver_ready();
     rc = VS_CALL(cuMemMap, (ptr, size, offset, handle, flags));
     if (rc != CUDA_SUCCESS)
         return rc;
@@ -442,7 +442,7 @@ CUresult CUDAAPI cuMemUnmap(CUdeviceptr ptr, size_t size)
 {
     CUresult rc;
 
-    vs_shim_ready();
+    vs_driver_ready();
     rc = VS_CALL(cuMemUnmap, (ptr, size));
     if (rc == CUDA_SUCCESS)
         vs_registry_remove_range((uintptr_t)ptr, size, VS_ALLOC_VMM, vs_unmapped, NULL);
@@ -469,7 +469,7 @@ CUresult CUDAAPI cuMemHostAlloc(void **pp, size_t bytesize, unsigned int Flags)
 {
     CUresult rc;
 
-    vs_shim_ready();
+    vs_driver_ready();
     rc = VS_CALL(cuMemHostAlloc, (pp, bytesize, Flags));
     if (rc == CUDA_SUCCESS && pp != NULL)
         vs_host_register(*pp, bytesize, VS_ALLOC_HOST_PINNED);
@@ -480,7 +480,7 @@ CUresult CUDAAPI cuMemAllocHost_v2(void **pp, size_t bytesize)
 {
     CUresult rc;
 
-    vs_shim_ready();
+    vs_driver_ready();
     rc = VS_CALL(cuMemAllocHost_v2, (pp, bytesize));
     if (rc == CUDA_SUCCESS && pp != NULL)
         vs_host_register(*pp, bytesize, VS_ALLOC_HOST_PINNED);
@@ -491,7 +491,7 @@ CUresult CUDAAPI cuMemFreeHost(void *p)
 {
     CUresult rc;
 
-    vs_shim_ready();
+    vs_driver_ready();
     rc = VS_CALL(cuMemFreeHost, (p));
     if (rc == CUDA_SUCCESS)
         vs_host_forget(p, VS_ALLOC_HOST_PINNED);
@@ -502,7 +502,7 @@ CUresult CUDAAPI cuMemHostRegister_v2(void *p, size_t bytesize, unsigned int Fla
 {
     CUresult rc;
 
-    vs_shim_ready();
+    vs_driver_ready();
     rc = VS_CALL(cuMemHostRegister_v2, (p, bytesize, Flags));
     if (rc == CUDA_SUCCESS)
         vs_host_register(p, bytesize, VS_ALLOC_HOST_REGISTERED);
@@ -513,7 +513,7 @@ CUresult CUDAAPI cuMemHostUnregister(void *p)
 {
     CUresult rc;
 
-    vs_shim_ready();
+    vs_driver_ready();
     rc = VS_CALL(cuMemHostUnregister, (p));
     if (rc == CUDA_SUCCESS)
         vs_host_forget(p, VS_ALLOC_HOST_REGISTERED);
@@ -527,14 +527,14 @@ CUresult CUDAAPI cuMemGetInfo_v2(size_t *free_out, size_t *total_out)
     size_t physical_free = 0, physical_total = 0;
     CUresult rc;
 
-    vs_shim_ready();
+    vs_driver_ready();
     /* The driver gets our own out-parameters: NULL from the caller is
      * tolerated, whatever the driver thinks of it. */
     rc = VS_CALL(cuMemGetInfo_v2, (&physical_free, &physical_total));
     if (rc != CUDA_SUCCESS)
         return rc;
     uint64_t virtual_free = physical_free, virtual_total = physical_total;
-    int device = vs_shim_current_device();
+    int device = vs_driver_current_device();
     if (vs_config_get()->limit_set && device >= 0)
         vs_cap_meminfo(device, physical_free, physical_total, &virtual_free, &virtual_total);
     if (free_out != NULL)
@@ -553,7 +553,7 @@ CUresult CUDAAPI cuMemGetAddressRange_v2(CUdeviceptr *pbase, size_t *psize, CUde
 {
     vs_offload_range_t range;
 
-    vs_shim_ready();
+    vs_driver_ready();
     if (!vs_offload_range((uintptr_t)dptr, &range))
         return VS_CALL(cuMemGetAddressRange_v2, (pbase, psize, dptr));
     if (pbase != NULL)
@@ -603,7 +603,7 @@ CUresult CUDAAPI cuPointerGetAttribute(void *data, CUpointer_attribute attribute
 {
     vs_offload_range_t range;
 
-    vs_shim_ready();
+    vs_driver_ready();
     if (data != NULL && vs_offload_range((uintptr_t)ptr, &range) && vs_pointer_attribute(data, attribute, ptr, &range))
         return CUDA_SUCCESS;
     return VS_CALL(cuPointerGetAttribute, (data, attribute, ptr));
@@ -615,7 +615,7 @@ CUresult CUDAAPI cuPointerGetAttributes(unsigned int numAttributes, CUpointer_at
     vs_offload_range_t range;
     CUresult rc;
 
-    vs_shim_ready();
+    vs_driver_ready();
     rc = VS_CALL(cuPointerGetAttributes, (numAttributes, attributes, data, ptr));
     if (attributes == NULL || data == NULL || !vs_offload_range((uintptr_t)ptr, &range))
         return rc;
@@ -635,7 +635,7 @@ CUresult CUDAAPI cuIpcGetMemHandle(CUipcMemHandle *pHandle, CUdeviceptr dptr)
     vs_offload_range_t range;
     CUresult rc;
 
-    vs_shim_ready();
+    vs_driver_ready();
     bool evictable = vs_offload_range((uintptr_t)dptr, &range);
     if (evictable)
         vs_offload_pin((uintptr_t)dptr, "exported with cuIpcGetMemHandle");

@@ -23,7 +23,9 @@
 
 #include "log.h"
 #include "registry.h"
-#include "shim.h"
+#include "driver.h"
+#include "launch.h"
+#include "stats.h"
 
 typedef struct vs_layout_s {
     const void *function; /* CUfunction or CUkernel */
@@ -103,7 +105,7 @@ static vs_layout_t *vs_layout_build(const void *handle)
     if (layout == NULL)
         return NULL;
     layout->function = handle;
-    if (!vs_shim_has_param_info())
+    if (!vs_driver_has_param_info())
         return layout;
     pthread_rwlock_rdlock(&vs_layouts_lock);
     HASH_FIND_PTR(vs_kernel_handles, &handle, known_kernel);

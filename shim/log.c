@@ -8,6 +8,7 @@
  */
 #include "log.h"
 
+#include "internal.h"
 #include "output_file.h"
 
 #include <errno.h>
@@ -15,6 +16,7 @@
 #include <stdarg.h>
 #include <stdatomic.h>
 #include <stdio.h>
+#include <stdlib.h>
 #include <unistd.h>
 
 static _Atomic int vs_log_threshold = VS_LOG_WARN;
@@ -73,4 +75,12 @@ void vs_log(vs_log_level_t level, const char *fmt, ...)
     (void)ignored;
 out:
     errno = saved_errno;
+}
+
+/* internal.h: a failed VS_ASSERT. Only debug builds call it (elsewhere the
+ * assertions compile to nothing): a loud failure, then abort. */
+void vs_assert_fail(const char *condition, const char *file, int line, const char *function)
+{
+    vs_log(VS_LOG_ERROR, "assertion failed: %s (%s:%d, %s)", condition, file, line, function);
+    abort();
 }

@@ -11,8 +11,11 @@
  * and the submission. Otherwise the engine restores what is missing (and
  * holds everything the operation needs), then the scan runs again.
  *
- * Lock order: the engine lock, then the registry lock. The fast path takes
- * only the registry's read lock and never the engine lock while holding it.
+ * Locks: internal.h (the engine lock, then the registry lock; the fast
+ * path takes only the registry's read lock). Errors: this is the hook
+ * boundary: CUresult, the driver's own code passed through; a bool answers
+ * a question ("is it mine", "worth a retry") and then carries the CUresult
+ * in *rc. The engine's files share offload_internal.h.
  */
 #ifndef VS_OFFLOAD_H
 #define VS_OFFLOAD_H
@@ -41,8 +44,9 @@ bool vs_offload_free(CUdeviceptr dptr, CUresult *rc);
 /* Makes room for `bytes` of a resident-only allocation (small, async,
  * pool, the application's own VMM memory) and counts them on `device`:
  * evicts what it must and, when nothing more can go, passes the limit and
- * warns once. Returns 0, or -ENOMEM when the host budget is exhausted. */
-int vs_offload_charge(int device, uint64_t bytes);
+ * warns once. CUDA_SUCCESS, or CUDA_ERROR_OUT_OF_MEMORY when the host
+ * budget is exhausted. */
+CUresult vs_offload_charge(int device, uint64_t bytes);
 
 /* A synchronous copy between `host` and device memory at `dptr` (`bytes`,
  * towards the device when `to_device`) that lies in an allocation now on

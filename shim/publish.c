@@ -19,7 +19,9 @@
 #include "log.h"
 #include "offload.h"
 #include "registry.h"
-#include "shim.h"
+#include "driver.h"
+#include "publish.h"
+#include "stats.h"
 #include "snapshot_writer.h"
 
 #define VS_PUBLISH_PERIOD_MS 200
@@ -196,7 +198,7 @@ static void vs_publish_fill(vs_snapshot_t *snap, void *ctx)
         if (d >= present && used == 0 && vs_cap_peak(d) == 0)
             continue;
         if (vs_publish_physical[d] == 0 && d < present)
-            (void)vs_shim_device_total(d, &vs_publish_physical[d]);
+            (void)vs_driver_device_total(d, &vs_publish_physical[d]);
         uint64_t physical = vs_publish_physical[d];
         devices[device_count++] = (vs_snapshot_device_t){
             .ordinal = (uint64_t)d,

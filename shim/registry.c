@@ -1,5 +1,5 @@
 /* registry.c: the table of live allocations (`vs_registry_add`,
- * `vs_registry_touch_locked`).
+ * `vs_registry_touch_registry_locked`).
  *
  * Two tables share the records: `by_base` (uthash; every allocation, keyed
  * by its base, for frees) and the page index (device-side allocations only,
@@ -13,11 +13,14 @@
  * uthash table because uthash's chained buckets cost a dependent load per
  * link on this, the hottest path of the shim.
  *
- * Lock order: `vs_registry.lock` is taken before the trace writer's lock
- * (`VRAMSHIM_TRACE`, trace_writer.h) and nothing else is taken under it.
+ * Lock order (internal.h): `vs_registry.lock` is taken before the trace
+ * writer's lock (`VRAMSHIM_TRACE`, trace_writer.h) and nothing else is
+ * taken under it. The trace writer never calls back: the scan hands it the
+ * ids it collected (`vs_touch_t.ids`).
  */
 #include "registry.h"
 
+#include "internal.h"
 #include "trace_writer.h"
 
 #include <errno.h>
@@ -123,6 +126,7 @@ static struct {
     size_t slot_mask; /* capacity - 1; capacity is a power of two */
     size_t slots_used; /* live + tombstones */
     vs_hot_t *hot;
+    uint64_t *hot_id; /* the id of the allocation of each hot slot (VRAMSHIM_TRACE) */
     uint32_t hot_capacity, hot_top, hot_free; /* hot_free: UINT32_MAX = none */
     /* Every device-side allocation lies in [lo, hi): a word outside is not a
      * pointer into one (most scalars fail here). Only ever widened. */
@@ -140,6 +144,60 @@ static struct {
 static _Atomic uint64_t vs_registry_seq;
 static _Atomic uint64_t vs_registry_epoch = 1;
 static _Atomic uint64_t vs_registry_ids;
+
+/* The registry lock's holders, for `vs_registry_lock_held` (debug builds
+ * only: the scan path pays nothing elsewhere). */
+#if VS_DEBUG
+static __thread unsigned vs_registry_reading;
+static _Atomic uintptr_t vs_registry_writer;
+#endif
+
+static inline void vs_registry_rdlock(void)
+{
+    pthread_rwlock_rdlock(&vs_registry.lock);
+#if VS_DEBUG
+    vs_registry_reading++;
+#endif
+}
+
+static inline void vs_registry_wrlock(void)
+{
+    pthread_rwlock_wrlock(&vs_registry.lock);
+#if VS_DEBUG
+    atomic_store_explicit(&vs_registry_writer, vs_thread_self(), memory_order_relaxed);
+#endif
+}
+
+static inline void vs_registry_unlock(void)
+{
+#if VS_DEBUG
+    if (atomic_load_explicit(&vs_registry_writer, memory_order_relaxed) == vs_thread_self()) {
+        atomic_store_explicit(&vs_registry_writer, 0, memory_order_relaxed);
+    } else {
+        VS_ASSERT(vs_registry_reading > 0);
+        vs_registry_reading--;
+    }
+#endif
+    pthread_rwlock_unlock(&vs_registry.lock);
+}
+
+bool vs_registry_write_held(void)
+{
+#if VS_DEBUG
+    return atomic_load_explicit(&vs_registry_writer, memory_order_relaxed) == vs_thread_self();
+#else
+    return true;
+#endif
+}
+
+bool vs_registry_lock_held(void)
+{
+#if VS_DEBUG
+    return vs_registry_reading > 0 || vs_registry_write_held();
+#else
+    return true;
+#endif
+}
 
 const char *vs_registry_kind_name(vs_alloc_kind_t kind)
 {
@@ -197,6 +255,10 @@ static int vs_hot_take(uint32_t *index)
     } else {
         if (vs_registry.hot_top == vs_registry.hot_capacity) {
             uint32_t capacity = vs_registry.hot_capacity ? vs_registry.hot_capacity * 2 : 1024;
+            uint64_t *ids = realloc(vs_registry.hot_id, capacity * sizeof *ids);
+            if (ids == NULL)
+                return -ENOMEM;
+            vs_registry.hot_id = ids;
             vs_hot_t *grown = realloc(vs_registry.hot, capacity * sizeof *grown);
             if (grown == NULL)
                 return -ENOMEM;
@@ -450,7 +512,7 @@ int vs_registry_add(const vs_alloc_desc_t *desc, uint64_t *id_out)
         a->pinned_reason = desc->pinned_reason;
     }
 
-    pthread_rwlock_wrlock(&vs_registry.lock);
+    vs_registry_wrlock();
     HASH_FIND(hh, vs_registry.by_base, &a->base, sizeof a->base, existing);
     if (existing != NULL) {
         rc = -EEXIST;
@@ -459,6 +521,7 @@ int vs_registry_add(const vs_alloc_desc_t *desc, uint64_t *id_out)
     rc = vs_hot_take(&a->hot);
     if (rc != 0)
         goto out_unlock;
+    vs_registry.hot_id[a->hot] = a->id;
     vs_registry.oom = false;
     HASH_ADD(hh, vs_registry.by_base, base, sizeof a->base, a);
     if (vs_registry.oom) {
@@ -494,7 +557,7 @@ int vs_registry_add(const vs_alloc_desc_t *desc, uint64_t *id_out)
     if (vs_trace_enabled())
         vs_trace_alloc(a->id, a->size, a->evictable);
 out_unlock:
-    pthread_rwlock_unlock(&vs_registry.lock);
+    vs_registry_unlock();
     if (rc != 0)
         free(a);
     return rc;
@@ -504,10 +567,10 @@ int vs_registry_remove(uintptr_t base, unsigned kinds, vs_alloc_info_t *out)
 {
     vs_alloc_t *a;
 
-    pthread_rwlock_wrlock(&vs_registry.lock);
+    vs_registry_wrlock();
     HASH_FIND(hh, vs_registry.by_base, &base, sizeof base, a);
     if (a == NULL || !(kinds & (1u << a->kind))) {
-        pthread_rwlock_unlock(&vs_registry.lock);
+        vs_registry_unlock();
         return -ENOENT;
     }
     vs_registry_unlink(a);
@@ -517,7 +580,7 @@ int vs_registry_remove(uintptr_t base, unsigned kinds, vs_alloc_info_t *out)
     if (out != NULL)
         vs_alloc_copy(a, out);
     vs_hot_give(a->hot);
-    pthread_rwlock_unlock(&vs_registry.lock);
+    vs_registry_unlock();
     free(a);
     return 0;
 }
@@ -530,7 +593,7 @@ size_t vs_registry_remove_range(uintptr_t start, uint64_t size, vs_alloc_kind_t 
 
     /* Unmaps are rare and cover few allocations: a walk over the table is
      * simpler than walking pages and fine at that rate. */
-    pthread_rwlock_wrlock(&vs_registry.lock);
+    vs_registry_wrlock();
     HASH_ITER(hh, vs_registry.by_base, a, tmp) {
         if (a->kind != kind || a->base < start || a->base - start >= size)
             continue;
@@ -546,13 +609,13 @@ size_t vs_registry_remove_range(uintptr_t start, uint64_t size, vs_alloc_kind_t 
         free(a);
         removed++;
     }
-    pthread_rwlock_unlock(&vs_registry.lock);
+    vs_registry_unlock();
     return removed;
 }
 
 /* The device-side allocation containing addr, and its hot index; read lock
  * held. */
-static inline vs_alloc_t *vs_registry_lookup_locked(uintptr_t addr, uint32_t *hot)
+static inline vs_alloc_t *vs_registry_lookup_registry_locked(uintptr_t addr, uint32_t *hot)
 {
     if (addr < vs_registry.lo || addr >= vs_registry.hi)
         return NULL;
@@ -595,8 +658,8 @@ int vs_registry_find(uintptr_t addr, vs_alloc_info_t *out)
     int rc = -ENOENT;
 
     uint32_t hot;
-    pthread_rwlock_rdlock(&vs_registry.lock);
-    a = vs_registry_lookup_locked(addr, &hot);
+    vs_registry_rdlock();
+    a = vs_registry_lookup_registry_locked(addr, &hot);
     if (a == NULL)
         HASH_FIND(hh, vs_registry.by_base, &addr, sizeof addr, a);
     if (a != NULL) {
@@ -604,18 +667,18 @@ int vs_registry_find(uintptr_t addr, vs_alloc_info_t *out)
             vs_alloc_copy(a, out);
         rc = 0;
     }
-    pthread_rwlock_unlock(&vs_registry.lock);
+    vs_registry_unlock();
     return rc;
 }
 
 void vs_registry_read_begin(void)
 {
-    pthread_rwlock_rdlock(&vs_registry.lock);
+    vs_registry_rdlock();
 }
 
 void vs_registry_read_end(void)
 {
-    pthread_rwlock_unlock(&vs_registry.lock);
+    vs_registry_unlock();
 }
 
 /* One use per event, however many words of it point into the allocation.
@@ -635,11 +698,12 @@ static inline void vs_hot_stamp(uint32_t index, uint64_t seq)
     }
 }
 
-bool vs_registry_touch_locked(uintptr_t addr, uint64_t seq)
+bool vs_registry_touch_registry_locked(uintptr_t addr, uint64_t seq)
 {
     uint32_t index;
 
-    if (vs_registry_lookup_locked(addr, &index) == NULL)
+    VS_ASSERT(vs_registry_lock_held());
+    if (vs_registry_lookup_registry_locked(addr, &index) == NULL)
         return false;
     vs_hot_stamp(index, seq);
     return true;
@@ -662,6 +726,17 @@ static inline void vs_hot_touch(uint32_t index, uintptr_t base, vs_touch_t *touc
         atomic_fetch_or_explicit(&hot->streams, touch->stream_bit, memory_order_relaxed);
     if (atomic_load_explicit(&hot->watched, memory_order_relaxed) != 0)
         touch->watched = true;
+    if (touch->ids != NULL) {
+        uint64_t id = vs_registry.hot_id[index];
+        bool listed = false;
+        for (size_t k = 0; k < touch->ids_count && k < touch->ids_cap && !listed; k++)
+            listed = touch->ids[k] == id;
+        if (!listed) {
+            if (touch->ids_count < touch->ids_cap)
+                touch->ids[touch->ids_count] = id;
+            touch->ids_count++;
+        }
+    }
     if (touch->collect_all || atomic_load_explicit(&hot->residency, memory_order_relaxed) != VS_RESIDENT) {
         for (size_t k = 0; k < touch->missing_count && k < touch->missing_cap; k++) {
             if (touch->missing[k] == base)
@@ -673,7 +748,7 @@ static inline void vs_hot_touch(uint32_t index, uintptr_t base, vs_touch_t *touc
     }
 }
 
-size_t vs_registry_touch_many_locked(const uintptr_t *words, size_t count, vs_touch_t *touch)
+size_t vs_registry_touch_many_registry_locked(const uintptr_t *words, size_t count, vs_touch_t *touch)
 {
     /* The look-ups of a launch are independent. Done in stages over all the
      * words, each stage prefetching what the next one reads (slot, page
@@ -686,6 +761,7 @@ size_t vs_registry_touch_many_locked(const uintptr_t *words, size_t count, vs_to
     uintptr_t base[BATCH];
     size_t touched = 0;
 
+    VS_ASSERT(vs_registry_lock_held());
     touch->epoch = atomic_load_explicit(&vs_registry_epoch, memory_order_relaxed);
     if (vs_registry.slots == NULL)
         return 0;
@@ -717,7 +793,7 @@ size_t vs_registry_touch_many_locked(const uintptr_t *words, size_t count, vs_to
                 __builtin_prefetch(&pages[i]->sub[(w[i] >> VS_SUB_SHIFT) & (VS_SUBS - 1)]);
             } else {
                 /* A page too crowded for the index: the plain path. */
-                const vs_alloc_t *a = vs_registry_lookup_locked(w[i], &hot[i]);
+                const vs_alloc_t *a = vs_registry_lookup_registry_locked(w[i], &hot[i]);
                 if (a != NULL)
                     base[i] = a->base;
             }
@@ -756,10 +832,10 @@ int vs_registry_set_residency(uintptr_t base, vs_residency_t residency, bool mov
 {
     vs_alloc_t *a;
 
-    pthread_rwlock_wrlock(&vs_registry.lock);
+    vs_registry_wrlock();
     HASH_FIND(hh, vs_registry.by_base, &base, sizeof base, a);
     if (a == NULL) {
-        pthread_rwlock_unlock(&vs_registry.lock);
+        vs_registry_unlock();
         return -ENOENT;
     }
     vs_hot_t *hot = &vs_registry.hot[a->hot];
@@ -780,44 +856,35 @@ int vs_registry_set_residency(uintptr_t base, vs_residency_t residency, bool mov
         vs_trace_residency(a->id, !leaves_device);
     a->residency = residency;
     atomic_store_explicit(&hot->residency, (uint32_t)residency, memory_order_relaxed);
-    pthread_rwlock_unlock(&vs_registry.lock);
+    vs_registry_unlock();
     return 0;
 }
 
 int vs_registry_set_watched(uintptr_t base, bool watched)
 {
     vs_alloc_t *a;
-    pthread_rwlock_rdlock(&vs_registry.lock);
+    vs_registry_rdlock();
     HASH_FIND(hh, vs_registry.by_base, &base, sizeof base, a);
     if (a != NULL)
         atomic_store_explicit(&vs_registry.hot[a->hot].watched, watched ? 1u : 0u, memory_order_relaxed);
-    pthread_rwlock_unlock(&vs_registry.lock);
+    vs_registry_unlock();
     return a != NULL ? 0 : -ENOENT;
 }
 
 uint64_t vs_registry_epoch_close(void (*fn)(void *arg), void *arg)
 {
-    pthread_rwlock_wrlock(&vs_registry.lock);
+    vs_registry_wrlock();
     uint64_t closed = atomic_load_explicit(&vs_registry_epoch, memory_order_relaxed);
     fn(arg);
     atomic_store_explicit(&vs_registry_epoch, closed + 1, memory_order_relaxed);
-    pthread_rwlock_unlock(&vs_registry.lock);
+    vs_registry_unlock();
     return closed;
 }
 
-int vs_registry_id_locked(uintptr_t base, uint64_t *id_out)
+vs_residency_t vs_registry_residency_registry_locked(uintptr_t base)
 {
     vs_alloc_t *a;
-    HASH_FIND(hh, vs_registry.by_base, &base, sizeof base, a);
-    if (a == NULL)
-        return -ENOENT;
-    *id_out = a->id;
-    return 0;
-}
-
-vs_residency_t vs_registry_residency_locked(uintptr_t base)
-{
-    vs_alloc_t *a;
+    VS_ASSERT(vs_registry_lock_held());
     HASH_FIND(hh, vs_registry.by_base, &base, sizeof base, a);
     return a != NULL ? a->residency : VS_ON_HOST;
 }
@@ -826,11 +893,11 @@ int vs_registry_streams(uintptr_t base, uint64_t *streams_out)
 {
     vs_alloc_t *a;
 
-    pthread_rwlock_rdlock(&vs_registry.lock);
+    vs_registry_rdlock();
     HASH_FIND(hh, vs_registry.by_base, &base, sizeof base, a);
     if (a != NULL)
         *streams_out = atomic_load_explicit(&vs_registry.hot[a->hot].streams, memory_order_relaxed);
-    pthread_rwlock_unlock(&vs_registry.lock);
+    vs_registry_unlock();
     return a != NULL ? 0 : -ENOENT;
 }
 
@@ -838,24 +905,24 @@ void vs_registry_add_streams(uintptr_t base, uint64_t streams)
 {
     vs_alloc_t *a;
 
-    pthread_rwlock_rdlock(&vs_registry.lock);
+    vs_registry_rdlock();
     HASH_FIND(hh, vs_registry.by_base, &base, sizeof base, a);
     if (a != NULL)
         atomic_fetch_or_explicit(&vs_registry.hot[a->hot].streams, streams, memory_order_relaxed);
-    pthread_rwlock_unlock(&vs_registry.lock);
+    vs_registry_unlock();
 }
 
 int vs_registry_pin(uintptr_t base, const char *reason)
 {
     vs_alloc_t *a;
 
-    pthread_rwlock_wrlock(&vs_registry.lock);
+    vs_registry_wrlock();
     HASH_FIND(hh, vs_registry.by_base, &base, sizeof base, a);
     if (a != NULL) {
         a->evictable = false;
         a->pinned_reason = reason;
     }
-    pthread_rwlock_unlock(&vs_registry.lock);
+    vs_registry_unlock();
     return a != NULL ? 0 : -ENOENT;
 }
 
@@ -863,9 +930,9 @@ bool vs_registry_touch(uintptr_t addr, uint64_t seq)
 {
     bool found;
 
-    pthread_rwlock_rdlock(&vs_registry.lock);
-    found = vs_registry_touch_locked(addr, seq);
-    pthread_rwlock_unlock(&vs_registry.lock);
+    vs_registry_rdlock();
+    found = vs_registry_touch_registry_locked(addr, seq);
+    vs_registry_unlock();
     return found;
 }
 
@@ -873,27 +940,27 @@ void vs_registry_foreach(void (*fn)(const vs_alloc_info_t *info, void *arg), voi
 {
     vs_alloc_t *a, *tmp;
 
-    pthread_rwlock_rdlock(&vs_registry.lock);
+    vs_registry_rdlock();
     HASH_ITER(hh, vs_registry.by_base, a, tmp) {
         vs_alloc_info_t info;
         vs_alloc_copy(a, &info);
         fn(&info, arg);
     }
-    pthread_rwlock_unlock(&vs_registry.lock);
+    vs_registry_unlock();
 }
 
 void vs_registry_stats(vs_registry_stats_t *out)
 {
-    pthread_rwlock_rdlock(&vs_registry.lock);
+    vs_registry_rdlock();
     *out = vs_registry.stats;
-    pthread_rwlock_unlock(&vs_registry.lock);
+    vs_registry_unlock();
 }
 
 void vs_registry_clear(void)
 {
     vs_alloc_t *a, *tmp;
 
-    pthread_rwlock_wrlock(&vs_registry.lock);
+    vs_registry_wrlock();
     HASH_ITER(hh, vs_registry.by_base, a, tmp) {
         HASH_DEL(vs_registry.by_base, a);
         free(a);
@@ -913,11 +980,13 @@ void vs_registry_clear(void)
     }
     free(vs_registry.hot);
     vs_registry.hot = NULL;
+    free(vs_registry.hot_id);
+    vs_registry.hot_id = NULL;
     vs_registry.hot_capacity = vs_registry.hot_top = 0;
     vs_registry.hot_free = UINT32_MAX;
     memset(&vs_registry.stats, 0, sizeof vs_registry.stats);
     vs_registry.live_device_bytes = 0;
     vs_registry.lo = UINTPTR_MAX;
     vs_registry.hi = 0;
-    pthread_rwlock_unlock(&vs_registry.lock);
+    vs_registry_unlock();
 }

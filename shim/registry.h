@@ -9,10 +9,13 @@
  * could be evicted, which is what the eviction policy of the
  * oversubscription mode will consume.
  *
- * Locking: one reader-writer lock. Adds and removes take it for writing;
- * launch scans take it once for reading around all their look-ups and
- * update the last-use fields with relaxed atomics (kept in a dense array
- * apart from the records, so stamping is cache-friendly).
+ * Locking: one reader-writer lock (internal.h: below the engine lock, above
+ * the trace writer's). Adds and removes take it for writing; launch scans
+ * take it once for reading around all their look-ups and update the
+ * last-use fields with relaxed atomics (kept in a dense array apart from
+ * the records, so stamping is cache-friendly). Functions named
+ * `_registry_locked` expect it held (for reading at least), and assert it
+ * in debug builds. Errors: 0 or -errno.
  */
 #ifndef VS_REGISTRY_H
 #define VS_REGISTRY_H
@@ -135,11 +138,11 @@ size_t vs_registry_remove_range(uintptr_t start, uint64_t size, vs_alloc_kind_t 
 int vs_registry_find(uintptr_t addr, vs_alloc_info_t *out);
 
 /* The scan path: take the read lock once, then stamp each word that lands
- * in an allocation. `vs_registry_touch_locked` returns true when `addr`
- * belongs to a device-side allocation. */
+ * in an allocation. `vs_registry_touch_registry_locked` returns true when
+ * `addr` belongs to a device-side allocation. */
 void vs_registry_read_begin(void);
 void vs_registry_read_end(void);
-bool vs_registry_touch_locked(uintptr_t addr, uint64_t seq);
+bool vs_registry_touch_registry_locked(uintptr_t addr, uint64_t seq);
 
 /* What one operation does to the allocations it touches: stamp them with
  * `seq`, add `stream_bit` to their stream masks, and list in `missing`
@@ -155,12 +158,18 @@ typedef struct vs_touch_s {
     size_t missing_count;
     bool collect_all; /* list every allocation touched, resident or not */
     bool watched;     /* set by the touch: it used a watched allocation */
+    /* Not NULL: the touch also lists (deduplicated, in the order first
+     * touched, up to `ids_cap`) the ids of every allocation it touches, for
+     * VRAMSHIM_TRACE. `ids_count` may exceed `ids_cap`. */
+    uint64_t *ids;
+    size_t ids_cap;
+    size_t ids_count;
 } vs_touch_t;
 
 /* Applies `touch` to every word of `words` that lands in a device-side
  * allocation; the look-ups are interleaved so their cache misses overlap.
  * Read lock held. Returns how many words hit. */
-size_t vs_registry_touch_many_locked(const uintptr_t *words, size_t count, vs_touch_t *touch);
+size_t vs_registry_touch_many_registry_locked(const uintptr_t *words, size_t count, vs_touch_t *touch);
 
 /* Moves the allocation starting at `base` to `residency`, taking the write
  * lock so that no operation is between its scan and its submission. When
@@ -176,11 +185,7 @@ int vs_registry_set_watched(uintptr_t base, bool watched);
 
 /* The residency of the allocation starting at `base`; VS_ON_HOST when there
  * is none. Read lock held. */
-vs_residency_t vs_registry_residency_locked(uintptr_t base);
-
-/* The id of the allocation starting at `base` (`VRAMSHIM_TRACE`). Read
- * lock held. 0 or -ENOENT. */
-int vs_registry_id_locked(uintptr_t base, uint64_t *id_out);
+vs_residency_t vs_registry_residency_registry_locked(uintptr_t base);
 
 /* The streams that used the allocation at `base` since it became
  * resident (read lock taken). 0 or -ENOENT. */
@@ -211,6 +216,12 @@ bool vs_registry_touch(uintptr_t addr, uint64_t seq);
 void vs_registry_foreach(void (*fn)(const vs_alloc_info_t *info, void *arg), void *arg);
 
 void vs_registry_stats(vs_registry_stats_t *out);
+
+/* Whether the calling thread holds the registry lock: for reading or
+ * writing, or for writing (debug builds track it; elsewhere both answer
+ * true). For `VS_ASSERT` only. */
+bool vs_registry_lock_held(void);
+bool vs_registry_write_held(void);
 
 /* Frees every record (unit tests, between cases). */
 void vs_registry_clear(void);

@@ -23,7 +23,8 @@
 #include <string.h>
 
 #include "log.h"
-#include "shim.h"
+#include "hooks.h"
+#include "resolve.h"
 
 typedef void (*vs_fn_t)(void);
 
@@ -80,7 +81,10 @@ static void *vs_row_real(const vs_wrapper_row_t *row)
     return real;
 }
 
-void vs_resolve_driver_loaded(void)
+/* Builds the real-to-wrapper table, once `vs_real` is filled. */
+static pthread_once_t vs_real_map_once = PTHREAD_ONCE_INIT;
+
+static void vs_resolve_build_map(void)
 {
     size_t n = 0;
     for (size_t i = 0; i < VS_ROW_COUNT; i++) {
@@ -102,8 +106,9 @@ void *vs_resolve_wrapper_for_real(const void *real_function)
     vs_real_map_t key = {.real = real_function};
     const vs_real_map_t *hit;
 
-    if (real_function == NULL || vs_shim_ready() != 0)
+    if (real_function == NULL || vs_driver_ready() != 0)
         return NULL;
+    pthread_once(&vs_real_map_once, vs_resolve_build_map);
     hit = bsearch(&key, vs_real_map, vs_real_map_count, sizeof vs_real_map[0], vs_map_compare);
     return hit != NULL ? hit->wrapper : NULL;
 }
@@ -112,7 +117,7 @@ void *vs_resolve_wrapper_for_real(const void *real_function)
 __attribute__((visibility("hidden"))) void *vs_dlsym_c(void *handle, const char *name);
 VS_NO_SANITIZE void *vs_dlsym_c(void *handle, const char *name)
 {
-    void *result = vs_shim_real_dlsym(handle, name);
+    void *result = vs_driver_real_dlsym(handle, name);
 
     /* Most look-ups in a process are not for the driver: leave them after
      * two character compares, without loading anything. */
@@ -145,7 +150,7 @@ __asm__(".text\n"
         "1:  pushq %rdi\n"
         "    pushq %rsi\n"
         "    subq $8, %rsp\n"
-        "    call vs_shim_init_real_dlsym\n"
+        "    call vs_driver_init_real_dlsym\n"
         "    addq $8, %rsp\n"
         "    popq %rsi\n"
         "    popq %rdi\n"
@@ -167,7 +172,7 @@ __asm__(".text\n"
         "    br x16\n"
         "1:  stp x0, x1, [sp, #-32]!\n"
         "    str x30, [sp, #16]\n"
-        "    bl vs_shim_init_real_dlsym\n"
+        "    bl vs_driver_init_real_dlsym\n"
         "    mov x16, x0\n"
         "    ldr x30, [sp, #16]\n"
         "    ldp x0, x1, [sp], #32\n"
@@ -204,7 +209,7 @@ CUresult CUDAAPI cuGetProcAddress_v2(const char *symbol, void **pfn, int cudaVer
 {
     CUresult rc;
 
-    vs_shim_ready();
+    vs_driver_ready();
     rc = VS_CALL(cuGetProcAddress_v2, (symbol, pfn, cudaVersion, flags, symbolStatus));
     if (rc == CUDA_SUCCESS)
         vs_procaddr_substitute(symbol, pfn, cudaVersion, flags);
@@ -215,7 +220,7 @@ CUresult CUDAAPI cuGetProcAddress(const char *symbol, void **pfn, int cudaVersio
 {
     CUresult rc;
 
-    vs_shim_ready();
+    vs_driver_ready();
     rc = VS_CALL(cuGetProcAddress, (symbol, pfn, cudaVersion, flags));
     if (rc == CUDA_SUCCESS)
         vs_procaddr_substitute(symbol, pfn, cudaVersion, flags);

@@ -14,7 +14,7 @@
 #include <stdint.h>
 
 #include "log.h"
-#include "shim.h"
+#include "hooks.h"
 
 VS_EXPORT cudaError_t cudaMalloc(void **devPtr, size_t size);
 VS_EXPORT cudaError_t cudaFree(void *devPtr);
@@ -51,7 +51,7 @@ static CUresult vs_runtime_context(void)
     CUcontext current = NULL;
     CUresult rc;
 
-    if (vs_shim_ready() != 0)
+    if (vs_driver_ready() != 0)
         return CUDA_ERROR_NOT_INITIALIZED;
     if (VS_CALL(cuCtxGetCurrent, (&current)) == CUDA_SUCCESS && current != NULL)
         return CUDA_SUCCESS;

@@ -17,6 +17,8 @@
  */
 #include "spill.h"
 
+#include "internal.h"
+
 #include "config.h"
 #include "log.h"
 #include "spill_io.h"
@@ -32,11 +34,12 @@
 #include <sys/stat.h>
 #include <sys/vfs.h>
 
-/* The store. `lock` guards every field but the counters; lock order: the
- * store's lock is taken alone (vs_log takes none). Invariant: the last block
+/* The store. `lock` guards every field but the counters; lock order
+ * (internal.h): a leaf (vs_log takes none); `_spill_locked` functions
+ * expect it held. Invariant: the last block
  * of the file (`file_blocks` - 1) is in use, or the file is empty. */
 static struct {
-    pthread_mutex_t lock;
+    vs_mutex_t lock;
     bool enabled;
     char dir[PATH_MAX];
     int fd;              /* -1 until the first spill */
@@ -46,7 +49,7 @@ static struct {
     uint64_t file_blocks;
     uint64_t used_blocks;
     void *zeros;         /* one block of zeros: the padding of a last partial block */
-} vs_spill = {.lock = PTHREAD_MUTEX_INITIALIZER, .fd = -1};
+} vs_spill = {.lock = VS_MUTEX_INITIALIZER, .fd = -1};
 
 static _Atomic uint64_t vs_spill_writes, vs_spill_reads, vs_spill_bytes_written, vs_spill_bytes_read;
 static _Atomic uint64_t vs_spill_checksum_failures, vs_spill_io_errors;
@@ -199,8 +202,9 @@ static int vs_spill_error_of(int err)
 }
 
 /* Opens the spill file at the first spill. Lock held. */
-static int vs_spill_open_locked(void)
+static int vs_spill_open_spill_locked(void)
 {
+    VS_ASSERT_HELD(&vs_spill.lock);
     bool direct_io = false;
 
     if (vs_spill.fd >= 0)
@@ -392,11 +396,11 @@ int vs_spill_write(const vs_host_extent_t *src, uint32_t src_count, uint64_t byt
         goto out;
     }
 
-    pthread_mutex_lock(&vs_spill.lock);
+    vs_mutex_lock(&vs_spill.lock);
     if (!vs_spill.enabled)
         rc = -ENODEV;
     if (rc == 0)
-        rc = vs_spill_open_locked();
+        rc = vs_spill_open_spill_locked();
     if (rc == 0 && data_bytes % VS_SPILL_BLOCK_BYTES != 0 && vs_spill.zeros == NULL) {
         vs_spill.zeros = aligned_alloc(VS_SPILL_ALIGN, VS_SPILL_BLOCK_BYTES);
         if (vs_spill.zeros == NULL)
@@ -409,7 +413,7 @@ int vs_spill_write(const vs_host_extent_t *src, uint32_t src_count, uint64_t byt
     taken = rc == 0;
     fd = vs_spill.fd;
     const void *zeros = vs_spill.zeros;
-    pthread_mutex_unlock(&vs_spill.lock);
+    vs_mutex_unlock(&vs_spill.lock);
     if (rc != 0)
         goto out;
 
@@ -431,9 +435,9 @@ out:
         const vs_spill_io_t *io = vs_spill_io();
         for (uint32_t i = 0; i < count; i++)
             (void)io->punch(fd, extents[i].offset, extents[i].bytes);
-        pthread_mutex_lock(&vs_spill.lock);
+        vs_mutex_lock(&vs_spill.lock);
         vs_spill_give_back(extents, count);
-        pthread_mutex_unlock(&vs_spill.lock);
+        vs_mutex_unlock(&vs_spill.lock);
     }
     free(extents);
     free(checksums);
@@ -454,9 +458,9 @@ int vs_spill_read(const vs_spill_copy_t *copy, uint64_t first_block, uint64_t bl
         rc = -EINVAL;
         goto out;
     }
-    pthread_mutex_lock(&vs_spill.lock);
+    vs_mutex_lock(&vs_spill.lock);
     int fd = vs_spill.enabled ? vs_spill.fd : -1;
-    pthread_mutex_unlock(&vs_spill.lock);
+    vs_mutex_unlock(&vs_spill.lock);
     if (fd < 0) {
         rc = -ENODEV;
         goto out;
@@ -523,18 +527,18 @@ void vs_spill_release(vs_spill_copy_t *copy)
     if (copy == NULL)
         return;
     if (copy->count != 0) {
-        pthread_mutex_lock(&vs_spill.lock);
+        vs_mutex_lock(&vs_spill.lock);
         int fd = vs_spill.enabled ? vs_spill.fd : -1;
-        pthread_mutex_unlock(&vs_spill.lock);
+        vs_mutex_unlock(&vs_spill.lock);
         if (fd >= 0) {
             /* Punched while the blocks are still this copy's (see the top). */
             const vs_spill_io_t *io = vs_spill_io();
             for (uint32_t i = 0; i < copy->count; i++)
                 (void)io->punch(fd, copy->extents[i].offset, copy->extents[i].bytes);
-            pthread_mutex_lock(&vs_spill.lock);
+            vs_mutex_lock(&vs_spill.lock);
             if (vs_spill.fd == fd)
                 vs_spill_give_back(copy->extents, copy->count);
-            pthread_mutex_unlock(&vs_spill.lock);
+            vs_mutex_unlock(&vs_spill.lock);
         }
     }
     free(copy->extents);
@@ -544,8 +548,9 @@ void vs_spill_release(vs_spill_copy_t *copy)
 }
 
 /* Closes the file and forgets every block. Lock held. */
-static void vs_spill_close_locked(void)
+static void vs_spill_close_spill_locked(void)
 {
+    VS_ASSERT_HELD(&vs_spill.lock);
     if (vs_spill.fd >= 0)
         (void)vs_spill_io()->close(vs_spill.fd);
     vs_spill.fd = -1;
@@ -563,27 +568,27 @@ static void vs_spill_close_locked(void)
 void vs_spill_shutdown(void)
 {
     int saved_errno = errno;
-    pthread_mutex_lock(&vs_spill.lock);
-    vs_spill_close_locked();
-    pthread_mutex_unlock(&vs_spill.lock);
+    vs_mutex_lock(&vs_spill.lock);
+    vs_spill_close_spill_locked();
+    vs_mutex_unlock(&vs_spill.lock);
     errno = saved_errno;
 }
 
 bool vs_spill_enabled(void)
 {
-    pthread_mutex_lock(&vs_spill.lock);
+    vs_mutex_lock(&vs_spill.lock);
     bool enabled = vs_spill.enabled;
-    pthread_mutex_unlock(&vs_spill.lock);
+    vs_mutex_unlock(&vs_spill.lock);
     return enabled;
 }
 
 void vs_spill_stats(vs_spill_stats_t *out)
 {
-    pthread_mutex_lock(&vs_spill.lock);
+    vs_mutex_lock(&vs_spill.lock);
     out->file_bytes = vs_spill.file_blocks * VS_SPILL_BLOCK_BYTES;
     out->used_bytes = vs_spill.used_blocks * VS_SPILL_BLOCK_BYTES;
     out->direct_io = vs_spill.direct_io;
-    pthread_mutex_unlock(&vs_spill.lock);
+    vs_mutex_unlock(&vs_spill.lock);
     out->writes = atomic_load(&vs_spill_writes);
     out->reads = atomic_load(&vs_spill_reads);
     out->bytes_written = atomic_load(&vs_spill_bytes_written);
@@ -611,9 +616,9 @@ int vs_spill_configure(const char *dir, char *err, size_t err_size)
     bool direct_io = false;
     int rc = 0;
 
-    pthread_mutex_lock(&vs_spill.lock);
-    vs_spill_close_locked();
-    pthread_mutex_unlock(&vs_spill.lock);
+    vs_mutex_lock(&vs_spill.lock);
+    vs_spill_close_spill_locked();
+    vs_mutex_unlock(&vs_spill.lock);
     atomic_store(&vs_spill_writes, 0);
     atomic_store(&vs_spill_reads, 0);
     atomic_store(&vs_spill_bytes_written, 0);
@@ -654,11 +659,11 @@ int vs_spill_configure(const char *dir, char *err, size_t err_size)
         vs_log(VS_LOG_WARN, "VRAMSHIM_SPILL_DIR=%s is on %s: spilling to memory defeats the disk tier", dir,
                fs.f_type == TMPFS_MAGIC ? "tmpfs" : "ramfs");
 
-    pthread_mutex_lock(&vs_spill.lock);
+    vs_mutex_lock(&vs_spill.lock);
     memcpy(vs_spill.dir, dir, strlen(dir) + 1);
     vs_spill.direct_io = direct_io;
     vs_spill.enabled = true;
-    pthread_mutex_unlock(&vs_spill.lock);
+    vs_mutex_unlock(&vs_spill.lock);
 out:
     errno = saved_errno;
     return rc;

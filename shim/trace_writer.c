@@ -1,5 +1,9 @@
 /* trace_writer.c: the `VRAMSHIM_TRACE` recorder (`vs_trace_open`,
- * `vs_trace_operation_locked`).
+ * `vs_trace_operation`).
+ *
+ * A leaf: it includes and calls nothing of the shim but logging. The ids
+ * of an operation's uses come from the operation's own scan
+ * (`vs_touch_t.ids`), never from a look-up of its own.
  *
  * Every line is formatted by `vs_trace_format` (policy/trace.h) into one
  * 64 KiB buffer under `vs_trace.lock` and written with write(2) when the
@@ -16,9 +20,9 @@
  */
 #include "trace_writer.h"
 
+#include "internal.h"
 #include "log.h"
 #include "output_file.h"
-#include "registry.h"
 #include "trace.h"
 
 #include <errno.h>
@@ -32,14 +36,11 @@
 #define VS_TRACE_BUFFER_BYTES (64u << 10)
 /* Stream handles numbered one by one; later ones share the last number. */
 #define VS_TRACE_STREAMS 256
-/* The bases one operation usually touches, listed without a heap buffer. */
-#define VS_TRACE_OP_BASES 64
-
 _Atomic bool vs_trace_active;
 
-/* Lock order: a leaf below the registry lock (see trace_writer.h). */
+/* Lock order: a leaf below the registry lock (internal.h). */
 static struct {
-    pthread_mutex_t lock;
+    vs_mutex_t lock;
     int fd;
     const char *path; /* set by `vs_trace_open`; the file is created at the first event */
     uint64_t next_seq;
@@ -48,7 +49,7 @@ static struct {
     size_t stream_count;
     char buffer[VS_TRACE_BUFFER_BYTES];
 } vs_trace = {
-    .lock = PTHREAD_MUTEX_INITIALIZER,
+    .lock = VS_MUTEX_INITIALIZER,
     .fd = -1,
     .stream_count = 1,
 };
@@ -62,8 +63,9 @@ static uint64_t vs_trace_now_ns(void)
 
 /* Writes the buffer out; on failure warns once and turns tracing off. Lock
  * held. */
-static void vs_trace_flush_locked(void)
+static void vs_trace_flush_trace_locked(void)
 {
+    VS_ASSERT_HELD(&vs_trace.lock);
     size_t done = 0;
 
     while (done < vs_trace.used && vs_trace.fd >= 0) {
@@ -85,8 +87,9 @@ static void vs_trace_flush_locked(void)
 
 /* Creates the file at the first event; false (after one warning, tracing
  * off) when it cannot be. Lock held. */
-static bool vs_trace_ready_locked(void)
+static bool vs_trace_ready_trace_locked(void)
 {
+    VS_ASSERT_HELD(&vs_trace.lock);
     static const char header[] = "# vramshim trace v1\n";
 
     if (vs_trace.fd >= 0)
@@ -110,12 +113,13 @@ static bool vs_trace_ready_locked(void)
 }
 
 /* Appends one event. Lock held. */
-static void vs_trace_put_locked(const vs_trace_event_t *ev)
+static void vs_trace_put_trace_locked(const vs_trace_event_t *ev)
 {
-    if (!vs_trace_ready_locked())
+    VS_ASSERT_HELD(&vs_trace.lock);
+    if (!vs_trace_ready_trace_locked())
         return;
     if (VS_TRACE_BUFFER_BYTES - vs_trace.used < VS_TRACE_LINE_MAX + 2)
-        vs_trace_flush_locked();
+        vs_trace_flush_trace_locked();
     int n = vs_trace_format(ev, vs_trace.buffer + vs_trace.used, VS_TRACE_BUFFER_BYTES - vs_trace.used);
     if (n > 0)
         vs_trace.used += (size_t)n;
@@ -123,14 +127,15 @@ static void vs_trace_put_locked(const vs_trace_event_t *ev)
 
 static void vs_trace_put(const vs_trace_event_t *ev)
 {
-    pthread_mutex_lock(&vs_trace.lock);
-    vs_trace_put_locked(ev);
-    pthread_mutex_unlock(&vs_trace.lock);
+    vs_mutex_lock(&vs_trace.lock);
+    vs_trace_put_trace_locked(ev);
+    vs_mutex_unlock(&vs_trace.lock);
 }
 
 /* The small number of a stream handle, in first-seen order. Lock held. */
-static uint64_t vs_trace_stream_locked(uintptr_t key)
+static uint64_t vs_trace_stream_trace_locked(uintptr_t key)
 {
+    VS_ASSERT_HELD(&vs_trace.lock);
     for (size_t i = 0; i < vs_trace.stream_count; i++) {
         if (vs_trace.streams[i] == key)
             return i;
@@ -145,7 +150,7 @@ static uint64_t vs_trace_stream_locked(uintptr_t key)
  * it drops what it inherited and records nothing. */
 static void vs_trace_atfork_child(void)
 {
-    pthread_mutex_init(&vs_trace.lock, NULL);
+    vs_mutex_reinit(&vs_trace.lock);
     vs_trace.used = 0;
     if (vs_trace.fd >= 0)
         close(vs_trace.fd);
@@ -156,23 +161,23 @@ static void vs_trace_atfork_child(void)
 
 void vs_trace_open(const char *path)
 {
-    pthread_mutex_lock(&vs_trace.lock);
+    vs_mutex_lock(&vs_trace.lock);
     vs_trace.path = path;
-    pthread_mutex_unlock(&vs_trace.lock);
+    vs_mutex_unlock(&vs_trace.lock);
     (void)pthread_atfork(NULL, NULL, vs_trace_atfork_child);
     atomic_store_explicit(&vs_trace_active, true, memory_order_relaxed);
 }
 
 void vs_trace_close(void)
 {
-    pthread_mutex_lock(&vs_trace.lock);
+    vs_mutex_lock(&vs_trace.lock);
     atomic_store_explicit(&vs_trace_active, false, memory_order_relaxed);
-    vs_trace_flush_locked();
+    vs_trace_flush_trace_locked();
     if (vs_trace.fd >= 0)
         close(vs_trace.fd);
     vs_trace.fd = -1;
     vs_trace.path = NULL;
-    pthread_mutex_unlock(&vs_trace.lock);
+    vs_mutex_unlock(&vs_trace.lock);
 }
 
 void vs_trace_alloc(uint64_t id, uint64_t size, bool evictable)
@@ -200,55 +205,26 @@ static void vs_trace_uses(const char *op, uintptr_t stream_key, const uint64_t *
     size_t len = strlen(op);
 
     memcpy(ev.op, op, len < VS_TRACE_OP_MAX ? len : VS_TRACE_OP_MAX);
-    pthread_mutex_lock(&vs_trace.lock);
-    if (!vs_trace_ready_locked()) {
-        pthread_mutex_unlock(&vs_trace.lock);
+    vs_mutex_lock(&vs_trace.lock);
+    if (!vs_trace_ready_trace_locked()) {
+        vs_mutex_unlock(&vs_trace.lock);
         return;
     }
     /* Both taken under the lock, so both are non-decreasing in the file. */
     ev.seq = ++vs_trace.next_seq;
     ev.time_ns = vs_trace_now_ns();
-    ev.stream = vs_trace_stream_locked(stream_key);
+    ev.stream = vs_trace_stream_trace_locked(stream_key);
     for (size_t i = 0; i < count; i++) {
         ev.id = ids[i];
-        vs_trace_put_locked(&ev);
+        vs_trace_put_trace_locked(&ev);
     }
-    pthread_mutex_unlock(&vs_trace.lock);
+    vs_mutex_unlock(&vs_trace.lock);
 }
 
-void vs_trace_operation_locked(const char *op, uintptr_t stream_key, const uintptr_t *words, size_t count)
+void vs_trace_operation(const char *op, uintptr_t stream_key, const uint64_t *ids, size_t count)
 {
-    uintptr_t local[VS_TRACE_OP_BASES];
-    uintptr_t *bases = local;
-    uint64_t ids_local[VS_TRACE_OP_BASES];
-    uint64_t *ids = ids_local;
-    size_t found = 0;
-
-    if (count == 0)
-        return;
-    /* List every allocation touched. Sequence number 0 stamps nothing and
-     * stream bit 0 adds no stream: the operation's own scan did both. */
-    vs_touch_t all = {.seq = 0, .missing = bases, .missing_cap = VS_TRACE_OP_BASES, .collect_all = true};
-    vs_registry_touch_many_locked(words, count, &all);
-    if (all.missing_count > VS_TRACE_OP_BASES) {
-        bases = malloc(all.missing_count * sizeof *bases);
-        ids = malloc(all.missing_count * sizeof *ids);
-        if (bases == NULL || ids == NULL)
-            goto out; /* a gap in the trace, not a failed operation */
-        all = (vs_touch_t){.seq = 0, .missing = bases, .missing_cap = all.missing_count, .collect_all = true};
-        vs_registry_touch_many_locked(words, count, &all);
-    }
-    for (size_t i = 0; i < all.missing_count && i < all.missing_cap; i++) {
-        if (vs_registry_id_locked(bases[i], &ids[found]) == 0)
-            found++;
-    }
-    if (found > 0)
-        vs_trace_uses(op, stream_key, ids, found);
-out:
-    if (bases != local)
-        free(bases);
-    if (ids != ids_local)
-        free(ids);
+    if (count > 0)
+        vs_trace_uses(op, stream_key, ids, count);
 }
 
 void vs_trace_operation_one(const char *op, uintptr_t stream_key, uint64_t id)

@@ -16,10 +16,11 @@
  *                             (0) or restored (1)
  *
  * Lines go to one buffer under one mutex, written out when it fills and at
- * exit (`vs_trace_close`, from the shim's destructor). The mutex is a leaf:
- * it is taken under the registry lock (so that `A`/`F`/`R` lines are
- * ordered against the `U` lines of concurrent operations) and nothing is
- * taken under it. Nothing here aborts: an unwritable path, or a later write
+ * exit (`vs_trace_close`, from the shim's destructor). The mutex is a leaf
+ * (internal.h): it is taken under the registry lock (so that `A`/`F`/`R`
+ * lines are ordered against the `U` lines of concurrent operations) and
+ * nothing is taken under it. The writer is a leaf module too: it is handed
+ * ids, and never calls the registry. Nothing here aborts: an unwritable path, or a later write
  * error, gives one warning and turns tracing off. One process per path: a
  * second process that allocates device memory replaces the file.
  *
@@ -58,10 +59,11 @@ void vs_trace_residency(uint64_t id, bool on_device);
 
 /* One operation named `op` on the stream `stream_key` (the stream handle as
  * an integer, after resolving the per-thread default stream) that touches
- * the allocations the words point into. The registry's read lock is held:
- * the ids are looked up under it, so no `F` line can come between the scan
- * and these `U` lines. */
-void vs_trace_operation_locked(const char *op, uintptr_t stream_key, const uintptr_t *words, size_t count);
+ * the allocations `ids[0..count)`, which its scan collected. The caller
+ * holds the registry's read lock from that scan to here, so no `F` line can
+ * come between the scan and these `U` lines; this function itself asks the
+ * registry nothing. */
+void vs_trace_operation(const char *op, uintptr_t stream_key, const uint64_t *ids, size_t count);
 
 /* One operation touching the single allocation `id` (copies the shim
  * serves on a host copy). */

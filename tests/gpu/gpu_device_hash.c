@@ -15,7 +15,7 @@
 #include <string.h>
 
 #include "device_hash.h"
-#include "shim.h"
+#include "driver.h"
 
 vs_real_t vs_real;
 

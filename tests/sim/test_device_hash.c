@@ -26,7 +26,7 @@
 #include <cmocka.h>
 
 #include "device_hash.h"
-#include "shim.h"
+#include "driver.h"
 
 vs_real_t vs_real;
 

@@ -131,9 +131,9 @@ static void test_registry_touch_stamps_last_use_once_per_event(void **state)
     add(BASE + 4 * MiB, 4 * MiB, VS_ALLOC_DEVICE);
     uint64_t seq = vs_registry_next_seq();
     vs_registry_read_begin();
-    assert_true(vs_registry_touch_locked(BASE + 16, seq));
-    assert_true(vs_registry_touch_locked(BASE + 1000, seq)); /* same event, same allocation */
-    assert_false(vs_registry_touch_locked(BASE + 64 * MiB, seq));
+    assert_true(vs_registry_touch_registry_locked(BASE + 16, seq));
+    assert_true(vs_registry_touch_registry_locked(BASE + 1000, seq)); /* same event, same allocation */
+    assert_false(vs_registry_touch_registry_locked(BASE + 64 * MiB, seq));
     vs_registry_read_end();
     assert_int_equal(vs_registry_find(BASE, &info), 0);
     assert_int_equal(info.last_use_seq, seq);
@@ -233,7 +233,7 @@ static void test_registry_concurrent_touches_and_churn_stay_consistent(void **st
     for (int t = 0; t < 4; t++)
         pthread_join(threads[t], NULL);
     /* Each of 4 threads touched allocation 0 in 313 events. The stamps are
-     * plain stores (see vs_registry_touch_locked): racing threads may lose
+     * plain stores (see vs_registry_touch_registry_locked): racing threads may lose
      * an increment, never invent one, and the last use is one of the
      * events' sequence numbers. */
     assert_int_equal(vs_registry_find(BASE, &info), 0);

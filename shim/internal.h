@@ -1,0 +1,184 @@
+/* internal.h: the rules every file of the shim follows: the locks and their
+ * order, the error conventions, and the assertions that check both.
+ *
+ * Lock ordering (indentation is the order: a lock is taken only while
+ * holding the locks it is indented under, never one below it; a "leaf"
+ * takes nothing under it), in the manner of Linux's mm/rmap.c:
+ *
+ *   vs_driver.ready_lock          (driver.c)      driver loading, once
+ *     publisher lock              (snapshot_writer.c) the live snapshot: leaf
+ *   vs_execs_lock                 (hooks_graph.c) graph executables
+ *     vs_engine.lock              (offload.c)     the offload engine
+ *       vs_streams.lock           (offload_streams.c) the stream table: leaf
+ *       vs_pool.lock              (host_pool.c)   pinned host pool: leaf
+ *       vs_spill.lock             (spill.c)       the spill file: leaf
+ *       vs_registry.lock          (registry.c)    rwlock: allocations
+ *         vs_trace.lock           (trace_writer.c) VRAMSHIM_TRACE: leaf
+ *   vs_layouts_lock               (launch.c)      kernel parameter layouts
+ *     vs_registry.lock            (as above)
+ *   vs_physical_lock              (hooks_memory.c) the application's VMM handles: leaf
+ *   vs_runtime_lock               (runtime.c)     the runtime's primary context: leaf
+ *
+ * (The publisher is started under the ready lock, by the callback the top
+ * layer registers; a graph's executable lock is held while its holds are
+ * taken, which take the engine lock; the engine takes the registry lock for
+ * residency changes and epochs, never the reverse.)
+ *
+ * What each guards:
+ *
+ *   lock               guards                                  held while
+ *   ------------------ --------------------------------------- ------------------------------
+ *   driver ready_lock  `vs_real`, the driver handle            the first entry loads libcuda
+ *   engine lock        regions, devices, events, deferred      every engine decision and every
+ *                      restores, marker rings, stats, the      driver call the engine makes;
+ *                      policy objects (policy.h is not         never on an operation's fast
+ *                      thread-safe: the engine lock            path (scan + submit)
+ *                      serialises every call into it)
+ *   streams lock       the stream table (kinds, handles,       a look-up or an update of it;
+ *                      owners) and its generation              no driver call under it
+ *   execs lock         graph executables and what they hold    graph instantiate/launch/destroy
+ *   layouts lock       cached kernel parameter layouts         a look-up or an insert
+ *   registry lock      every allocation record, the page       read: from an operation's scan
+ *                      index, residency, epochs                to its submission (the driver
+ *                                                              call itself runs under it);
+ *                                                              write: add, remove, residency
+ *                                                              changes, closing an epoch
+ *   trace lock         the VRAMSHIM_TRACE buffer and file      appending lines, flushing
+ *   pool lock          the pinned host pool's slabs            take/give of host copies
+ *   spill lock         the spill file's block map              writing/reading a spill
+ *   physical lock      the application's cuMemCreate handles   create/map/unmap/release
+ *   runtime lock       the runtime's primary context           its first retain
+ *   publisher lock     the live snapshot's thread state        start/stop/wake
+ *
+ * The fast path of an operation takes only the registry's read lock and
+ * never the engine lock while holding it; the engine takes the registry
+ * lock under its own (residency changes), never the reverse.
+ *
+ * Names say which lock a function expects: `_engine_locked`,
+ * `_streams_locked`, `_registry_locked` (read or write),
+ * `_registry_wrlocked`, `_trace_locked`, `_spill_locked`. Inside the engine
+ * (offload*.c) the engine lock is the rule rather than the exception: every
+ * function declared in offload_internal.h and not named `vs_offload_*` or
+ * `vs_op_*` runs with it held and says so with
+ * `VS_ASSERT_HELD(&vs_engine.lock)` on entry; the few that do not (taking
+ * it themselves, or pure) say so in that header. A bare `_locked` is not
+ * used.
+ *
+ * Error conventions, one per layer:
+ *
+ *   hooks (hooks_*.c, runtime.c)  the CUDA error type of the API they stand
+ *                                 in for (CUresult, cudaError_t), with the
+ *                                 code the real driver would use
+ *   engine API (offload.h)        the hook boundary: CUresult (a driver
+ *                                 call's own code passes through); bool only
+ *                                 for predicates ("is it mine", "worth a
+ *                                 retry"), with the CUresult in *rc
+ *   everything inside (registry, cap, host pool, spill, trace, policy,
+ *   driver loading, engine bookkeeping)
+ *                                 0 or a negative errno; internal engine steps
+ *                                 that end in a driver call return its
+ *                                 CUresult, since the operation returns it
+ *
+ * Assertions: `VS_ASSERT` and `VS_ASSERT_HELD` are checked when the shim is
+ * built with `-Dbuildtype=debug` (CI's sanitizer builds): a failure logs the
+ * condition, file and line, and aborts (a loud failure, in a debug build
+ * only). In every other build type they compile to nothing: the shim never
+ * aborts inside the host process.
+ */
+#ifndef VS_INTERNAL_H
+#define VS_INTERNAL_H
+
+#include <pthread.h>
+#include <stdatomic.h>
+#include <stdbool.h>
+#include <stdint.h>
+#include <time.h>
+
+#ifndef VS_DEBUG
+#define VS_DEBUG 0
+#endif
+
+/* Logs "assertion failed" with the condition and where, then aborts. Only
+ * called from debug builds (see above). */
+void vs_assert_fail(const char *condition, const char *file, int line, const char *function)
+    __attribute__((noreturn, cold));
+
+#if VS_DEBUG
+#define VS_ASSERT(condition)                                                                       \
+    do {                                                                                           \
+        if (!(condition))                                                                          \
+            vs_assert_fail(#condition, __FILE__, __LINE__, __func__);                              \
+    } while (0)
+#else
+#define VS_ASSERT(condition)                                                                       \
+    do {                                                                                           \
+        (void)sizeof(condition);                                                                   \
+    } while (0)
+#endif
+
+/* A mutex that knows its owner (in debug builds), so that a function's
+ * "lock held" precondition is an assertion rather than a comment. */
+typedef struct vs_mutex_s {
+    pthread_mutex_t mutex;
+    _Atomic uintptr_t owner; /* the holder's pthread_self(), 0 when free; debug builds only */
+} vs_mutex_t;
+
+#define VS_MUTEX_INITIALIZER {.mutex = PTHREAD_MUTEX_INITIALIZER, .owner = 0}
+
+static inline uintptr_t vs_thread_self(void)
+{
+    return (uintptr_t)pthread_self();
+}
+
+static inline void vs_mutex_lock(vs_mutex_t *m)
+{
+    pthread_mutex_lock(&m->mutex);
+#if VS_DEBUG
+    atomic_store_explicit(&m->owner, vs_thread_self(), memory_order_relaxed);
+#endif
+}
+
+static inline void vs_mutex_unlock(vs_mutex_t *m)
+{
+#if VS_DEBUG
+    VS_ASSERT(atomic_load_explicit(&m->owner, memory_order_relaxed) == vs_thread_self());
+    atomic_store_explicit(&m->owner, 0, memory_order_relaxed);
+#endif
+    pthread_mutex_unlock(&m->mutex);
+}
+
+/* Whether the calling thread holds `m` (always true in release builds,
+ * where nothing is recorded). */
+static inline bool vs_mutex_held(vs_mutex_t *m)
+{
+#if VS_DEBUG
+    return atomic_load_explicit(&m->owner, memory_order_relaxed) == vs_thread_self();
+#else
+    (void)m;
+    return true;
+#endif
+}
+
+/* pthread_cond_timedwait on `m`, keeping the owner right across the wait. */
+static inline int vs_mutex_timedwait(pthread_cond_t *cond, vs_mutex_t *m, const struct timespec *until)
+{
+#if VS_DEBUG
+    atomic_store_explicit(&m->owner, 0, memory_order_relaxed);
+#endif
+    int rc = pthread_cond_timedwait(cond, &m->mutex, until);
+#if VS_DEBUG
+    atomic_store_explicit(&m->owner, vs_thread_self(), memory_order_relaxed);
+#endif
+    return rc;
+}
+
+/* Re-initialises `m` in a child after fork (the parent's holder is gone). */
+static inline void vs_mutex_reinit(vs_mutex_t *m)
+{
+    pthread_mutex_init(&m->mutex, NULL);
+    atomic_store_explicit(&m->owner, 0, memory_order_relaxed);
+}
+
+#define VS_ASSERT_HELD(m) VS_ASSERT(vs_mutex_held(m))
+
+#endif /* VS_INTERNAL_H */

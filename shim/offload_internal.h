@@ -1,0 +1,252 @@
+/* offload_internal.h: what the files of the offload engine share, in one
+ * section per file. Nothing outside offload*.c includes it.
+ *
+ *   offload.c           the core: regions, devices, restores in flight,
+ *                       physical memory, eviction, restore, allocation
+ *   offload_streams.c   the stream table, marker rings, fences, the event pool
+ *   offload_tier.c      the host and disk tiers, copies served from host copies
+ *   offload_prefetch.c  prefetch from the policy's learned order
+ *   offload_ops.c       operations: scan, hold, restore, submit (VS_OPERATE)
+ *
+ * Locks (the table and the order are in internal.h): `vs_engine.lock`
+ * guards everything in this header except the stream table, which has its
+ * own lock (offload_streams.c). Every `vs_engine_*`, `vs_tier_*`,
+ * `vs_prefetch_*` and `vs_streams_*` function declared here runs with the
+ * engine lock held (`VS_ASSERT_HELD(&vs_engine.lock)`), except those whose
+ * name ends in `_streams_locked` or says otherwise below.
+ *
+ * Errors: steps that end in a driver call return its CUresult (the
+ * operation returns it to the application); the rest return 0 or -errno.
+ */
+#ifndef VS_OFFLOAD_INTERNAL_H
+#define VS_OFFLOAD_INTERNAL_H
+
+#include <cuda.h>
+#include <pthread.h>
+#include <stdatomic.h>
+#include <stdbool.h>
+#include <stddef.h>
+#include <stdint.h>
+
+#define HASH_NONFATAL_OOM 1
+#include <uthash.h>
+
+#include "cap.h"
+#include "content_hash.h"
+#include "device_hash.h"
+#include "host_pool.h"
+#include "internal.h"
+#include "offload.h"
+#include "policy.h"
+#include "registry.h"
+#include "spill.h"
+
+/* ==== offload.c: regions, devices, the engine ============================ */
+
+/* Copies are issued in chunks of this size, so that the two directions
+ * interleave on the copy engines. */
+#define VS_COPY_CHUNK_BYTES (32ull << 20)
+/* How many times an operation may find something missing again after a
+ * restore before the engine gives up on it. */
+#define VS_OP_MAX_ATTEMPTS 8
+
+typedef struct vs_region_s {
+    uintptr_t base;
+    uint64_t size;     /* requested by the application */
+    uint64_t reserved; /* rounded to the granularity: address range and physical size */
+    uint64_t id;       /* the registry's id, also the policy's */
+    int device;
+    CUcontext ctx;
+    vs_residency_t where; /* VS_RESIDENT, VS_ON_HOST or VS_ON_DISK */
+    CUmemGenericAllocationHandle phys;
+    /* The host copy: the data while evicted. While resident it is kept as
+     * long as the pool has room: when the device bytes still hash to
+     * `host_hash`, an eviction drops them without copying. */
+    vs_host_copy_t host;
+    bool host_hash_known; /* host_hash is the content hash of host[0, size) */
+    vs_content_hash_t host_hash;
+    vs_spill_copy_t disk; /* VS_ON_DISK: the bytes, in the spill file */
+    CUevent arriving; /* the restore copy's event until it is known complete */
+    uint32_t holds;
+    bool pinned;         /* never evictable (IPC export) */
+    bool evicting;       /* in an eviction batch: its host copy is being written */
+    bool prefetched;     /* restored ahead of its use, not used since */
+    int hash_slot;       /* the eviction batch's hash slot, -1 for none */
+    uint64_t synced_seq; /* last use already told to the policy */
+    UT_hash_handle hh;    /* by base */
+    UT_hash_handle hh_id; /* by id */
+} vs_region_t;
+
+/* A restore copy not yet known to be complete: until it is, the region is
+ * arriving (every stream that uses it waits for `done`) and its host copy
+ * must not change. */
+typedef struct vs_deferred_s {
+    CUevent done;
+    uintptr_t base; /* the region restored */
+    int device;
+    int hash_slot; /* the restore hasher's slot hashing what arrived, -1 for none */
+    uint64_t bytes;
+    struct vs_deferred_s *next;
+} vs_deferred_t;
+
+/* Hash slots: one per victim of an eviction batch, and one per restore in
+ * flight (the hash of what arrived becomes the host copy's). */
+#define VS_EVICT_BATCH 64
+#define VS_RESTORE_HASH_SLOTS 64
+
+typedef struct vs_engine_device_s {
+    bool ready;
+    CUcontext ctx;
+    CUstream to_host, to_device;
+    uint64_t granularity;
+    vs_policy_t *policy;
+    /* Content hashing (clean eviction); NULL when the kernel cannot be
+     * loaded: then every eviction copies. */
+    bool hashers_tried;
+    vs_device_hasher_t *evict_hasher, *restore_hasher;
+    uint64_t restore_slots_busy; /* bit per restore_hasher slot */
+    /* Prefetch: the window is the largest evictable allocation, plus the
+     * largest smaller one when sizes differ (a block's tensors). */
+    uint64_t largest, second;
+    uint64_t prefetched_bytes; /* restored ahead, not used yet */
+} vs_engine_device_t;
+
+/* The engine. Every field is guarded by `lock` except the atomics. */
+typedef struct vs_engine_s {
+    vs_mutex_t lock;
+    pthread_cond_t released; /* an operation let go of what it held, or memory was freed */
+    uint32_t ops_holding;    /* operations between their restore and their submission */
+    /* The limit was passed for an operation that needed it: the next
+     * operation evicts back under it. */
+    _Atomic bool over_limit;
+    /* An operation used a watched region: the next one runs a prefetch
+     * step before its scan. */
+    _Atomic bool prefetch_step_due;
+    /* The prefetch under way is for an operation that names no evictable
+     * allocation: it spares what the operation before used. */
+    bool prefetch_spares_recent;
+    bool initialised;
+    bool enabled;
+    uint64_t min_evict;
+    vs_region_t *by_base;
+    vs_region_t *by_id;
+    vs_engine_device_t devices[VS_MAX_DEVICES];
+    CUevent *events; /* free events */
+    size_t event_count, event_capacity;
+    vs_deferred_t *deferred_head, *deferred_tail;
+    vs_offload_stats_t stats;
+    bool warned_over_limit;
+} vs_engine_t;
+
+extern vs_engine_t vs_engine;
+
+/* Takes and lets go of the engine lock; the engine's own driver calls run
+ * in relaxed capture mode so that they never invalidate another thread's
+ * capture. */
+void vs_engine_lock(CUstreamCaptureMode *mode);
+void vs_engine_unlock(CUstreamCaptureMode mode);
+
+uint64_t vs_engine_now_ns(void);
+
+/* The region starting at `base`, or containing `addr`; NULL when none. */
+vs_region_t *vs_engine_region_at(uintptr_t base);
+vs_region_t *vs_engine_region_containing(uintptr_t addr);
+bool vs_engine_region_evictable(const vs_region_t *r);
+
+/* The engine's streams and granularity on `device`, created in the current
+ * context the first time. NULL when the driver refuses. */
+vs_engine_device_t *vs_engine_device(int device);
+
+/* Ends the restores whose copy has finished; with `wait`, all of them. */
+void vs_engine_deferred_reap(bool wait);
+
+/* Makes `waiter` wait for a restore copy's event, or waits for it here. */
+CUresult vs_engine_wait_for_copy(CUstream waiter, CUevent copied);
+
+/* Tells the policy, in order, the uses stamped since the last call; keeps
+ * its evictable flags in step with holds and pins. */
+void vs_engine_policy_sync(void);
+void vs_engine_policy_refresh(vs_region_t *r);
+void vs_engine_policy_reset_skips(void);
+
+/* Evicts `victims` (resident, one device, at most VS_EVICT_BATCH); returns
+ * the bytes evicted, *host_full when the host pool had no room. */
+uint64_t vs_engine_evict(vs_region_t **victims, size_t count, bool *host_full);
+
+/* Evicts until `need` more bytes fit under the limit, then counts them.
+ * 0, -ENOSPC or -ENOMEM. */
+int vs_engine_make_room(int device, uint64_t need, bool ignore_limit);
+
+/* Counts `bytes` for something that must be resident: within the limit
+ * when eviction allows, past it (one warning) otherwise. 0 or -ENOMEM. */
+int vs_engine_charge_engine_locked(int device, uint64_t bytes, const char *what, uint32_t own_holding);
+
+/* Brings `r` back (counted already for the mapped form); `stream` waits
+ * for it unless `prefetch`. */
+CUresult vs_engine_restore(vs_region_t *r, CUstream stream, bool per_thread, uint32_t own_holding);
+CUresult vs_engine_restore_mapped(vs_region_t *r, vs_engine_device_t *d, CUstream stream, bool per_thread,
+                                  bool prefetch);
+
+/* ==== offload_streams.c: the stream table, markers, fences, events ======= */
+
+/* Slots of the stream table: one bit each of an allocation's stream mask. */
+#define VS_STREAM_SLOTS (VS_STREAM_BITS - 1)
+
+/* The stream the driver means by `stream` in the variant called: NULL is
+ * the per-thread default stream in the `_ptsz`/`_ptds` variants. Pure: no
+ * lock. */
+CUstream vs_streams_resolve(CUstream stream, bool per_thread);
+
+/* The mask bit of the stream an operation runs on (takes the streams lock
+ * on a miss of the thread's cache; any lock may be held). */
+uint64_t vs_streams_bit(CUstream stream, bool per_thread);
+
+/* Makes `waiter` wait for the work the streams of `mask` submitted in
+ * epochs up to `epoch` (0: all so far). 0, -EBUSY (a capturing stream) or
+ * -EIO. */
+int vs_streams_fence(uint64_t mask, CUstream waiter, uint64_t epoch);
+
+/* Whether any stream of `mask` is capturing now. */
+bool vs_streams_mask_capturing(uint64_t mask);
+
+/* Records a marker on `stream` (numbered `bit`), closing a registry epoch. */
+void vs_streams_marker_record(CUstream stream, uint64_t bit);
+
+/* The engine's pool of events. */
+CUevent vs_engine_event_get(void);
+void vs_engine_event_put(CUevent ev);
+
+/* ==== offload_tier.c: host and disk tiers ================================ */
+
+typedef enum vs_copy_direction_e {
+    VS_COPY_OUT, /* device to host copy (eviction) */
+    VS_COPY_IN,  /* host copy to device (restore) */
+} vs_copy_direction_t;
+
+/* Copies the region between the device and its host copy, asynchronously
+ * on `stream`, in chunks of VS_COPY_CHUNK_BYTES. */
+CUresult vs_tier_copy_region(const vs_region_t *r, vs_copy_direction_t direction, CUstream stream);
+
+/* Room in the host pool for `bytes`, giving back kept copies and spilling
+ * to disk when it is full. 0, -ENOSPC, or the disk's -errno. */
+int vs_tier_host_take(uint64_t bytes, vs_host_copy_t *out);
+
+/* Copies `r`, on disk, into its freshly mapped memory (complete on return). */
+CUresult vs_tier_restore_from_disk(vs_region_t *r, vs_engine_device_t *d);
+
+/* ==== offload_prefetch.c: prefetch ====================================== */
+
+/* A prefetched region was used, evicted or freed. */
+void vs_prefetch_forget(vs_region_t *r);
+
+/* Tells the policy what its learned cycle may keep resident. */
+void vs_prefetch_budget_update(vs_engine_device_t *d, int device);
+
+/* Prefetches on every device. */
+void vs_prefetch_all(void);
+
+/* A prefetch step before an operation's scan (takes the engine lock: called
+ * without it). */
+void vs_prefetch_step(const uintptr_t *words, size_t count);
+
+#endif /* VS_OFFLOAD_INTERNAL_H */

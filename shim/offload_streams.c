@@ -1,0 +1,327 @@
+/* offload_streams.c: the offload engine's stream table, marker rings, fences
+ * and event pool (`vs_streams_bit`, `vs_streams_fence`).
+ *
+ * Which streams used a region comes from the launch path: each operation
+ * sets its stream's bit in the allocation's mask (registry.c), numbered by
+ * the stream table here. A per-thread default stream can be waited for only
+ * from its own thread; any other case the table cannot express falls back
+ * to `cuCtxSynchronize`.
+ *
+ * The table has its own lock, `vs_streams.lock` (a leaf: no driver call and
+ * no other lock under it), so that an operation's fast path can number its
+ * stream without the engine lock. The marker rings and the event pool are
+ * the engine's: guarded by `vs_engine.lock`.
+ */
+#include "offload_internal.h"
+
+#include <errno.h>
+#include <stdlib.h>
+
+#include "driver.h"
+#include "log.h"
+
+typedef enum vs_stream_kind_e {
+    VS_STREAM_EMPTY = 0,
+    VS_STREAM_LEGACY,     /* the legacy default stream (NULL in plain variants) */
+    VS_STREAM_PER_THREAD, /* one thread's per-thread default stream */
+    VS_STREAM_HANDLE,     /* a created stream */
+} vs_stream_kind_t;
+
+typedef struct vs_stream_entry_s {
+    vs_stream_kind_t kind;
+    CUstream handle;
+    pthread_t owner; /* VS_STREAM_PER_THREAD */
+} vs_stream_entry_t;
+
+/* The stream table: slot i is bit 1 << i of an allocation's stream mask.
+ * `generation` moves whenever a slot is emptied, so that the threads'
+ * caches of their last look-up go stale. */
+static struct {
+    vs_mutex_t lock;
+    vs_stream_entry_t table[VS_STREAM_SLOTS];
+    _Atomic uint64_t generation;
+} vs_streams = {.lock = VS_MUTEX_INITIALIZER, .generation = 1};
+
+/* Markers: events recorded on a stream when an operation on it starts a
+ * restore, each closing a registry epoch (`vs_registry_epoch_close`). An
+ * allocation last used in epoch e on that stream is done with once the
+ * oldest marker closing an epoch >= e has completed: an eviction waits for
+ * that marker instead of the stream's current tail, so the copy out of a
+ * victim used long ago does not queue behind the copy in that the stream's
+ * latest work waits for. Guarded by the engine lock. */
+#define VS_MARKERS 16
+typedef struct vs_marker_ring_s {
+    uint64_t epoch[VS_MARKERS];
+    CUevent event[VS_MARKERS];
+    uint32_t next, count;
+} vs_marker_ring_t;
+static vs_marker_ring_t vs_streams_markers[VS_STREAM_SLOTS];
+
+static __thread struct {
+    CUstream stream;
+    bool per_thread;
+    uint64_t generation;
+    uint64_t bit;
+} vs_streams_cache __attribute__((tls_model("initial-exec")));
+
+static void vs_streams_classify(CUstream stream, bool per_thread, vs_stream_kind_t *kind, CUstream *handle)
+{
+    if (stream == NULL)
+        *kind = per_thread ? VS_STREAM_PER_THREAD : VS_STREAM_LEGACY;
+    else if (stream == CU_STREAM_LEGACY)
+        *kind = VS_STREAM_LEGACY;
+    else if (stream == CU_STREAM_PER_THREAD)
+        *kind = VS_STREAM_PER_THREAD;
+    else
+        *kind = VS_STREAM_HANDLE;
+    *handle = *kind == VS_STREAM_HANDLE ? stream : NULL;
+}
+
+/* The stream the driver means by `stream` in the variant called: NULL is
+ * the per-thread default stream in the `_ptsz`/`_ptds` variants. */
+CUstream vs_streams_resolve(CUstream stream, bool per_thread)
+{
+    return stream == NULL && per_thread ? CU_STREAM_PER_THREAD : stream;
+}
+
+/* A copy of stream table entry `slot`. */
+static vs_stream_entry_t vs_streams_entry_copy(int slot)
+{
+    vs_mutex_lock(&vs_streams.lock);
+    vs_stream_entry_t e = vs_streams.table[slot];
+    vs_mutex_unlock(&vs_streams.lock);
+    return e;
+}
+
+/* The mask bit of the stream an operation runs on. */
+uint64_t vs_streams_bit(CUstream stream, bool per_thread)
+{
+    uint64_t generation = atomic_load_explicit(&vs_streams.generation, memory_order_acquire);
+    if (vs_streams_cache.generation == generation && vs_streams_cache.stream == stream
+        && vs_streams_cache.per_thread == per_thread)
+        return vs_streams_cache.bit;
+
+    vs_stream_kind_t kind;
+    CUstream handle;
+    vs_streams_classify(stream, per_thread, &kind, &handle);
+    pthread_t self = pthread_self();
+    uint64_t bit = VS_STREAM_BIT_OVERFLOW;
+    int empty = -1;
+    vs_mutex_lock(&vs_streams.lock);
+    for (int i = 0; i < VS_STREAM_SLOTS; i++) {
+        vs_stream_entry_t *e = &vs_streams.table[i];
+        if (e->kind == VS_STREAM_EMPTY) {
+            if (empty < 0)
+                empty = i;
+            continue;
+        }
+        if (e->kind == kind && e->handle == handle
+            && (kind != VS_STREAM_PER_THREAD || pthread_equal(e->owner, self))) {
+            bit = 1ull << i;
+            break;
+        }
+    }
+    if (bit == VS_STREAM_BIT_OVERFLOW && empty >= 0) {
+        vs_streams.table[empty] = (vs_stream_entry_t){.kind = kind, .handle = handle, .owner = self};
+        bit = 1ull << empty;
+    }
+    vs_mutex_unlock(&vs_streams.lock);
+    vs_streams_cache.stream = stream;
+    vs_streams_cache.per_thread = per_thread;
+    vs_streams_cache.generation = generation;
+    vs_streams_cache.bit = bit;
+    return bit;
+}
+
+void vs_offload_stream_destroyed(CUstream stream)
+{
+    if (!vs_offload_enabled() || stream == NULL || stream == CU_STREAM_LEGACY || stream == CU_STREAM_PER_THREAD)
+        return;
+    bool known = false;
+    vs_mutex_lock(&vs_streams.lock);
+    for (int i = 0; i < VS_STREAM_SLOTS; i++)
+        known |= vs_streams.table[i].kind == VS_STREAM_HANDLE && vs_streams.table[i].handle == stream;
+    vs_mutex_unlock(&vs_streams.lock);
+    if (!known)
+        return;
+    /* Allocations may still name this stream's bit: its work must be over
+     * before the bit can mean another stream. */
+    (void)VS_CALL(cuStreamSynchronize, (stream));
+    vs_mutex_lock(&vs_streams.lock);
+    int cleared = -1;
+    for (int i = 0; i < VS_STREAM_SLOTS; i++) {
+        if (vs_streams.table[i].kind == VS_STREAM_HANDLE && vs_streams.table[i].handle == stream) {
+            vs_streams.table[i].kind = VS_STREAM_EMPTY;
+            cleared = i;
+        }
+    }
+    atomic_fetch_add_explicit(&vs_streams.generation, 1, memory_order_acq_rel);
+    vs_mutex_unlock(&vs_streams.lock);
+    if (cleared >= 0) {
+        vs_mutex_lock(&vs_engine.lock);
+        vs_streams_markers[cleared].count = 0; /* its events stay for the next stream */
+        vs_mutex_unlock(&vs_engine.lock);
+    }
+}
+
+/* ---- Events -------------------------------------------------------------- */
+
+CUevent vs_engine_event_get(void)
+{
+    VS_ASSERT_HELD(&vs_engine.lock);
+    if (vs_engine.event_count > 0)
+        return vs_engine.events[--vs_engine.event_count];
+    CUevent ev = NULL;
+    if (VS_CALL(cuEventCreate, (&ev, CU_EVENT_DISABLE_TIMING)) != CUDA_SUCCESS)
+        return NULL;
+    return ev;
+}
+
+void vs_engine_event_put(CUevent ev)
+{
+    VS_ASSERT_HELD(&vs_engine.lock);
+    if (ev == NULL)
+        return;
+    if (vs_engine.event_count == vs_engine.event_capacity) {
+        size_t capacity = vs_engine.event_capacity ? vs_engine.event_capacity * 2 : 16;
+        CUevent *grown = realloc(vs_engine.events, capacity * sizeof *grown);
+        if (grown == NULL) {
+            (void)VS_CALL(cuEventDestroy_v2, (ev));
+            return;
+        }
+        vs_engine.events = grown;
+        vs_engine.event_capacity = capacity;
+    }
+    vs_engine.events[vs_engine.event_count++] = ev;
+}
+
+/* ---- Waiting for the users of an allocation -------------------------------- */
+
+/* The oldest marker of stream `slot` closing an epoch >= `epoch`, or NULL. */
+static CUevent vs_streams_marker_find(int slot, uint64_t epoch)
+{
+    VS_ASSERT_HELD(&vs_engine.lock);
+    const vs_marker_ring_t *ring = &vs_streams_markers[slot];
+    for (uint32_t k = 0; k < ring->count; k++) {
+        uint32_t at = (ring->next + VS_MARKERS - ring->count + k) % VS_MARKERS;
+        if (ring->epoch[at] >= epoch)
+            return ring->event[at];
+    }
+    return NULL;
+}
+
+/* Makes `waiter` wait for the work submitted on the streams of `mask` in
+ * epochs up to `epoch` (0: all so far). Returns 0, -EIO when a context-wide
+ * wait failed, or -EBUSY when one of them is capturing (its earlier work
+ * cannot be waited for without joining the capture). */
+int vs_streams_fence(uint64_t mask, CUstream waiter, uint64_t epoch)
+{
+    VS_ASSERT_HELD(&vs_engine.lock);
+    bool context_sync = (mask & VS_STREAM_BIT_OVERFLOW) != 0;
+    pthread_t self = pthread_self();
+
+    for (int i = 0; i < VS_STREAM_SLOTS; i++) {
+        if ((mask & (1ull << i)) == 0)
+            continue;
+        vs_stream_entry_t e = vs_streams_entry_copy(i);
+        CUstream target;
+        switch (e.kind) {
+        case VS_STREAM_LEGACY:
+            target = CU_STREAM_LEGACY;
+            break;
+        case VS_STREAM_PER_THREAD:
+            if (!pthread_equal(e.owner, self)) {
+                /* Another thread's per-thread stream: only a marker it
+                 * recorded can be waited for from here. */
+                CUevent marker = epoch != 0 ? vs_streams_marker_find(i, epoch) : NULL;
+                if (marker == NULL || VS_CALL(cuStreamWaitEvent, (waiter, marker, 0)) != CUDA_SUCCESS)
+                    context_sync = true;
+                continue;
+            }
+            target = CU_STREAM_PER_THREAD;
+            break;
+        case VS_STREAM_HANDLE:
+            target = e.handle;
+            break;
+        default:
+            continue; /* destroyed: its work was waited for then */
+        }
+        CUevent marker = epoch != 0 ? vs_streams_marker_find(i, epoch) : NULL;
+        if (marker != NULL && VS_CALL(cuStreamWaitEvent, (waiter, marker, 0)) == CUDA_SUCCESS)
+            continue;
+        CUstreamCaptureStatus status = CU_STREAM_CAPTURE_STATUS_NONE;
+        if (VS_CALL(cuStreamIsCapturing, (target, &status)) == CUDA_SUCCESS
+            && status != CU_STREAM_CAPTURE_STATUS_NONE)
+            return -EBUSY;
+        CUevent ev = vs_engine_event_get();
+        vs_log(VS_LOG_DEBUG, "waiting for stream %p (bit %d) with event %p", (void *)target, i, (void *)ev);
+        if (ev == NULL || VS_CALL(cuEventRecord, (ev, target)) != CUDA_SUCCESS
+            || VS_CALL(cuStreamWaitEvent, (waiter, ev, 0)) != CUDA_SUCCESS) {
+            context_sync = true;
+        }
+        vs_engine_event_put(ev);
+    }
+    if (context_sync && VS_CALL(cuCtxSynchronize, ()) != CUDA_SUCCESS)
+        return -EIO;
+    return 0;
+}
+
+/* Whether any stream of `mask` is capturing now. */
+bool vs_streams_mask_capturing(uint64_t mask)
+{
+    VS_ASSERT_HELD(&vs_engine.lock);
+    for (int i = 0; i < VS_STREAM_SLOTS; i++) {
+        if ((mask & (1ull << i)) == 0)
+            continue;
+        vs_stream_entry_t e = vs_streams_entry_copy(i);
+        if (e.kind != VS_STREAM_HANDLE)
+            continue;
+        CUstreamCaptureStatus status = CU_STREAM_CAPTURE_STATUS_NONE;
+        if (VS_CALL(cuStreamIsCapturing, (e.handle, &status)) == CUDA_SUCCESS
+            && status != CU_STREAM_CAPTURE_STATUS_NONE)
+            return true;
+    }
+    return false;
+}
+
+typedef struct vs_streams_marker_arg_s {
+    CUstream stream;
+    CUevent event;
+    bool recorded;
+} vs_streams_marker_arg_t;
+
+static void vs_streams_marker_record_registry_wrlocked(void *arg)
+{
+    VS_ASSERT(vs_registry_write_held());
+    vs_streams_marker_arg_t *m = arg;
+    m->recorded = VS_CALL(cuEventRecord, (m->event, m->stream)) == CUDA_SUCCESS;
+}
+
+/* Records a marker on `stream` (numbered `bit`) before the operation
+ * preparing on it submits anything. Engine lock held. */
+void vs_streams_marker_record(CUstream stream, uint64_t bit)
+{
+    VS_ASSERT_HELD(&vs_engine.lock);
+    if (bit == 0 || bit == VS_STREAM_BIT_OVERFLOW)
+        return;
+    int slot = __builtin_ctzll(bit);
+    vs_marker_ring_t *ring = &vs_streams_markers[slot];
+    uint32_t at = ring->next;
+    if (ring->event[at] == NULL
+        && VS_CALL(cuEventCreate, (&ring->event[at], CU_EVENT_DISABLE_TIMING)) != CUDA_SUCCESS) {
+        ring->event[at] = NULL;
+        return;
+    }
+    vs_streams_marker_arg_t m = {.stream = stream, .event = ring->event[at]};
+    /* Re-recording an event a fence already waits for is safe: the wait
+     * took the earlier record. But a marker still listed must not move:
+     * drop it from the ring first. */
+    if (ring->count == VS_MARKERS)
+        ring->count--;
+    uint64_t epoch = vs_registry_epoch_close(vs_streams_marker_record_registry_wrlocked, &m);
+    if (!m.recorded)
+        return;
+    ring->epoch[at] = epoch;
+    ring->next = (at + 1) % VS_MARKERS;
+    ring->count++;
+}

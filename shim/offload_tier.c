@@ -1,0 +1,288 @@
+/* offload_tier.c: the tiers that hold evicted bytes: the pinned host pool
+ * (host_pool.c) and the disk (spill.c), for the offload engine
+ * (`vs_tier_host_take`, `vs_tier_restore_from_disk`), and synchronous copies
+ * served on a host copy without bringing the allocation back
+ * (`vs_offload_copy_host`).
+ *
+ * When the pool is full, kept host copies of resident regions go first,
+ * then those that in-flight restores still read, then (with
+ * VRAMSHIM_SPILL_DIR) the coldest evicted allocations go to disk. Restores
+ * from disk go through two pinned staging buffers with block checksums.
+ * Everything here runs under the engine lock; the pool and the spill store
+ * take their own leaf locks inside.
+ */
+#include "offload_internal.h"
+
+#include <errno.h>
+#include <inttypes.h>
+#include <string.h>
+
+#include "driver.h"
+#include "log.h"
+#include "trace_writer.h"
+
+/* ---- The disk tier -------------------------------------------------------- */
+
+/* Pinned staging buffers for restores from disk: the read of one chunk
+ * overlaps the host-to-device copy of the previous one. */
+#define VS_STAGING_BUFFERS 2
+#define VS_STAGING_BYTES VS_SPILL_CHUNK_BYTES
+
+static struct {
+    void *buffer[VS_STAGING_BUFFERS];
+    CUevent copied[VS_STAGING_BUFFERS]; /* the copy out of each buffer */
+    bool ready;
+} vs_tier_staging;
+
+static bool vs_tier_staging_prepare(void)
+{
+    if (vs_tier_staging.ready)
+        return true;
+    for (int i = 0; i < VS_STAGING_BUFFERS; i++) {
+        if (vs_tier_staging.buffer[i] == NULL
+            && VS_CALL(cuMemHostAlloc, (&vs_tier_staging.buffer[i], VS_STAGING_BYTES, CU_MEMHOSTALLOC_PORTABLE))
+                   != CUDA_SUCCESS) {
+            vs_tier_staging.buffer[i] = NULL;
+            return false;
+        }
+        if (vs_tier_staging.copied[i] == NULL
+            && VS_CALL(cuEventCreate, (&vs_tier_staging.copied[i], CU_EVENT_DISABLE_TIMING)) != CUDA_SUCCESS) {
+            vs_tier_staging.copied[i] = NULL;
+            return false;
+        }
+    }
+    vs_tier_staging.ready = true;
+    return true;
+}
+
+/* The CUDA error an operation gets when its allocation cannot come back
+ * from disk: a failed read is the operating system's; a block whose
+ * checksum does not match is data the disk corrupted, reported as an
+ * uncorrectable memory error (never silently). */
+static CUresult vs_tier_disk_error(int rc)
+{
+    return rc == -EBADMSG ? CUDA_ERROR_ECC_UNCORRECTABLE
+           : rc == -ENOMEM ? CUDA_ERROR_OUT_OF_MEMORY
+                           : CUDA_ERROR_OPERATING_SYSTEM;
+}
+
+/* Copies `r`, on disk, into its freshly mapped memory through the staging
+ * buffers, then gives its disk space back. The copy is complete on return
+ * (disk reads are synchronous anyway). Engine lock held. */
+CUresult vs_tier_restore_from_disk(vs_region_t *r, vs_engine_device_t *d)
+{
+    VS_ASSERT_HELD(&vs_engine.lock);
+    if (!vs_tier_staging_prepare())
+        return CUDA_ERROR_OUT_OF_MEMORY;
+    uint64_t blocks_per_chunk = VS_STAGING_BYTES / VS_SPILL_BLOCK_BYTES;
+    uint64_t total_blocks = (r->size + VS_SPILL_BLOCK_BYTES - 1) / VS_SPILL_BLOCK_BYTES;
+    CUresult rc = CUDA_SUCCESS;
+    int used[VS_STAGING_BUFFERS] = {0};
+    for (uint64_t first = 0, chunk = 0; first < total_blocks && rc == CUDA_SUCCESS; first += blocks_per_chunk, chunk++) {
+        int b = (int)(chunk % VS_STAGING_BUFFERS);
+        uint64_t blocks = total_blocks - first < blocks_per_chunk ? total_blocks - first : blocks_per_chunk;
+        if (used[b] && (rc = VS_CALL(cuEventSynchronize, (vs_tier_staging.copied[b]))) != CUDA_SUCCESS)
+            break;
+        int read = vs_spill_read(&r->disk, first, blocks, vs_tier_staging.buffer[b]);
+        if (read != 0) {
+            vs_log(VS_LOG_WARN, "cannot read the allocation at 0x%" PRIxPTR " back from the spill file (%s)", r->base,
+                   read == -EBADMSG ? "a block failed its checksum: the data on disk is corrupt" : strerror(-read));
+            rc = vs_tier_disk_error(read);
+            break;
+        }
+        uint64_t offset = first * VS_SPILL_BLOCK_BYTES;
+        uint64_t n = r->size - offset < blocks * VS_SPILL_BLOCK_BYTES ? r->size - offset : blocks * VS_SPILL_BLOCK_BYTES;
+        rc = VS_CALL(cuMemcpyHtoDAsync_v2, ((CUdeviceptr)(r->base + offset), vs_tier_staging.buffer[b], n, d->to_device));
+        if (rc == CUDA_SUCCESS)
+            rc = VS_CALL(cuEventRecord, (vs_tier_staging.copied[b], d->to_device));
+        used[b] = 1;
+    }
+    CUresult synced = VS_CALL(cuStreamSynchronize, (d->to_device));
+    if (rc == CUDA_SUCCESS)
+        rc = synced;
+    if (rc == CUDA_SUCCESS) {
+        vs_engine.stats.disk_reads++;
+        vs_engine.stats.bytes_from_disk += r->size;
+        vs_spill_release(&r->disk);
+    }
+    return rc;
+}
+
+/* Moves host copies of regions on the host to the spill file until `need`
+ * bytes of the pool went back: those predicted to be used last go first.
+ * Returns the bytes given back; *failed is the first I/O error. Engine
+ * lock held. */
+static uint64_t vs_tier_host_spill(uint64_t need, int *failed)
+{
+    VS_ASSERT_HELD(&vs_engine.lock);
+    uint64_t freed = 0;
+    while (freed < need) {
+        vs_region_t *coldest = NULL, *r, *tmp;
+        uint64_t coldest_next = 0;
+        HASH_ITER(hh, vs_engine.by_base, r, tmp) {
+            if (r->where != VS_ON_HOST || r->host.count == 0 || r->evicting)
+                continue;
+            uint64_t next = VS_POLICY_NEVER;
+            vs_policy_t *policy = vs_engine.devices[r->device].policy;
+            if (policy != NULL)
+                (void)vs_policy_predict(policy, r->id, &next);
+            if (coldest == NULL || next > coldest_next) {
+                coldest = r;
+                coldest_next = next;
+            }
+        }
+        if (coldest == NULL)
+            break;
+        int rc = vs_spill_write(coldest->host.extents, coldest->host.count, coldest->size, &coldest->disk);
+        if (rc != 0) {
+            vs_log(VS_LOG_WARN, "cannot spill the allocation at 0x%" PRIxPTR " to VRAMSHIM_SPILL_DIR (%s)", coldest->base,
+                   strerror(-rc));
+            *failed = rc;
+            break;
+        }
+        freed += coldest->host.bytes;
+        vs_host_pool_give(&coldest->host);
+        coldest->host_hash_known = false;
+        coldest->where = VS_ON_DISK;
+        (void)vs_registry_set_residency(coldest->base, VS_ON_DISK, false, NULL);
+        vs_engine.stats.spills++;
+        vs_engine.stats.bytes_to_disk += coldest->size;
+    }
+    return freed;
+}
+
+/* Gives back the host copies that resident regions keep (only to make
+ * later evictions cheaper) until `need` bytes went back. Copies a restore
+ * still reads or an eviction writes stay. Returns the bytes given back. */
+static uint64_t vs_tier_host_drop_kept(uint64_t need)
+{
+    VS_ASSERT_HELD(&vs_engine.lock);
+    uint64_t freed = 0;
+    vs_region_t *r, *tmp;
+    HASH_ITER(hh, vs_engine.by_base, r, tmp) {
+        if (freed >= need)
+            break;
+        if (r->where != VS_RESIDENT || r->host.count == 0 || r->evicting || r->arriving != NULL)
+            continue;
+        freed += r->host.bytes;
+        vs_host_pool_give(&r->host);
+        r->host_hash_known = false;
+        vs_engine.stats.host_copies_dropped++;
+    }
+    return freed;
+}
+
+/* Room in the host pool: when it is full, kept host copies of resident
+ * regions go first, then those that in-flight restores still read, then
+ * (with VRAMSHIM_SPILL_DIR) the coldest evicted allocations go to disk.
+ * 0, -ENOSPC (no room and no disk tier), -EIO/-ENOSPC from the disk. */
+int vs_tier_host_take(uint64_t bytes, vs_host_copy_t *out)
+{
+    VS_ASSERT_HELD(&vs_engine.lock);
+    vs_engine_deferred_reap(false);
+    int rc = vs_host_pool_take(bytes, out);
+    if (rc == -ENOSPC && vs_tier_host_drop_kept(bytes) > 0)
+        rc = vs_host_pool_take(bytes, out);
+    if (rc == -ENOSPC && vs_engine.deferred_head != NULL) {
+        vs_engine_deferred_reap(true);
+        if (vs_tier_host_drop_kept(bytes) > 0)
+            rc = vs_host_pool_take(bytes, out);
+    }
+    for (int round = 0; rc == -ENOSPC && vs_spill_enabled() && round < 4; round++) {
+        int failed = 0;
+        uint64_t freed = vs_tier_host_spill(bytes, &failed);
+        if (freed > 0)
+            rc = vs_host_pool_take(bytes, out);
+        if (freed == 0)
+            break;
+    }
+    return rc;
+}
+
+/* ---- Copies -------------------------------------------------------------- */
+
+/* Copies the region between the device and its host copy, extent by extent
+ * in chunks of VS_COPY_CHUNK_BYTES, asynchronously on `stream`. */
+CUresult vs_tier_copy_region(const vs_region_t *r, vs_copy_direction_t direction, CUstream stream)
+{
+    uint64_t offset = 0;
+    for (uint32_t i = 0; i < r->host.count && offset < r->size; i++) {
+        const vs_host_extent_t *e = &r->host.extents[i];
+        for (uint64_t done = 0; done < e->bytes && offset < r->size;) {
+            uint64_t n = e->bytes - done;
+            if (n > VS_COPY_CHUNK_BYTES)
+                n = VS_COPY_CHUNK_BYTES;
+            if (n > r->size - offset)
+                n = r->size - offset;
+            unsigned char *host = (unsigned char *)e->ptr + done;
+            CUdeviceptr device = (CUdeviceptr)(r->base + offset);
+            CUresult rc = direction == VS_COPY_OUT ? VS_CALL(cuMemcpyDtoHAsync_v2, (host, device, n, stream))
+                                                   : VS_CALL(cuMemcpyHtoDAsync_v2, (device, host, n, stream));
+            if (rc != CUDA_SUCCESS)
+                return rc;
+            done += n;
+            offset += n;
+        }
+    }
+    return CUDA_SUCCESS;
+}
+
+/* ---- Copies served from the host copy ---------------------------------------- */
+
+/* Copies between `host` and the host copy of a region that is on the host,
+ * at `offset`. Engine lock held. */
+static void vs_tier_copy_bytes(vs_region_t *r, uint64_t offset, void *host, uint64_t bytes, bool to_device)
+{
+    VS_ASSERT_HELD(&vs_engine.lock);
+    uint64_t at = 0;
+    unsigned char *h = host;
+    for (uint32_t i = 0; i < r->host.count && bytes > 0; i++) {
+        const vs_host_extent_t *e = &r->host.extents[i];
+        if (offset >= at + e->bytes) {
+            at += e->bytes;
+            continue;
+        }
+        uint64_t within = offset - at;
+        uint64_t n = e->bytes - within < bytes ? e->bytes - within : bytes;
+        if (to_device)
+            memcpy((unsigned char *)e->ptr + within, h, n);
+        else
+            memcpy(h, (unsigned char *)e->ptr + within, n);
+        h += n;
+        offset += n;
+        bytes -= n;
+        at += e->bytes;
+    }
+}
+
+bool vs_offload_copy_host(CUdeviceptr dptr, void *host, uint64_t bytes, bool to_device, bool per_thread,
+                          CUresult *rc)
+{
+    CUstreamCaptureMode mode;
+    vs_alloc_info_t info;
+
+    if (!vs_offload_enabled() || bytes == 0 || host == NULL || vs_registry_find((uintptr_t)dptr, &info) != 0
+        || (info.residency != VS_ON_HOST))
+        return false;
+    /* A synchronous copy runs after the work already queued on its stream
+     * (which may be writing `host`): the same order here. */
+    if (VS_CALL(cuStreamSynchronize, (vs_streams_resolve(NULL, per_thread))) != CUDA_SUCCESS)
+        return false; /* the driver's own call will report why */
+    vs_engine_lock(&mode);
+    vs_region_t *r = vs_engine_region_at(info.base);
+    uint64_t offset = (uintptr_t)dptr - info.base;
+    bool served = r != NULL && r->where == VS_ON_HOST && offset + bytes <= r->size && offset + bytes >= offset
+                  && (r->host.count > 0 || (to_device && vs_tier_host_take(r->size, &r->host) == 0));
+    if (served) {
+        vs_tier_copy_bytes(r, offset, host, bytes, to_device);
+        if (to_device)
+            r->host_hash_known = false;
+        vs_engine.stats.bytes_served_on_host += bytes;
+        (void)vs_registry_touch((uintptr_t)dptr, vs_registry_next_seq());
+        if (vs_trace_enabled()) /* VRAMSHIM_TRACE: a use, though no copy crossed the link */
+            vs_trace_operation_one("copy", (uintptr_t)vs_streams_resolve(NULL, per_thread), info.id);
+        *rc = CUDA_SUCCESS;
+    }
+    vs_engine_unlock(mode);
+    return served;
+}

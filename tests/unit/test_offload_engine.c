@@ -1,0 +1,139 @@
+/* test_offload_engine.c: the offload engine (shim/offload*.c) on the
+ * simulated driver, without the preload library: this program links the
+ * driver layer and the engine directly (`vramshim_engine`), does the
+ * start-up shim.c's constructor would do (the cap), and runs allocation,
+ * eviction and restore through `VS_OPERATE`, as the hooks do. The bytes
+ * that come back from the host and from other regions' evictions must be
+ * exactly the bytes written.
+ *
+ * Needs the simulated libcuda.so.1 on LD_LIBRARY_PATH (meson's test_env).
+ */
+#include <cuda.h>
+
+#include <setjmp.h>
+#include <stdarg.h>
+#include <stddef.h>
+#include <stdint.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include <cmocka.h>
+
+#include "cap.h"
+#include "config.h"
+#include "driver.h"
+#include "offload.h"
+#include "registry.h"
+
+#define REGION_BYTES (8ull << 20)
+#define REGIONS 6
+
+/* The driver and a context, as an application would have them. */
+static int setup_driver(void **state)
+{
+    (void)state;
+    CUdevice dev;
+    CUcontext ctx;
+    if (vs_driver_ready() != 0 || VS_CALL(cuInit, (0)) != CUDA_SUCCESS || VS_CALL(cuDeviceGet, (&dev, 0)) != CUDA_SUCCESS
+        || VS_CALL(cuDevicePrimaryCtxRetain, (&ctx, dev)) != CUDA_SUCCESS
+        || VS_CALL(cuCtxSetCurrent, (ctx)) != CUDA_SUCCESS)
+        return -1;
+    /* What shim.c's constructor does: the limit from VRAM_LIMIT. */
+    vs_cap_configure(vs_config_get()->limit, vs_driver_device_total);
+    return 0;
+}
+
+/* Copies `bytes` from `host` to `dptr` through the engine (a hook's path). */
+static CUresult copy_to_device(CUdeviceptr dptr, const void *host, size_t bytes)
+{
+    CUresult rc = CUDA_SUCCESS;
+    uintptr_t words[1] = {(uintptr_t)dptr};
+    VS_OPERATE(rc, "copy", NULL, false, words, 1, VS_CALL(cuMemcpyHtoD_v2, (dptr, host, bytes)));
+    return rc;
+}
+
+static CUresult copy_to_host(void *host, CUdeviceptr dptr, size_t bytes)
+{
+    CUresult rc = CUDA_SUCCESS;
+    uintptr_t words[1] = {(uintptr_t)dptr};
+    VS_OPERATE(rc, "copy", NULL, false, words, 1, VS_CALL(cuMemcpyDtoH_v2, (host, dptr, bytes)));
+    return rc;
+}
+
+static void fill(unsigned char *buffer, size_t bytes, unsigned seed)
+{
+    uint64_t x = 0x9E3779B97F4A7C15ull * (seed + 1);
+    for (size_t i = 0; i < bytes; i++) {
+        x ^= x << 13;
+        x ^= x >> 7;
+        x ^= x << 17;
+        buffer[i] = (unsigned char)x;
+    }
+}
+
+/* Six regions of 8 MiB under a 20 MiB limit: at most two are resident at a
+ * time, so writing them all and reading them all back evicts and restores
+ * every one, and what comes back is what was written, byte for byte. */
+static void test_offload_engine_evict_restore_is_byte_exact(void **state)
+{
+    (void)state;
+    CUdeviceptr regions[REGIONS];
+    unsigned char *expected = malloc(REGION_BYTES), *seen = malloc(REGION_BYTES);
+    assert_non_null(expected);
+    assert_non_null(seen);
+    assert_true(vs_offload_enabled());
+
+    for (int i = 0; i < REGIONS; i++) {
+        assert_int_equal(vs_offload_alloc(&regions[i], REGION_BYTES, 0, VS_ALLOC_DEVICE), CUDA_SUCCESS);
+        fill(expected, REGION_BYTES, (unsigned)i);
+        assert_int_equal(copy_to_device(regions[i], expected, REGION_BYTES), CUDA_SUCCESS);
+    }
+    assert_true(vs_cap_used(0) <= vs_cap_limit(0));
+    for (int pass = 0; pass < 2; pass++) {
+        for (int i = REGIONS - 1; i >= 0; i--) {
+            fill(expected, REGION_BYTES, (unsigned)i);
+            memset(seen, 0, REGION_BYTES);
+            assert_int_equal(copy_to_host(seen, regions[i], REGION_BYTES), CUDA_SUCCESS);
+            assert_memory_equal(seen, expected, REGION_BYTES);
+        }
+    }
+
+    vs_offload_stats_t stats;
+    vs_offload_stats(&stats);
+    assert_true(stats.evictions >= REGIONS);
+    assert_true(stats.restores >= REGIONS);
+    assert_true(stats.bytes_to_device >= REGIONS * REGION_BYTES);
+
+    for (int i = 0; i < REGIONS; i++) {
+        CUresult rc = CUDA_ERROR_UNKNOWN;
+        assert_true(vs_offload_free(regions[i], &rc));
+        assert_int_equal(rc, CUDA_SUCCESS);
+    }
+    assert_int_equal(vs_cap_used(0), 0);
+    free(expected);
+    free(seen);
+}
+
+/* An address the engine did not allocate is not its to free. */
+static void test_offload_engine_free_of_foreign_pointer_declines(void **state)
+{
+    (void)state;
+    CUresult rc = CUDA_SUCCESS;
+    assert_false(vs_offload_free((CUdeviceptr)0x1000, &rc));
+}
+
+int main(void)
+{
+    /* Before the first configuration read: offload mode, a limit of two
+     * and a half regions, the learned policy without prefetch (no
+     * prediction decides what the test sees). */
+    setenv("VRAM_LIMIT", "20M", 1);
+    setenv("VRAMSHIM_MODE", "offload", 1);
+    setenv("VRAMSHIM_PREFETCH", "off", 1);
+    const struct CMUnitTest tests[] = {
+        cmocka_unit_test(test_offload_engine_evict_restore_is_byte_exact),
+        cmocka_unit_test(test_offload_engine_free_of_foreign_pointer_declines),
+    };
+    return cmocka_run_group_tests_name("offload engine", tests, setup_driver, NULL);
+}
