@@ -61,6 +61,7 @@
 
 #include "shim_counters.h"
 #include "simcuda.h"
+#include "vs_test.h"
 
 #define SMALL_ALLOCATIONS 10000
 #define SMALL_BYTES (64u * 1024u)
@@ -80,15 +81,6 @@
 #define RUNS 5
 /* Set in the children: they must find the shim in front. */
 #define CHILD_MARK "VS_LAUNCH_OVERHEAD_PRELOADED"
-
-#define CHECK(call)                                                                                \
-    do {                                                                                           \
-        CUresult rc_ = (call);                                                                     \
-        if (rc_ != CUDA_SUCCESS) {                                                                 \
-            fprintf(stderr, "%s failed: %d\n", #call, (int)rc_);                                   \
-            exit(1);                                                                               \
-        }                                                                                          \
-    } while (0)
 
 typedef __typeof__(cuLaunchKernel) launch_fn_t;
 
@@ -176,17 +168,17 @@ static void pick_arguments(bench_t *b)
 /* One timed batch through `launch`: ns per launch. */
 static double run_batch(bench_t *b, launch_fn_t *launch)
 {
-    CHECK(cuLaunchHostFunc(b->stream, gate, b));
+    VS_CHECK(cuLaunchHostFunc(b->stream, gate, b));
     while (sem_wait(&b->entered) != 0 && errno == EINTR)
         continue;
     uint64_t start = now_ns();
     for (int k = 0; k < BATCH; k++) {
         pick_arguments(b);
-        CHECK(launch(b->fn, 1, 1, 1, 32, 1, 1, 0, b->stream, b->params, NULL));
+        VS_CHECK(launch(b->fn, 1, 1, 1, 32, 1, 1, 0, b->stream, b->params, NULL));
     }
     uint64_t elapsed = now_ns() - start;
     sem_post(&b->release);
-    CHECK(cuStreamSynchronize(b->stream));
+    VS_CHECK(cuStreamSynchronize(b->stream));
     return (double)elapsed / BATCH;
 }
 
@@ -197,9 +189,9 @@ static void sweep(bench_t *b, int first, int last)
     for (int k = first; k < last; k++) {
         pick_arguments(b);
         b->args[0] = b->large[k];
-        CHECK(cuLaunchKernel(b->fn, 1, 1, 1, 32, 1, 1, 0, b->stream, b->params, NULL));
+        VS_CHECK(cuLaunchKernel(b->fn, 1, 1, 1, 32, 1, 1, 0, b->stream, b->params, NULL));
     }
-    CHECK(cuStreamSynchronize(b->stream));
+    VS_CHECK(cuStreamSynchronize(b->stream));
 }
 
 /* The child: sets up, times, and writes its figures to `result`. */
@@ -229,17 +221,17 @@ static int child_run(shim_mode_t mode, launch_fn_t *direct, launch_fn_t *hooked,
         perror("sem_init");
         return 1;
     }
-    CHECK(cuInit(0));
-    CHECK(cuDeviceGet(&dev, 0));
-    CHECK(cuDevicePrimaryCtxRetain(&ctx, dev));
-    CHECK(cuCtxSetCurrent(ctx));
-    CHECK(cuModuleLoadData(&module, "benchmark"));
-    CHECK(cuModuleGetFunction(&b.fn, module, "bench_noop_8_pointers"));
-    CHECK(cuStreamCreate(&b.stream, CU_STREAM_NON_BLOCKING));
+    VS_CHECK(cuInit(0));
+    VS_CHECK(cuDeviceGet(&dev, 0));
+    VS_CHECK(cuDevicePrimaryCtxRetain(&ctx, dev));
+    VS_CHECK(cuCtxSetCurrent(ctx));
+    VS_CHECK(cuModuleLoadData(&module, "benchmark"));
+    VS_CHECK(cuModuleGetFunction(&b.fn, module, "bench_noop_8_pointers"));
+    VS_CHECK(cuStreamCreate(&b.stream, CU_STREAM_NON_BLOCKING));
     for (int i = 0; i < SMALL_ALLOCATIONS; i++)
-        CHECK(cuMemAlloc(&b.small[i], SMALL_BYTES));
+        VS_CHECK(cuMemAlloc(&b.small[i], SMALL_BYTES));
     for (int i = 0; i < LARGE_ALLOCATIONS; i++)
-        CHECK(cuMemAlloc(&b.large[i], LARGE_BYTES));
+        VS_CHECK(cuMemAlloc(&b.large[i], LARGE_BYTES));
     for (int i = 0; i < PARAMS; i++)
         b.params[i] = &b.args[i];
 
@@ -292,11 +284,11 @@ static int child_run(shim_mode_t mode, launch_fn_t *direct, launch_fn_t *hooked,
             return 1;
         }
     }
-    CHECK(cuStreamDestroy(b.stream));
+    VS_CHECK(cuStreamDestroy(b.stream));
     for (int i = 0; i < SMALL_ALLOCATIONS; i++)
-        CHECK(cuMemFree(b.small[i]));
+        VS_CHECK(cuMemFree(b.small[i]));
     for (int i = 0; i < LARGE_ALLOCATIONS; i++)
-        CHECK(cuMemFree(b.large[i]));
+        VS_CHECK(cuMemFree(b.large[i]));
 
     figures_t f = {.evictions = before.evictions, .restores = before.restores};
     f.added_per_round = median(added_ns, ROUNDS);

@@ -50,6 +50,7 @@
 
 #include "shim_counters.h"
 #include "simcuda.h"
+#include "vs_test.h"
 
 #define MIB ((uint64_t)1 << 20)
 #define MEASURED_PASSES 3
@@ -58,15 +59,6 @@
 #define ACTIVATION_BYTES (1ull << 20)
 /* Words each kernel checks at both ends and in the middle of its weights. */
 #define CHECK_WORDS 8
-
-#define CHECK(call)                                                                                \
-    do {                                                                                           \
-        CUresult rc_ = (call);                                                                     \
-        if (rc_ != CUDA_SUCCESS) {                                                                 \
-            fprintf(stderr, "offload_cycle: %s failed: %d\n", #call, (int)rc_);                    \
-            exit(1);                                                                               \
-        }                                                                                          \
-    } while (0)
 
 /* ---- Workloads ----------------------------------------------------------- */
 
@@ -183,15 +175,15 @@ static int child_run(const workload_t *w, const char *result_path)
         fprintf(stderr, "offload_cycle: cannot set up the child\n");
         return 1;
     }
-    CHECK(cuInit(0));
-    CHECK(cuDeviceGet(&dev, 0));
-    CHECK(cuDevicePrimaryCtxRetain(&ctx, dev));
-    CHECK(cuCtxSetCurrent(ctx));
-    CHECK(cuModuleLoadData(&module, "benchmark"));
-    CHECK(cuModuleGetFunction(&block, module, "bench_cycle_block"));
-    CHECK(cuStreamCreate(&stream, CU_STREAM_NON_BLOCKING));
-    CHECK(cuMemAlloc(&act, ACTIVATION_BYTES));
-    CHECK(cuMemsetD8(act, 0, ACTIVATION_BYTES));
+    VS_CHECK(cuInit(0));
+    VS_CHECK(cuDeviceGet(&dev, 0));
+    VS_CHECK(cuDevicePrimaryCtxRetain(&ctx, dev));
+    VS_CHECK(cuCtxSetCurrent(ctx));
+    VS_CHECK(cuModuleLoadData(&module, "benchmark"));
+    VS_CHECK(cuModuleGetFunction(&block, module, "bench_cycle_block"));
+    VS_CHECK(cuStreamCreate(&stream, CU_STREAM_NON_BLOCKING));
+    VS_CHECK(cuMemAlloc(&act, ACTIVATION_BYTES));
+    VS_CHECK(cuMemsetD8(act, 0, ACTIVATION_BYTES));
 
     /* Load: the way a framework does, one allocation and one copy per
      * tensor. */
@@ -199,8 +191,8 @@ static int child_run(const workload_t *w, const char *result_path)
         uint64_t bytes = w->tensor_bytes[k % w->tensors];
         for (uint64_t i = 0; i < bytes / 4; i++)
             staging[i] = weight_word((uint64_t)k, i);
-        CHECK(cuMemAlloc(&weights[k], bytes));
-        CHECK(cuMemcpyHtoD(weights[k], staging, bytes));
+        VS_CHECK(cuMemAlloc(&weights[k], bytes));
+        VS_CHECK(cuMemcpyHtoD(weights[k], staging, bytes));
         compute_ns += (uint64_t)(bytes * ns_per_byte);
     }
 
@@ -209,7 +201,7 @@ static int child_run(const workload_t *w, const char *result_path)
     uint64_t start_ns = 0, end_ns = 0;
     for (int pass = 0; pass <= w->warmup_passes + MEASURED_PASSES; pass++) {
         if (pass == w->warmup_passes || pass == w->warmup_passes + MEASURED_PASSES) {
-            CHECK(cuStreamSynchronize(stream));
+            VS_CHECK(cuStreamSynchronize(stream));
             bool start = pass == w->warmup_passes;
             if (snapshot == NULL && (snapshot = shim_counters_open()) == NULL)
                 return 1;
@@ -222,7 +214,7 @@ static int child_run(const workload_t *w, const char *result_path)
         for (int k = 0; k < count; k++) {
             uint64_t words = w->tensor_bytes[k % w->tensors] / 4, tensor = (uint64_t)k;
             void *params[] = {&weights[k], &words, &tensor, &act};
-            CHECK(cuLaunchKernel(block, 1, 1, 1, 1, 1, 1, 0, stream, params, NULL));
+            VS_CHECK(cuLaunchKernel(block, 1, 1, 1, 1, 1, 1, 0, stream, params, NULL));
         }
     }
 
@@ -230,10 +222,10 @@ static int child_run(const workload_t *w, const char *result_path)
     uint64_t mismatched = 0;
     for (int k = 0; k < count; k++) {
         uint64_t bytes = w->tensor_bytes[k % w->tensors];
-        CHECK(cuMemcpyDtoH(staging, weights[k], bytes));
+        VS_CHECK(cuMemcpyDtoH(staging, weights[k], bytes));
         for (uint64_t i = 0; i < bytes / 4; i++)
             mismatched += staging[i] != weight_word((uint64_t)k, i);
-        CHECK(cuMemFree(weights[k]));
+        VS_CHECK(cuMemFree(weights[k]));
     }
     FILE *out = fopen(result_path, "w");
     if (out == NULL) {

@@ -50,6 +50,7 @@
 
 #include "shim_counters.h"
 #include "simcuda.h"
+#include "vs_test.h"
 
 #define BUFFERS 16
 #define BUFFER_BYTES (64ull << 20)
@@ -66,15 +67,6 @@
 #define DEFAULT_GBPS "50"
 /* Set in the children: they must find the shim in front. */
 #define CHILD_MARK "VS_OFFLOAD_THROUGHPUT_CHILD"
-
-#define CHECK(call)                                                                                \
-    do {                                                                                           \
-        CUresult rc_ = (call);                                                                     \
-        if (rc_ != CUDA_SUCCESS) {                                                                 \
-            fprintf(stderr, "offload_throughput: %s failed: %d\n", #call, (int)rc_);               \
-            exit(1);                                                                               \
-        }                                                                                          \
-    } while (0)
 
 typedef enum scenario_e {
     SCENARIO_ONE_STREAM,
@@ -133,20 +125,20 @@ static int child_run(scenario_t scenario, const char *result_path)
         fprintf(stderr, "offload_throughput: cannot register the touch kernel\n");
         return 1;
     }
-    CHECK(cuInit(0));
-    CHECK(cuDeviceGet(&dev, 0));
-    CHECK(cuDevicePrimaryCtxRetain(&ctx, dev));
-    CHECK(cuCtxSetCurrent(ctx));
-    CHECK(cuModuleLoadData(&module, "benchmark"));
-    CHECK(cuModuleGetFunction(&touch, module, "bench_offload_touch"));
+    VS_CHECK(cuInit(0));
+    VS_CHECK(cuDeviceGet(&dev, 0));
+    VS_CHECK(cuDevicePrimaryCtxRetain(&ctx, dev));
+    VS_CHECK(cuCtxSetCurrent(ctx));
+    VS_CHECK(cuModuleLoadData(&module, "benchmark"));
+    VS_CHECK(cuModuleGetFunction(&touch, module, "bench_offload_touch"));
     for (int s = 0; s < stream_count; s++)
-        CHECK(cuStreamCreate(&streams[s], CU_STREAM_NON_BLOCKING));
+        VS_CHECK(cuStreamCreate(&streams[s], CU_STREAM_NON_BLOCKING));
     for (int j = 0; j < BUFFERS; j++)
-        CHECK(cuMemAlloc(&buffers[j], BUFFER_BYTES));
+        VS_CHECK(cuMemAlloc(&buffers[j], BUFFER_BYTES));
 
     for (int pass = 0; pass <= WARMUP_PASSES + MEASURED_PASSES; pass++) {
         if (pass == WARMUP_PASSES || pass == WARMUP_PASSES + MEASURED_PASSES) {
-            CHECK(cuCtxSynchronize());
+            VS_CHECK(cuCtxSynchronize());
             bool start = pass == WARMUP_PASSES;
             /* The shim publishes once it has loaded the driver, at its
              * first hooked call: open it now. */
@@ -161,7 +153,7 @@ static int child_run(scenario_t scenario, const char *result_path)
         for (int j = 0; j < BUFFERS; j++) {
             uint32_t expect = pass == 0 ? 0 : touch_seed(pass - 1, j), next = touch_seed(pass, j);
             void *params[] = {&buffers[j], &expect, &next};
-            CHECK(cuLaunchKernel(touch, 1, 1, 1, 1, 1, 1, 0, streams[j % stream_count], params, NULL));
+            VS_CHECK(cuLaunchKernel(touch, 1, 1, 1, 1, 1, 1, 0, streams[j % stream_count], params, NULL));
         }
     }
 
@@ -182,7 +174,7 @@ static int child_run(scenario_t scenario, const char *result_path)
         return 1;
     }
     for (int j = 0; j < BUFFERS; j++)
-        CHECK(cuMemFree(buffers[j]));
+        VS_CHECK(cuMemFree(buffers[j]));
     return 0;
 }
 

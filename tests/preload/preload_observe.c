@@ -36,10 +36,10 @@ static int setup(void **state)
 {
     (void)state;
     preload_context();
-    PRELOAD_CHECK(cuModuleLoadData(&module, "simcuda builtins"));
-    PRELOAD_CHECK(cuModuleGetFunction(&fill_fn, module, "sim_fill_u32"));
-    PRELOAD_CHECK(cuModuleGetFunction(&checksum_fn, module, "sim_checksum_u32"));
-    PRELOAD_CHECK(cuModuleGetFunction(&add_fn, module, "sim_add_u32_struct"));
+    VS_CHECK(cuModuleLoadData(&module, "simcuda builtins"));
+    VS_CHECK(cuModuleGetFunction(&fill_fn, module, "sim_fill_u32"));
+    VS_CHECK(cuModuleGetFunction(&checksum_fn, module, "sim_checksum_u32"));
+    VS_CHECK(cuModuleGetFunction(&add_fn, module, "sim_add_u32_struct"));
     return 0;
 }
 
@@ -47,9 +47,9 @@ static CUdeviceptr alloc_filled(uint32_t seed)
 {
     CUdeviceptr p;
     uint64_t n = WORDS;
-    PRELOAD_CHECK(cuMemAlloc(&p, WORDS * sizeof(uint32_t)));
+    VS_CHECK(cuMemAlloc(&p, WORDS * sizeof(uint32_t)));
     void *args[] = {&p, &n, &seed};
-    PRELOAD_CHECK(cuLaunchKernel(fill_fn, 1, 1, 1, 64, 1, 1, 0, NULL, args, NULL));
+    VS_CHECK(cuLaunchKernel(fill_fn, 1, 1, 1, 64, 1, 1, 0, NULL, args, NULL));
     return p;
 }
 
@@ -69,7 +69,7 @@ static void test_struct_param_pointers_stamp_exactly_their_allocations(void **st
 
     add_args_t args = {.n = WORDS, .a = a, .tag = 0xdeadbeef, .b = b, .out = out};
     void *params[] = {&args};
-    PRELOAD_CHECK(cuLaunchKernel(add_fn, 1, 1, 1, 64, 1, 1, 0, NULL, params, NULL));
+    VS_CHECK(cuLaunchKernel(add_fn, 1, 1, 1, 64, 1, 1, 0, NULL, params, NULL));
     preload_snapshot_t after = preload_snapshot();
 
     assert_true(used_since(&after, &before, a));
@@ -80,16 +80,16 @@ static void test_struct_param_pointers_stamp_exactly_their_allocations(void **st
 
     /* The kernel really ran on what the shim forwarded. */
     uint32_t host_a[4], host_b[4], host_out[4];
-    PRELOAD_CHECK(cuMemcpyDtoH(host_a, a, sizeof host_a));
-    PRELOAD_CHECK(cuMemcpyDtoH(host_b, b, sizeof host_b));
-    PRELOAD_CHECK(cuMemcpyDtoH(host_out, out, sizeof host_out));
+    VS_CHECK(cuMemcpyDtoH(host_a, a, sizeof host_a));
+    VS_CHECK(cuMemcpyDtoH(host_b, b, sizeof host_b));
+    VS_CHECK(cuMemcpyDtoH(host_out, out, sizeof host_out));
     for (int i = 0; i < 4; i++)
         assert_int_equal(host_out[i], host_a[i] + host_b[i]);
 
-    PRELOAD_CHECK(cuMemFree(a));
-    PRELOAD_CHECK(cuMemFree(b));
-    PRELOAD_CHECK(cuMemFree(out));
-    PRELOAD_CHECK(cuMemFree(other));
+    VS_CHECK(cuMemFree(a));
+    VS_CHECK(cuMemFree(b));
+    VS_CHECK(cuMemFree(out));
+    VS_CHECK(cuMemFree(other));
     preload_snapshot_free(&before);
     preload_snapshot_free(&after);
 }
@@ -98,7 +98,7 @@ static void test_extra_buffer_form_is_scanned(void **state)
 {
     (void)state;
     CUdeviceptr src = alloc_filled(7), result, other = alloc_filled(8);
-    PRELOAD_CHECK(cuMemAlloc(&result, 2 * MiB));
+    VS_CHECK(cuMemAlloc(&result, 2 * MiB));
     preload_snapshot_t before = preload_snapshot();
 
     struct {
@@ -108,15 +108,15 @@ static void test_extra_buffer_form_is_scanned(void **state)
     } packed = {src, WORDS, result};
     size_t size = sizeof packed;
     void *extra[] = {CU_LAUNCH_PARAM_BUFFER_POINTER, &packed, CU_LAUNCH_PARAM_BUFFER_SIZE, &size, CU_LAUNCH_PARAM_END};
-    PRELOAD_CHECK(cuLaunchKernel(checksum_fn, 1, 1, 1, 64, 1, 1, 0, NULL, NULL, extra));
+    VS_CHECK(cuLaunchKernel(checksum_fn, 1, 1, 1, 64, 1, 1, 0, NULL, NULL, extra));
     preload_snapshot_t after = preload_snapshot();
 
     assert_true(used_since(&after, &before, src));
     assert_true(used_since(&after, &before, result));
     assert_false(used_since(&after, &before, other));
-    PRELOAD_CHECK(cuMemFree(src));
-    PRELOAD_CHECK(cuMemFree(result));
-    PRELOAD_CHECK(cuMemFree(other));
+    VS_CHECK(cuMemFree(src));
+    VS_CHECK(cuMemFree(result));
+    VS_CHECK(cuMemFree(other));
     preload_snapshot_free(&before);
     preload_snapshot_free(&after);
 }
@@ -127,23 +127,23 @@ static void test_cukernel_handle_cast_to_function_is_scanned(void **state)
     CUlibrary library;
     CUkernel kernel;
     CUdeviceptr a = alloc_filled(1), b = alloc_filled(2), out = alloc_filled(3);
-    PRELOAD_CHECK(cuLibraryLoadData(&library, "simcuda builtins", NULL, NULL, 0, NULL, NULL, 0));
-    PRELOAD_CHECK(cuLibraryGetKernel(&kernel, library, "sim_add_u32_struct"));
+    VS_CHECK(cuLibraryLoadData(&library, "simcuda builtins", NULL, NULL, 0, NULL, NULL, 0));
+    VS_CHECK(cuLibraryGetKernel(&kernel, library, "sim_add_u32_struct"));
     preload_snapshot_t before = preload_snapshot();
 
     add_args_t args = {.n = 16, .a = a, .tag = 1, .b = b, .out = out};
     void *params[] = {&args};
     /* As cudart does for <<<>>>: the CUkernel passed as a CUfunction. */
-    PRELOAD_CHECK(cuLaunchKernel((CUfunction)(void *)kernel, 1, 1, 1, 64, 1, 1, 0, NULL, params, NULL));
+    VS_CHECK(cuLaunchKernel((CUfunction)(void *)kernel, 1, 1, 1, 64, 1, 1, 0, NULL, params, NULL));
     preload_snapshot_t after = preload_snapshot();
 
     assert_true(used_since(&after, &before, a));
     assert_true(used_since(&after, &before, b));
     assert_true(used_since(&after, &before, out));
-    PRELOAD_CHECK(cuLibraryUnload(library));
-    PRELOAD_CHECK(cuMemFree(a));
-    PRELOAD_CHECK(cuMemFree(b));
-    PRELOAD_CHECK(cuMemFree(out));
+    VS_CHECK(cuLibraryUnload(library));
+    VS_CHECK(cuMemFree(a));
+    VS_CHECK(cuMemFree(b));
+    VS_CHECK(cuMemFree(out));
     preload_snapshot_free(&before);
     preload_snapshot_free(&after);
 }
@@ -159,19 +159,19 @@ static void test_launch_ex_and_cooperative_are_scanned(void **state)
     void *fill_a[] = {&a, &n, &seed};
     CUlaunchConfig config = {.gridDimX = 1, .gridDimY = 1, .gridDimZ = 1, .blockDimX = 64, .blockDimY = 1,
                              .blockDimZ = 1};
-    PRELOAD_CHECK(cuLaunchKernelEx(&config, fill_fn, fill_a, NULL));
+    VS_CHECK(cuLaunchKernelEx(&config, fill_fn, fill_a, NULL));
     preload_snapshot_t s1 = preload_snapshot();
     assert_true(used_since(&s1, &s0, a));
     assert_false(used_since(&s1, &s0, b));
 
     void *fill_b[] = {&b, &n, &seed};
-    PRELOAD_CHECK(cuLaunchCooperativeKernel(fill_fn, 1, 1, 1, 64, 1, 1, 0, NULL, fill_b));
+    VS_CHECK(cuLaunchCooperativeKernel(fill_fn, 1, 1, 1, 64, 1, 1, 0, NULL, fill_b));
     preload_snapshot_t s2 = preload_snapshot();
     assert_true(used_since(&s2, &s1, b));
     assert_false(used_since(&s2, &s1, a));
 
-    PRELOAD_CHECK(cuMemFree(a));
-    PRELOAD_CHECK(cuMemFree(b));
+    VS_CHECK(cuMemFree(a));
+    VS_CHECK(cuMemFree(b));
     preload_snapshot_free(&s0);
     preload_snapshot_free(&s1);
     preload_snapshot_free(&s2);
@@ -190,13 +190,13 @@ static void test_graph_launch_stamps_what_the_graph_references(void **state)
                                  .gridDimX = 1, .gridDimY = 1, .gridDimZ = 1,
                                  .blockDimX = 64, .blockDimY = 1, .blockDimZ = 1,
                                  .kernelParams = params};
-    PRELOAD_CHECK(cuGraphCreate(&graph, 0));
-    PRELOAD_CHECK(cuGraphAddKernelNode(&node, graph, NULL, 0, &p));
-    PRELOAD_CHECK(cuGraphInstantiate(&exec, graph, 0));
+    VS_CHECK(cuGraphCreate(&graph, 0));
+    VS_CHECK(cuGraphAddKernelNode(&node, graph, NULL, 0, &p));
+    VS_CHECK(cuGraphInstantiate(&exec, graph, 0));
     preload_snapshot_t before = preload_snapshot();
 
     /* Replay never goes through cuLaunchKernel. */
-    PRELOAD_CHECK(cuGraphLaunch(exec, NULL));
+    VS_CHECK(cuGraphLaunch(exec, NULL));
     preload_snapshot_t after = preload_snapshot();
     assert_true(used_since(&after, &before, a));
     assert_true(used_since(&after, &before, b));
@@ -204,12 +204,12 @@ static void test_graph_launch_stamps_what_the_graph_references(void **state)
     assert_false(used_since(&after, &before, other));
     assert_int_equal(preload_stat(&after, "graph_launches"), preload_stat(&before, "graph_launches") + 1);
 
-    PRELOAD_CHECK(cuGraphExecDestroy(exec));
-    PRELOAD_CHECK(cuGraphDestroy(graph));
-    PRELOAD_CHECK(cuMemFree(a));
-    PRELOAD_CHECK(cuMemFree(b));
-    PRELOAD_CHECK(cuMemFree(out));
-    PRELOAD_CHECK(cuMemFree(other));
+    VS_CHECK(cuGraphExecDestroy(exec));
+    VS_CHECK(cuGraphDestroy(graph));
+    VS_CHECK(cuMemFree(a));
+    VS_CHECK(cuMemFree(b));
+    VS_CHECK(cuMemFree(out));
+    VS_CHECK(cuMemFree(other));
     preload_snapshot_free(&before);
     preload_snapshot_free(&after);
 }
@@ -219,27 +219,27 @@ static void test_copies_and_memsets_stamp_device_operands(void **state)
     (void)state;
     CUdeviceptr a, b, c;
     uint32_t host[256] = {0};
-    PRELOAD_CHECK(cuMemAlloc(&a, 2 * MiB));
-    PRELOAD_CHECK(cuMemAlloc(&b, 2 * MiB));
-    PRELOAD_CHECK(cuMemAlloc(&c, 2 * MiB));
+    VS_CHECK(cuMemAlloc(&a, 2 * MiB));
+    VS_CHECK(cuMemAlloc(&b, 2 * MiB));
+    VS_CHECK(cuMemAlloc(&c, 2 * MiB));
     preload_snapshot_t s0 = preload_snapshot();
 
-    PRELOAD_CHECK(cuMemcpyHtoD(a + 4096, host, sizeof host)); /* interior pointer */
+    VS_CHECK(cuMemcpyHtoD(a + 4096, host, sizeof host)); /* interior pointer */
     preload_snapshot_t s1 = preload_snapshot();
     assert_true(used_since(&s1, &s0, a));
     assert_false(used_since(&s1, &s0, b));
 
-    PRELOAD_CHECK(cuMemsetD32Async(b, 7, 1024, NULL));
-    PRELOAD_CHECK(cuMemcpyDtoD(c, b, 4096));
+    VS_CHECK(cuMemsetD32Async(b, 7, 1024, NULL));
+    VS_CHECK(cuMemcpyDtoD(c, b, 4096));
     preload_snapshot_t s2 = preload_snapshot();
     assert_true(used_since(&s2, &s1, b));
     assert_true(used_since(&s2, &s1, c));
     assert_false(used_since(&s2, &s1, a));
     assert_true(preload_stat(&s2, "memsets") >= 1);
 
-    PRELOAD_CHECK(cuMemFree(a));
-    PRELOAD_CHECK(cuMemFree(b));
-    PRELOAD_CHECK(cuMemFree(c));
+    VS_CHECK(cuMemFree(a));
+    VS_CHECK(cuMemFree(b));
+    VS_CHECK(cuMemFree(c));
     preload_snapshot_free(&s0);
     preload_snapshot_free(&s1);
     preload_snapshot_free(&s2);
@@ -251,10 +251,10 @@ static void test_cap_grants_four_64mib_then_exactly_out_of_memory(void **state)
     CUdeviceptr bufs[4], extra;
     size_t free_bytes = 0, total = 0;
     for (int i = 0; i < 4; i++)
-        PRELOAD_CHECK(cuMemAlloc(&bufs[i], 64 * MiB));
+        VS_CHECK(cuMemAlloc(&bufs[i], 64 * MiB));
     assert_int_equal(cuMemAlloc(&extra, 64 * MiB), CUDA_ERROR_OUT_OF_MEMORY);
     assert_int_equal(cuMemAlloc(&extra, 1), CUDA_ERROR_OUT_OF_MEMORY);
-    PRELOAD_CHECK(cuMemGetInfo(&free_bytes, &total));
+    VS_CHECK(cuMemGetInfo(&free_bytes, &total));
     assert_int_equal(total, 256 * MiB);
     assert_int_equal(free_bytes, 0);
 
@@ -265,16 +265,16 @@ static void test_cap_grants_four_64mib_then_exactly_out_of_memory(void **state)
     assert_int_equal(preload_device_used(&snap), 256 * MiB);
     preload_snapshot_free(&snap);
 
-    PRELOAD_CHECK(cuMemFree(bufs[3]));
-    PRELOAD_CHECK(cuMemGetInfo(&free_bytes, NULL)); /* NULL tolerated */
+    VS_CHECK(cuMemFree(bufs[3]));
+    VS_CHECK(cuMemGetInfo(&free_bytes, NULL)); /* NULL tolerated */
     assert_int_equal(free_bytes, 64 * MiB);
-    PRELOAD_CHECK(cuMemGetInfo(NULL, &total));
+    VS_CHECK(cuMemGetInfo(NULL, &total));
     assert_int_equal(total, 256 * MiB);
-    PRELOAD_CHECK(cuMemGetInfo(NULL, NULL));
-    PRELOAD_CHECK(cuMemAlloc(&bufs[3], 64 * MiB));
+    VS_CHECK(cuMemGetInfo(NULL, NULL));
+    VS_CHECK(cuMemAlloc(&bufs[3], 64 * MiB));
     for (int i = 0; i < 4; i++)
-        PRELOAD_CHECK(cuMemFree(bufs[i]));
-    PRELOAD_CHECK(cuMemGetInfo(&free_bytes, &total));
+        VS_CHECK(cuMemFree(bufs[i]));
+    VS_CHECK(cuMemGetInfo(&free_bytes, &total));
     assert_int_equal(free_bytes, 256 * MiB);
 }
 
@@ -284,22 +284,22 @@ static void test_cap_counts_pitch_async_and_vmm_but_not_managed(void **state)
     CUdeviceptr pitched, async_ptr, managed, big;
     size_t pitch = 0, free_bytes, total;
 
-    PRELOAD_CHECK(cuMemAllocPitch(&pitched, &pitch, 1000, 1024, 4));
-    PRELOAD_CHECK(cuMemAllocAsync(&async_ptr, 64 * MiB, NULL));
-    PRELOAD_CHECK(cuMemAllocManaged(&managed, 64 * MiB, CU_MEM_ATTACH_GLOBAL));
+    VS_CHECK(cuMemAllocPitch(&pitched, &pitch, 1000, 1024, 4));
+    VS_CHECK(cuMemAllocAsync(&async_ptr, 64 * MiB, NULL));
+    VS_CHECK(cuMemAllocManaged(&managed, 64 * MiB, CU_MEM_ATTACH_GLOBAL));
 
     CUmemAllocationProp prop = {.type = CU_MEM_ALLOCATION_TYPE_PINNED,
                                 .location = {.type = CU_MEM_LOCATION_TYPE_DEVICE, .id = 0}};
     size_t granularity = 0;
-    PRELOAD_CHECK(cuMemGetAllocationGranularity(&granularity, &prop, CU_MEM_ALLOC_GRANULARITY_MINIMUM));
+    VS_CHECK(cuMemGetAllocationGranularity(&granularity, &prop, CU_MEM_ALLOC_GRANULARITY_MINIMUM));
     CUmemGenericAllocationHandle handle;
     CUdeviceptr va;
     size_t vmm_bytes = 64 * MiB;
-    PRELOAD_CHECK(cuMemCreate(&handle, vmm_bytes, &prop, 0));
-    PRELOAD_CHECK(cuMemAddressReserve(&va, vmm_bytes, 0, 0, 0));
-    PRELOAD_CHECK(cuMemMap(va, vmm_bytes, 0, handle, 0));
+    VS_CHECK(cuMemCreate(&handle, vmm_bytes, &prop, 0));
+    VS_CHECK(cuMemAddressReserve(&va, vmm_bytes, 0, 0, 0));
+    VS_CHECK(cuMemMap(va, vmm_bytes, 0, handle, 0));
     CUmemAccessDesc access = {.location = prop.location, .flags = CU_MEM_ACCESS_FLAGS_PROT_READWRITE};
-    PRELOAD_CHECK(cuMemSetAccess(va, vmm_bytes, &access, 1));
+    VS_CHECK(cuMemSetAccess(va, vmm_bytes, &access, 1));
 
     preload_snapshot_t snap = preload_snapshot();
     uint64_t pitched_bytes = (uint64_t)pitch * 1024;
@@ -312,22 +312,22 @@ static void test_cap_counts_pitch_async_and_vmm_but_not_managed(void **state)
 
     /* What is left under the cap is what cuMemGetInfo says and what an
      * allocation gets. */
-    PRELOAD_CHECK(cuMemGetInfo(&free_bytes, &total));
+    VS_CHECK(cuMemGetInfo(&free_bytes, &total));
     assert_int_equal(free_bytes, 256 * MiB - pitched_bytes - 64 * MiB - vmm_bytes);
     assert_int_equal(cuMemAlloc(&big, free_bytes + 1), CUDA_ERROR_OUT_OF_MEMORY);
-    PRELOAD_CHECK(cuMemAlloc(&big, free_bytes));
-    PRELOAD_CHECK(cuMemFree(big));
+    VS_CHECK(cuMemAlloc(&big, free_bytes));
+    VS_CHECK(cuMemFree(big));
 
     /* VMM memory is given back once released and unmapped. */
-    PRELOAD_CHECK(cuMemRelease(handle));
+    VS_CHECK(cuMemRelease(handle));
     snap = preload_snapshot();
     assert_int_equal(preload_device_used(&snap), pitched_bytes + 64 * MiB + vmm_bytes);
     preload_snapshot_free(&snap);
-    PRELOAD_CHECK(cuMemUnmap(va, vmm_bytes));
-    PRELOAD_CHECK(cuMemAddressFree(va, vmm_bytes));
-    PRELOAD_CHECK(cuMemFreeAsync(async_ptr, NULL));
-    PRELOAD_CHECK(cuMemFree(pitched));
-    PRELOAD_CHECK(cuMemFree(managed));
+    VS_CHECK(cuMemUnmap(va, vmm_bytes));
+    VS_CHECK(cuMemAddressFree(va, vmm_bytes));
+    VS_CHECK(cuMemFreeAsync(async_ptr, NULL));
+    VS_CHECK(cuMemFree(pitched));
+    VS_CHECK(cuMemFree(managed));
     snap = preload_snapshot();
     assert_int_equal(preload_device_used(&snap), 0);
     preload_snapshot_free(&snap);

@@ -40,6 +40,7 @@
 #include <unistd.h>
 
 #include "simcuda.h"
+#include "vs_test.h"
 
 #define OFFLOAD_MAX_THREADS 64
 #define OFFLOAD_MAX_STREAMS 16
@@ -68,36 +69,11 @@ static offload_options_t options = {
 };
 
 static CUcontext context;
-/* Set by `main` before each scenario's threads start, read by them. */
-static const char *current_scenario = "setup";
 
 static _Atomic unsigned long mismatches;
 static _Atomic unsigned reports_printed;
 static _Atomic unsigned long launches_done, copies_done, memsets_done, graph_launches_done, checksums_checked;
 static _Atomic unsigned long long bytes_verified;
-
-#define OFFLOAD_CHECK(call) offload_check((call), #call, __FILE__, __LINE__)
-
-/* A driver error is not a data mismatch but fails the run the same way:
- * the shim must make every call the program makes succeed. */
-static void offload_check(CUresult rc, const char *call, const char *file, int line)
-{
-    if (rc == CUDA_SUCCESS)
-        return;
-    const char *name = NULL;
-    if (cuGetErrorName(rc, &name) != CUDA_SUCCESS)
-        name = "unknown error";
-    fprintf(stderr, "preload_offload: DRIVER ERROR scenario=%s %s:%d: %s returned %d (%s)\n", current_scenario,
-            file, line, call, (int)rc, name);
-    /* One thread exits (running the driver's report at exit); any other
-     * that fails meanwhile waits for that, since exit() must not run
-     * twice at once. */
-    static atomic_flag exiting = ATOMIC_FLAG_INIT;
-    if (atomic_flag_test_and_set(&exiting))
-        for (;;)
-            pause();
-    exit(1);
-}
 
 static bool report_allowed(void)
 {
@@ -277,16 +253,16 @@ static void launch(CUfunction fn, offload_args_t *args, CUstream stream, offload
     };
     switch (form) {
     case LAUNCH_WITH_PARAMS:
-        OFFLOAD_CHECK(cuLaunchKernel(fn, 4, 1, 1, 128, 1, 1, 0, stream, args->params, NULL));
+        VS_CHECK(cuLaunchKernel(fn, 4, 1, 1, 128, 1, 1, 0, stream, args->params, NULL));
         break;
     case LAUNCH_WITH_EXTRA:
-        OFFLOAD_CHECK(cuLaunchKernel(fn, 4, 1, 1, 128, 1, 1, 0, stream, NULL, extra));
+        VS_CHECK(cuLaunchKernel(fn, 4, 1, 1, 128, 1, 1, 0, stream, NULL, extra));
         break;
     case LAUNCH_EX_WITH_PARAMS:
-        OFFLOAD_CHECK(cuLaunchKernelEx(&config, fn, args->params, NULL));
+        VS_CHECK(cuLaunchKernelEx(&config, fn, args->params, NULL));
         break;
     default:
-        OFFLOAD_CHECK(cuLaunchKernelEx(&config, fn, NULL, extra));
+        VS_CHECK(cuLaunchKernelEx(&config, fn, NULL, extra));
         break;
     }
     atomic_fetch_add(&launches_done, 1);
@@ -332,18 +308,18 @@ static void buffers_create(unsigned count, size_t bytes)
             fprintf(stderr, "preload_offload: out of host memory for the mirror of buffer %u\n", i);
             exit(1);
         }
-        OFFLOAD_CHECK(cuMemAlloc_v2(&b->base, bytes));
-        OFFLOAD_CHECK(cuEventCreate(&b->last_use, CU_EVENT_DISABLE_TIMING));
+        VS_CHECK(cuMemAlloc_v2(&b->base, bytes));
+        VS_CHECK(cuEventCreate(&b->last_use, CU_EVENT_DISABLE_TIMING));
     }
     buffer_count = count;
 }
 
 static void buffers_destroy(void)
 {
-    OFFLOAD_CHECK(cuCtxSynchronize());
+    VS_CHECK(cuCtxSynchronize());
     for (unsigned i = 0; i < buffer_count; i++) {
-        OFFLOAD_CHECK(cuMemFree_v2(buffers[i].base));
-        OFFLOAD_CHECK(cuEventDestroy_v2(buffers[i].last_use));
+        VS_CHECK(cuMemFree_v2(buffers[i].base));
+        VS_CHECK(cuEventDestroy_v2(buffers[i].last_use));
         free(buffers[i].mirror);
     }
     buffer_count = 0;
@@ -355,12 +331,12 @@ static void buffers_destroy(void)
 static void order_after_last_use(offload_buffer_t *b, CUstream stream)
 {
     if (b->used && b->last_stream != stream)
-        OFFLOAD_CHECK(cuStreamWaitEvent(stream, b->last_use, 0));
+        VS_CHECK(cuStreamWaitEvent(stream, b->last_use, 0));
 }
 
 static void note_use(offload_buffer_t *b, CUstream stream)
 {
-    OFFLOAD_CHECK(cuEventRecord(b->last_use, stream));
+    VS_CHECK(cuEventRecord(b->last_use, stream));
     b->last_stream = stream;
     b->used = true;
 }
@@ -401,7 +377,7 @@ static bool compare_with_mirror(const offload_buffer_t *b, size_t offset, const 
         fprintf(stderr,
                 "preload_offload: MISMATCH scenario=%s check=%s buffer=%u (0x%llx) offset=%zu expected=0x%0*x "
                 "got=0x%0*x (%zu of %zu bytes differ in [%zu, %zu))\n",
-                current_scenario, check, b->index, (unsigned long long)b->base, offset + i, (int)unit * 2,
+                vs_test_phase(), check, b->index, (unsigned long long)b->base, offset + i, (int)unit * 2,
                 want_value, (int)unit * 2, seen_value, differing, bytes, offset, offset + bytes);
     }
     return false;
@@ -463,30 +439,30 @@ static void worker_setup(offload_worker_t *w, unsigned id, unsigned threads, uns
     *w = (offload_worker_t){.id = id, .rng = options.seed * 1000003u + id * 7919u + 17u};
     w->stream_count = options.streams;
     for (unsigned s = 0; s < w->stream_count; s++)
-        OFFLOAD_CHECK(cuStreamCreate(&w->streams[s], CU_STREAM_NON_BLOCKING));
+        VS_CHECK(cuStreamCreate(&w->streams[s], CU_STREAM_NON_BLOCKING));
     w->owned = calloc(buffer_count, sizeof *w->owned);
     for (unsigned i = first_buffer + id; i < buffer_count; i += threads)
         w->owned[w->owned_count++] = &buffers[i];
-    OFFLOAD_CHECK(cuMemAlloc_v2(&w->results, OFFLOAD_RESULT_SLOTS * sizeof(uint64_t)));
+    VS_CHECK(cuMemAlloc_v2(&w->results, OFFLOAD_RESULT_SLOTS * sizeof(uint64_t)));
     size_t bytes = (size_t)options.mib << 20;
     w->scratch = malloc(bytes);
     if (w->scratch == NULL) {
         fprintf(stderr, "preload_offload: out of host memory\n");
         exit(1);
     }
-    OFFLOAD_CHECK(cuMemAllocHost_v2((void **)&w->pinned, bytes));
-    OFFLOAD_CHECK(cuEventCreate(&w->pinned_free, CU_EVENT_DISABLE_TIMING));
+    VS_CHECK(cuMemAllocHost_v2((void **)&w->pinned, bytes));
+    VS_CHECK(cuEventCreate(&w->pinned_free, CU_EVENT_DISABLE_TIMING));
 }
 
 static void worker_teardown(offload_worker_t *w)
 {
     for (unsigned s = 0; s < w->stream_count; s++) {
-        OFFLOAD_CHECK(cuStreamSynchronize(w->streams[s]));
-        OFFLOAD_CHECK(cuStreamDestroy_v2(w->streams[s]));
+        VS_CHECK(cuStreamSynchronize(w->streams[s]));
+        VS_CHECK(cuStreamDestroy_v2(w->streams[s]));
     }
-    OFFLOAD_CHECK(cuMemFree_v2(w->results));
-    OFFLOAD_CHECK(cuMemFreeHost(w->pinned));
-    OFFLOAD_CHECK(cuEventDestroy_v2(w->pinned_free));
+    VS_CHECK(cuMemFree_v2(w->results));
+    VS_CHECK(cuMemFreeHost(w->pinned));
+    VS_CHECK(cuEventDestroy_v2(w->pinned_free));
     free(w->scratch);
     free(w->owned);
 }
@@ -529,8 +505,8 @@ static void shuffle(offload_worker_t *w, offload_buffer_t **order, unsigned coun
 static void sync_worker_streams(offload_worker_t *w)
 {
     for (unsigned s = 0; s < w->stream_count; s++)
-        OFFLOAD_CHECK(cuStreamSynchronize(w->streams[s]));
-    OFFLOAD_CHECK(cuStreamSynchronize(NULL));
+        VS_CHECK(cuStreamSynchronize(w->streams[s]));
+    VS_CHECK(cuStreamSynchronize(NULL));
 }
 
 /* Waits for the pending checksums, reads them back and compares. A wrong
@@ -541,7 +517,7 @@ static void flush_checksums(offload_worker_t *w)
         return;
     uint64_t got[OFFLOAD_RESULT_SLOTS];
     sync_worker_streams(w);
-    OFFLOAD_CHECK(cuMemcpyDtoH_v2(got, w->results, w->pending_count * sizeof(uint64_t)));
+    VS_CHECK(cuMemcpyDtoH_v2(got, w->results, w->pending_count * sizeof(uint64_t)));
     atomic_fetch_add(&copies_done, 1);
     for (unsigned i = 0; i < w->pending_count; i++) {
         const offload_pending_check_t *c = &w->pending[i];
@@ -553,11 +529,11 @@ static void flush_checksums(offload_worker_t *w)
             fprintf(stderr,
                     "preload_offload: MISMATCH scenario=%s check=checksum buffer=%u (0x%llx) offset=%zu words=%zu "
                     "expected=0x%016" PRIx64 " got=0x%016" PRIx64 "\n",
-                    current_scenario, c->buffer->index, (unsigned long long)c->buffer->base, c->first_word * 4,
+                    vs_test_phase(), c->buffer->index, (unsigned long long)c->buffer->base, c->first_word * 4,
                     c->words, c->expected, got[i]);
         /* Every operation of this thread has completed: the buffer must
          * hold what the mirror holds now. */
-        OFFLOAD_CHECK(cuMemcpyDtoH_v2(w->scratch, c->buffer->base, c->buffer->bytes));
+        VS_CHECK(cuMemcpyDtoH_v2(w->scratch, c->buffer->base, c->buffer->bytes));
         compare_with_mirror(c->buffer, 0, w->scratch, c->buffer->bytes, "readback-after-bad-checksum");
     }
     w->pending_count = 0;
@@ -569,17 +545,17 @@ static void verify_buffer(offload_worker_t *w, offload_buffer_t *b, const char *
 {
     if (rng_below(&w->rng, 2) == 0) {
         order_after_last_use(b, NULL);
-        OFFLOAD_CHECK(cuMemcpyDtoH_v2(w->scratch, b->base, b->bytes));
+        VS_CHECK(cuMemcpyDtoH_v2(w->scratch, b->base, b->bytes));
         note_use(b, NULL);
         compare_with_mirror(b, 0, w->scratch, b->bytes, check);
     } else {
         CUstream stream = w->streams[rng_below(&w->rng, w->stream_count)];
         if (w->pinned_in_use)
-            OFFLOAD_CHECK(cuEventSynchronize(w->pinned_free));
+            VS_CHECK(cuEventSynchronize(w->pinned_free));
         order_after_last_use(b, stream);
-        OFFLOAD_CHECK(cuMemcpyDtoHAsync_v2(w->pinned, b->base, b->bytes, stream));
+        VS_CHECK(cuMemcpyDtoHAsync_v2(w->pinned, b->base, b->bytes, stream));
         note_use(b, stream);
-        OFFLOAD_CHECK(cuStreamSynchronize(stream));
+        VS_CHECK(cuStreamSynchronize(stream));
         w->pinned_in_use = false;
         compare_with_mirror(b, 0, w->pinned, b->bytes, check);
     }
@@ -596,7 +572,7 @@ static void verify_owned(offload_worker_t *w, const char *check)
 static void *worker_main(void *arg)
 {
     offload_worker_t *w = arg;
-    OFFLOAD_CHECK(cuCtxSetCurrent(context));
+    VS_CHECK(cuCtxSetCurrent(context));
     w->body(w);
     return NULL;
 }
@@ -810,13 +786,13 @@ static void scenario_kernels(void)
 static void pinned_acquire(offload_worker_t *w)
 {
     if (w->pinned_in_use)
-        OFFLOAD_CHECK(cuEventSynchronize(w->pinned_free));
+        VS_CHECK(cuEventSynchronize(w->pinned_free));
     w->pinned_in_use = false;
 }
 
 static void pinned_release(offload_worker_t *w, CUstream stream)
 {
-    OFFLOAD_CHECK(cuEventRecord(w->pinned_free, stream));
+    VS_CHECK(cuEventRecord(w->pinned_free, stream));
     w->pinned_in_use = true;
 }
 
@@ -834,7 +810,7 @@ static void random_copy_op(offload_worker_t *w, offload_buffer_t *b)
     case 0: /* pageable host to device, synchronous */
         rng_bytes(&w->rng, w->scratch, count);
         order_after_last_use(b, NULL);
-        OFFLOAD_CHECK(cuMemcpyHtoD_v2(b->base + first, w->scratch, count));
+        VS_CHECK(cuMemcpyHtoD_v2(b->base + first, w->scratch, count));
         note_use(b, NULL);
         memcpy(mirror + first, w->scratch, count);
         break;
@@ -843,22 +819,22 @@ static void random_copy_op(offload_worker_t *w, offload_buffer_t *b)
         rng_bytes(&w->rng, w->pinned, count);
         memcpy(mirror + first, w->pinned, count);
         order_after_last_use(b, stream);
-        OFFLOAD_CHECK(cuMemcpyHtoDAsync_v2(b->base + first, w->pinned, count, stream));
+        VS_CHECK(cuMemcpyHtoDAsync_v2(b->base + first, w->pinned, count, stream));
         note_use(b, stream);
         pinned_release(w, stream);
         break;
     case 2: /* device to pageable host, synchronous */
         order_after_last_use(b, NULL);
-        OFFLOAD_CHECK(cuMemcpyDtoH_v2(w->scratch, b->base + first, count));
+        VS_CHECK(cuMemcpyDtoH_v2(w->scratch, b->base + first, count));
         note_use(b, NULL);
         compare_with_mirror(b, first, w->scratch, count, "dtoh-partial");
         break;
     case 3: /* device to pinned host, asynchronous */
         pinned_acquire(w);
         order_after_last_use(b, stream);
-        OFFLOAD_CHECK(cuMemcpyDtoHAsync_v2(w->pinned, b->base + first, count, stream));
+        VS_CHECK(cuMemcpyDtoHAsync_v2(w->pinned, b->base + first, count, stream));
         note_use(b, stream);
-        OFFLOAD_CHECK(cuStreamSynchronize(stream));
+        VS_CHECK(cuStreamSynchronize(stream));
         compare_with_mirror(b, first, w->pinned, count, "dtoh-async-partial");
         break;
     case 4: { /* 32-bit memset of a word range, synchronous */
@@ -867,7 +843,7 @@ static void random_copy_op(offload_worker_t *w, offload_buffer_t *b)
             words = b->words - word;
         uint32_t value = (uint32_t)rng_next(&w->rng);
         order_after_last_use(b, NULL);
-        OFFLOAD_CHECK(cuMemsetD32_v2(b->base + word * 4, value, words));
+        VS_CHECK(cuMemsetD32_v2(b->base + word * 4, value, words));
         note_use(b, NULL);
         for (size_t i = 0; i < words; i++)
             b->mirror[word + i] = value;
@@ -880,7 +856,7 @@ static void random_copy_op(offload_worker_t *w, offload_buffer_t *b)
             words = b->words - word;
         uint32_t value = (uint32_t)rng_next(&w->rng);
         order_after_last_use(b, stream);
-        OFFLOAD_CHECK(cuMemsetD32Async(b->base + word * 4, value, words, stream));
+        VS_CHECK(cuMemsetD32Async(b->base + word * 4, value, words, stream));
         note_use(b, stream);
         for (size_t i = 0; i < words; i++)
             b->mirror[word + i] = value;
@@ -890,7 +866,7 @@ static void random_copy_op(offload_worker_t *w, offload_buffer_t *b)
     case 6: { /* byte memset, synchronous */
         unsigned char value = (unsigned char)rng_next(&w->rng);
         order_after_last_use(b, NULL);
-        OFFLOAD_CHECK(cuMemsetD8_v2(b->base + first, value, count));
+        VS_CHECK(cuMemsetD8_v2(b->base + first, value, count));
         note_use(b, NULL);
         memset(mirror + first, value, count);
         atomic_fetch_add(&memsets_done, 1);
@@ -902,9 +878,9 @@ static void random_copy_op(offload_worker_t *w, offload_buffer_t *b)
         order_after_last_use(b, where);
         order_after_last_use(other, where);
         if (kind == 7)
-            OFFLOAD_CHECK(cuMemcpyDtoD_v2(b->base + first, other->base + src_first, count));
+            VS_CHECK(cuMemcpyDtoD_v2(b->base + first, other->base + src_first, count));
         else
-            OFFLOAD_CHECK(cuMemcpyDtoDAsync_v2(b->base + first, other->base + src_first, count, stream));
+            VS_CHECK(cuMemcpyDtoDAsync_v2(b->base + first, other->base + src_first, count, stream));
         note_use(b, where);
         note_use(other, where);
         memcpy(mirror + first, (unsigned char *)other->mirror + src_first, count);
@@ -923,7 +899,7 @@ static void copies_body(offload_worker_t *w)
     for (unsigned i = 0; i < w->owned_count; i++) {
         offload_buffer_t *b = w->owned[i];
         rng_bytes(&w->rng, b->mirror, b->bytes);
-        OFFLOAD_CHECK(cuMemcpyHtoD_v2(b->base, b->mirror, b->bytes));
+        VS_CHECK(cuMemcpyHtoD_v2(b->base, b->mirror, b->bytes));
         note_use(b, NULL);
         atomic_fetch_add(&copies_done, 1);
     }
@@ -989,11 +965,11 @@ static void graph_build(uint64_t *rng)
     CUgraph graph;
     CUevent fork_event, join_event;
 
-    OFFLOAD_CHECK(cuStreamCreate(&graphs.stream, CU_STREAM_NON_BLOCKING));
-    OFFLOAD_CHECK(cuStreamCreate(&graphs.fork_stream, CU_STREAM_NON_BLOCKING));
-    OFFLOAD_CHECK(cuMemAlloc_v2(&graphs.results, 3 * sizeof(uint64_t)));
-    OFFLOAD_CHECK(cuEventCreate(&fork_event, CU_EVENT_DISABLE_TIMING));
-    OFFLOAD_CHECK(cuEventCreate(&join_event, CU_EVENT_DISABLE_TIMING));
+    VS_CHECK(cuStreamCreate(&graphs.stream, CU_STREAM_NON_BLOCKING));
+    VS_CHECK(cuStreamCreate(&graphs.fork_stream, CU_STREAM_NON_BLOCKING));
+    VS_CHECK(cuMemAlloc_v2(&graphs.results, 3 * sizeof(uint64_t)));
+    VS_CHECK(cuEventCreate(&fork_event, CU_EVENT_DISABLE_TIMING));
+    VS_CHECK(cuEventCreate(&join_event, CU_EVENT_DISABLE_TIMING));
     graphs.xor_g0_seed = (uint32_t)rng_next(rng);
     graphs.xor_g2_seed = (uint32_t)rng_next(rng);
     graphs.memset_value = (uint32_t)rng_next(rng);
@@ -1014,14 +990,14 @@ static void graph_build(uint64_t *rng)
         for (size_t k = 0; k < words; k++)
             buffers[i].mirror[k] = fill_word(seed, k);
     }
-    OFFLOAD_CHECK(cuStreamSynchronize(graphs.stream));
+    VS_CHECK(cuStreamSynchronize(graphs.stream));
 
-    OFFLOAD_CHECK(cuStreamBeginCapture_v2(graphs.stream, CU_STREAM_CAPTURE_MODE_GLOBAL));
+    VS_CHECK(cuStreamBeginCapture_v2(graphs.stream, CU_STREAM_CAPTURE_MODE_GLOBAL));
     args_dst_n_seed(&args, g0->base, words, graphs.xor_g0_seed);
     launch(fn_xor, &args, graphs.stream, LAUNCH_WITH_PARAMS);
     /* fork: g2 ^= ... on the second stream while g1 += g0 on the first */
-    OFFLOAD_CHECK(cuEventRecord(fork_event, graphs.stream));
-    OFFLOAD_CHECK(cuStreamWaitEvent(graphs.fork_stream, fork_event, 0));
+    VS_CHECK(cuEventRecord(fork_event, graphs.stream));
+    VS_CHECK(cuStreamWaitEvent(graphs.fork_stream, fork_event, 0));
     args_dst_n_seed(&args, g2->base, words, graphs.xor_g2_seed);
     launch(fn_xor, &args, graphs.fork_stream, LAUNCH_EX_WITH_PARAMS);
     offload_add_args_t add = {
@@ -1034,11 +1010,11 @@ static void graph_build(uint64_t *rng)
     args = (offload_args_t){0};
     args_push(&args, &add, sizeof add, 8);
     launch(fn_add_struct, &args, graphs.stream, LAUNCH_WITH_EXTRA);
-    OFFLOAD_CHECK(cuEventRecord(join_event, graphs.fork_stream));
-    OFFLOAD_CHECK(cuStreamWaitEvent(graphs.stream, join_event, 0));
-    OFFLOAD_CHECK(cuMemsetD32Async(g2->base + graphs.memset_first * 4, graphs.memset_value, graphs.memset_count,
+    VS_CHECK(cuEventRecord(join_event, graphs.fork_stream));
+    VS_CHECK(cuStreamWaitEvent(graphs.stream, join_event, 0));
+    VS_CHECK(cuMemsetD32Async(g2->base + graphs.memset_first * 4, graphs.memset_value, graphs.memset_count,
                                    graphs.stream));
-    OFFLOAD_CHECK(cuMemcpyDtoDAsync_v2(g2->base + graphs.copy_dst, g0->base + graphs.copy_src, graphs.copy_bytes,
+    VS_CHECK(cuMemcpyDtoDAsync_v2(g2->base + graphs.copy_dst, g0->base + graphs.copy_src, graphs.copy_bytes,
                                        graphs.stream));
     for (unsigned slot = 0; slot < 2; slot++) {
         CUdeviceptr src = buffers[1 + slot].base, out = graphs.results + slot * sizeof(uint64_t);
@@ -1049,15 +1025,15 @@ static void graph_build(uint64_t *rng)
         args_push(&args, &out, sizeof out, 8);
         launch(fn_checksum, &args, graphs.stream, slot == 0 ? LAUNCH_WITH_PARAMS : LAUNCH_EX_WITH_EXTRA);
     }
-    OFFLOAD_CHECK(cuStreamEndCapture(graphs.stream, &graph));
-    OFFLOAD_CHECK(cuGraphInstantiateWithFlags(&graphs.captured, graph, 0));
-    OFFLOAD_CHECK(cuGraphDestroy(graph));
+    VS_CHECK(cuStreamEndCapture(graphs.stream, &graph));
+    VS_CHECK(cuGraphInstantiateWithFlags(&graphs.captured, graph, 0));
+    VS_CHECK(cuGraphDestroy(graph));
     /* The five launches above were captured, not run. */
     atomic_fetch_sub(&launches_done, 5);
 
     /* By hand: g2 ^= ..., then g0 += g2, then checksum(g0) into slot 2. */
     CUgraphNode nodes[3];
-    OFFLOAD_CHECK(cuGraphCreate(&graph, 0));
+    VS_CHECK(cuGraphCreate(&graph, 0));
     offload_args_t xor_args, add_args = {0}, sum_args = {0};
     args_dst_n_seed(&xor_args, g2->base, words, graphs.hand_xor_seed);
     offload_add_args_t hand_add = {.n = words, .a = g0->base, .tag = 9, .b = g2->base, .out = g0->base};
@@ -1076,13 +1052,13 @@ static void graph_build(uint64_t *rng)
             .func = chain[i].fn, .gridDimX = 4, .gridDimY = 1, .gridDimZ = 1,
             .blockDimX = 128, .blockDimY = 1, .blockDimZ = 1, .kernelParams = chain[i].args->params,
         };
-        OFFLOAD_CHECK(cuGraphAddKernelNode_v2(&nodes[i], graph, i == 0 ? NULL : &nodes[i - 1], i == 0 ? 0 : 1,
+        VS_CHECK(cuGraphAddKernelNode_v2(&nodes[i], graph, i == 0 ? NULL : &nodes[i - 1], i == 0 ? 0 : 1,
                                               &params));
     }
-    OFFLOAD_CHECK(cuGraphInstantiateWithFlags(&graphs.hand_built, graph, 0));
-    OFFLOAD_CHECK(cuGraphDestroy(graph));
-    OFFLOAD_CHECK(cuEventDestroy_v2(fork_event));
-    OFFLOAD_CHECK(cuEventDestroy_v2(join_event));
+    VS_CHECK(cuGraphInstantiateWithFlags(&graphs.hand_built, graph, 0));
+    VS_CHECK(cuGraphDestroy(graph));
+    VS_CHECK(cuEventDestroy_v2(fork_event));
+    VS_CHECK(cuEventDestroy_v2(join_event));
     for (unsigned i = 0; i < GRAPH_BUFFERS; i++)
         note_use(&buffers[i], graphs.stream);
 }
@@ -1129,7 +1105,7 @@ static void graph_body(offload_worker_t *w)
             bool hand_built = rng_below(&w->rng, 3) == 0;
             uint64_t expected[2], got[3];
             unsigned first_slot = hand_built ? 2 : 0, slots = hand_built ? 1 : 2;
-            OFFLOAD_CHECK(cuGraphLaunch(hand_built ? graphs.hand_built : graphs.captured, graphs.stream));
+            VS_CHECK(cuGraphLaunch(hand_built ? graphs.hand_built : graphs.captured, graphs.stream));
             atomic_fetch_add(&graph_launches_done, 1);
             for (unsigned i = 0; i < GRAPH_BUFFERS; i++)
                 note_use(&buffers[i], graphs.stream);
@@ -1137,8 +1113,8 @@ static void graph_body(offload_worker_t *w)
                 expected[0] = graph_apply_hand_built();
             else
                 graph_apply_captured(expected);
-            OFFLOAD_CHECK(cuStreamSynchronize(graphs.stream));
-            OFFLOAD_CHECK(cuMemcpyDtoH_v2(got, graphs.results, sizeof got));
+            VS_CHECK(cuStreamSynchronize(graphs.stream));
+            VS_CHECK(cuMemcpyDtoH_v2(got, graphs.results, sizeof got));
             for (unsigned s = 0; s < slots; s++) {
                 atomic_fetch_add(&checksums_checked, 1);
                 if (got[first_slot + s] == expected[s])
@@ -1162,7 +1138,7 @@ static void graph_body(offload_worker_t *w)
         for (unsigned i = 0; i < GRAPH_BUFFERS; i++) {
             offload_buffer_t *g = &buffers[i];
             order_after_last_use(g, NULL);
-            OFFLOAD_CHECK(cuMemcpyDtoH_v2(w->scratch, g->base, g->bytes));
+            VS_CHECK(cuMemcpyDtoH_v2(w->scratch, g->base, g->bytes));
             compare_with_mirror(g, 0, w->scratch, g->bytes, "graph-buffer-final-readback");
         }
     }
@@ -1174,11 +1150,11 @@ static void scenario_graph(void)
     buffers_create(options.buffers, (size_t)options.mib << 20);
     graph_build(&rng);
     run_workers(options.threads, GRAPH_BUFFERS, graph_body);
-    OFFLOAD_CHECK(cuGraphExecDestroy(graphs.captured));
-    OFFLOAD_CHECK(cuGraphExecDestroy(graphs.hand_built));
-    OFFLOAD_CHECK(cuStreamDestroy_v2(graphs.stream));
-    OFFLOAD_CHECK(cuStreamDestroy_v2(graphs.fork_stream));
-    OFFLOAD_CHECK(cuMemFree_v2(graphs.results));
+    VS_CHECK(cuGraphExecDestroy(graphs.captured));
+    VS_CHECK(cuGraphExecDestroy(graphs.hand_built));
+    VS_CHECK(cuStreamDestroy_v2(graphs.stream));
+    VS_CHECK(cuStreamDestroy_v2(graphs.fork_stream));
+    VS_CHECK(cuMemFree_v2(graphs.results));
     buffers_destroy();
 }
 
@@ -1228,9 +1204,9 @@ static void scenario_pointer_table(void)
 
     buffers_create(options.buffers, bytes);
     for (unsigned s = 0; s < options.streams; s++)
-        OFFLOAD_CHECK(cuStreamCreate(&streams[s], CU_STREAM_NON_BLOCKING));
-    OFFLOAD_CHECK(cuMemAlloc_v2(&table, sizeof host_table));
-    OFFLOAD_CHECK(cuMemAlloc_v2(&out, sizeof got));
+        VS_CHECK(cuStreamCreate(&streams[s], CU_STREAM_NON_BLOCKING));
+    VS_CHECK(cuMemAlloc_v2(&table, sizeof host_table));
+    VS_CHECK(cuMemAlloc_v2(&out, sizeof got));
     for (unsigned i = 0; i < buffer_count; i++) {
         offload_buffer_t *b = &buffers[i];
         CUstream stream = streams[rng_below(&rng, options.streams)];
@@ -1267,7 +1243,7 @@ static void scenario_pointer_table(void)
         /* The table: entry k points into t(k % 2) at word (k / 2) * words / 8. */
         for (unsigned k = 0; k < TABLE_ENTRIES; k++)
             host_table[k] = target[k % 2]->base + (k / 2) * (words / 8) * 4;
-        OFFLOAD_CHECK(cuMemcpyHtoD_v2(table, host_table, sizeof host_table));
+        VS_CHECK(cuMemcpyHtoD_v2(table, host_table, sizeof host_table));
         atomic_fetch_add(&copies_done, 1);
 
         /* t0 += t1 in one launch, then the gather, on the same stream. */
@@ -1291,10 +1267,10 @@ static void scenario_pointer_table(void)
         launch(fn_gather, &args, stream, (offload_launch_form_t)rng_below(&rng, LAUNCH_FORM_COUNT));
         note_use(target[0], stream);
         note_use(target[1], stream);
-        OFFLOAD_CHECK(cuStreamSynchronize(stream));
+        VS_CHECK(cuStreamSynchronize(stream));
 
-        OFFLOAD_CHECK(cuMemcpyDtoH_v2(got, out, sizeof got));
-        OFFLOAD_CHECK(cuMemcpyDtoH_v2(table_readback, table, sizeof table_readback));
+        VS_CHECK(cuMemcpyDtoH_v2(got, out, sizeof got));
+        VS_CHECK(cuMemcpyDtoH_v2(table_readback, table, sizeof table_readback));
         atomic_fetch_add(&copies_done, 2);
         for (unsigned k = 0; k < TABLE_ENTRIES; k++) {
             const offload_buffer_t *t = target[k % 2];
@@ -1325,15 +1301,15 @@ static void scenario_pointer_table(void)
     for (unsigned i = 0; i < buffer_count; i++) {
         offload_buffer_t *b = &buffers[i];
         order_after_last_use(b, NULL);
-        OFFLOAD_CHECK(cuMemcpyDtoH_v2(scratch, b->base, b->bytes));
+        VS_CHECK(cuMemcpyDtoH_v2(scratch, b->base, b->bytes));
         atomic_fetch_add(&copies_done, 1);
         compare_with_mirror(b, 0, scratch, b->bytes, "final-readback");
     }
     free(scratch);
     for (unsigned s = 0; s < options.streams; s++)
-        OFFLOAD_CHECK(cuStreamDestroy_v2(streams[s]));
-    OFFLOAD_CHECK(cuMemFree_v2(table));
-    OFFLOAD_CHECK(cuMemFree_v2(out));
+        VS_CHECK(cuStreamDestroy_v2(streams[s]));
+    VS_CHECK(cuMemFree_v2(table));
+    VS_CHECK(cuMemFree_v2(out));
     buffers_destroy();
 }
 
@@ -1341,38 +1317,15 @@ static void scenario_pointer_table(void)
  * Faults, options, main
  * ------------------------------------------------------------------------ */
 
-static struct sigaction previous_segv, previous_bus;
-
-/* Says which buffer a fault hit (an evicted buffer touched by the device
- * faults in simcuda), then hands the signal to the previous action. */
-static void on_fault(int signal_number, siginfo_t *info, void *ucontext)
+/* Names the buffer a fault hit (vs_test.h's fault reporter). */
+static int describe_address(uintptr_t address, char *line, size_t cap, int length)
 {
-    (void)ucontext;
-    char line[256];
-    uintptr_t address = (uintptr_t)info->si_addr;
-    int length = snprintf(line, sizeof line, "preload_offload: %s at 0x%llx in scenario %s",
-                          signal_number == SIGSEGV ? "SIGSEGV" : "SIGBUS", (unsigned long long)address,
-                          current_scenario);
     for (unsigned i = 0; buffers != NULL && i < buffer_count; i++) {
         if (address >= buffers[i].base && address < buffers[i].base + buffers[i].bytes)
-            length += snprintf(line + length, sizeof line - (size_t)length, ", inside buffer %u at offset %llu", i,
+            length += snprintf(line + length, cap - (size_t)length, ", inside buffer %u at offset %llu", i,
                                (unsigned long long)(address - buffers[i].base));
     }
-    length += snprintf(line + length, sizeof line - (size_t)length, "\n");
-    if (write(STDERR_FILENO, line, (size_t)length) < 0)
-        (void)0;
-    sigaction(signal_number, signal_number == SIGSEGV ? &previous_segv : &previous_bus, NULL);
-}
-
-/* Only where nobody else handles the signal already. */
-static void install_fault_reporter(void)
-{
-    struct sigaction action = {.sa_sigaction = on_fault, .sa_flags = SA_SIGINFO};
-    sigemptyset(&action.sa_mask);
-    if (sigaction(SIGSEGV, NULL, &previous_segv) == 0 && previous_segv.sa_handler == SIG_DFL)
-        sigaction(SIGSEGV, &action, NULL);
-    if (sigaction(SIGBUS, NULL, &previous_bus) == 0 && previous_bus.sa_handler == SIG_DFL)
-        sigaction(SIGBUS, &action, NULL);
+    return length;
 }
 
 static void usage(const char *argv0)
@@ -1451,33 +1404,34 @@ int main(int argc, char **argv)
         usage(argv[0]);
     }
     setvbuf(stdout, NULL, _IOLBF, 0);
-    install_fault_reporter();
+    vs_test_set_phase("setup");
+    vs_test_fault_reporter_install(describe_address);
 
-    OFFLOAD_CHECK(cuInit(0));
-    OFFLOAD_CHECK(cuDeviceGet(&device, 0));
-    OFFLOAD_CHECK(cuDevicePrimaryCtxRetain(&context, device));
-    OFFLOAD_CHECK(cuCtxSetCurrent(context));
+    VS_CHECK(cuInit(0));
+    VS_CHECK(cuDeviceGet(&device, 0));
+    VS_CHECK(cuDevicePrimaryCtxRetain(&context, device));
+    VS_CHECK(cuCtxSetCurrent(context));
     register_kernels();
-    OFFLOAD_CHECK(cuModuleLoadData(&module, "preload_offload kernels"));
-    OFFLOAD_CHECK(cuModuleGetFunction(&fn_fill, module, "sim_fill_u32"));
-    OFFLOAD_CHECK(cuModuleGetFunction(&fn_checksum, module, "sim_checksum_u32"));
-    OFFLOAD_CHECK(cuModuleGetFunction(&fn_axpy, module, "sim_axpy_f32"));
-    OFFLOAD_CHECK(cuModuleGetFunction(&fn_add_struct, module, "sim_add_u32_struct"));
-    OFFLOAD_CHECK(cuModuleGetFunction(&fn_gather, module, "sim_gather_checksum"));
-    OFFLOAD_CHECK(cuModuleGetFunction(&fn_xor, module, "offload_xor_u32"));
-    OFFLOAD_CHECK(cuModuleGetFunction(&fn_fill_f32, module, "offload_fill_f32"));
+    VS_CHECK(cuModuleLoadData(&module, "preload_offload kernels"));
+    VS_CHECK(cuModuleGetFunction(&fn_fill, module, "sim_fill_u32"));
+    VS_CHECK(cuModuleGetFunction(&fn_checksum, module, "sim_checksum_u32"));
+    VS_CHECK(cuModuleGetFunction(&fn_axpy, module, "sim_axpy_f32"));
+    VS_CHECK(cuModuleGetFunction(&fn_add_struct, module, "sim_add_u32_struct"));
+    VS_CHECK(cuModuleGetFunction(&fn_gather, module, "sim_gather_checksum"));
+    VS_CHECK(cuModuleGetFunction(&fn_xor, module, "offload_xor_u32"));
+    VS_CHECK(cuModuleGetFunction(&fn_fill_f32, module, "offload_fill_f32"));
 
     for (size_t i = 0; i < scenario_count; i++) {
         if (strcmp(options.scenario, "all") != 0 && strcmp(options.scenario, scenarios[i].name) != 0)
             continue;
         unsigned long before = atomic_load(&mismatches);
-        current_scenario = scenarios[i].name;
+        vs_test_set_phase(scenarios[i].name);
         scenarios[i].run();
         printf("preload_offload: scenario %s: %s\n", scenarios[i].name,
                atomic_load(&mismatches) == before ? "ok" : "MISMATCHES");
     }
-    current_scenario = "exit";
-    OFFLOAD_CHECK(cuModuleUnload(module));
+    vs_test_set_phase("exit");
+    VS_CHECK(cuModuleUnload(module));
 
     unsigned long failed = atomic_load(&mismatches);
     printf("preload_offload: %s: scenario %s, %u buffers x %u MiB, %u threads, %u streams, %u rounds, seed %" PRIu64

@@ -123,12 +123,12 @@ static void setup(void)
     }
     CUmodule module;
     context = preload_context();
-    PRELOAD_CHECK(cuModuleLoadData(&module, "preload_offload_api kernels"));
-    PRELOAD_CHECK(cuModuleGetFunction(&fn_fill, module, "sim_fill_u32"));
-    PRELOAD_CHECK(cuModuleGetFunction(&fn_checksum, module, "sim_checksum_u32"));
-    PRELOAD_CHECK(cuModuleGetFunction(&fn_copy, module, "sim_copy"));
-    PRELOAD_CHECK(cuModuleGetFunction(&fn_pitch_xor, module, "api_pitch_xor"));
-    PRELOAD_CHECK(cuModuleGetFunction(&fn_slow_fill, module, "api_slow_fill"));
+    VS_CHECK(cuModuleLoadData(&module, "preload_offload_api kernels"));
+    VS_CHECK(cuModuleGetFunction(&fn_fill, module, "sim_fill_u32"));
+    VS_CHECK(cuModuleGetFunction(&fn_checksum, module, "sim_checksum_u32"));
+    VS_CHECK(cuModuleGetFunction(&fn_copy, module, "sim_copy"));
+    VS_CHECK(cuModuleGetFunction(&fn_pitch_xor, module, "api_pitch_xor"));
+    VS_CHECK(cuModuleGetFunction(&fn_slow_fill, module, "api_slow_fill"));
 }
 
 /* ---- Helpers ---------------------------------------------------------------- */
@@ -150,7 +150,7 @@ static void launch_fill(CUdeviceptr dst, uint64_t bytes, uint32_t seed, CUstream
 {
     uint64_t words = bytes / 4;
     void *args[] = {&dst, &words, &seed};
-    PRELOAD_CHECK(cuLaunchKernel(fn_fill, 1, 1, 1, 64, 1, 1, 0, stream, args, NULL));
+    VS_CHECK(cuLaunchKernel(fn_fill, 1, 1, 1, 64, 1, 1, 0, stream, args, NULL));
 }
 
 /* Checksums `bytes` of `src` on the device into `result` (device, 8 bytes)
@@ -159,9 +159,9 @@ static uint64_t device_checksum(CUdeviceptr src, uint64_t bytes, CUdeviceptr res
 {
     uint64_t words = bytes / 4, sum = 0;
     void *args[] = {&src, &words, &result};
-    PRELOAD_CHECK(cuLaunchKernel(fn_checksum, 1, 1, 1, 64, 1, 1, 0, stream, args, NULL));
-    PRELOAD_CHECK(cuStreamSynchronize(stream));
-    PRELOAD_CHECK(cuMemcpyDtoH(&sum, result, sizeof sum));
+    VS_CHECK(cuLaunchKernel(fn_checksum, 1, 1, 1, 64, 1, 1, 0, stream, args, NULL));
+    VS_CHECK(cuStreamSynchronize(stream));
+    VS_CHECK(cuMemcpyDtoH(&sum, result, sizeof sum));
     return sum;
 }
 
@@ -191,7 +191,7 @@ static bool evict_by_using_others(CUdeviceptr target, const CUdeviceptr *others,
     for (int round = 0; round < 16 && driver_maps(target); round++) {
         for (size_t i = 0; i < count; i++)
             launch_fill(others[i], other_bytes[i], 1000u + (uint32_t)round * 10u + (uint32_t)i, NULL);
-        PRELOAD_CHECK(cuCtxSynchronize());
+        VS_CHECK(cuCtxSynchronize());
     }
     return !driver_maps(target);
 }
@@ -280,27 +280,27 @@ static void case_range(void)
     const uint64_t other_bytes[2] = {8 * MiB, 8 * MiB};
     unsigned char *image = malloc(size), *back = malloc(size);
 
-    PRELOAD_CHECK(cuMemAlloc(&buffer, size));
+    VS_CHECK(cuMemAlloc(&buffer, size));
     fill_pattern(image, size, 3);
-    PRELOAD_CHECK(cuMemcpyHtoD(buffer, image, size));
+    VS_CHECK(cuMemcpyHtoD(buffer, image, size));
     EXPECT(driver_maps(buffer), "the new allocation is not resident");
     expect_range_everywhere("resident", buffer, size);
 
     for (int i = 0; i < 2; i++)
-        PRELOAD_CHECK(cuMemAlloc(&others[i], other_bytes[i]));
+        VS_CHECK(cuMemAlloc(&others[i], other_bytes[i]));
     EXPECT(evict_by_using_others(buffer, others, other_bytes, 2), "the allocation was never evicted");
     expect_range_everywhere("evicted", buffer, size);
     EXPECT(!driver_maps(buffer), "asking about the allocation brought it back");
 
-    PRELOAD_CHECK(cuMemcpyDtoH(back, buffer, size));
+    VS_CHECK(cuMemcpyDtoH(back, buffer, size));
     long long at = first_difference(image, back, size);
     EXPECT(at < 0, "after eviction byte %lld reads 0x%02x, expected 0x%02x", at, at < 0 ? 0 : back[at],
            at < 0 ? 0 : image[at]);
     expect_range_everywhere("restored", buffer, size);
 
-    PRELOAD_CHECK(cuMemFree(buffer));
+    VS_CHECK(cuMemFree(buffer));
     for (int i = 0; i < 2; i++)
-        PRELOAD_CHECK(cuMemFree(others[i]));
+        VS_CHECK(cuMemFree(others[i]));
     free(image);
     free(back);
 }
@@ -327,19 +327,19 @@ static void case_context(void)
     const uint64_t other_bytes[2] = {8 * MiB, 8 * MiB};
 
     /* What the driver answers for memory the shim leaves alone. */
-    PRELOAD_CHECK(cuMemAlloc(&small, 4096));
+    VS_CHECK(cuMemAlloc(&small, 4096));
     expect_context("small (not evictable)", small);
-    PRELOAD_CHECK(cuMemAlloc(&buffer, 3 * MiB + 123));
-    PRELOAD_CHECK(cuMemsetD8(buffer, 0x5a, 3 * MiB + 123));
+    VS_CHECK(cuMemAlloc(&buffer, 3 * MiB + 123));
+    VS_CHECK(cuMemsetD8(buffer, 0x5a, 3 * MiB + 123));
     expect_context("resident", buffer + MiB);
     for (int i = 0; i < 2; i++)
-        PRELOAD_CHECK(cuMemAlloc(&others[i], other_bytes[i]));
+        VS_CHECK(cuMemAlloc(&others[i], other_bytes[i]));
     EXPECT(evict_by_using_others(buffer, others, other_bytes, 2), "the allocation was never evicted");
     expect_context("evicted", buffer + MiB);
-    PRELOAD_CHECK(cuMemFree(buffer));
-    PRELOAD_CHECK(cuMemFree(small));
+    VS_CHECK(cuMemFree(buffer));
+    VS_CHECK(cuMemFree(small));
     for (int i = 0; i < 2; i++)
-        PRELOAD_CHECK(cuMemFree(others[i]));
+        VS_CHECK(cuMemFree(others[i]));
 }
 
 /* ---- pitch ------------------------------------------------------------------ */
@@ -371,10 +371,10 @@ static void copy_2d(CUdeviceptr device, size_t pitch, void *host, size_t host_pi
         copy.dstPitch = host_pitch;
     }
     if (stream == NULL) {
-        PRELOAD_CHECK(cuMemcpy2D_v2(&copy));
+        VS_CHECK(cuMemcpy2D_v2(&copy));
     } else {
-        PRELOAD_CHECK(cuMemcpy2DAsync_v2(&copy, stream));
-        PRELOAD_CHECK(cuStreamSynchronize(stream));
+        VS_CHECK(cuMemcpy2DAsync_v2(&copy, stream));
+        VS_CHECK(cuStreamSynchronize(stream));
     }
 }
 
@@ -404,32 +404,32 @@ static void case_pitch(void)
     CUstream stream;
     unsigned char *image = malloc(width * height), *back = malloc(width * height);
 
-    PRELOAD_CHECK(cuCtxGetDevice(&device));
-    PRELOAD_CHECK(cuDeviceGetAttribute(&alignment, CU_DEVICE_ATTRIBUTE_TEXTURE_PITCH_ALIGNMENT, device));
-    PRELOAD_CHECK(cuStreamCreate(&stream, CU_STREAM_NON_BLOCKING));
-    PRELOAD_CHECK(cuMemAllocPitch_v2(&buffer, &pitch, width, height, 4));
+    VS_CHECK(cuCtxGetDevice(&device));
+    VS_CHECK(cuDeviceGetAttribute(&alignment, CU_DEVICE_ATTRIBUTE_TEXTURE_PITCH_ALIGNMENT, device));
+    VS_CHECK(cuStreamCreate(&stream, CU_STREAM_NON_BLOCKING));
+    VS_CHECK(cuMemAllocPitch_v2(&buffer, &pitch, width, height, 4));
     EXPECT(pitch >= width, "pitch %zu is narrower than the width %zu", pitch, width);
     EXPECT(alignment > 0 && pitch % (size_t)alignment == 0, "pitch %zu is not a multiple of the pitch alignment %d",
            pitch, alignment);
     EXPECT(pitch < width + 512, "pitch %zu pads the width %zu by more than 512 bytes", pitch, width);
     CUdeviceptr base = 0;
     size_t size = 0;
-    PRELOAD_CHECK(cuMemGetAddressRange_v2(&base, &size, buffer + pitch * 17 + 5));
+    VS_CHECK(cuMemGetAddressRange_v2(&base, &size, buffer + pitch * 17 + 5));
     EXPECT(base == buffer && size == pitch * height, "address range of a row: base 0x%llx size %zu, expected %zu",
            (unsigned long long)base, size, pitch * height);
 
     fill_pattern(image, width * height, 11);
     copy_2d(buffer, pitch, image, width, 0, 0, width, height, true, NULL);
     for (int i = 0; i < 2; i++)
-        PRELOAD_CHECK(cuMemAlloc(&others[i], other_bytes[i]));
+        VS_CHECK(cuMemAlloc(&others[i], other_bytes[i]));
 
     /* A kernel walks the rows of the evicted buffer. */
     EXPECT(evict_by_using_others(buffer, others, other_bytes, 2), "the pitched buffer was never evicted (1)");
     uint64_t pitch64 = pitch, width64 = width, height64 = height;
     uint32_t key = 0x3c;
     void *args[] = {&buffer, &pitch64, &width64, &height64, &key};
-    PRELOAD_CHECK(cuLaunchKernel(fn_pitch_xor, 1, 1, 1, 64, 1, 1, 0, NULL, args, NULL));
-    PRELOAD_CHECK(cuCtxSynchronize());
+    VS_CHECK(cuLaunchKernel(fn_pitch_xor, 1, 1, 1, 64, 1, 1, 0, NULL, args, NULL));
+    VS_CHECK(cuCtxSynchronize());
     for (size_t row = 0; row < height; row++)
         for (size_t column = 0; column < width; column++)
             image[row * width + column] ^= pitch_key_byte(key, row, column);
@@ -437,7 +437,7 @@ static void case_pitch(void)
     /* A 2-D memset of a rectangle inside it, evicted again. */
     EXPECT(evict_by_using_others(buffer, others, other_bytes, 2), "the pitched buffer was never evicted (2)");
     const size_t set_x = 64, set_y = 1000, set_width = 700, set_height = 40;
-    PRELOAD_CHECK(cuMemsetD2D8_v2(buffer + set_y * pitch + set_x, pitch, 0xab, set_width, set_height));
+    VS_CHECK(cuMemsetD2D8_v2(buffer + set_y * pitch + set_x, pitch, 0xab, set_width, set_height));
     for (size_t row = set_y; row < set_y + set_height; row++)
         memset(image + row * width + set_x, 0xab, set_width);
 
@@ -455,10 +455,10 @@ static void case_pitch(void)
     copy_2d(buffer, pitch, back, width, 0, 0, width, height, false, NULL);
     expect_rectangle("whole buffer", image, width, 0, 0, width, height, back);
 
-    PRELOAD_CHECK(cuStreamDestroy(stream));
-    PRELOAD_CHECK(cuMemFree(buffer));
+    VS_CHECK(cuStreamDestroy(stream));
+    VS_CHECK(cuMemFree(buffer));
     for (int i = 0; i < 2; i++)
-        PRELOAD_CHECK(cuMemFree(others[i]));
+        VS_CHECK(cuMemFree(others[i]));
     free(image);
     free(back);
 }
@@ -487,15 +487,15 @@ static void case_limit_zero(bool check_residency)
     const uint64_t words = ZERO_BYTES / 4;
     uint32_t *back = malloc(ZERO_BYTES);
 
-    PRELOAD_CHECK(cuMemAlloc(&result, sizeof(uint64_t)));
+    VS_CHECK(cuMemAlloc(&result, sizeof(uint64_t)));
     for (int i = 0; i < ZERO_BUFFERS; i++)
-        PRELOAD_CHECK(cuMemAlloc(&buffers[i], ZERO_BYTES));
+        VS_CHECK(cuMemAlloc(&buffers[i], ZERO_BYTES));
     for (int round = 0; round < ZERO_ROUNDS; round++) {
         /* Each buffer alone: filled, then checksummed. */
         for (int i = 0; i < ZERO_BUFFERS; i++) {
             seeds[i] = (uint32_t)(round * 100 + i + 1);
             launch_fill(buffers[i], ZERO_BYTES, seeds[i], NULL);
-            PRELOAD_CHECK(cuCtxSynchronize());
+            VS_CHECK(cuCtxSynchronize());
             if (check_residency)
                 expect_only_resident(buffers, 1u << i, "a fill", round);
             uint64_t sum = device_checksum(buffers[i], ZERO_BYTES, result, NULL);
@@ -507,14 +507,14 @@ static void case_limit_zero(bool check_residency)
         int from = round % ZERO_BUFFERS, to = (round + 1) % ZERO_BUFFERS;
         uint64_t bytes = ZERO_BYTES;
         void *args[] = {&buffers[to], &buffers[from], &bytes};
-        PRELOAD_CHECK(cuLaunchKernel(fn_copy, 1, 1, 1, 64, 1, 1, 0, NULL, args, NULL));
-        PRELOAD_CHECK(cuCtxSynchronize());
+        VS_CHECK(cuLaunchKernel(fn_copy, 1, 1, 1, 64, 1, 1, 0, NULL, args, NULL));
+        VS_CHECK(cuCtxSynchronize());
         if (check_residency)
             expect_only_resident(buffers, (1u << from) | (1u << to), "a copy", round);
         seeds[to] = seeds[from];
         /* Every byte of every buffer, each read back alone. */
         for (int i = 0; i < ZERO_BUFFERS; i++) {
-            PRELOAD_CHECK(cuMemcpyDtoH(back, buffers[i], ZERO_BYTES));
+            VS_CHECK(cuMemcpyDtoH(back, buffers[i], ZERO_BYTES));
             for (uint64_t w = 0; w < words; w++) {
                 if (back[w] != fill_word(seeds[i], w)) {
                     EXPECT(false, "round %d: buffer %d word %llu reads 0x%08x, expected 0x%08x", round, i,
@@ -525,8 +525,8 @@ static void case_limit_zero(bool check_residency)
         }
     }
     for (int i = 0; i < ZERO_BUFFERS; i++)
-        PRELOAD_CHECK(cuMemFree(buffers[i]));
-    PRELOAD_CHECK(cuMemFree(result));
+        VS_CHECK(cuMemFree(buffers[i]));
+    VS_CHECK(cuMemFree(result));
     free(back);
 }
 
@@ -543,10 +543,10 @@ static void *worker(void *arg)
     (void)arg;
     CUstream stream;
     CUdeviceptr buffer, result;
-    PRELOAD_CHECK(cuCtxSetCurrent(context));
-    PRELOAD_CHECK(cuStreamCreate(&stream, CU_STREAM_NON_BLOCKING));
-    PRELOAD_CHECK(cuMemAlloc(&buffer, WORKER_BYTES));
-    PRELOAD_CHECK(cuMemAlloc(&result, sizeof(uint64_t)));
+    VS_CHECK(cuCtxSetCurrent(context));
+    VS_CHECK(cuStreamCreate(&stream, CU_STREAM_NON_BLOCKING));
+    VS_CHECK(cuMemAlloc(&buffer, WORKER_BYTES));
+    VS_CHECK(cuMemAlloc(&result, sizeof(uint64_t)));
     const char *saved_case = current_case;
     for (uint32_t round = 0; !atomic_load(&worker_stop); round++) {
         uint32_t seed = 5000u + round;
@@ -559,9 +559,9 @@ static void *worker(void *arg)
         }
         worker_rounds++;
     }
-    PRELOAD_CHECK(cuStreamDestroy(stream));
-    PRELOAD_CHECK(cuMemFree(buffer));
-    PRELOAD_CHECK(cuMemFree(result));
+    VS_CHECK(cuStreamDestroy(stream));
+    VS_CHECK(cuMemFree(buffer));
+    VS_CHECK(cuMemFree(result));
     return NULL;
 }
 
@@ -583,10 +583,10 @@ static void case_free(int rounds)
     uint32_t *back = malloc(bytes);
     pthread_t thread;
 
-    PRELOAD_CHECK(cuMemAlloc(&result, sizeof(uint64_t)));
-    PRELOAD_CHECK(cuMemAlloc(&evicted, bytes));
-    PRELOAD_CHECK(cuMemAlloc(&resident, bytes));
-    PRELOAD_CHECK(cuMemAlloc(&other, bytes));
+    VS_CHECK(cuMemAlloc(&result, sizeof(uint64_t)));
+    VS_CHECK(cuMemAlloc(&evicted, bytes));
+    VS_CHECK(cuMemAlloc(&resident, bytes));
+    VS_CHECK(cuMemAlloc(&other, bytes));
     launch_fill(evicted, bytes, 1, NULL);
     pthread_create(&thread, NULL, worker, NULL);
 
@@ -596,24 +596,24 @@ static void case_free(int rounds)
     EXPECT(evict_by_using_others(evicted, users, user_bytes, 2), "the first allocation was never evicted");
     /* Freeing `other` leaves room for `resident` and the worker's buffer:
      * nothing is evicted from here on until the new allocations. */
-    PRELOAD_CHECK(cuMemFree(other));
+    VS_CHECK(cuMemFree(other));
     expect_unknown("other", other);
     EXPECT(!driver_maps(evicted), "the first allocation came back by itself");
-    PRELOAD_CHECK(cuMemFree(evicted));
+    VS_CHECK(cuMemFree(evicted));
     expect_unknown("evicted", evicted);
     EXPECT(cuMemFree(evicted) != CUDA_SUCCESS, "a second free of the evicted allocation succeeded");
 
     /* `resident` is freed while a kernel still writes it: the free waits. */
     launch_fill(resident, bytes, 2, NULL);
-    PRELOAD_CHECK(cuCtxSynchronize());
+    VS_CHECK(cuCtxSynchronize());
     EXPECT(driver_maps(resident), "the second allocation is not resident before its free");
     CUstream stream;
-    PRELOAD_CHECK(cuStreamCreate(&stream, CU_STREAM_NON_BLOCKING));
+    VS_CHECK(cuStreamCreate(&stream, CU_STREAM_NON_BLOCKING));
     uint64_t words = bytes / 4, sleep_ns = 50000000;
     void *args[] = {&resident, &words, &sleep_ns};
     atomic_store(&slow_fill_finished, false);
-    PRELOAD_CHECK(cuLaunchKernel(fn_slow_fill, 1, 1, 1, 64, 1, 1, 0, stream, args, NULL));
-    PRELOAD_CHECK(cuMemFree(resident));
+    VS_CHECK(cuLaunchKernel(fn_slow_fill, 1, 1, 1, 64, 1, 1, 0, stream, args, NULL));
+    VS_CHECK(cuMemFree(resident));
     EXPECT(atomic_load(&slow_fill_finished), "cuMemFree returned before the kernel writing the memory finished");
     expect_unknown("resident", resident);
     EXPECT(cuMemFree(resident) != CUDA_SUCCESS, "a second free of the resident allocation succeeded");
@@ -623,7 +623,7 @@ static void case_free(int rounds)
      * of them often the other thread's buffer, just restored. */
     CUdeviceptr fresh[3];
     for (int i = 0; i < 3; i++)
-        PRELOAD_CHECK(cuMemAlloc(&fresh[i], bytes));
+        VS_CHECK(cuMemAlloc(&fresh[i], bytes));
     for (int round = 0; round < rounds; round++) {
         for (int i = 0; i < 3; i++)
             launch_fill(fresh[i], bytes, 300u + (uint32_t)(round * 3 + i), stream);
@@ -632,7 +632,7 @@ static void case_free(int rounds)
             uint64_t sum = device_checksum(fresh[i], bytes, result, stream);
             EXPECT(sum == fill_checksum(seed, words), "round %d, new allocation %d: checksum %llu", round, i,
                    (unsigned long long)sum);
-            PRELOAD_CHECK(cuMemcpyDtoH(back, fresh[i], bytes));
+            VS_CHECK(cuMemcpyDtoH(back, fresh[i], bytes));
             for (uint64_t w = 0; w < words; w++) {
                 if (back[w] != fill_word(seed, w)) {
                     EXPECT(false, "round %d, new allocation %d: word %llu reads 0x%08x", round, i,
@@ -646,9 +646,9 @@ static void case_free(int rounds)
     pthread_join(thread, NULL);
     EXPECT(worker_rounds > 0, "the other thread never ran");
     for (int i = 0; i < 3; i++)
-        PRELOAD_CHECK(cuMemFree(fresh[i]));
-    PRELOAD_CHECK(cuStreamDestroy(stream));
-    PRELOAD_CHECK(cuMemFree(result));
+        VS_CHECK(cuMemFree(fresh[i]));
+    VS_CHECK(cuStreamDestroy(stream));
+    VS_CHECK(cuMemFree(result));
     free(back);
 }
 
@@ -657,12 +657,12 @@ static void case_free(int rounds)
 static void expect_meminfo(const char *when, uint64_t expected_total)
 {
     size_t free_bytes = 0, total = 0;
-    PRELOAD_CHECK(cuMemGetInfo_v2(&free_bytes, &total));
+    VS_CHECK(cuMemGetInfo_v2(&free_bytes, &total));
     EXPECT(total == expected_total, "%s: cuMemGetInfo total %zu, expected the limit %llu", when, total,
            (unsigned long long)expected_total);
     EXPECT(free_bytes <= total, "%s: cuMemGetInfo free %zu is more than the total %zu", when, free_bytes, total);
     total = 0;
-    PRELOAD_CHECK(cuMemGetInfo_v2(NULL, &total));
+    VS_CHECK(cuMemGetInfo_v2(NULL, &total));
     EXPECT(total == expected_total, "%s: cuMemGetInfo(NULL, &total) total %zu", when, total);
 }
 
@@ -673,13 +673,13 @@ static void case_meminfo(uint64_t expected_total)
     /* Half the limit each: the third does not fit beside the other two,
      * and offload mode evicts rather than refuses. */
     for (int i = 0; i < 3; i++) {
-        PRELOAD_CHECK(cuMemAlloc(&buffers[i], expected_total / 2));
+        VS_CHECK(cuMemAlloc(&buffers[i], expected_total / 2));
         launch_fill(buffers[i], expected_total / 2, (uint32_t)i, NULL);
-        PRELOAD_CHECK(cuCtxSynchronize());
+        VS_CHECK(cuCtxSynchronize());
         expect_meminfo(i == 0 ? "after one allocation" : "after more than the limit", expected_total);
     }
     for (int i = 0; i < 3; i++)
-        PRELOAD_CHECK(cuMemFree(buffers[i]));
+        VS_CHECK(cuMemFree(buffers[i]));
     expect_meminfo("after the frees", expected_total);
 }
 

@@ -175,32 +175,6 @@ static clean_options_t options = {.buffers = 24, .mib = 8, .threads = 4, .stream
 static CUcontext context;
 static CUfunction fn_fill, fn_checksum, fn_add_struct, fn_copy, fn_spin;
 
-/* Ends the process with status 1, once: a second thread that fails
- * meanwhile waits for the first one's exit (exit() must not run twice at
- * once). */
-static _Noreturn void clean_exit_failed(void)
-{
-    static atomic_flag exiting = ATOMIC_FLAG_INIT;
-    if (atomic_flag_test_and_set(&exiting))
-        for (;;)
-            pause();
-    exit(1);
-}
-
-#define CLEAN_CHECK(call) clean_check((call), #call, __LINE__)
-
-static void clean_check(CUresult rc, const char *call, int line)
-{
-    if (rc == CUDA_SUCCESS)
-        return;
-    const char *name = NULL;
-    if (cuGetErrorName(rc, &name) != CUDA_SUCCESS)
-        name = "unknown error";
-    fprintf(stderr, "preload_offload_clean: DRIVER ERROR at line %d: %s returned %d (%s)\n", line, call, (int)rc,
-            name);
-    clean_exit_failed();
-}
-
 /* ------------------------------------------------------------------------
  * Deterministic randomness (splitmix64)
  * ------------------------------------------------------------------------ */
@@ -294,12 +268,12 @@ static size_t largest_buffer_size(void)
 static void order_after_last_use(clean_buffer_t *b, CUstream stream)
 {
     if (b->used && b->last_stream != stream)
-        CLEAN_CHECK(cuStreamWaitEvent(stream, b->last_use, 0));
+        VS_CHECK(cuStreamWaitEvent(stream, b->last_use, 0));
 }
 
 static void note_use(clean_buffer_t *b, CUstream stream)
 {
-    CLEAN_CHECK(cuEventRecord(b->last_use, stream));
+    VS_CHECK(cuEventRecord(b->last_use, stream));
     b->last_stream = stream;
     b->used = true;
 }
@@ -342,7 +316,7 @@ static void compare_with_mirror(const clean_buffer_t *b, const unsigned char *go
             check, round, b->index, (unsigned long long)b->base, b->bytes, first, b->mirror[first], got[first],
             differing);
     print_history(b, first);
-    clean_exit_failed();
+    vs_test_exit_failed();
 }
 
 /* sim_checksum_u32 over the buffer's whole 32-bit words: sum of w[i] * (i + 1). */
@@ -396,13 +370,13 @@ static void launch(CUfunction fn, clean_args_t *args, CUstream stream, clean_lau
     };
     switch (form) {
     case FORM_PARAMS:
-        CLEAN_CHECK(cuLaunchKernel(fn, 1, 1, 1, 1, 1, 1, 0, stream, args->params, NULL));
+        VS_CHECK(cuLaunchKernel(fn, 1, 1, 1, 1, 1, 1, 0, stream, args->params, NULL));
         break;
     case FORM_EXTRA:
-        CLEAN_CHECK(cuLaunchKernel(fn, 1, 1, 1, 1, 1, 1, 0, stream, NULL, extra));
+        VS_CHECK(cuLaunchKernel(fn, 1, 1, 1, 1, 1, 1, 0, stream, NULL, extra));
         break;
     default:
-        CLEAN_CHECK(cuLaunchKernelEx(&config, fn, args->params, NULL));
+        VS_CHECK(cuLaunchKernelEx(&config, fn, args->params, NULL));
         break;
     }
 }
@@ -469,8 +443,8 @@ typedef struct clean_worker_s {
 static void sync_worker(clean_worker_t *w)
 {
     for (unsigned s = 0; s < options.streams; s++)
-        CLEAN_CHECK(cuStreamSynchronize(w->streams[s]));
-    CLEAN_CHECK(cuStreamSynchronize(NULL));
+        VS_CHECK(cuStreamSynchronize(w->streams[s]));
+    VS_CHECK(cuStreamSynchronize(NULL));
 }
 
 /* Waits for the pending checksums and compares them; a wrong one has the
@@ -481,7 +455,7 @@ static void flush_checksums(clean_worker_t *w)
     if (w->pending_count == 0)
         return;
     sync_worker(w);
-    CLEAN_CHECK(cuMemcpyDtoH_v2(got, w->results, w->pending_count * sizeof(uint64_t)));
+    VS_CHECK(cuMemcpyDtoH_v2(got, w->results, w->pending_count * sizeof(uint64_t)));
     for (unsigned i = 0; i < w->pending_count; i++) {
         clean_buffer_t *b = w->pending[i].buffer;
         w->checksums++;
@@ -491,10 +465,10 @@ static void flush_checksums(clean_worker_t *w)
                 "preload_offload_clean: MISMATCH check=checksum round=%u buffer=%u (0x%llx, %zu bytes) "
                 "expected=0x%016" PRIx64 " got=0x%016" PRIx64 "\n",
                 w->round, b->index, (unsigned long long)b->base, b->bytes, w->pending[i].expected, got[i]);
-        CLEAN_CHECK(cuMemcpyDtoH_v2(w->scratch, b->base, b->bytes));
+        VS_CHECK(cuMemcpyDtoH_v2(w->scratch, b->base, b->bytes));
         compare_with_mirror(b, w->scratch, "readback-after-bad-checksum", (int)w->round);
         print_history(b, SIZE_MAX);
-        clean_exit_failed();
+        vs_test_exit_failed();
     }
     w->pending_count = 0;
 }
@@ -523,7 +497,7 @@ static CUdeviceptr staging_slot(clean_worker_t *w, const unsigned char *value, u
 {
     staging_reserve(w);
     CUdeviceptr slot = w->staging + 8 * w->staging_used++;
-    CLEAN_CHECK(cuMemcpyHtoD_v2(slot, value, len));
+    VS_CHECK(cuMemcpyHtoD_v2(slot, value, len));
     return slot;
 }
 
@@ -590,9 +564,9 @@ static void write_with_graph(clean_worker_t *w, clean_buffer_t *b, CUdeviceptr d
         args_push(&args, &n, sizeof n, 8);
         args_push(&args, &word, sizeof word, 4);
         order_after_last_use(b, stream); /* outside the capture: no outside event inside it */
-        CLEAN_CHECK(cuStreamBeginCapture_v2(stream, CU_STREAM_CAPTURE_MODE_THREAD_LOCAL));
+        VS_CHECK(cuStreamBeginCapture_v2(stream, CU_STREAM_CAPTURE_MODE_THREAD_LOCAL));
         launch(fn_fill, &args, stream, (clean_launch_form_t)rng_below(&w->rng, FORM_COUNT));
-        CLEAN_CHECK(cuStreamEndCapture(stream, &graph));
+        VS_CHECK(cuStreamEndCapture(stream, &graph));
     } else {
         CUdeviceptr src = staging_slot(w, value, len);
         uint64_t bytes = len;
@@ -604,18 +578,18 @@ static void write_with_graph(clean_worker_t *w, clean_buffer_t *b, CUdeviceptr d
             .func = fn_copy, .gridDimX = 1, .gridDimY = 1, .gridDimZ = 1,
             .blockDimX = 1, .blockDimY = 1, .blockDimZ = 1, .kernelParams = args.params,
         };
-        CLEAN_CHECK(cuGraphCreate(&graph, 0));
-        CLEAN_CHECK(cuGraphAddKernelNode_v2(&node, graph, NULL, 0, &params));
+        VS_CHECK(cuGraphCreate(&graph, 0));
+        VS_CHECK(cuGraphAddKernelNode_v2(&node, graph, NULL, 0, &params));
         order_after_last_use(b, stream);
     }
-    CLEAN_CHECK(cuGraphInstantiateWithFlags(&exec, graph, 0));
-    CLEAN_CHECK(cuGraphDestroy(graph));
+    VS_CHECK(cuGraphInstantiateWithFlags(&exec, graph, 0));
+    VS_CHECK(cuGraphDestroy(graph));
     maybe_delay(w, stream);
-    CLEAN_CHECK(cuGraphLaunch(exec, stream));
-    CLEAN_CHECK(cuGraphLaunch(exec, stream));
+    VS_CHECK(cuGraphLaunch(exec, stream));
+    VS_CHECK(cuGraphLaunch(exec, stream));
     note_use(b, stream);
-    CLEAN_CHECK(cuStreamSynchronize(stream));
-    CLEAN_CHECK(cuGraphExecDestroy(exec));
+    VS_CHECK(cuStreamSynchronize(stream));
+    VS_CHECK(cuGraphExecDestroy(exec));
 }
 
 /* Writes `value` (`len` bytes) at `offset` of `b` through `path`; the
@@ -668,40 +642,40 @@ static void write_bytes(clean_worker_t *w, clean_buffer_t *b, clean_path_t path,
 
     switch (path) {
     case PATH_MEMSET_D8:
-        CLEAN_CHECK(cuMemsetD8_v2(dst, value[0], 1));
+        VS_CHECK(cuMemsetD8_v2(dst, value[0], 1));
         break;
     case PATH_MEMSET_D8_ASYNC:
-        CLEAN_CHECK(cuMemsetD8Async(dst, value[0], 1, stream));
+        VS_CHECK(cuMemsetD8Async(dst, value[0], 1, stream));
         break;
     case PATH_MEMSET_D16:
-        CLEAN_CHECK(cuMemsetD16_v2(dst, u16, 1));
+        VS_CHECK(cuMemsetD16_v2(dst, u16, 1));
         break;
     case PATH_MEMSET_D16_ASYNC:
-        CLEAN_CHECK(cuMemsetD16Async(dst, u16, 1, stream));
+        VS_CHECK(cuMemsetD16Async(dst, u16, 1, stream));
         break;
     case PATH_MEMSET_D32:
-        CLEAN_CHECK(cuMemsetD32_v2(dst, u32, 1));
+        VS_CHECK(cuMemsetD32_v2(dst, u32, 1));
         break;
     case PATH_MEMSET_D32_ASYNC:
-        CLEAN_CHECK(cuMemsetD32Async(dst, u32, 1, stream));
+        VS_CHECK(cuMemsetD32Async(dst, u32, 1, stream));
         break;
     case PATH_MEMSET_2D8:
-        CLEAN_CHECK(cuMemsetD2D8_v2(dst, 64, value[0], 1, 1));
+        VS_CHECK(cuMemsetD2D8_v2(dst, 64, value[0], 1, 1));
         break;
     case PATH_MEMSET_2D32_ASYNC:
-        CLEAN_CHECK(cuMemsetD2D32Async(dst, 64, u32, 1, 1, stream));
+        VS_CHECK(cuMemsetD2D32Async(dst, 64, u32, 1, 1, stream));
         break;
     case PATH_HTOD:
-        CLEAN_CHECK(cuMemcpyHtoD_v2(dst, value, len));
+        VS_CHECK(cuMemcpyHtoD_v2(dst, value, len));
         break;
     case PATH_HTOD_ASYNC:
-        CLEAN_CHECK(cuMemcpyHtoDAsync_v2(dst, pinned_slot(w, value, len), len, stream));
+        VS_CHECK(cuMemcpyHtoDAsync_v2(dst, pinned_slot(w, value, len), len, stream));
         break;
     case PATH_MEMCPY:
-        CLEAN_CHECK(cuMemcpy(dst, (CUdeviceptr)(uintptr_t)value, len));
+        VS_CHECK(cuMemcpy(dst, (CUdeviceptr)(uintptr_t)value, len));
         break;
     case PATH_MEMCPY_ASYNC:
-        CLEAN_CHECK(cuMemcpyAsync(dst, (CUdeviceptr)(uintptr_t)pinned_slot(w, value, len), len, stream));
+        VS_CHECK(cuMemcpyAsync(dst, (CUdeviceptr)(uintptr_t)pinned_slot(w, value, len), len, stream));
         break;
     case PATH_DTOD:
     case PATH_DTOD_ASYNC:
@@ -709,18 +683,18 @@ static void write_bytes(clean_worker_t *w, clean_buffer_t *b, clean_path_t path,
     case PATH_COPY_2D_DTOD: {
         CUdeviceptr src = source != NULL ? source->base + source_offset : staging_slot(w, value, len);
         if (path == PATH_DTOD) {
-            CLEAN_CHECK(cuMemcpyDtoD_v2(dst, src, len));
+            VS_CHECK(cuMemcpyDtoD_v2(dst, src, len));
         } else if (path == PATH_DTOD_ASYNC) {
-            CLEAN_CHECK(cuMemcpyDtoDAsync_v2(dst, src, len, stream));
+            VS_CHECK(cuMemcpyDtoDAsync_v2(dst, src, len, stream));
         } else if (path == PATH_PEER_ASYNC) {
-            CLEAN_CHECK(cuMemcpyPeerAsync(dst, context, src, context, len, stream));
+            VS_CHECK(cuMemcpyPeerAsync(dst, context, src, context, len, stream));
         } else {
             CUDA_MEMCPY2D copy = {
                 .srcMemoryType = CU_MEMORYTYPE_DEVICE, .srcDevice = src, .srcPitch = 64,
                 .dstMemoryType = CU_MEMORYTYPE_DEVICE, .dstDevice = dst, .dstPitch = 64,
                 .WidthInBytes = len, .Height = 1,
             };
-            CLEAN_CHECK(cuMemcpy2D_v2(&copy));
+            VS_CHECK(cuMemcpy2D_v2(&copy));
         }
         break;
     }
@@ -741,9 +715,9 @@ static void write_bytes(clean_worker_t *w, clean_buffer_t *b, clean_path_t path,
             .Height = 1,
         };
         if (path == PATH_COPY_2D)
-            CLEAN_CHECK(cuMemcpy2D_v2(&copy));
+            VS_CHECK(cuMemcpy2D_v2(&copy));
         else
-            CLEAN_CHECK(cuMemcpy2DAsync_v2(&copy, stream));
+            VS_CHECK(cuMemcpy2DAsync_v2(&copy, stream));
         break;
     }
     case PATH_COPY_3D: {
@@ -753,7 +727,7 @@ static void write_bytes(clean_worker_t *w, clean_buffer_t *b, clean_path_t path,
             .dstY = offset / 4096, .dstPitch = 4096, .dstHeight = (b->bytes + 4095) / 4096,
             .WidthInBytes = len, .Height = 1, .Depth = 1,
         };
-        CLEAN_CHECK(cuMemcpy3D_v2(&copy));
+        VS_CHECK(cuMemcpy3D_v2(&copy));
         break;
     }
     case PATH_KERNEL_WORD: {
@@ -796,7 +770,7 @@ static void write_bytes(clean_worker_t *w, clean_buffer_t *b, clean_path_t path,
         break;
     default:
         fprintf(stderr, "preload_offload_clean: unknown write path %d\n", (int)path);
-        clean_exit_failed();
+        vs_test_exit_failed();
     }
     if (path != PATH_GRAPH_CAPTURED && path != PATH_GRAPH_BUILT) {
         note_use(b, stream);
@@ -996,7 +970,7 @@ static void verify_owned(clean_worker_t *w)
     sync_worker(w);
     for (unsigned i = 0; i < w->owned_count; i++) {
         clean_buffer_t *b = w->owned[i];
-        CLEAN_CHECK(cuMemcpyDtoH_v2(w->scratch, b->base, b->bytes));
+        VS_CHECK(cuMemcpyDtoH_v2(w->scratch, b->base, b->bytes));
         compare_with_mirror(b, w->scratch, "round-readback", (int)w->round);
         w->bytes_compared += b->bytes;
     }
@@ -1019,9 +993,9 @@ static void *worker_main(void *arg)
     clean_buffer_t **order = malloc(w->owned_count * sizeof *order);
     if (order == NULL) {
         fprintf(stderr, "preload_offload_clean: out of host memory\n");
-        clean_exit_failed();
+        vs_test_exit_failed();
     }
-    CLEAN_CHECK(cuCtxSetCurrent(context));
+    VS_CHECK(cuCtxSetCurrent(context));
     for (w->round = 0; w->round < options.rounds; w->round++) {
         memcpy(order, w->owned, w->owned_count * sizeof *order);
         shuffle(w, order, w->owned_count);
@@ -1066,11 +1040,11 @@ static void buffers_create(void)
             fprintf(stderr, "preload_offload_clean: out of host memory for buffer %u's mirror\n", i);
             exit(1);
         }
-        CLEAN_CHECK(cuMemAlloc_v2(&b->base, b->bytes));
-        CLEAN_CHECK(cuEventCreate(&b->last_use, CU_EVENT_DISABLE_TIMING));
+        VS_CHECK(cuMemAlloc_v2(&b->base, b->bytes));
+        VS_CHECK(cuEventCreate(&b->last_use, CU_EVENT_DISABLE_TIMING));
         if (i % 2 == 0) {
             rng_bytes(&rng, b->mirror, b->bytes);
-            CLEAN_CHECK(cuMemcpyHtoD_v2(b->base, b->mirror, b->bytes));
+            VS_CHECK(cuMemcpyHtoD_v2(b->base, b->mirror, b->bytes));
         } else {
             uint32_t seed = (uint32_t)rng_next(&rng);
             uint64_t words = b->bytes / 4;
@@ -1086,7 +1060,7 @@ static void buffers_create(void)
             size_t tail = b->bytes - 4 * words;
             if (tail > 0) {
                 rng_bytes(&rng, b->mirror + 4 * words, tail);
-                CLEAN_CHECK(cuMemcpyHtoD_v2(b->base + 4 * words, b->mirror + 4 * words, tail));
+                VS_CHECK(cuMemcpyHtoD_v2(b->base + 4 * words, b->mirror + 4 * words, tail));
             }
         }
         note_use(b, NULL);
@@ -1097,7 +1071,7 @@ static void worker_setup(clean_worker_t *w, unsigned id)
 {
     *w = (clean_worker_t){.id = id, .rng = options.seed * 1000003u + id * 7919u + 17u, .path_cursor = id * 5};
     for (unsigned s = 0; s < options.streams; s++)
-        CLEAN_CHECK(cuStreamCreate(&w->streams[s], CU_STREAM_NON_BLOCKING));
+        VS_CHECK(cuStreamCreate(&w->streams[s], CU_STREAM_NON_BLOCKING));
     w->owned = calloc(options.buffers, sizeof *w->owned);
     w->scratch = malloc(largest_buffer_size());
     if (w->owned == NULL || w->scratch == NULL) {
@@ -1106,18 +1080,18 @@ static void worker_setup(clean_worker_t *w, unsigned id)
     }
     for (unsigned i = id; i < options.buffers; i += options.threads)
         w->owned[w->owned_count++] = &buffers[i];
-    CLEAN_CHECK(cuMemAlloc_v2(&w->results, CLEAN_RESULT_SLOTS * sizeof(uint64_t)));
-    CLEAN_CHECK(cuMemAlloc_v2(&w->staging, CLEAN_STAGING_SLOTS * 8));
-    CLEAN_CHECK(cuMemAllocHost_v2((void **)&w->pinned, CLEAN_STAGING_SLOTS * 8));
+    VS_CHECK(cuMemAlloc_v2(&w->results, CLEAN_RESULT_SLOTS * sizeof(uint64_t)));
+    VS_CHECK(cuMemAlloc_v2(&w->staging, CLEAN_STAGING_SLOTS * 8));
+    VS_CHECK(cuMemAllocHost_v2((void **)&w->pinned, CLEAN_STAGING_SLOTS * 8));
 }
 
 static void worker_teardown(clean_worker_t *w)
 {
     for (unsigned s = 0; s < options.streams; s++)
-        CLEAN_CHECK(cuStreamDestroy_v2(w->streams[s]));
-    CLEAN_CHECK(cuMemFree_v2(w->results));
-    CLEAN_CHECK(cuMemFree_v2(w->staging));
-    CLEAN_CHECK(cuMemFreeHost(w->pinned));
+        VS_CHECK(cuStreamDestroy_v2(w->streams[s]));
+    VS_CHECK(cuMemFree_v2(w->results));
+    VS_CHECK(cuMemFree_v2(w->staging));
+    VS_CHECK(cuMemFreeHost(w->pinned));
     free(w->scratch);
     free(w->owned);
 }
@@ -1177,12 +1151,12 @@ int main(int argc, char **argv)
     parse_options(argc, argv);
     setvbuf(stdout, NULL, _IOLBF, 0);
     context = preload_context();
-    CLEAN_CHECK(cuModuleLoadData(&module, "preload_offload_clean kernels"));
-    CLEAN_CHECK(cuModuleGetFunction(&fn_fill, module, "sim_fill_u32"));
-    CLEAN_CHECK(cuModuleGetFunction(&fn_checksum, module, "sim_checksum_u32"));
-    CLEAN_CHECK(cuModuleGetFunction(&fn_add_struct, module, "sim_add_u32_struct"));
-    CLEAN_CHECK(cuModuleGetFunction(&fn_copy, module, "sim_copy"));
-    CLEAN_CHECK(cuModuleGetFunction(&fn_spin, module, "sim_spin"));
+    VS_CHECK(cuModuleLoadData(&module, "preload_offload_clean kernels"));
+    VS_CHECK(cuModuleGetFunction(&fn_fill, module, "sim_fill_u32"));
+    VS_CHECK(cuModuleGetFunction(&fn_checksum, module, "sim_checksum_u32"));
+    VS_CHECK(cuModuleGetFunction(&fn_add_struct, module, "sim_add_u32_struct"));
+    VS_CHECK(cuModuleGetFunction(&fn_copy, module, "sim_copy"));
+    VS_CHECK(cuModuleGetFunction(&fn_spin, module, "sim_spin"));
 
     buffers_create();
     workers = calloc(options.threads, sizeof *workers);
@@ -1203,14 +1177,14 @@ int main(int argc, char **argv)
 
     /* Once more from one thread, in the reverse order: every buffer evicted
      * and restored by other buffers' reads since its last write. */
-    CLEAN_CHECK(cuCtxSynchronize());
+    VS_CHECK(cuCtxSynchronize());
     unsigned char *scratch = malloc(largest_buffer_size());
     if (scratch == NULL) {
         fprintf(stderr, "preload_offload_clean: out of host memory\n");
         return 1;
     }
     for (unsigned i = options.buffers; i-- > 0;) {
-        CLEAN_CHECK(cuMemcpyDtoH_v2(scratch, buffers[i].base, buffers[i].bytes));
+        VS_CHECK(cuMemcpyDtoH_v2(scratch, buffers[i].base, buffers[i].bytes));
         compare_with_mirror(&buffers[i], scratch, "final-readback", -1);
         total.bytes_compared += buffers[i].bytes;
     }
@@ -1234,12 +1208,12 @@ int main(int argc, char **argv)
     }
     free(workers);
     for (unsigned i = 0; i < options.buffers; i++) {
-        CLEAN_CHECK(cuMemFree_v2(buffers[i].base));
-        CLEAN_CHECK(cuEventDestroy_v2(buffers[i].last_use));
+        VS_CHECK(cuMemFree_v2(buffers[i].base));
+        VS_CHECK(cuEventDestroy_v2(buffers[i].last_use));
         free(buffers[i].mirror);
     }
     free(buffers);
-    CLEAN_CHECK(cuModuleUnload(module));
+    VS_CHECK(cuModuleUnload(module));
 
     /* Every path must have been taken with a change, or the run proved
      * less than it claims. */

@@ -33,48 +33,16 @@
 #define BUFFER_WORDS (BUFFER_BYTES / 4)
 #define MAX_BUFFERS 8
 #define INITIAL_BUFFERS 4
-#define MAX_CANDIDATES 8
 #define WATCHDOG_SECONDS 90
 #define READ_ATTEMPTS 64
 
-/* What a buffer may hold: one of `seeds` (a sim_fill_u32 pattern), or
- * anything while `defined` is false (allocated, never written). */
-typedef struct tracked_s {
-    CUdeviceptr ptr;
-    bool defined;
-    unsigned count;
-    uint32_t seeds[MAX_CANDIDATES];
-} tracked_t;
-
-static tracked_t buffers[MAX_BUFFERS];
+static vs_tracked_t buffers[MAX_BUFFERS];
 static unsigned buffer_count;
-static unsigned long failures, op_errors, op_successes;
+static unsigned long op_errors, op_successes;
 static CUfunction fn_fill, fn_checksum;
 static CUstream streams[3]; /* two of the program's and the legacy stream */
 static CUdeviceptr sums;    /* small: never evicted */
 static uint32_t *host_pattern;
-static volatile const char *current_op = "setup";
-
-#define EXPECT(cond, ...)                                                                           \
-    do {                                                                                            \
-        if (!(cond)) {                                                                              \
-            failures++;                                                                             \
-            fprintf(stderr, "preload_offload_faults: FAIL at line %d (%s): ", __LINE__, current_op); \
-            fprintf(stderr, __VA_ARGS__);                                                           \
-            fputc('\n', stderr);                                                                    \
-        }                                                                                           \
-    } while (0)
-
-static void watchdog(int sig)
-{
-    (void)sig;
-    static const char head[] = "preload_offload_faults: HANG: the watchdog fired during ";
-    (void)!write(2, head, sizeof head - 1);
-    const char *op = (const char *)current_op;
-    (void)!write(2, op, strlen(op));
-    (void)!write(2, "\n", 1);
-    _exit(3);
-}
 
 static uint32_t pattern_word(uint32_t seed, uint64_t i)
 {
@@ -108,36 +76,6 @@ static void note_result(const char *what, unsigned index, CUresult rc)
             name != NULL ? name : "an unknown error", (int)rc);
 }
 
-/* The buffer now holds `seed` (rc success) or maybe `seed` (an error). */
-static void tracked_write(tracked_t *t, uint32_t seed, CUresult rc)
-{
-    if (rc == CUDA_SUCCESS) {
-        t->defined = true;
-        t->count = 1;
-        t->seeds[0] = seed;
-    } else if (t->defined && t->count < MAX_CANDIDATES) {
-        t->seeds[t->count++] = seed;
-    }
-    /* An error on a never-written buffer leaves it undefined either way. */
-}
-
-/* `dst` now holds what `src` held (rc success) or maybe that. */
-static void tracked_copy(tracked_t *dst, const tracked_t *src, CUresult rc)
-{
-    if (!src->defined) {
-        if (rc == CUDA_SUCCESS)
-            dst->defined = false;
-        return;
-    }
-    if (rc == CUDA_SUCCESS) {
-        *dst = (tracked_t){.ptr = dst->ptr, .defined = true, .count = src->count};
-        memcpy(dst->seeds, src->seeds, sizeof src->seeds);
-        return;
-    }
-    for (unsigned k = 0; k < src->count && dst->defined && dst->count < MAX_CANDIDATES; k++)
-        dst->seeds[dst->count++] = src->seeds[k];
-}
-
 static CUresult launch_fill(unsigned index, uint32_t seed, CUstream stream)
 {
     CUdeviceptr dst = buffers[index].ptr;
@@ -169,13 +107,13 @@ static bool allocate_buffer(void)
     if (buffer_count == MAX_BUFFERS)
         return false;
     CUdeviceptr ptr = 0;
-    current_op = "cuMemAlloc_v2";
+    vs_test_set_phase("cuMemAlloc_v2");
     CUresult rc = cuMemAlloc_v2(&ptr, BUFFER_BYTES);
     note_result("cuMemAlloc_v2", buffer_count, rc);
     if (rc != CUDA_SUCCESS)
         return false;
-    EXPECT(ptr != 0, "cuMemAlloc_v2 succeeded with a NULL pointer");
-    buffers[buffer_count++] = (tracked_t){.ptr = ptr};
+    VS_EXPECT(ptr != 0, "cuMemAlloc_v2 succeeded with a NULL pointer");
+    buffers[buffer_count++] = (vs_tracked_t){.ptr = ptr};
     return true;
 }
 
@@ -188,62 +126,62 @@ static void run_round(unsigned round)
         CUresult rc;
         switch ((i + round) % 4) {
         case 0:
-            current_op = "fill kernel";
+            vs_test_set_phase("fill kernel");
             rc = launch_fill(i, seed, stream);
             note_result("fill kernel", i, rc);
-            tracked_write(&buffers[i], seed, rc);
+            vs_tracked_write(&buffers[i], seed, rc);
             break;
         case 1:
-            current_op = "cuMemcpyHtoD_v2";
+            vs_test_set_phase("cuMemcpyHtoD_v2");
             pattern_fill(host_pattern, seed);
             rc = cuMemcpyHtoD_v2(buffers[i].ptr, host_pattern, BUFFER_BYTES);
             note_result("cuMemcpyHtoD_v2", i, rc);
-            tracked_write(&buffers[i], seed, rc);
+            vs_tracked_write(&buffers[i], seed, rc);
             break;
         case 2: {
             unsigned from = (i + 1) % buffer_count;
-            current_op = "cuMemcpyDtoDAsync_v2";
+            vs_test_set_phase("cuMemcpyDtoDAsync_v2");
             rc = cuMemcpyDtoDAsync_v2(buffers[i].ptr, buffers[from].ptr, BUFFER_BYTES, stream);
             note_result("cuMemcpyDtoDAsync_v2", i, rc);
-            tracked_copy(&buffers[i], &buffers[from], rc);
+            vs_tracked_copy(&buffers[i], &buffers[from], rc);
             break;
         }
         default: {
-            current_op = "checksum kernel";
-            tracked_t before = buffers[i];
+            vs_test_set_phase("checksum kernel");
+            vs_tracked_t before = buffers[i];
             rc = launch_checksum(i, stream);
             note_result("checksum kernel", i, rc);
             if (rc != CUDA_SUCCESS || !before.defined)
                 break;
-            current_op = "cuStreamSynchronize after checksum";
+            vs_test_set_phase("cuStreamSynchronize after checksum");
             CUresult sync;
             RETRY(sync, cuStreamSynchronize(stream));
-            EXPECT(sync == CUDA_SUCCESS, "cuStreamSynchronize: %d", (int)sync);
+            VS_EXPECT(sync == CUDA_SUCCESS, "cuStreamSynchronize: %d", (int)sync);
             uint64_t sum = 0;
-            current_op = "cuMemcpyDtoH_v2 of a checksum";
+            vs_test_set_phase("cuMemcpyDtoH_v2 of a checksum");
             RETRY(sync, cuMemcpyDtoH_v2(&sum, sums + 8 * i, 8));
-            EXPECT(sync == CUDA_SUCCESS, "reading the checksum: %d", (int)sync);
+            VS_EXPECT(sync == CUDA_SUCCESS, "reading the checksum: %d", (int)sync);
             bool match = false;
             for (unsigned k = 0; k < before.count && !match; k++)
                 match = sum == pattern_checksum(before.seeds[k]);
-            EXPECT(match, "buffer %u: checksum %#" PRIx64 " matches none of its %u possible patterns (first %#x)", i,
+            VS_EXPECT(match, "buffer %u: checksum %#" PRIx64 " matches none of its %u possible patterns (first %#x)", i,
                    sum, before.count, before.seeds[0]);
             break;
         }
         }
         /* The program's streams are not ordered with each other: the next
          * operation, on another stream, may touch this buffer. */
-        current_op = "cuStreamSynchronize after an operation";
+        vs_test_set_phase("cuStreamSynchronize after an operation");
         CUresult sync;
         RETRY(sync, cuStreamSynchronize(stream));
-        EXPECT(sync == CUDA_SUCCESS, "cuStreamSynchronize: %d", (int)sync);
+        VS_EXPECT(sync == CUDA_SUCCESS, "cuStreamSynchronize: %d", (int)sync);
     }
     if (round % 3 == 2 && allocate_buffer()) {
         unsigned index = buffer_count - 1;
-        current_op = "fill kernel of a new buffer";
+        vs_test_set_phase("fill kernel of a new buffer");
         CUresult rc = launch_fill(index, 0xabc000u + index, streams[round % 3]);
         note_result("fill kernel of a new buffer", index, rc);
-        tracked_write(&buffers[index], 0xabc000u + index, rc);
+        vs_tracked_write(&buffers[index], 0xabc000u + index, rc);
     }
 }
 
@@ -254,14 +192,14 @@ static void verify_all(void)
         fprintf(stderr, "out of host memory\n");
         exit(1);
     }
-    current_op = "cuCtxSynchronize before verifying";
+    vs_test_set_phase("cuCtxSynchronize before verifying");
     CUresult rc;
     RETRY(rc, cuCtxSynchronize());
-    EXPECT(rc == CUDA_SUCCESS, "cuCtxSynchronize: %d", (int)rc);
+    VS_EXPECT(rc == CUDA_SUCCESS, "cuCtxSynchronize: %d", (int)rc);
     for (unsigned i = 0; i < buffer_count; i++) {
-        current_op = "cuMemcpyDtoH_v2 of a buffer (verify)";
+        vs_test_set_phase("cuMemcpyDtoH_v2 of a buffer (verify)");
         RETRY(rc, cuMemcpyDtoH_v2(back, buffers[i].ptr, BUFFER_BYTES));
-        EXPECT(rc == CUDA_SUCCESS, "buffer %u: cannot be read back: %d", i, (int)rc);
+        VS_EXPECT(rc == CUDA_SUCCESS, "buffer %u: cannot be read back: %d", i, (int)rc);
         if (rc != CUDA_SUCCESS || !buffers[i].defined)
             continue;
         bool match = false;
@@ -274,7 +212,7 @@ static void verify_all(void)
             if (k == 0)
                 first_bad = w;
         }
-        EXPECT(match,
+        VS_EXPECT(match,
                "buffer %u: contents match none of its %u possible patterns (against seed %#x: word %" PRIu64
                " is %#x, expected %#x)",
                i, buffers[i].count, buffers[i].seeds[0], first_bad, back[first_bad],
@@ -286,8 +224,8 @@ static void verify_all(void)
 int main(int argc, char **argv)
 {
     unsigned rounds = argc > 1 ? (unsigned)strtoul(argv[1], NULL, 10) : 12;
-    signal(SIGALRM, watchdog);
-    alarm(WATCHDOG_SECONDS);
+    vs_test_set_phase("setup");
+    vs_test_watchdog_start(WATCHDOG_SECONDS);
     setvbuf(stderr, NULL, _IOLBF, 0);
     host_pattern = malloc(BUFFER_BYTES);
     if (host_pattern == NULL)
@@ -296,17 +234,17 @@ int main(int argc, char **argv)
     CUdevice device;
     CUcontext context;
     CUmodule module;
-    PRELOAD_CHECK(cuInit(0));
-    PRELOAD_CHECK(cuDeviceGet(&device, 0));
-    PRELOAD_CHECK(cuDevicePrimaryCtxRetain(&context, device));
-    PRELOAD_CHECK(cuCtxSetCurrent(context));
-    PRELOAD_CHECK(cuModuleLoadData(&module, "preload_offload_faults kernels"));
-    PRELOAD_CHECK(cuModuleGetFunction(&fn_fill, module, "sim_fill_u32"));
-    PRELOAD_CHECK(cuModuleGetFunction(&fn_checksum, module, "sim_checksum_u32"));
-    PRELOAD_CHECK(cuStreamCreate(&streams[0], CU_STREAM_NON_BLOCKING));
-    PRELOAD_CHECK(cuStreamCreate(&streams[1], 0));
+    VS_CHECK(cuInit(0));
+    VS_CHECK(cuDeviceGet(&device, 0));
+    VS_CHECK(cuDevicePrimaryCtxRetain(&context, device));
+    VS_CHECK(cuCtxSetCurrent(context));
+    VS_CHECK(cuModuleLoadData(&module, "preload_offload_faults kernels"));
+    VS_CHECK(cuModuleGetFunction(&fn_fill, module, "sim_fill_u32"));
+    VS_CHECK(cuModuleGetFunction(&fn_checksum, module, "sim_checksum_u32"));
+    VS_CHECK(cuStreamCreate(&streams[0], CU_STREAM_NON_BLOCKING));
+    VS_CHECK(cuStreamCreate(&streams[1], 0));
     streams[2] = NULL;
-    PRELOAD_CHECK(cuMemAlloc_v2(&sums, 8 * MAX_BUFFERS));
+    VS_CHECK(cuMemAlloc_v2(&sums, 8 * MAX_BUFFERS));
 
     /* The initial buffers: faults may already hit here (the rule counts
      * from the first call), so allocations and fills may fail too. */
@@ -314,17 +252,17 @@ int main(int argc, char **argv)
         if (!allocate_buffer())
             continue;
         unsigned index = buffer_count - 1;
-        current_op = "initial fill kernel";
+        vs_test_set_phase("initial fill kernel");
         CUresult rc = launch_fill(index, 0x100u + index, streams[index % 3]);
         note_result("initial fill kernel", index, rc);
-        tracked_write(&buffers[index], 0x100u + index, rc);
+        vs_tracked_write(&buffers[index], 0x100u + index, rc);
     }
     for (unsigned round = 0; round < rounds; round++)
         run_round(round);
     verify_all();
 
     fprintf(stderr, "preload_offload_faults: %u buffers, %lu operations succeeded, %lu returned errors, %lu failures\n",
-            buffer_count, op_successes, op_errors, failures);
+            buffer_count, op_successes, op_errors, vs_test_failure_count());
     alarm(0);
-    return failures == 0 ? 0 : 1;
+    return vs_test_failure_count() == 0 ? 0 : 1;
 }

@@ -58,6 +58,8 @@
 #include <time.h>
 #include <unistd.h>
 
+#include "vs_test.h"
+
 #define SOAK_MAX_THREADS 64
 #define SOAK_MAX_STREAMS 8
 /* Segments of one buffer's model; an operation that would need more is
@@ -107,28 +109,6 @@ static _Atomic unsigned long launches_done, copies_done, memsets_done, checksums
     handovers_done, streams_recreated;
 static _Atomic unsigned long long bytes_verified;
 static _Atomic bool finished;
-
-#define SOAK_CHECK(call) soak_check((call), #call, __FILE__, __LINE__)
-
-/* A driver error fails the run like a mismatch: the shim must make every
- * call this program makes succeed. */
-static void soak_check(CUresult rc, const char *call, const char *file, int line)
-{
-    if (rc == CUDA_SUCCESS)
-        return;
-    const char *name = NULL;
-    if (cuGetErrorName(rc, &name) != CUDA_SUCCESS)
-        name = "unknown error";
-    fprintf(stderr, "preload_offload_soak: DRIVER ERROR %s:%d: %s returned %d (%s)\n", file, line, call, (int)rc,
-            name);
-    /* One thread exits (running the driver's report at exit); any other
-     * that fails meanwhile waits for that: exit() must not run twice. */
-    static atomic_flag exiting = ATOMIC_FLAG_INIT;
-    if (atomic_flag_test_and_set(&exiting))
-        for (;;)
-            pause();
-    exit(1);
-}
 
 static bool report_allowed(void)
 {
@@ -474,13 +454,13 @@ static void launch(CUfunction fn, soak_args_t *args, CUstream stream, unsigned f
     };
     switch (form % 3) {
     case 0:
-        SOAK_CHECK(cuLaunchKernel(fn, 8, 1, 1, 256, 1, 1, 0, stream, args->params, NULL));
+        VS_CHECK(cuLaunchKernel(fn, 8, 1, 1, 256, 1, 1, 0, stream, args->params, NULL));
         break;
     case 1:
-        SOAK_CHECK(cuLaunchKernel(fn, 8, 1, 1, 256, 1, 1, 0, stream, NULL, extra));
+        VS_CHECK(cuLaunchKernel(fn, 8, 1, 1, 256, 1, 1, 0, stream, NULL, extra));
         break;
     default:
-        SOAK_CHECK(cuLaunchKernelEx(&config, fn, args->params, NULL));
+        VS_CHECK(cuLaunchKernelEx(&config, fn, args->params, NULL));
         break;
     }
     atomic_fetch_add(&launches_done, 1);
@@ -561,12 +541,12 @@ static CUstream stream_canonical(CUstream stream)
 static void order_after_last_use(soak_buffer_t *b, CUstream stream)
 {
     if (b->used && (b->foreign || stream_canonical(b->last_stream) != stream_canonical(stream)))
-        SOAK_CHECK(cuStreamWaitEvent(stream, b->last_use, 0));
+        VS_CHECK(cuStreamWaitEvent(stream, b->last_use, 0));
 }
 
 static void note_use(soak_buffer_t *b, CUstream stream)
 {
-    SOAK_CHECK(cuEventRecord(b->last_use, stream));
+    VS_CHECK(cuEventRecord(b->last_use, stream));
     b->last_stream = stream;
     b->used = true;
     b->foreign = false;
@@ -577,16 +557,16 @@ static void note_use(soak_buffer_t *b, CUstream stream)
 static void pinned_acquire(soak_worker_t *w)
 {
     if (w->pinned_busy)
-        SOAK_CHECK(cuEventSynchronize(w->pinned_free));
+        VS_CHECK(cuEventSynchronize(w->pinned_free));
     w->pinned_busy = false;
 }
 
 static void sync_worker_streams(soak_worker_t *w)
 {
     for (unsigned s = 0; s < options.streams; s++)
-        SOAK_CHECK(cuStreamSynchronize(w->streams[s]));
-    SOAK_CHECK(cuStreamSynchronize(CU_STREAM_LEGACY));
-    SOAK_CHECK(cuStreamSynchronize(CU_STREAM_PER_THREAD));
+        VS_CHECK(cuStreamSynchronize(w->streams[s]));
+    VS_CHECK(cuStreamSynchronize(CU_STREAM_LEGACY));
+    VS_CHECK(cuStreamSynchronize(CU_STREAM_PER_THREAD));
 }
 
 static void buffer_write_whole(soak_worker_t *w, soak_buffer_t *b);
@@ -638,7 +618,7 @@ static void verify_buffer(soak_worker_t *w, soak_buffer_t *b, const char *check)
 {
     if (rng_below(&w->rng, 2) == 0) {
         order_after_last_use(b, NULL);
-        SOAK_CHECK(cuMemcpyDtoH(w->staging, b->base, b->bytes));
+        VS_CHECK(cuMemcpyDtoH(w->staging, b->base, b->bytes));
         note_use(b, NULL);
         history_push(b, "verify-dtoh", w->id, w->round, STREAM_TAG_NULL, 0, b->bytes, 0);
         compare_with_model(w, b, 0, w->staging, b->bytes, check);
@@ -647,10 +627,10 @@ static void verify_buffer(soak_worker_t *w, soak_buffer_t *b, const char *check)
         CUstream stream = w->streams[tag];
         pinned_acquire(w);
         order_after_last_use(b, stream);
-        SOAK_CHECK(cuMemcpyDtoHAsync(w->pinned, b->base, b->bytes, stream));
+        VS_CHECK(cuMemcpyDtoHAsync(w->pinned, b->base, b->bytes, stream));
         note_use(b, stream);
         history_push(b, "verify-dtoh-async", w->id, w->round, tag, 0, b->bytes, 0);
-        SOAK_CHECK(cuStreamSynchronize(stream));
+        VS_CHECK(cuStreamSynchronize(stream));
         compare_with_model(w, b, 0, w->pinned, b->bytes, check);
     }
     atomic_fetch_add(&copies_done, 1);
@@ -665,7 +645,7 @@ static void flush_checksums(soak_worker_t *w)
     uint64_t got[SOAK_RESULT_SLOTS];
     atomic_store(&w->doing, "flush-checksums");
     sync_worker_streams(w);
-    SOAK_CHECK(cuMemcpyDtoH(got, w->results, w->pending_count * sizeof(uint64_t)));
+    VS_CHECK(cuMemcpyDtoH(got, w->results, w->pending_count * sizeof(uint64_t)));
     atomic_fetch_add(&copies_done, 1);
     unsigned count = w->pending_count;
     w->pending_count = 0;
@@ -753,16 +733,16 @@ static bool op_copy_in(soak_worker_t *w, soak_buffer_t *b, CUstream stream, int 
     if (!async) {
         generator_render(GEN_HASH, seed, 0, count, w->staging);
         order_after_last_use(b, NULL);
-        SOAK_CHECK(cuMemcpyHtoD(b->base + first, w->staging, count));
+        VS_CHECK(cuMemcpyHtoD(b->base + first, w->staging, count));
         note_use(b, NULL);
         history_push(b, "htod", w->id, w->round, STREAM_TAG_NULL, first, count, seed);
     } else {
         pinned_acquire(w);
         generator_render(GEN_HASH, seed, 0, count, w->pinned);
         order_after_last_use(b, stream);
-        SOAK_CHECK(cuMemcpyHtoDAsync(b->base + first, w->pinned, count, stream));
+        VS_CHECK(cuMemcpyHtoDAsync(b->base + first, w->pinned, count, stream));
         note_use(b, stream);
-        SOAK_CHECK(cuEventRecord(w->pinned_free, stream));
+        VS_CHECK(cuEventRecord(w->pinned_free, stream));
         w->pinned_busy = true;
         history_push(b, "htod-async", w->id, w->round, tag, first, count, seed);
     }
@@ -776,7 +756,7 @@ static void op_copy_out(soak_worker_t *w, soak_buffer_t *b, CUstream stream, int
 {
     if (!async) {
         order_after_last_use(b, NULL);
-        SOAK_CHECK(cuMemcpyDtoH(w->staging, b->base + first, count));
+        VS_CHECK(cuMemcpyDtoH(w->staging, b->base + first, count));
         note_use(b, NULL);
         history_push(b, "dtoh", w->id, w->round, STREAM_TAG_NULL, first, count, 0);
         atomic_fetch_add(&copies_done, 1);
@@ -784,10 +764,10 @@ static void op_copy_out(soak_worker_t *w, soak_buffer_t *b, CUstream stream, int
     } else {
         pinned_acquire(w);
         order_after_last_use(b, stream);
-        SOAK_CHECK(cuMemcpyDtoHAsync(w->pinned, b->base + first, count, stream));
+        VS_CHECK(cuMemcpyDtoHAsync(w->pinned, b->base + first, count, stream));
         note_use(b, stream);
         history_push(b, "dtoh-async", w->id, w->round, tag, first, count, 0);
-        SOAK_CHECK(cuStreamSynchronize(stream));
+        VS_CHECK(cuStreamSynchronize(stream));
         atomic_fetch_add(&copies_done, 1);
         compare_with_model(w, b, first, w->pinned, count, "dtoh-async");
     }
@@ -817,10 +797,10 @@ static bool op_copy_between(soak_worker_t *w, soak_buffer_t *dst, soak_buffer_t 
     order_after_last_use(dst, where);
     order_after_last_use(src, where);
     if (how == 0) {
-        SOAK_CHECK(cuMemcpyDtoD(dst->base + dst_first, src->base + src_first, count));
+        VS_CHECK(cuMemcpyDtoD(dst->base + dst_first, src->base + src_first, count));
         atomic_fetch_add(&copies_done, 1);
     } else if (how == 1) {
-        SOAK_CHECK(cuMemcpyDtoDAsync(dst->base + dst_first, src->base + src_first, count, stream));
+        VS_CHECK(cuMemcpyDtoDAsync(dst->base + dst_first, src->base + src_first, count, stream));
         atomic_fetch_add(&copies_done, 1);
     } else {
         CUdeviceptr d = dst->base + dst_first, s = src->base + src_first;
@@ -863,13 +843,13 @@ static bool op_memset(soak_worker_t *w, soak_buffer_t *b, CUstream stream, int t
     CUstream where = async ? stream : NULL;
     order_after_last_use(b, where);
     if (wide && async)
-        SOAK_CHECK(cuMemsetD32Async(b->base + first * 4, value, count, stream));
+        VS_CHECK(cuMemsetD32Async(b->base + first * 4, value, count, stream));
     else if (wide)
-        SOAK_CHECK(cuMemsetD32(b->base + first * 4, value, count));
+        VS_CHECK(cuMemsetD32(b->base + first * 4, value, count));
     else if (async)
-        SOAK_CHECK(cuMemsetD8Async(b->base + first, (unsigned char)value, count, stream));
+        VS_CHECK(cuMemsetD8Async(b->base + first, (unsigned char)value, count, stream));
     else
-        SOAK_CHECK(cuMemsetD8(b->base + first, (unsigned char)value, count));
+        VS_CHECK(cuMemsetD8(b->base + first, (unsigned char)value, count));
     note_use(b, where);
     history_push(b, wide ? (async ? "memset32-async" : "memset32") : (async ? "memset8-async" : "memset8"), w->id,
                  w->round, async ? tag : STREAM_TAG_NULL, s.first, s.end - s.first, value);
@@ -925,7 +905,7 @@ static void buffer_write_whole(soak_worker_t *w, soak_buffer_t *b)
                                 .generator = GEN_CONST};
             (void)model_write(b, s.first, s.end, &s, 1);
             order_after_last_use(b, stream);
-            SOAK_CHECK(cuMemsetD8Async(b->base + words * 4, (unsigned char)value, b->bytes - words * 4, stream));
+            VS_CHECK(cuMemsetD8Async(b->base + words * 4, (unsigned char)value, b->bytes - words * 4, stream));
             note_use(b, stream);
             history_push(b, "memset8-tail-async", w->id, w->round, tag, s.first, s.end - s.first, value);
             atomic_fetch_add(&memsets_done, 1);
@@ -942,7 +922,7 @@ static void buffer_write_whole(soak_worker_t *w, soak_buffer_t *b)
         soak_segment_t s = {.first = 0, .end = b->bytes, .seed = value * 0x01010101u, .generator = GEN_CONST};
         (void)model_write(b, 0, b->bytes, &s, 1);
         order_after_last_use(b, stream);
-        SOAK_CHECK(cuMemsetD8Async(b->base, (unsigned char)value, b->bytes, stream));
+        VS_CHECK(cuMemsetD8Async(b->base, (unsigned char)value, b->bytes, stream));
         note_use(b, stream);
         history_push(b, "memset8-whole-async", w->id, w->round, tag, 0, b->bytes, value);
         atomic_fetch_add(&memsets_done, 1);
@@ -959,7 +939,7 @@ static void buffer_write_whole(soak_worker_t *w, soak_buffer_t *b)
 static void buffer_allocate(soak_worker_t *w, soak_buffer_t *b)
 {
     b->bytes = b->evictable ? pick_evictable_size(&w->rng) : pick_small_size(&w->rng);
-    SOAK_CHECK(cuMemAlloc_v2(&b->base, b->bytes));
+    VS_CHECK(cuMemAlloc_v2(&b->base, b->bytes));
     b->segment_count = 0;
     b->used = false;
     b->foreign = false;
@@ -971,7 +951,7 @@ static void buffer_allocate(soak_worker_t *w, soak_buffer_t *b)
  * it again (same class, maybe another size). */
 static void buffer_reallocate(soak_worker_t *w, soak_buffer_t *b)
 {
-    SOAK_CHECK(cuMemFree_v2(b->base));
+    VS_CHECK(cuMemFree_v2(b->base));
     b->generation++;
     buffer_allocate(w, b);
     atomic_fetch_add(&reallocations_done, 1);
@@ -1066,8 +1046,8 @@ static void recreate_stream(soak_worker_t *w)
 {
     unsigned s = (unsigned)rng_below(&w->rng, options.streams);
     CUstream old = w->streams[s];
-    SOAK_CHECK(cuStreamDestroy_v2(old));
-    SOAK_CHECK(cuStreamCreate(&w->streams[s], rng_below(&w->rng, 2) == 0 ? CU_STREAM_NON_BLOCKING
+    VS_CHECK(cuStreamDestroy_v2(old));
+    VS_CHECK(cuStreamCreate(&w->streams[s], rng_below(&w->rng, 2) == 0 ? CU_STREAM_NON_BLOCKING
                                                                             : CU_STREAM_DEFAULT));
     /* The new stream may have the old one's handle: a buffer last used on
      * the old one must still wait for its event. */
@@ -1137,25 +1117,25 @@ static void check_spill_dir(const char *when)
 static void worker_setup(soak_worker_t *w)
 {
     for (unsigned s = 0; s < options.streams; s++)
-        SOAK_CHECK(cuStreamCreate(&w->streams[s], s % 2 == 0 ? CU_STREAM_NON_BLOCKING : CU_STREAM_DEFAULT));
-    SOAK_CHECK(cuMemAlloc_v2(&w->results, SOAK_RESULT_SLOTS * sizeof(uint64_t)));
+        VS_CHECK(cuStreamCreate(&w->streams[s], s % 2 == 0 ? CU_STREAM_NON_BLOCKING : CU_STREAM_DEFAULT));
+    VS_CHECK(cuMemAlloc_v2(&w->results, SOAK_RESULT_SLOTS * sizeof(uint64_t)));
     w->staging = malloc(largest_buffer);
     w->expected = malloc(largest_buffer);
     if (w->staging == NULL || w->expected == NULL) {
         fprintf(stderr, "preload_offload_soak: out of host memory\n");
         exit(1);
     }
-    SOAK_CHECK(cuMemAllocHost_v2((void **)&w->pinned, largest_buffer));
-    SOAK_CHECK(cuEventCreate(&w->pinned_free, CU_EVENT_DISABLE_TIMING));
+    VS_CHECK(cuMemAllocHost_v2((void **)&w->pinned, largest_buffer));
+    VS_CHECK(cuEventCreate(&w->pinned_free, CU_EVENT_DISABLE_TIMING));
 }
 
 static void worker_teardown(soak_worker_t *w)
 {
     for (unsigned s = 0; s < options.streams; s++)
-        SOAK_CHECK(cuStreamDestroy_v2(w->streams[s]));
-    SOAK_CHECK(cuMemFree_v2(w->results));
-    SOAK_CHECK(cuMemFreeHost(w->pinned));
-    SOAK_CHECK(cuEventDestroy_v2(w->pinned_free));
+        VS_CHECK(cuStreamDestroy_v2(w->streams[s]));
+    VS_CHECK(cuMemFree_v2(w->results));
+    VS_CHECK(cuMemFreeHost(w->pinned));
+    VS_CHECK(cuEventDestroy_v2(w->pinned_free));
     free(w->staging);
     free(w->expected);
 }
@@ -1169,7 +1149,7 @@ static void worker_teardown(soak_worker_t *w)
 static void *worker_main(void *arg)
 {
     soak_worker_t *w = arg;
-    SOAK_CHECK(cuCtxSetCurrent(context));
+    VS_CHECK(cuCtxSetCurrent(context));
     atomic_store(&w->doing, "setup");
     worker_setup(w);
 
@@ -1230,7 +1210,7 @@ static void *worker_main(void *arg)
         verify_buffer(w, w->owned[i], "final-readback");
     atomic_store(&w->doing, "free");
     for (unsigned i = 0; i < w->owned_count; i++) {
-        SOAK_CHECK(cuMemFree_v2(w->owned[i]->base));
+        VS_CHECK(cuMemFree_v2(w->owned[i]->base));
         w->owned[i]->base = 0;
     }
     free(order);
@@ -1272,38 +1252,15 @@ static void *watchdog_main(void *arg)
     return NULL;
 }
 
-static struct sigaction previous_segv, previous_bus;
-
-/* Says which buffer a fault hit (an evicted buffer touched by the device
- * faults in simcuda), then hands the signal to the previous action. */
-static void on_fault(int signal_number, siginfo_t *info, void *ucontext)
+/* Names the buffer a fault hit (vs_test.h's fault reporter). */
+static int describe_address(uintptr_t address, char *line, size_t cap, int length)
 {
-    (void)ucontext;
-    char line[256];
-    uintptr_t address = (uintptr_t)info->si_addr;
-    int length = snprintf(line, sizeof line, "preload_offload_soak: %s at 0x%llx",
-                          signal_number == SIGSEGV ? "SIGSEGV" : "SIGBUS", (unsigned long long)address);
     for (unsigned i = 0; buffers != NULL && i < buffer_count; i++) {
         if (address >= buffers[i].base && address < buffers[i].base + buffers[i].bytes)
-            length += snprintf(line + length, sizeof line - (size_t)length,
-                               ", inside buffer %u (%zu bytes) at offset %llu", i, buffers[i].bytes,
-                               (unsigned long long)(address - buffers[i].base));
+            length += snprintf(line + length, cap - (size_t)length, ", inside buffer %u (%zu bytes) at offset %llu",
+                               i, buffers[i].bytes, (unsigned long long)(address - buffers[i].base));
     }
-    length += snprintf(line + length, sizeof line - (size_t)length, "\n");
-    if (write(STDERR_FILENO, line, (size_t)length) < 0)
-        (void)0;
-    sigaction(signal_number, signal_number == SIGSEGV ? &previous_segv : &previous_bus, NULL);
-}
-
-/* Only where nobody else handles the signal already. */
-static void install_fault_reporter(void)
-{
-    struct sigaction action = {.sa_sigaction = on_fault, .sa_flags = SA_SIGINFO};
-    sigemptyset(&action.sa_mask);
-    if (sigaction(SIGSEGV, NULL, &previous_segv) == 0 && previous_segv.sa_handler == SIG_DFL)
-        sigaction(SIGSEGV, &action, NULL);
-    if (sigaction(SIGBUS, NULL, &previous_bus) == 0 && previous_bus.sa_handler == SIG_DFL)
-        sigaction(SIGBUS, &action, NULL);
+    return length;
 }
 
 static void usage(const char *argv0)
@@ -1386,7 +1343,7 @@ static void buffers_create(void)
     for (unsigned i = 0; i < buffer_count; i++) {
         buffers[i].index = i;
         buffers[i].evictable = i < options.evictable;
-        SOAK_CHECK(cuEventCreate(&buffers[i].last_use, CU_EVENT_DISABLE_TIMING));
+        VS_CHECK(cuEventCreate(&buffers[i].last_use, CU_EVENT_DISABLE_TIMING));
     }
 }
 
@@ -1397,18 +1354,18 @@ int main(int argc, char **argv)
 
     parse_options(argc, argv);
     setvbuf(stdout, NULL, _IOLBF, 0);
-    install_fault_reporter();
+    vs_test_fault_reporter_install(describe_address);
     clock_gettime(CLOCK_MONOTONIC, &started);
     check_spill_dir("before the run");
 
-    SOAK_CHECK(cuInit(0));
-    SOAK_CHECK(cuDeviceGet(&device, 0));
-    SOAK_CHECK(cuDevicePrimaryCtxRetain(&context, device));
-    SOAK_CHECK(cuCtxSetCurrent(context));
-    SOAK_CHECK(cuModuleLoadData(&module, "preload_offload_soak kernels"));
-    SOAK_CHECK(cuModuleGetFunction(&fn_fill, module, "sim_fill_u32"));
-    SOAK_CHECK(cuModuleGetFunction(&fn_checksum, module, "sim_checksum_u32"));
-    SOAK_CHECK(cuModuleGetFunction(&fn_copy, module, "sim_copy"));
+    VS_CHECK(cuInit(0));
+    VS_CHECK(cuDeviceGet(&device, 0));
+    VS_CHECK(cuDevicePrimaryCtxRetain(&context, device));
+    VS_CHECK(cuCtxSetCurrent(context));
+    VS_CHECK(cuModuleLoadData(&module, "preload_offload_soak kernels"));
+    VS_CHECK(cuModuleGetFunction(&fn_fill, module, "sim_fill_u32"));
+    VS_CHECK(cuModuleGetFunction(&fn_checksum, module, "sim_checksum_u32"));
+    VS_CHECK(cuModuleGetFunction(&fn_copy, module, "sim_copy"));
     buffers_create();
 
     workers = calloc(options.threads, sizeof *workers);
@@ -1447,11 +1404,11 @@ int main(int argc, char **argv)
     if (options.deadline_s > 0)
         pthread_join(watchdog, NULL);
 
-    SOAK_CHECK(cuCtxSynchronize());
+    VS_CHECK(cuCtxSynchronize());
     check_spill_dir("after every buffer was freed");
     for (unsigned i = 0; i < buffer_count; i++)
-        SOAK_CHECK(cuEventDestroy_v2(buffers[i].last_use));
-    SOAK_CHECK(cuModuleUnload(module));
+        VS_CHECK(cuEventDestroy_v2(buffers[i].last_use));
+    VS_CHECK(cuModuleUnload(module));
     for (unsigned t = 0; t < options.threads; t++) {
         pthread_mutex_destroy(&workers[t].inbox_lock);
         free(workers[t].owned);

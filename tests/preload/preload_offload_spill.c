@@ -34,27 +34,18 @@
 
 #define MiB (1ull << 20)
 #define MAX_BUFFERS 64
-#define MAX_CANDIDATES 8
 #define MAX_CODES 8
 #define READ_ATTEMPTS 16
-
-/* What a buffer may hold: one of `seeds` (a sim_fill_u32 pattern). Every
- * buffer is written before the rounds start, or dropped from the test. */
-typedef struct tracked_s {
-    CUdeviceptr ptr;
-    bool defined;
-    unsigned count;
-    uint32_t seeds[MAX_CANDIDATES];
-} tracked_t;
 
 /* The CUDA errors an operation may return here; anything else fails. */
 static const CUresult allowed_errors[] = {CUDA_ERROR_OUT_OF_MEMORY, CUDA_ERROR_OPERATING_SYSTEM,
                                           CUDA_ERROR_ECC_UNCORRECTABLE};
 
-static tracked_t buffers[MAX_BUFFERS];
+/* Every buffer is written before the rounds start, or dropped from the test. */
+static vs_tracked_t buffers[MAX_BUFFERS];
 static unsigned buffer_count;
 static uint64_t buffer_bytes, buffer_words;
-static unsigned long failures, op_errors, op_successes, bytes_compared_mib;
+static unsigned long op_errors, op_successes, bytes_compared_mib;
 static struct {
     CUresult code;
     unsigned long seen;
@@ -62,28 +53,6 @@ static struct {
 static CUfunction fn_fill;
 static CUstream streams[2]; /* one of the program's and the legacy stream */
 static uint32_t *host_pattern, *readback;
-static volatile const char *current_op = "setup";
-
-#define EXPECT(cond, ...)                                                                           \
-    do {                                                                                            \
-        if (!(cond)) {                                                                              \
-            failures++;                                                                             \
-            fprintf(stderr, "preload_offload_spill: FAIL at line %d (%s): ", __LINE__, current_op); \
-            fprintf(stderr, __VA_ARGS__);                                                           \
-            fputc('\n', stderr);                                                                    \
-        }                                                                                           \
-    } while (0)
-
-static void watchdog(int sig)
-{
-    (void)sig;
-    static const char head[] = "preload_offload_spill: HANG: the watchdog fired during ";
-    (void)!write(2, head, sizeof head - 1);
-    const char *op = (const char *)current_op;
-    (void)!write(2, op, strlen(op));
-    (void)!write(2, "\n", 1);
-    _exit(3);
-}
 
 static uint32_t pattern_word(uint32_t seed, uint64_t i)
 {
@@ -112,7 +81,7 @@ static void note_result(const char *what, unsigned index, CUresult rc)
     bool allowed = false;
     for (size_t k = 0; k < sizeof allowed_errors / sizeof allowed_errors[0]; k++)
         allowed = allowed || rc == allowed_errors[k];
-    EXPECT(allowed, "%s on buffer %u returned %d, not an error the disk tier may cause", what, index, (int)rc);
+    VS_EXPECT(allowed, "%s on buffer %u returned %d, not an error the disk tier may cause", what, index, (int)rc);
     for (unsigned k = 0; k < MAX_CODES; k++) {
         if (codes[k].seen == 0 || codes[k].code == rc) {
             codes[k].code = rc;
@@ -128,35 +97,6 @@ static bool error_seen(CUresult rc)
         if (codes[k].seen != 0 && codes[k].code == rc)
             return true;
     return false;
-}
-
-/* The buffer now holds `seed` (rc success) or maybe `seed` (an error). */
-static void tracked_write(tracked_t *t, uint32_t seed, CUresult rc)
-{
-    if (rc == CUDA_SUCCESS) {
-        t->defined = true;
-        t->count = 1;
-        t->seeds[0] = seed;
-    } else if (t->defined && t->count < MAX_CANDIDATES) {
-        t->seeds[t->count++] = seed;
-    }
-}
-
-/* `dst` now holds what `src` held (rc success) or maybe that. */
-static void tracked_copy(tracked_t *dst, const tracked_t *src, CUresult rc)
-{
-    if (!src->defined) {
-        if (rc == CUDA_SUCCESS)
-            dst->defined = false;
-        return;
-    }
-    if (rc == CUDA_SUCCESS) {
-        *dst = (tracked_t){.ptr = dst->ptr, .defined = true, .count = src->count};
-        memcpy(dst->seeds, src->seeds, sizeof src->seeds);
-        return;
-    }
-    for (unsigned k = 0; k < src->count && dst->defined && dst->count < MAX_CANDIDATES; k++)
-        dst->seeds[dst->count++] = src->seeds[k];
 }
 
 static CUresult launch_fill(unsigned index, uint32_t seed, CUstream stream)
@@ -183,10 +123,10 @@ static CUresult launch_fill(unsigned index, uint32_t seed, CUstream stream)
  * candidates; on a match the buffer is known to hold that pattern. */
 static void read_and_compare(unsigned i, const char *what)
 {
-    current_op = what;
+    vs_test_set_phase(what);
     CUresult rc;
     RETRY(rc, what, i, cuMemcpyDtoH_v2(readback, buffers[i].ptr, buffer_bytes));
-    EXPECT(rc == CUDA_SUCCESS, "buffer %u cannot be read back after %d attempts: %d", i, READ_ATTEMPTS, (int)rc);
+    VS_EXPECT(rc == CUDA_SUCCESS, "buffer %u cannot be read back after %d attempts: %d", i, READ_ATTEMPTS, (int)rc);
     if (rc != CUDA_SUCCESS)
         return;
     op_successes++;
@@ -206,7 +146,7 @@ static void read_and_compare(unsigned i, const char *what)
         if (k == 0)
             first_bad = w;
     }
-    EXPECT(false,
+    VS_EXPECT(false,
            "buffer %u: contents match none of its %u possible patterns (against seed %#x: word %" PRIu64
            " is %#x, expected %#x)",
            i, buffers[i].count, buffers[i].seeds[0], first_bad, readback[first_bad],
@@ -221,24 +161,24 @@ static void run_round(unsigned round)
         CUresult rc;
         switch ((i + round) % 4) {
         case 0:
-            current_op = "fill kernel";
+            vs_test_set_phase("fill kernel");
             rc = launch_fill(i, seed, stream);
             note_result("fill kernel", i, rc);
-            tracked_write(&buffers[i], seed, rc);
+            vs_tracked_write(&buffers[i], seed, rc);
             break;
         case 1:
-            current_op = "cuMemcpyHtoD_v2";
+            vs_test_set_phase("cuMemcpyHtoD_v2");
             pattern_fill(host_pattern, seed);
             rc = cuMemcpyHtoD_v2(buffers[i].ptr, host_pattern, buffer_bytes);
             note_result("cuMemcpyHtoD_v2", i, rc);
-            tracked_write(&buffers[i], seed, rc);
+            vs_tracked_write(&buffers[i], seed, rc);
             break;
         case 2: {
             unsigned from = (i + buffer_count / 2) % buffer_count;
-            current_op = "cuMemcpyDtoDAsync_v2";
+            vs_test_set_phase("cuMemcpyDtoDAsync_v2");
             rc = cuMemcpyDtoDAsync_v2(buffers[i].ptr, buffers[from].ptr, buffer_bytes, stream);
             note_result("cuMemcpyDtoDAsync_v2", i, rc);
-            tracked_copy(&buffers[i], &buffers[from], rc);
+            vs_tracked_copy(&buffers[i], &buffers[from], rc);
             break;
         }
         default:
@@ -246,10 +186,10 @@ static void run_round(unsigned round)
             break;
         }
         /* The next operation, on the other stream, may touch this buffer. */
-        current_op = "cuStreamSynchronize after an operation";
+        vs_test_set_phase("cuStreamSynchronize after an operation");
         CUresult sync;
         RETRY(sync, "cuStreamSynchronize", i, cuStreamSynchronize(stream));
-        EXPECT(sync == CUDA_SUCCESS, "cuStreamSynchronize: %d", (int)sync);
+        VS_EXPECT(sync == CUDA_SUCCESS, "cuStreamSynchronize: %d", (int)sync);
     }
 }
 
@@ -288,8 +228,8 @@ int main(int argc, char **argv)
             return 2;
         }
     }
-    signal(SIGALRM, watchdog);
-    alarm(watchdog_seconds);
+    vs_test_set_phase("setup");
+    vs_test_watchdog_start(watchdog_seconds);
     setvbuf(stderr, NULL, _IOLBF, 0);
     buffer_bytes = (uint64_t)mib * MiB;
     buffer_words = buffer_bytes / 4;
@@ -303,13 +243,13 @@ int main(int argc, char **argv)
     CUdevice device;
     CUcontext context;
     CUmodule module;
-    PRELOAD_CHECK(cuInit(0));
-    PRELOAD_CHECK(cuDeviceGet(&device, 0));
-    PRELOAD_CHECK(cuDevicePrimaryCtxRetain(&context, device));
-    PRELOAD_CHECK(cuCtxSetCurrent(context));
-    PRELOAD_CHECK(cuModuleLoadData(&module, "preload_offload_spill kernels"));
-    PRELOAD_CHECK(cuModuleGetFunction(&fn_fill, module, "sim_fill_u32"));
-    PRELOAD_CHECK(cuStreamCreate(&streams[0], CU_STREAM_NON_BLOCKING));
+    VS_CHECK(cuInit(0));
+    VS_CHECK(cuDeviceGet(&device, 0));
+    VS_CHECK(cuDevicePrimaryCtxRetain(&context, device));
+    VS_CHECK(cuCtxSetCurrent(context));
+    VS_CHECK(cuModuleLoadData(&module, "preload_offload_spill kernels"));
+    VS_CHECK(cuModuleGetFunction(&fn_fill, module, "sim_fill_u32"));
+    VS_CHECK(cuStreamCreate(&streams[0], CU_STREAM_NON_BLOCKING));
     streams[1] = NULL;
 
     /* The working set, every buffer written from the host: the faults may
@@ -317,40 +257,40 @@ int main(int argc, char **argv)
      * full), and a buffer whose first write failed is written again. */
     for (unsigned i = 0; i < count; i++) {
         CUdeviceptr ptr = 0;
-        current_op = "cuMemAlloc_v2";
+        vs_test_set_phase("cuMemAlloc_v2");
         CUresult rc;
         RETRY(rc, "cuMemAlloc_v2", i, cuMemAlloc_v2(&ptr, buffer_bytes));
-        EXPECT(rc == CUDA_SUCCESS, "cuMemAlloc_v2 of buffer %u: %d", i, (int)rc);
+        VS_EXPECT(rc == CUDA_SUCCESS, "cuMemAlloc_v2 of buffer %u: %d", i, (int)rc);
         if (rc != CUDA_SUCCESS)
             break;
-        buffers[buffer_count++] = (tracked_t){.ptr = ptr};
-        current_op = "initial cuMemcpyHtoD_v2";
+        buffers[buffer_count++] = (vs_tracked_t){.ptr = ptr};
+        vs_test_set_phase("initial cuMemcpyHtoD_v2");
         pattern_fill(host_pattern, 0x100u + i);
         RETRY(rc, "initial cuMemcpyHtoD_v2", i, cuMemcpyHtoD_v2(ptr, host_pattern, buffer_bytes));
-        EXPECT(rc == CUDA_SUCCESS, "the first write of buffer %u: %d", i, (int)rc);
-        tracked_write(&buffers[i], 0x100u + i, rc);
+        VS_EXPECT(rc == CUDA_SUCCESS, "the first write of buffer %u: %d", i, (int)rc);
+        vs_tracked_write(&buffers[i], 0x100u + i, rc);
     }
-    for (unsigned round = 0; round < rounds && failures == 0; round++)
+    for (unsigned round = 0; round < rounds && vs_test_failure_count() == 0; round++)
         run_round(round);
 
-    current_op = "cuCtxSynchronize before verifying";
+    vs_test_set_phase("cuCtxSynchronize before verifying");
     CUresult rc;
     RETRY(rc, "cuCtxSynchronize", 0, cuCtxSynchronize());
-    EXPECT(rc == CUDA_SUCCESS, "cuCtxSynchronize: %d", (int)rc);
+    VS_EXPECT(rc == CUDA_SUCCESS, "cuCtxSynchronize: %d", (int)rc);
     for (unsigned i = 0; i < buffer_count; i++)
         read_and_compare(i, "cuMemcpyDtoH_v2 of a buffer (verify)");
     for (unsigned k = 0; k < expected_count; k++)
-        EXPECT(error_seen(expected[k]), "no operation returned error %d, which the injected fault should cause",
+        VS_EXPECT(error_seen(expected[k]), "no operation returned error %d, which the injected fault should cause",
                (int)expected[k]);
     for (unsigned i = 0; i < buffer_count; i++) {
-        current_op = "cuMemFree_v2";
-        EXPECT(cuMemFree_v2(buffers[i].ptr) == CUDA_SUCCESS, "cuMemFree_v2 of buffer %u", i);
+        vs_test_set_phase("cuMemFree_v2");
+        VS_EXPECT(cuMemFree_v2(buffers[i].ptr) == CUDA_SUCCESS, "cuMemFree_v2 of buffer %u", i);
     }
 
     fprintf(stderr,
             "preload_offload_spill: %u buffers of %u MiB, %lu operations succeeded, %lu returned errors, "
             "%lu MiB compared, %lu failures\n",
-            buffer_count, mib, op_successes, op_errors, bytes_compared_mib, failures);
+            buffer_count, mib, op_successes, op_errors, bytes_compared_mib, vs_test_failure_count());
     alarm(0);
-    return failures == 0 ? 0 : 1;
+    return vs_test_failure_count() == 0 ? 0 : 1;
 }

@@ -33,11 +33,11 @@ static void *launcher(void *arg)
     CUstream streams[STREAMS];
     CUdeviceptr bufs[STREAMS], sums[STREAMS];
 
-    PRELOAD_CHECK(cuCtxSetCurrent(ctx));
+    VS_CHECK(cuCtxSetCurrent(ctx));
     for (int s = 0; s < STREAMS; s++) {
-        PRELOAD_CHECK(cuStreamCreate(&streams[s], CU_STREAM_NON_BLOCKING));
-        PRELOAD_CHECK(cuMemAlloc(&bufs[s], WORDS * sizeof(uint32_t)));
-        PRELOAD_CHECK(cuMemAlloc(&sums[s], sizeof(uint64_t)));
+        VS_CHECK(cuStreamCreate(&streams[s], CU_STREAM_NON_BLOCKING));
+        VS_CHECK(cuMemAlloc(&bufs[s], WORDS * sizeof(uint32_t)));
+        VS_CHECK(cuMemAlloc(&sums[s], sizeof(uint64_t)));
     }
     for (int r = 0; r < ROUNDS; r++) {
         for (int s = 0; s < STREAMS; s++) {
@@ -45,22 +45,22 @@ static void *launcher(void *arg)
             uint32_t seed = id * 1000 + (uint32_t)r * 10 + (uint32_t)s;
             void *fill_args[] = {&bufs[s], &n, &seed};
             void *sum_args[] = {&bufs[s], &n, &sums[s]};
-            PRELOAD_CHECK(cuLaunchKernel(fill_fn, 1, 1, 1, 64, 1, 1, 0, streams[s], fill_args, NULL));
-            PRELOAD_CHECK(cuLaunchKernel(checksum_fn, 1, 1, 1, 64, 1, 1, 0, streams[s], sum_args, NULL));
+            VS_CHECK(cuLaunchKernel(fill_fn, 1, 1, 1, 64, 1, 1, 0, streams[s], fill_args, NULL));
+            VS_CHECK(cuLaunchKernel(checksum_fn, 1, 1, 1, 64, 1, 1, 0, streams[s], sum_args, NULL));
         }
         for (int s = 0; s < STREAMS; s++) {
             uint64_t device_sum = 0;
             uint32_t seed = id * 1000 + (uint32_t)r * 10 + (uint32_t)s;
-            PRELOAD_CHECK(cuStreamSynchronize(streams[s]));
-            PRELOAD_CHECK(cuMemcpyDtoH(&device_sum, sums[s], sizeof device_sum));
+            VS_CHECK(cuStreamSynchronize(streams[s]));
+            VS_CHECK(cuMemcpyDtoH(&device_sum, sums[s], sizeof device_sum));
             if (device_sum != expected_checksum(seed))
                 failures++;
         }
     }
     for (int s = 0; s < STREAMS; s++) {
-        PRELOAD_CHECK(cuStreamDestroy(streams[s]));
-        PRELOAD_CHECK(cuMemFree(bufs[s]));
-        PRELOAD_CHECK(cuMemFree(sums[s]));
+        VS_CHECK(cuStreamDestroy(streams[s]));
+        VS_CHECK(cuMemFree(bufs[s]));
+        VS_CHECK(cuMemFree(sums[s]));
     }
     return NULL;
 }
@@ -68,12 +68,12 @@ static void *launcher(void *arg)
 static void *churn(void *arg)
 {
     (void)arg;
-    PRELOAD_CHECK(cuCtxSetCurrent(ctx));
+    VS_CHECK(cuCtxSetCurrent(ctx));
     while (!atomic_load(&churn_stop)) {
         CUdeviceptr p;
         CUresult rc = cuMemAlloc(&p, 1 << 20);
         if (rc == CUDA_SUCCESS)
-            PRELOAD_CHECK(cuMemFree(p));
+            VS_CHECK(cuMemFree(p));
         else if (rc != CUDA_ERROR_OUT_OF_MEMORY)
             failures++;
     }
@@ -86,9 +86,9 @@ int main(void)
     pthread_t threads[THREADS], churner;
 
     ctx = preload_context();
-    PRELOAD_CHECK(cuModuleLoadData(&module, "simcuda builtins"));
-    PRELOAD_CHECK(cuModuleGetFunction(&fill_fn, module, "sim_fill_u32"));
-    PRELOAD_CHECK(cuModuleGetFunction(&checksum_fn, module, "sim_checksum_u32"));
+    VS_CHECK(cuModuleLoadData(&module, "simcuda builtins"));
+    VS_CHECK(cuModuleGetFunction(&fill_fn, module, "sim_fill_u32"));
+    VS_CHECK(cuModuleGetFunction(&checksum_fn, module, "sim_checksum_u32"));
     preload_snapshot_t before = preload_snapshot();
 
     pthread_create(&churner, NULL, churn, NULL);

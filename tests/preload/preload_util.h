@@ -1,6 +1,6 @@
-/* preload_util.h: helpers for the preload tests: checked driver calls and
- * the reader of the shim's debugging snapshot (VRAMSHIM_DEBUG_SNAPSHOT),
- * through which the tests see the registry's last-use stamps.
+/* preload_util.h: helpers for the preload tests: the reader of the shim's
+ * debugging snapshot (VRAMSHIM_DEBUG_SNAPSHOT), through which the tests see
+ * the registry's last-use stamps. Checked driver calls are vs_test.h's.
  *
  * The snapshot is rewritten by the shim at every `cuCtxSynchronize`; one
  * line per live allocation ("alloc id=... base=0x... last_use_seq=...").
@@ -16,14 +16,7 @@
 #include <stdlib.h>
 #include <string.h>
 
-#define PRELOAD_CHECK(call)                                                                        \
-    do {                                                                                           \
-        CUresult preload_rc_ = (call);                                                             \
-        if (preload_rc_ != CUDA_SUCCESS) {                                                         \
-            fprintf(stderr, "%s:%d: %s failed: %d\n", __FILE__, __LINE__, #call, (int)preload_rc_); \
-            exit(1);                                                                               \
-        }                                                                                          \
-    } while (0)
+#include "vs_test.h"
 
 typedef struct preload_alloc_s {
     bool found;
@@ -52,7 +45,7 @@ static inline preload_snapshot_t preload_snapshot(void)
         exit(1);
     }
     remove(path);
-    PRELOAD_CHECK(cuCtxSynchronize());
+    VS_CHECK(cuCtxSynchronize());
     FILE *f = fopen(path, "r");
     if (f == NULL) {
         fprintf(stderr, "no snapshot at %s: is libvramshim.so preloaded?\n", path);
@@ -124,10 +117,10 @@ static inline CUcontext preload_context(void)
 {
     CUdevice dev;
     CUcontext ctx;
-    PRELOAD_CHECK(cuInit(0));
-    PRELOAD_CHECK(cuDeviceGet(&dev, 0));
-    PRELOAD_CHECK(cuDevicePrimaryCtxRetain(&ctx, dev));
-    PRELOAD_CHECK(cuCtxSetCurrent(ctx));
+    VS_CHECK(cuInit(0));
+    VS_CHECK(cuDeviceGet(&dev, 0));
+    VS_CHECK(cuDevicePrimaryCtxRetain(&ctx, dev));
+    VS_CHECK(cuCtxSetCurrent(ctx));
     return ctx;
 }
 

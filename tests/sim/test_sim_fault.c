@@ -21,18 +21,14 @@
 
 #include <cmocka.h>
 
-#define CHECK(condition)              \
-    do {                              \
-        if (!(condition))             \
-            _exit(__LINE__ % 250 + 1); \
-    } while (0)
+#include "vs_test.h"
 
 static CUcontext child_init(void)
 {
     CUcontext ctx;
-    CHECK(cuInit(0) == CUDA_SUCCESS);
-    CHECK(cuDevicePrimaryCtxRetain(&ctx, 0) == CUDA_SUCCESS);
-    CHECK(cuCtxSetCurrent(ctx) == CUDA_SUCCESS);
+    VS_CHILD_CHECK(cuInit(0) == CUDA_SUCCESS);
+    VS_CHILD_CHECK(cuDevicePrimaryCtxRetain(&ctx, 0) == CUDA_SUCCESS);
+    VS_CHILD_CHECK(cuCtxSetCurrent(ctx) == CUDA_SUCCESS);
     return ctx;
 }
 
@@ -59,15 +55,15 @@ static void nth_body(void)
 {
     child_init();
     CUdeviceptr d[4];
-    CHECK(cuMemAlloc_v2(&d[0], 4096) == CUDA_SUCCESS);
-    CHECK(cuMemAlloc_v2(&d[1], 4096) == CUDA_SUCCESS);
+    VS_CHILD_CHECK(cuMemAlloc_v2(&d[0], 4096) == CUDA_SUCCESS);
+    VS_CHILD_CHECK(cuMemAlloc_v2(&d[1], 4096) == CUDA_SUCCESS);
     d[2] = 0;
-    CHECK(cuMemAlloc_v2(&d[2], 4096) == CUDA_ERROR_OUT_OF_MEMORY);
-    CHECK(d[2] == 0); /* no side effect */
-    CHECK(cuMemAlloc_v2(&d[3], 4096) == CUDA_SUCCESS);
+    VS_CHILD_CHECK(cuMemAlloc_v2(&d[2], 4096) == CUDA_ERROR_OUT_OF_MEMORY);
+    VS_CHILD_CHECK(d[2] == 0); /* no side effect */
+    VS_CHILD_CHECK(cuMemAlloc_v2(&d[3], 4096) == CUDA_SUCCESS);
     size_t free_now, total;
-    CHECK(cuMemGetInfo_v2(&free_now, &total) == CUDA_SUCCESS);
-    CHECK(total - free_now == 3 * 4096);
+    VS_CHILD_CHECK(cuMemGetInfo_v2(&free_now, &total) == CUDA_SUCCESS);
+    VS_CHILD_CHECK(total - free_now == 3 * 4096);
 }
 
 static void test_nth_call_fails_once(void **state)
@@ -82,7 +78,7 @@ static void every_body(void)
     void *p;
     for (int call = 1; call <= 9; call++) {
         CUresult result = cuMemHostAlloc(&p, 100, 0);
-        CHECK(result == (call % 3 == 0 ? CUDA_ERROR_OUT_OF_MEMORY : CUDA_SUCCESS));
+        VS_CHILD_CHECK(result == (call % 3 == 0 ? CUDA_ERROR_OUT_OF_MEMORY : CUDA_SUCCESS));
     }
 }
 
@@ -100,10 +96,10 @@ static void after_body(void)
     prop.type = CU_MEM_ALLOCATION_TYPE_PINNED;
     prop.location.type = CU_MEM_LOCATION_TYPE_DEVICE;
     CUmemGenericAllocationHandle handle;
-    CHECK(cuMemCreate(&handle, 2 << 20, &prop, 0) == CUDA_SUCCESS);
-    CHECK(cuMemCreate(&handle, 2 << 20, &prop, 0) == CUDA_SUCCESS);
+    VS_CHILD_CHECK(cuMemCreate(&handle, 2 << 20, &prop, 0) == CUDA_SUCCESS);
+    VS_CHILD_CHECK(cuMemCreate(&handle, 2 << 20, &prop, 0) == CUDA_SUCCESS);
     for (int i = 0; i < 5; i++)
-        CHECK(cuMemCreate(&handle, 2 << 20, &prop, 0) == CUDA_ERROR_UNKNOWN);
+        VS_CHILD_CHECK(cuMemCreate(&handle, 2 << 20, &prop, 0) == CUDA_ERROR_UNKNOWN);
 }
 
 static void test_after_n_calls_every_call_fails_with_override(void **state)
@@ -117,12 +113,12 @@ static void request_body(void)
     child_init();
     CUdeviceptr d;
     /* "cuMemAllocAsync" covers both variants, counted together. */
-    CHECK(cuMemAllocAsync(&d, 4096, NULL) == CUDA_SUCCESS);
-    CHECK(cuMemAllocAsync_ptsz(&d, 4096, NULL) == CUDA_ERROR_OUT_OF_MEMORY);
-    CHECK(cuMemAllocAsync(&d, 4096, NULL) == CUDA_SUCCESS);
-    CHECK(cuMemAllocAsync_ptsz(&d, 4096, NULL) == CUDA_ERROR_OUT_OF_MEMORY);
+    VS_CHILD_CHECK(cuMemAllocAsync(&d, 4096, NULL) == CUDA_SUCCESS);
+    VS_CHILD_CHECK(cuMemAllocAsync_ptsz(&d, 4096, NULL) == CUDA_ERROR_OUT_OF_MEMORY);
+    VS_CHILD_CHECK(cuMemAllocAsync(&d, 4096, NULL) == CUDA_SUCCESS);
+    VS_CHILD_CHECK(cuMemAllocAsync_ptsz(&d, 4096, NULL) == CUDA_ERROR_OUT_OF_MEMORY);
     /* Other functions are untouched. */
-    CHECK(cuMemAlloc_v2(&d, 4096) == CUDA_SUCCESS);
+    VS_CHILD_CHECK(cuMemAlloc_v2(&d, 4096) == CUDA_SUCCESS);
 }
 
 static void test_request_name_matches_every_variant(void **state)
@@ -151,10 +147,10 @@ static void report_body(void)
 {
     child_init();
     CUdeviceptr a, b;
-    CHECK(cuMemAlloc_v2(&a, 3 << 20) == CUDA_SUCCESS);
-    CHECK(cuMemAlloc_v2(&b, 1 << 20) == CUDA_SUCCESS);
-    CHECK(cuMemFree_v2(a) == CUDA_SUCCESS);
-    CHECK(cuMemHostAlloc((void **)&a, 10, 0) == CUDA_ERROR_OUT_OF_MEMORY);
+    VS_CHILD_CHECK(cuMemAlloc_v2(&a, 3 << 20) == CUDA_SUCCESS);
+    VS_CHILD_CHECK(cuMemAlloc_v2(&b, 1 << 20) == CUDA_SUCCESS);
+    VS_CHILD_CHECK(cuMemFree_v2(a) == CUDA_SUCCESS);
+    VS_CHILD_CHECK(cuMemHostAlloc((void **)&a, 10, 0) == CUDA_ERROR_OUT_OF_MEMORY);
 }
 
 /* The number after `"key": ` in `json`, searched from `from`. */

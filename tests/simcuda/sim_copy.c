@@ -211,9 +211,9 @@ static CUresult memset_2d(CUdeviceptr dst, size_t pitch, uint32_t value, unsigne
 #define SIM_COPY_FN(symbol, params, dst, src, check, stream, async, per_thread)                           \
     SIM_EXPORT CUresult symbol params                                                                     \
     {                                                                                                     \
-        CUresult fault = sim_api_enter(SIM_ID(symbol));                                                   \
-        if (fault != CUDA_SUCCESS)                                                                        \
-            return fault;                                                                                 \
+        CUresult entry = SIM_ENTER(symbol, SIM_NEED_NOTHING);                                             \
+        if (entry != CUDA_SUCCESS)                                                                        \
+            return entry;                                                                                 \
         return copy_linear((CUdeviceptr)(dst), (CUdeviceptr)(src), ByteCount, check, stream, async,       \
                            per_thread);                                                                   \
     }
@@ -260,9 +260,9 @@ static CUresult copy_peer(CUdeviceptr dst, CUcontext dst_ctx, CUdeviceptr src, C
 #define SIM_PEER_FN(symbol, params, stream, async, per_thread)                                             \
     SIM_EXPORT CUresult symbol params                                                                     \
     {                                                                                                     \
-        CUresult fault = sim_api_enter(SIM_ID(symbol));                                                   \
-        if (fault != CUDA_SUCCESS)                                                                        \
-            return fault;                                                                                 \
+        CUresult entry = SIM_ENTER(symbol, SIM_NEED_NOTHING);                                             \
+        if (entry != CUDA_SUCCESS)                                                                        \
+            return entry;                                                                                 \
         return copy_peer(dstDevice, dstContext, srcDevice, srcContext, ByteCount, stream, async, per_thread); \
     }
 
@@ -274,17 +274,17 @@ SIM_PEER_FN(cuMemcpyPeerAsync_ptsz, PEER_ASYNC_PARAMS, hStream, true, true)
 #define SIM_COPY2D_FN(symbol, impl, type, async, per_thread)                                               \
     SIM_EXPORT CUresult symbol(const type *pCopy)                                                         \
     {                                                                                                     \
-        CUresult fault = sim_api_enter(SIM_ID(symbol));                                                   \
-        if (fault != CUDA_SUCCESS)                                                                        \
-            return fault;                                                                                 \
+        CUresult entry = SIM_ENTER(symbol, SIM_NEED_NOTHING);                                             \
+        if (entry != CUDA_SUCCESS)                                                                        \
+            return entry;                                                                                 \
         return impl(pCopy, NULL, async, per_thread);                                                      \
     }
 #define SIM_COPY2D_ASYNC_FN(symbol, impl, type, per_thread)                                                \
     SIM_EXPORT CUresult symbol(const type *pCopy, CUstream hStream)                                       \
     {                                                                                                     \
-        CUresult fault = sim_api_enter(SIM_ID(symbol));                                                   \
-        if (fault != CUDA_SUCCESS)                                                                        \
-            return fault;                                                                                 \
+        CUresult entry = SIM_ENTER(symbol, SIM_NEED_NOTHING);                                             \
+        if (entry != CUDA_SUCCESS)                                                                        \
+            return entry;                                                                                 \
         return impl(pCopy, hStream, true, per_thread);                                                    \
     }
 
@@ -303,34 +303,34 @@ SIM_COPY2D_ASYNC_FN(cuMemcpy3DAsync_v2_ptsz, copy_3d, CUDA_MEMCPY3D, true)
 #define SIM_MEMSET_FN(symbol, vtype, size, per_thread)                                                     \
     SIM_EXPORT CUresult symbol(CUdeviceptr dstDevice, vtype value, size_t N)                              \
     {                                                                                                     \
-        CUresult fault = sim_api_enter(SIM_ID(symbol));                                                   \
-        if (fault != CUDA_SUCCESS)                                                                        \
-            return fault;                                                                                 \
+        CUresult entry = SIM_ENTER(symbol, SIM_NEED_NOTHING);                                             \
+        if (entry != CUDA_SUCCESS)                                                                        \
+            return entry;                                                                                 \
         return memset_2d(dstDevice, 0, value, size, N, 1, NULL, false, per_thread);                       \
     }
 #define SIM_MEMSET_ASYNC_FN(symbol, vtype, size, per_thread)                                               \
     SIM_EXPORT CUresult symbol(CUdeviceptr dstDevice, vtype value, size_t N, CUstream hStream)            \
     {                                                                                                     \
-        CUresult fault = sim_api_enter(SIM_ID(symbol));                                                   \
-        if (fault != CUDA_SUCCESS)                                                                        \
-            return fault;                                                                                 \
+        CUresult entry = SIM_ENTER(symbol, SIM_NEED_NOTHING);                                             \
+        if (entry != CUDA_SUCCESS)                                                                        \
+            return entry;                                                                                 \
         return memset_2d(dstDevice, 0, value, size, N, 1, hStream, true, per_thread);                     \
     }
 #define SIM_MEMSET2D_FN(symbol, vtype, size, per_thread)                                                   \
     SIM_EXPORT CUresult symbol(CUdeviceptr dstDevice, size_t dstPitch, vtype value, size_t Width, size_t Height) \
     {                                                                                                     \
-        CUresult fault = sim_api_enter(SIM_ID(symbol));                                                   \
-        if (fault != CUDA_SUCCESS)                                                                        \
-            return fault;                                                                                 \
+        CUresult entry = SIM_ENTER(symbol, SIM_NEED_NOTHING);                                             \
+        if (entry != CUDA_SUCCESS)                                                                        \
+            return entry;                                                                                 \
         return memset_2d(dstDevice, dstPitch, value, size, Width, Height, NULL, false, per_thread);       \
     }
 #define SIM_MEMSET2D_ASYNC_FN(symbol, vtype, size, per_thread)                                             \
     SIM_EXPORT CUresult symbol(CUdeviceptr dstDevice, size_t dstPitch, vtype value, size_t Width, size_t Height, \
                                CUstream hStream)                                                          \
     {                                                                                                     \
-        CUresult fault = sim_api_enter(SIM_ID(symbol));                                                   \
-        if (fault != CUDA_SUCCESS)                                                                        \
-            return fault;                                                                                 \
+        CUresult entry = SIM_ENTER(symbol, SIM_NEED_NOTHING);                                             \
+        if (entry != CUDA_SUCCESS)                                                                        \
+            return entry;                                                                                 \
         return memset_2d(dstDevice, dstPitch, value, size, Width, Height, hStream, true, per_thread);     \
     }
 

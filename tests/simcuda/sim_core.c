@@ -127,9 +127,9 @@
 
 SIM_EXPORT CUresult cuGetErrorString(CUresult error, const char **pStr)
 {
-    CUresult fault = sim_api_enter(SIM_ID(cuGetErrorString));
-    if (fault != CUDA_SUCCESS)
-        return fault;
+    CUresult entry = SIM_ENTER(cuGetErrorString, SIM_NEED_NOTHING);
+    if (entry != CUDA_SUCCESS)
+        return entry;
     if (pStr == NULL)
         return CUDA_ERROR_INVALID_VALUE;
     switch (error) {
@@ -147,9 +147,9 @@ SIM_EXPORT CUresult cuGetErrorString(CUresult error, const char **pStr)
 
 SIM_EXPORT CUresult cuGetErrorName(CUresult error, const char **pStr)
 {
-    CUresult fault = sim_api_enter(SIM_ID(cuGetErrorName));
-    if (fault != CUDA_SUCCESS)
-        return fault;
+    CUresult entry = SIM_ENTER(cuGetErrorName, SIM_NEED_NOTHING);
+    if (entry != CUDA_SUCCESS)
+        return entry;
     if (pStr == NULL)
         return CUDA_ERROR_INVALID_VALUE;
     switch (error) {
@@ -323,9 +323,9 @@ static void init_once_fn(void)
 
 SIM_EXPORT CUresult cuInit(unsigned int Flags)
 {
-    CUresult fault = sim_api_enter(SIM_ID(cuInit));
-    if (fault != CUDA_SUCCESS)
-        return fault;
+    CUresult entry = SIM_ENTER(cuInit, SIM_NEED_NOTHING);
+    if (entry != CUDA_SUCCESS)
+        return entry;
     if (Flags != 0)
         return CUDA_ERROR_INVALID_VALUE;
     pthread_once(&init_once, init_once_fn);
@@ -339,9 +339,9 @@ bool sim_initialized(void)
 
 SIM_EXPORT CUresult cuDriverGetVersion(int *driverVersion)
 {
-    CUresult fault = sim_api_enter(SIM_ID(cuDriverGetVersion));
-    if (fault != CUDA_SUCCESS)
-        return fault;
+    CUresult entry = SIM_ENTER(cuDriverGetVersion, SIM_NEED_NOTHING);
+    if (entry != CUDA_SUCCESS)
+        return entry;
     if (driverVersion == NULL)
         return CUDA_ERROR_INVALID_VALUE;
     *driverVersion = CUDA_VERSION;
@@ -364,11 +364,9 @@ CUresult sim_device_get(CUdevice ordinal, sim_device_t **out)
 
 SIM_EXPORT CUresult cuDeviceGet(CUdevice *device, int ordinal)
 {
-    CUresult fault = sim_api_enter(SIM_ID(cuDeviceGet));
-    if (fault != CUDA_SUCCESS)
-        return fault;
-    if (!sim_initialized())
-        return CUDA_ERROR_NOT_INITIALIZED;
+    CUresult entry = SIM_ENTER(cuDeviceGet, SIM_NEED_INIT);
+    if (entry != CUDA_SUCCESS)
+        return entry;
     if (device == NULL)
         return CUDA_ERROR_INVALID_VALUE;
     if (ordinal < 0 || ordinal >= sim_device_count)
@@ -379,11 +377,9 @@ SIM_EXPORT CUresult cuDeviceGet(CUdevice *device, int ordinal)
 
 SIM_EXPORT CUresult cuDeviceGetCount(int *count)
 {
-    CUresult fault = sim_api_enter(SIM_ID(cuDeviceGetCount));
-    if (fault != CUDA_SUCCESS)
-        return fault;
-    if (!sim_initialized())
-        return CUDA_ERROR_NOT_INITIALIZED;
+    CUresult entry = SIM_ENTER(cuDeviceGetCount, SIM_NEED_INIT);
+    if (entry != CUDA_SUCCESS)
+        return entry;
     if (count == NULL)
         return CUDA_ERROR_INVALID_VALUE;
     *count = sim_device_count;
@@ -392,9 +388,9 @@ SIM_EXPORT CUresult cuDeviceGetCount(int *count)
 
 SIM_EXPORT CUresult cuDeviceGetName(char *name, int len, CUdevice dev)
 {
-    CUresult fault = sim_api_enter(SIM_ID(cuDeviceGetName));
-    if (fault != CUDA_SUCCESS)
-        return fault;
+    CUresult entry = SIM_ENTER(cuDeviceGetName, SIM_NEED_NOTHING);
+    if (entry != CUDA_SUCCESS)
+        return entry;
     sim_device_t *device;
     CUresult result = sim_device_get(dev, &device);
     if (result != CUDA_SUCCESS)
@@ -469,9 +465,9 @@ SIM_EXPORT CUresult cuDeviceGetName(char *name, int len, CUdevice dev)
 
 SIM_EXPORT CUresult cuDeviceGetAttribute(int *pi, CUdevice_attribute attrib, CUdevice dev)
 {
-    CUresult fault = sim_api_enter(SIM_ID(cuDeviceGetAttribute));
-    if (fault != CUDA_SUCCESS)
-        return fault;
+    CUresult entry = SIM_ENTER(cuDeviceGetAttribute, SIM_NEED_NOTHING);
+    if (entry != CUDA_SUCCESS)
+        return entry;
     sim_device_t *device;
     CUresult result = sim_device_get(dev, &device);
     if (result != CUDA_SUCCESS)
@@ -515,25 +511,25 @@ static CUresult device_get_uuid(CUuuid *uuid, CUdevice dev)
 
 SIM_EXPORT CUresult cuDeviceGetUuid(CUuuid *uuid, CUdevice dev)
 {
-    CUresult fault = sim_api_enter(SIM_ID(cuDeviceGetUuid));
-    if (fault != CUDA_SUCCESS)
-        return fault;
+    CUresult entry = SIM_ENTER(cuDeviceGetUuid, SIM_NEED_NOTHING);
+    if (entry != CUDA_SUCCESS)
+        return entry;
     return device_get_uuid(uuid, dev);
 }
 
 SIM_EXPORT CUresult cuDeviceGetUuid_v2(CUuuid *uuid, CUdevice dev)
 {
-    CUresult fault = sim_api_enter(SIM_ID(cuDeviceGetUuid_v2));
-    if (fault != CUDA_SUCCESS)
-        return fault;
+    CUresult entry = SIM_ENTER(cuDeviceGetUuid_v2, SIM_NEED_NOTHING);
+    if (entry != CUDA_SUCCESS)
+        return entry;
     return device_get_uuid(uuid, dev);
 }
 
 SIM_EXPORT CUresult cuDeviceTotalMem_v2(size_t *bytes, CUdevice dev)
 {
-    CUresult fault = sim_api_enter(SIM_ID(cuDeviceTotalMem_v2));
-    if (fault != CUDA_SUCCESS)
-        return fault;
+    CUresult entry = SIM_ENTER(cuDeviceTotalMem_v2, SIM_NEED_NOTHING);
+    if (entry != CUDA_SUCCESS)
+        return entry;
     sim_device_t *device;
     CUresult result = sim_device_get(dev, &device);
     if (result != CUDA_SUCCESS)
@@ -546,9 +542,9 @@ SIM_EXPORT CUresult cuDeviceTotalMem_v2(size_t *bytes, CUdevice dev)
 
 SIM_EXPORT CUresult cuDeviceGetPCIBusId(char *pciBusId, int len, CUdevice dev)
 {
-    CUresult fault = sim_api_enter(SIM_ID(cuDeviceGetPCIBusId));
-    if (fault != CUDA_SUCCESS)
-        return fault;
+    CUresult entry = SIM_ENTER(cuDeviceGetPCIBusId, SIM_NEED_NOTHING);
+    if (entry != CUDA_SUCCESS)
+        return entry;
     sim_device_t *device;
     CUresult result = sim_device_get(dev, &device);
     if (result != CUDA_SUCCESS)
@@ -561,11 +557,9 @@ SIM_EXPORT CUresult cuDeviceGetPCIBusId(char *pciBusId, int len, CUdevice dev)
 
 SIM_EXPORT CUresult cuDeviceGetByPCIBusId(CUdevice *dev, const char *pciBusId)
 {
-    CUresult fault = sim_api_enter(SIM_ID(cuDeviceGetByPCIBusId));
-    if (fault != CUDA_SUCCESS)
-        return fault;
-    if (!sim_initialized())
-        return CUDA_ERROR_NOT_INITIALIZED;
+    CUresult entry = SIM_ENTER(cuDeviceGetByPCIBusId, SIM_NEED_INIT);
+    if (entry != CUDA_SUCCESS)
+        return entry;
     if (dev == NULL || pciBusId == NULL)
         return CUDA_ERROR_INVALID_VALUE;
     /* Accepts "domain:bus:device.function" and "bus:device.function"
@@ -722,26 +716,26 @@ static CUresult ctx_create(CUcontext *pctx, unsigned flags, CUdevice dev)
 
 SIM_EXPORT CUresult cuCtxCreate(CUcontext *pctx, unsigned int flags, CUdevice dev)
 {
-    CUresult fault = sim_api_enter(SIM_ID(cuCtxCreate));
-    if (fault != CUDA_SUCCESS)
-        return fault;
+    CUresult entry = SIM_ENTER(cuCtxCreate, SIM_NEED_NOTHING);
+    if (entry != CUDA_SUCCESS)
+        return entry;
     return ctx_create(pctx, flags, dev);
 }
 
 SIM_EXPORT CUresult cuCtxCreate_v2(CUcontext *pctx, unsigned int flags, CUdevice dev)
 {
-    CUresult fault = sim_api_enter(SIM_ID(cuCtxCreate_v2));
-    if (fault != CUDA_SUCCESS)
-        return fault;
+    CUresult entry = SIM_ENTER(cuCtxCreate_v2, SIM_NEED_NOTHING);
+    if (entry != CUDA_SUCCESS)
+        return entry;
     return ctx_create(pctx, flags, dev);
 }
 
 SIM_EXPORT CUresult cuCtxCreate_v3(CUcontext *pctx, CUexecAffinityParam *paramsArray, int numParams,
                                    unsigned int flags, CUdevice dev)
 {
-    CUresult fault = sim_api_enter(SIM_ID(cuCtxCreate_v3));
-    if (fault != CUDA_SUCCESS)
-        return fault;
+    CUresult entry = SIM_ENTER(cuCtxCreate_v3, SIM_NEED_NOTHING);
+    if (entry != CUDA_SUCCESS)
+        return entry;
     /* Execution affinity (SM partitioning) is an MPS feature the simulated
      * device does not have. */
     if (numParams < 0 || (numParams > 0 && paramsArray == NULL))
@@ -754,9 +748,9 @@ SIM_EXPORT CUresult cuCtxCreate_v3(CUcontext *pctx, CUexecAffinityParam *paramsA
 SIM_EXPORT CUresult cuCtxCreate_v4(CUcontext *pctx, CUctxCreateParams *ctxCreateParams, unsigned int flags,
                                    CUdevice dev)
 {
-    CUresult fault = sim_api_enter(SIM_ID(cuCtxCreate_v4));
-    if (fault != CUDA_SUCCESS)
-        return fault;
+    CUresult entry = SIM_ENTER(cuCtxCreate_v4, SIM_NEED_NOTHING);
+    if (entry != CUDA_SUCCESS)
+        return entry;
     if (ctxCreateParams != NULL) {
         if (ctxCreateParams->numExecAffinityParams < 0 ||
             (ctxCreateParams->numExecAffinityParams > 0 && ctxCreateParams->execAffinityParams == NULL))
@@ -796,17 +790,17 @@ static CUresult ctx_destroy(CUcontext ctx)
 
 SIM_EXPORT CUresult cuCtxDestroy(CUcontext ctx)
 {
-    CUresult fault = sim_api_enter(SIM_ID(cuCtxDestroy));
-    if (fault != CUDA_SUCCESS)
-        return fault;
+    CUresult entry = SIM_ENTER(cuCtxDestroy, SIM_NEED_NOTHING);
+    if (entry != CUDA_SUCCESS)
+        return entry;
     return ctx_destroy(ctx);
 }
 
 SIM_EXPORT CUresult cuCtxDestroy_v2(CUcontext ctx)
 {
-    CUresult fault = sim_api_enter(SIM_ID(cuCtxDestroy_v2));
-    if (fault != CUDA_SUCCESS)
-        return fault;
+    CUresult entry = SIM_ENTER(cuCtxDestroy_v2, SIM_NEED_NOTHING);
+    if (entry != CUDA_SUCCESS)
+        return entry;
     return ctx_destroy(ctx);
 }
 
@@ -824,17 +818,17 @@ static CUresult ctx_push(CUcontext ctx)
 
 SIM_EXPORT CUresult cuCtxPushCurrent(CUcontext ctx)
 {
-    CUresult fault = sim_api_enter(SIM_ID(cuCtxPushCurrent));
-    if (fault != CUDA_SUCCESS)
-        return fault;
+    CUresult entry = SIM_ENTER(cuCtxPushCurrent, SIM_NEED_NOTHING);
+    if (entry != CUDA_SUCCESS)
+        return entry;
     return ctx_push(ctx);
 }
 
 SIM_EXPORT CUresult cuCtxPushCurrent_v2(CUcontext ctx)
 {
-    CUresult fault = sim_api_enter(SIM_ID(cuCtxPushCurrent_v2));
-    if (fault != CUDA_SUCCESS)
-        return fault;
+    CUresult entry = SIM_ENTER(cuCtxPushCurrent_v2, SIM_NEED_NOTHING);
+    if (entry != CUDA_SUCCESS)
+        return entry;
     return ctx_push(ctx);
 }
 
@@ -852,27 +846,25 @@ static CUresult ctx_pop(CUcontext *pctx)
 
 SIM_EXPORT CUresult cuCtxPopCurrent(CUcontext *pctx)
 {
-    CUresult fault = sim_api_enter(SIM_ID(cuCtxPopCurrent));
-    if (fault != CUDA_SUCCESS)
-        return fault;
+    CUresult entry = SIM_ENTER(cuCtxPopCurrent, SIM_NEED_NOTHING);
+    if (entry != CUDA_SUCCESS)
+        return entry;
     return ctx_pop(pctx);
 }
 
 SIM_EXPORT CUresult cuCtxPopCurrent_v2(CUcontext *pctx)
 {
-    CUresult fault = sim_api_enter(SIM_ID(cuCtxPopCurrent_v2));
-    if (fault != CUDA_SUCCESS)
-        return fault;
+    CUresult entry = SIM_ENTER(cuCtxPopCurrent_v2, SIM_NEED_NOTHING);
+    if (entry != CUDA_SUCCESS)
+        return entry;
     return ctx_pop(pctx);
 }
 
 SIM_EXPORT CUresult cuCtxSetCurrent(CUcontext ctx)
 {
-    CUresult fault = sim_api_enter(SIM_ID(cuCtxSetCurrent));
-    if (fault != CUDA_SUCCESS)
-        return fault;
-    if (!sim_initialized())
-        return CUDA_ERROR_NOT_INITIALIZED;
+    CUresult entry = SIM_ENTER(cuCtxSetCurrent, SIM_NEED_INIT);
+    if (entry != CUDA_SUCCESS)
+        return entry;
     /* NULL unbinds: it empties the stack's top slot. */
     if (ctx == NULL) {
         if (ctx_depth > 0)
@@ -889,11 +881,9 @@ SIM_EXPORT CUresult cuCtxSetCurrent(CUcontext ctx)
 
 SIM_EXPORT CUresult cuCtxGetCurrent(CUcontext *pctx)
 {
-    CUresult fault = sim_api_enter(SIM_ID(cuCtxGetCurrent));
-    if (fault != CUDA_SUCCESS)
-        return fault;
-    if (!sim_initialized())
-        return CUDA_ERROR_NOT_INITIALIZED;
+    CUresult entry = SIM_ENTER(cuCtxGetCurrent, SIM_NEED_INIT);
+    if (entry != CUDA_SUCCESS)
+        return entry;
     if (pctx == NULL)
         return CUDA_ERROR_INVALID_VALUE;
     *pctx = sim_ctx_current();
@@ -915,9 +905,9 @@ static CUresult ctx_resolve(CUcontext ctx, CUcontext *out)
 
 SIM_EXPORT CUresult cuCtxGetDevice(CUdevice *device)
 {
-    CUresult fault = sim_api_enter(SIM_ID(cuCtxGetDevice));
-    if (fault != CUDA_SUCCESS)
-        return fault;
+    CUresult entry = SIM_ENTER(cuCtxGetDevice, SIM_NEED_NOTHING);
+    if (entry != CUDA_SUCCESS)
+        return entry;
     CUcontext ctx;
     CUresult result = sim_ctx_require(&ctx);
     if (result != CUDA_SUCCESS)
@@ -930,9 +920,9 @@ SIM_EXPORT CUresult cuCtxGetDevice(CUdevice *device)
 
 SIM_EXPORT CUresult cuCtxGetDevice_v2(CUdevice *device, CUcontext ctx)
 {
-    CUresult fault = sim_api_enter(SIM_ID(cuCtxGetDevice_v2));
-    if (fault != CUDA_SUCCESS)
-        return fault;
+    CUresult entry = SIM_ENTER(cuCtxGetDevice_v2, SIM_NEED_NOTHING);
+    if (entry != CUDA_SUCCESS)
+        return entry;
     CUresult result = ctx_resolve(ctx, &ctx);
     if (result != CUDA_SUCCESS)
         return result;
@@ -944,9 +934,9 @@ SIM_EXPORT CUresult cuCtxGetDevice_v2(CUdevice *device, CUcontext ctx)
 
 SIM_EXPORT CUresult cuCtxGetFlags(unsigned int *flags)
 {
-    CUresult fault = sim_api_enter(SIM_ID(cuCtxGetFlags));
-    if (fault != CUDA_SUCCESS)
-        return fault;
+    CUresult entry = SIM_ENTER(cuCtxGetFlags, SIM_NEED_NOTHING);
+    if (entry != CUDA_SUCCESS)
+        return entry;
     CUcontext ctx;
     CUresult result = sim_ctx_require(&ctx);
     if (result != CUDA_SUCCESS)
@@ -959,9 +949,9 @@ SIM_EXPORT CUresult cuCtxGetFlags(unsigned int *flags)
 
 SIM_EXPORT CUresult cuCtxGetApiVersion(CUcontext ctx, unsigned int *version)
 {
-    CUresult fault = sim_api_enter(SIM_ID(cuCtxGetApiVersion));
-    if (fault != CUDA_SUCCESS)
-        return fault;
+    CUresult entry = SIM_ENTER(cuCtxGetApiVersion, SIM_NEED_NOTHING);
+    if (entry != CUDA_SUCCESS)
+        return entry;
     CUresult result = ctx_resolve(ctx, &ctx);
     if (result != CUDA_SUCCESS)
         return result;
@@ -985,17 +975,17 @@ static CUresult ctx_synchronize(CUcontext ctx)
 
 SIM_EXPORT CUresult cuCtxSynchronize(void)
 {
-    CUresult fault = sim_api_enter(SIM_ID(cuCtxSynchronize));
-    if (fault != CUDA_SUCCESS)
-        return fault;
+    CUresult entry = SIM_ENTER(cuCtxSynchronize, SIM_NEED_NOTHING);
+    if (entry != CUDA_SUCCESS)
+        return entry;
     return ctx_synchronize(NULL);
 }
 
 SIM_EXPORT CUresult cuCtxSynchronize_v2(CUcontext ctx)
 {
-    CUresult fault = sim_api_enter(SIM_ID(cuCtxSynchronize_v2));
-    if (fault != CUDA_SUCCESS)
-        return fault;
+    CUresult entry = SIM_ENTER(cuCtxSynchronize_v2, SIM_NEED_NOTHING);
+    if (entry != CUDA_SUCCESS)
+        return entry;
     return ctx_synchronize(ctx);
 }
 
@@ -1007,9 +997,9 @@ SIM_EXPORT CUresult cuCtxSynchronize_v2(CUcontext ctx)
 
 SIM_EXPORT CUresult cuDevicePrimaryCtxRetain(CUcontext *pctx, CUdevice dev)
 {
-    CUresult fault = sim_api_enter(SIM_ID(cuDevicePrimaryCtxRetain));
-    if (fault != CUDA_SUCCESS)
-        return fault;
+    CUresult entry = SIM_ENTER(cuDevicePrimaryCtxRetain, SIM_NEED_NOTHING);
+    if (entry != CUDA_SUCCESS)
+        return entry;
     sim_device_t *device;
     CUresult result = sim_device_get(dev, &device);
     if (result != CUDA_SUCCESS)
@@ -1045,25 +1035,25 @@ static CUresult primary_release(CUdevice dev)
 
 SIM_EXPORT CUresult cuDevicePrimaryCtxRelease(CUdevice dev)
 {
-    CUresult fault = sim_api_enter(SIM_ID(cuDevicePrimaryCtxRelease));
-    if (fault != CUDA_SUCCESS)
-        return fault;
+    CUresult entry = SIM_ENTER(cuDevicePrimaryCtxRelease, SIM_NEED_NOTHING);
+    if (entry != CUDA_SUCCESS)
+        return entry;
     return primary_release(dev);
 }
 
 SIM_EXPORT CUresult cuDevicePrimaryCtxRelease_v2(CUdevice dev)
 {
-    CUresult fault = sim_api_enter(SIM_ID(cuDevicePrimaryCtxRelease_v2));
-    if (fault != CUDA_SUCCESS)
-        return fault;
+    CUresult entry = SIM_ENTER(cuDevicePrimaryCtxRelease_v2, SIM_NEED_NOTHING);
+    if (entry != CUDA_SUCCESS)
+        return entry;
     return primary_release(dev);
 }
 
 SIM_EXPORT CUresult cuDevicePrimaryCtxGetState(CUdevice dev, unsigned int *flags, int *active)
 {
-    CUresult fault = sim_api_enter(SIM_ID(cuDevicePrimaryCtxGetState));
-    if (fault != CUDA_SUCCESS)
-        return fault;
+    CUresult entry = SIM_ENTER(cuDevicePrimaryCtxGetState, SIM_NEED_NOTHING);
+    if (entry != CUDA_SUCCESS)
+        return entry;
     sim_device_t *device;
     CUresult result = sim_device_get(dev, &device);
     if (result != CUDA_SUCCESS)
@@ -1095,17 +1085,17 @@ static CUresult primary_set_flags(CUdevice dev, unsigned flags)
 
 SIM_EXPORT CUresult cuDevicePrimaryCtxSetFlags(CUdevice dev, unsigned int flags)
 {
-    CUresult fault = sim_api_enter(SIM_ID(cuDevicePrimaryCtxSetFlags));
-    if (fault != CUDA_SUCCESS)
-        return fault;
+    CUresult entry = SIM_ENTER(cuDevicePrimaryCtxSetFlags, SIM_NEED_NOTHING);
+    if (entry != CUDA_SUCCESS)
+        return entry;
     return primary_set_flags(dev, flags);
 }
 
 SIM_EXPORT CUresult cuDevicePrimaryCtxSetFlags_v2(CUdevice dev, unsigned int flags)
 {
-    CUresult fault = sim_api_enter(SIM_ID(cuDevicePrimaryCtxSetFlags_v2));
-    if (fault != CUDA_SUCCESS)
-        return fault;
+    CUresult entry = SIM_ENTER(cuDevicePrimaryCtxSetFlags_v2, SIM_NEED_NOTHING);
+    if (entry != CUDA_SUCCESS)
+        return entry;
     return primary_set_flags(dev, flags);
 }
 
@@ -1133,16 +1123,16 @@ static CUresult primary_reset(CUdevice dev)
 
 SIM_EXPORT CUresult cuDevicePrimaryCtxReset(CUdevice dev)
 {
-    CUresult fault = sim_api_enter(SIM_ID(cuDevicePrimaryCtxReset));
-    if (fault != CUDA_SUCCESS)
-        return fault;
+    CUresult entry = SIM_ENTER(cuDevicePrimaryCtxReset, SIM_NEED_NOTHING);
+    if (entry != CUDA_SUCCESS)
+        return entry;
     return primary_reset(dev);
 }
 
 SIM_EXPORT CUresult cuDevicePrimaryCtxReset_v2(CUdevice dev)
 {
-    CUresult fault = sim_api_enter(SIM_ID(cuDevicePrimaryCtxReset_v2));
-    if (fault != CUDA_SUCCESS)
-        return fault;
+    CUresult entry = SIM_ENTER(cuDevicePrimaryCtxReset_v2, SIM_NEED_NOTHING);
+    if (entry != CUDA_SUCCESS)
+        return entry;
     return primary_reset(dev);
 }

@@ -110,9 +110,9 @@ CUresult sim_stream_wait_event_locked(struct CUstream_st *stream, struct CUevent
 
 SIM_EXPORT CUresult cuEventCreate(CUevent *phEvent, unsigned int Flags)
 {
-    CUresult fault = sim_api_enter(SIM_ID(cuEventCreate));
-    if (fault != CUDA_SUCCESS)
-        return fault;
+    CUresult entry = SIM_ENTER(cuEventCreate, SIM_NEED_NOTHING);
+    if (entry != CUDA_SUCCESS)
+        return entry;
     const unsigned valid = CU_EVENT_BLOCKING_SYNC | CU_EVENT_DISABLE_TIMING | CU_EVENT_INTERPROCESS;
     if (phEvent == NULL || (Flags & ~valid) != 0)
         return CUDA_ERROR_INVALID_VALUE;
@@ -149,17 +149,17 @@ static CUresult event_destroy(CUevent handle)
 
 SIM_EXPORT CUresult cuEventDestroy_v2(CUevent hEvent)
 {
-    CUresult fault = sim_api_enter(SIM_ID(cuEventDestroy_v2));
-    if (fault != CUDA_SUCCESS)
-        return fault;
+    CUresult entry = SIM_ENTER(cuEventDestroy_v2, SIM_NEED_NOTHING);
+    if (entry != CUDA_SUCCESS)
+        return entry;
     return event_destroy(hEvent);
 }
 
 SIM_EXPORT CUresult cuEventDestroy(CUevent hEvent)
 {
-    CUresult fault = sim_api_enter(SIM_ID(cuEventDestroy));
-    if (fault != CUDA_SUCCESS)
-        return fault;
+    CUresult entry = SIM_ENTER(cuEventDestroy, SIM_NEED_NOTHING);
+    if (entry != CUDA_SUCCESS)
+        return entry;
     return event_destroy(hEvent);
 }
 
@@ -189,33 +189,33 @@ static CUresult event_record(CUevent handle, CUstream stream_handle, unsigned fl
 
 SIM_EXPORT CUresult cuEventRecord(CUevent hEvent, CUstream hStream)
 {
-    CUresult fault = sim_api_enter(SIM_ID(cuEventRecord));
-    if (fault != CUDA_SUCCESS)
-        return fault;
+    CUresult entry = SIM_ENTER(cuEventRecord, SIM_NEED_NOTHING);
+    if (entry != CUDA_SUCCESS)
+        return entry;
     return event_record(hEvent, hStream, 0, false);
 }
 
 SIM_EXPORT CUresult cuEventRecord_ptsz(CUevent hEvent, CUstream hStream)
 {
-    CUresult fault = sim_api_enter(SIM_ID(cuEventRecord_ptsz));
-    if (fault != CUDA_SUCCESS)
-        return fault;
+    CUresult entry = SIM_ENTER(cuEventRecord_ptsz, SIM_NEED_NOTHING);
+    if (entry != CUDA_SUCCESS)
+        return entry;
     return event_record(hEvent, hStream, 0, true);
 }
 
 SIM_EXPORT CUresult cuEventRecordWithFlags(CUevent hEvent, CUstream hStream, unsigned int flags)
 {
-    CUresult fault = sim_api_enter(SIM_ID(cuEventRecordWithFlags));
-    if (fault != CUDA_SUCCESS)
-        return fault;
+    CUresult entry = SIM_ENTER(cuEventRecordWithFlags, SIM_NEED_NOTHING);
+    if (entry != CUDA_SUCCESS)
+        return entry;
     return event_record(hEvent, hStream, flags, false);
 }
 
 SIM_EXPORT CUresult cuEventRecordWithFlags_ptsz(CUevent hEvent, CUstream hStream, unsigned int flags)
 {
-    CUresult fault = sim_api_enter(SIM_ID(cuEventRecordWithFlags_ptsz));
-    if (fault != CUDA_SUCCESS)
-        return fault;
+    CUresult entry = SIM_ENTER(cuEventRecordWithFlags_ptsz, SIM_NEED_NOTHING);
+    if (entry != CUDA_SUCCESS)
+        return entry;
     return event_record(hEvent, hStream, flags, true);
 }
 
@@ -236,9 +236,9 @@ static bool event_snapshot(struct CUevent_st *event, sim_dep_t *out, uint64_t *g
 
 SIM_EXPORT CUresult cuEventQuery(CUevent hEvent)
 {
-    CUresult fault = sim_api_enter(SIM_ID(cuEventQuery));
-    if (fault != CUDA_SUCCESS)
-        return fault;
+    CUresult entry = SIM_ENTER(cuEventQuery, SIM_NEED_NOTHING);
+    if (entry != CUDA_SUCCESS)
+        return entry;
     struct CUevent_st *event = sim_event_from_handle(hEvent);
     if (event == NULL)
         return CUDA_ERROR_INVALID_HANDLE;
@@ -253,9 +253,9 @@ SIM_EXPORT CUresult cuEventQuery(CUevent hEvent)
 
 SIM_EXPORT CUresult cuEventSynchronize(CUevent hEvent)
 {
-    CUresult fault = sim_api_enter(SIM_ID(cuEventSynchronize));
-    if (fault != CUDA_SUCCESS)
-        return fault;
+    CUresult entry = SIM_ENTER(cuEventSynchronize, SIM_NEED_NOTHING);
+    if (entry != CUDA_SUCCESS)
+        return entry;
     struct CUevent_st *event = sim_event_from_handle(hEvent);
     if (event == NULL)
         return CUDA_ERROR_INVALID_HANDLE;
@@ -306,17 +306,17 @@ static CUresult event_elapsed(float *ms, CUevent start_handle, CUevent end_handl
 
 SIM_EXPORT CUresult cuEventElapsedTime(float *pMilliseconds, CUevent hStart, CUevent hEnd)
 {
-    CUresult fault = sim_api_enter(SIM_ID(cuEventElapsedTime));
-    if (fault != CUDA_SUCCESS)
-        return fault;
+    CUresult entry = SIM_ENTER(cuEventElapsedTime, SIM_NEED_NOTHING);
+    if (entry != CUDA_SUCCESS)
+        return entry;
     return event_elapsed(pMilliseconds, hStart, hEnd);
 }
 
 SIM_EXPORT CUresult cuEventElapsedTime_v2(float *pMilliseconds, CUevent hStart, CUevent hEnd)
 {
-    CUresult fault = sim_api_enter(SIM_ID(cuEventElapsedTime_v2));
-    if (fault != CUDA_SUCCESS)
-        return fault;
+    CUresult entry = SIM_ENTER(cuEventElapsedTime_v2, SIM_NEED_NOTHING);
+    if (entry != CUDA_SUCCESS)
+        return entry;
     return event_elapsed(pMilliseconds, hStart, hEnd);
 }
 
@@ -339,16 +339,16 @@ static CUresult stream_wait_event(CUstream stream_handle, CUevent event_handle, 
 
 SIM_EXPORT CUresult cuStreamWaitEvent(CUstream hStream, CUevent hEvent, unsigned int Flags)
 {
-    CUresult fault = sim_api_enter(SIM_ID(cuStreamWaitEvent));
-    if (fault != CUDA_SUCCESS)
-        return fault;
+    CUresult entry = SIM_ENTER(cuStreamWaitEvent, SIM_NEED_NOTHING);
+    if (entry != CUDA_SUCCESS)
+        return entry;
     return stream_wait_event(hStream, hEvent, Flags, false);
 }
 
 SIM_EXPORT CUresult cuStreamWaitEvent_ptsz(CUstream hStream, CUevent hEvent, unsigned int Flags)
 {
-    CUresult fault = sim_api_enter(SIM_ID(cuStreamWaitEvent_ptsz));
-    if (fault != CUDA_SUCCESS)
-        return fault;
+    CUresult entry = SIM_ENTER(cuStreamWaitEvent_ptsz, SIM_NEED_NOTHING);
+    if (entry != CUDA_SUCCESS)
+        return entry;
     return stream_wait_event(hStream, hEvent, Flags, true);
 }

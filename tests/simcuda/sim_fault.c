@@ -1,9 +1,10 @@
 /* sim_fault.c: call counting and fault injection (`SIMCUDA_FAIL`).
  *
- * Main entry point: `sim_api_enter`, the first statement of every exported
- * function. It counts the call for the report and, when a rule of
- * `SIMCUDA_FAIL` selects this call, returns the row's `fault_error` (or the
- * rule's `err=`) so the function returns before any side effect.
+ * Main entry point: `sim_api_enter` (through `SIM_ENTER`), the first
+ * statement of every exported function. It counts the call for the report
+ * and, when a rule of `SIMCUDA_FAIL` selects this call, returns the row's
+ * `fault_error` (or the rule's `err=`) so the function returns before any
+ * side effect; then it checks that `cuInit` has run where the caller needs it.
  *
  *   SIMCUDA_FAIL="cuMemCreate:3,cuMemcpyDtoHAsync_v2:every=4,cuMemHostAlloc:after=2:err=CUDA_ERROR_UNKNOWN"
  *
@@ -135,7 +136,7 @@ void sim_fault_check_config(void)
     exit(2);
 }
 
-CUresult sim_api_enter(sim_api_id_t id)
+static CUresult fault_inject(sim_api_id_t id)
 {
     atomic_fetch_add_explicit(&sim_stats.calls[id], 1, memory_order_relaxed);
     pthread_once(&fault_once, fault_parse);
@@ -153,4 +154,14 @@ CUresult sim_api_enter(sim_api_id_t id)
         return CUDA_SUCCESS;
     atomic_fetch_add_explicit(&sim_stats.faults_injected, 1, memory_order_relaxed);
     return rule->has_error ? rule->error : sim_api_table[id].fault_error;
+}
+
+CUresult sim_api_enter(sim_api_id_t id, sim_need_t need)
+{
+    CUresult fault = fault_inject(id);
+    if (fault != CUDA_SUCCESS)
+        return fault;
+    if (need == SIM_NEED_INIT && !sim_initialized())
+        return CUDA_ERROR_NOT_INITIALIZED;
+    return CUDA_SUCCESS;
 }

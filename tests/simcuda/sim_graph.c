@@ -424,57 +424,57 @@ static CUresult end_capture(CUstream handle, CUgraph *out, bool per_thread)
 
 SIM_EXPORT CUresult cuStreamBeginCapture(CUstream hStream)
 {
-    CUresult fault = sim_api_enter(SIM_ID(cuStreamBeginCapture));
-    if (fault != CUDA_SUCCESS)
-        return fault;
+    CUresult entry = SIM_ENTER(cuStreamBeginCapture, SIM_NEED_NOTHING);
+    if (entry != CUDA_SUCCESS)
+        return entry;
     return begin_capture(hStream, CU_STREAM_CAPTURE_MODE_GLOBAL, false);
 }
 
 SIM_EXPORT CUresult cuStreamBeginCapture_ptsz(CUstream hStream)
 {
-    CUresult fault = sim_api_enter(SIM_ID(cuStreamBeginCapture_ptsz));
-    if (fault != CUDA_SUCCESS)
-        return fault;
+    CUresult entry = SIM_ENTER(cuStreamBeginCapture_ptsz, SIM_NEED_NOTHING);
+    if (entry != CUDA_SUCCESS)
+        return entry;
     return begin_capture(hStream, CU_STREAM_CAPTURE_MODE_GLOBAL, true);
 }
 
 SIM_EXPORT CUresult cuStreamBeginCapture_v2(CUstream hStream, CUstreamCaptureMode mode)
 {
-    CUresult fault = sim_api_enter(SIM_ID(cuStreamBeginCapture_v2));
-    if (fault != CUDA_SUCCESS)
-        return fault;
+    CUresult entry = SIM_ENTER(cuStreamBeginCapture_v2, SIM_NEED_NOTHING);
+    if (entry != CUDA_SUCCESS)
+        return entry;
     return begin_capture(hStream, mode, false);
 }
 
 SIM_EXPORT CUresult cuStreamBeginCapture_v2_ptsz(CUstream hStream, CUstreamCaptureMode mode)
 {
-    CUresult fault = sim_api_enter(SIM_ID(cuStreamBeginCapture_v2_ptsz));
-    if (fault != CUDA_SUCCESS)
-        return fault;
+    CUresult entry = SIM_ENTER(cuStreamBeginCapture_v2_ptsz, SIM_NEED_NOTHING);
+    if (entry != CUDA_SUCCESS)
+        return entry;
     return begin_capture(hStream, mode, true);
 }
 
 SIM_EXPORT CUresult cuStreamEndCapture(CUstream hStream, CUgraph *phGraph)
 {
-    CUresult fault = sim_api_enter(SIM_ID(cuStreamEndCapture));
-    if (fault != CUDA_SUCCESS)
-        return fault;
+    CUresult entry = SIM_ENTER(cuStreamEndCapture, SIM_NEED_NOTHING);
+    if (entry != CUDA_SUCCESS)
+        return entry;
     return end_capture(hStream, phGraph, false);
 }
 
 SIM_EXPORT CUresult cuStreamEndCapture_ptsz(CUstream hStream, CUgraph *phGraph)
 {
-    CUresult fault = sim_api_enter(SIM_ID(cuStreamEndCapture_ptsz));
-    if (fault != CUDA_SUCCESS)
-        return fault;
+    CUresult entry = SIM_ENTER(cuStreamEndCapture_ptsz, SIM_NEED_NOTHING);
+    if (entry != CUDA_SUCCESS)
+        return entry;
     return end_capture(hStream, phGraph, true);
 }
 
 SIM_EXPORT CUresult cuThreadExchangeStreamCaptureMode(CUstreamCaptureMode *mode)
 {
-    CUresult fault = sim_api_enter(SIM_ID(cuThreadExchangeStreamCaptureMode));
-    if (fault != CUDA_SUCCESS)
-        return fault;
+    CUresult entry = SIM_ENTER(cuThreadExchangeStreamCaptureMode, SIM_NEED_NOTHING);
+    if (entry != CUDA_SUCCESS)
+        return entry;
     if (mode == NULL || (*mode != CU_STREAM_CAPTURE_MODE_GLOBAL && *mode != CU_STREAM_CAPTURE_MODE_THREAD_LOCAL &&
                          *mode != CU_STREAM_CAPTURE_MODE_RELAXED))
         return CUDA_ERROR_INVALID_VALUE;
@@ -540,17 +540,17 @@ static CUresult is_capturing(CUstream handle, CUstreamCaptureStatus *status, boo
 
 SIM_EXPORT CUresult cuStreamIsCapturing(CUstream hStream, CUstreamCaptureStatus *captureStatus)
 {
-    CUresult fault = sim_api_enter(SIM_ID(cuStreamIsCapturing));
-    if (fault != CUDA_SUCCESS)
-        return fault;
+    CUresult entry = SIM_ENTER(cuStreamIsCapturing, SIM_NEED_NOTHING);
+    if (entry != CUDA_SUCCESS)
+        return entry;
     return is_capturing(hStream, captureStatus, false);
 }
 
 SIM_EXPORT CUresult cuStreamIsCapturing_ptsz(CUstream hStream, CUstreamCaptureStatus *captureStatus)
 {
-    CUresult fault = sim_api_enter(SIM_ID(cuStreamIsCapturing_ptsz));
-    if (fault != CUDA_SUCCESS)
-        return fault;
+    CUresult entry = SIM_ENTER(cuStreamIsCapturing_ptsz, SIM_NEED_NOTHING);
+    if (entry != CUDA_SUCCESS)
+        return entry;
     return is_capturing(hStream, captureStatus, true);
 }
 
@@ -583,18 +583,18 @@ static CUresult get_capture_info(CUstream handle, bool per_thread, CUstreamCaptu
 SIM_EXPORT CUresult cuStreamGetCaptureInfo(CUstream hStream, CUstreamCaptureStatus *captureStatus_out,
                                            cuuint64_t *id_out)
 {
-    CUresult fault = sim_api_enter(SIM_ID(cuStreamGetCaptureInfo));
-    if (fault != CUDA_SUCCESS)
-        return fault;
+    CUresult entry = SIM_ENTER(cuStreamGetCaptureInfo, SIM_NEED_NOTHING);
+    if (entry != CUDA_SUCCESS)
+        return entry;
     return get_capture_info(hStream, false, captureStatus_out, id_out, NULL, NULL, NULL, NULL);
 }
 
 SIM_EXPORT CUresult cuStreamGetCaptureInfo_ptsz(CUstream hStream, CUstreamCaptureStatus *captureStatus_out,
                                                 cuuint64_t *id_out)
 {
-    CUresult fault = sim_api_enter(SIM_ID(cuStreamGetCaptureInfo_ptsz));
-    if (fault != CUDA_SUCCESS)
-        return fault;
+    CUresult entry = SIM_ENTER(cuStreamGetCaptureInfo_ptsz, SIM_NEED_NOTHING);
+    if (entry != CUDA_SUCCESS)
+        return entry;
     return get_capture_info(hStream, true, captureStatus_out, id_out, NULL, NULL, NULL, NULL);
 }
 
@@ -602,9 +602,9 @@ SIM_EXPORT CUresult cuStreamGetCaptureInfo_v2(CUstream hStream, CUstreamCaptureS
                                               cuuint64_t *id_out, CUgraph *graph_out,
                                               const CUgraphNode **dependencies_out, size_t *numDependencies_out)
 {
-    CUresult fault = sim_api_enter(SIM_ID(cuStreamGetCaptureInfo_v2));
-    if (fault != CUDA_SUCCESS)
-        return fault;
+    CUresult entry = SIM_ENTER(cuStreamGetCaptureInfo_v2, SIM_NEED_NOTHING);
+    if (entry != CUDA_SUCCESS)
+        return entry;
     return get_capture_info(hStream, false, captureStatus_out, id_out, graph_out, dependencies_out, NULL,
                             numDependencies_out);
 }
@@ -613,9 +613,9 @@ SIM_EXPORT CUresult cuStreamGetCaptureInfo_v2_ptsz(CUstream hStream, CUstreamCap
                                                    cuuint64_t *id_out, CUgraph *graph_out,
                                                    const CUgraphNode **dependencies_out, size_t *numDependencies_out)
 {
-    CUresult fault = sim_api_enter(SIM_ID(cuStreamGetCaptureInfo_v2_ptsz));
-    if (fault != CUDA_SUCCESS)
-        return fault;
+    CUresult entry = SIM_ENTER(cuStreamGetCaptureInfo_v2_ptsz, SIM_NEED_NOTHING);
+    if (entry != CUDA_SUCCESS)
+        return entry;
     return get_capture_info(hStream, true, captureStatus_out, id_out, graph_out, dependencies_out, NULL,
                             numDependencies_out);
 }
@@ -625,9 +625,9 @@ SIM_EXPORT CUresult cuStreamGetCaptureInfo_v3(CUstream hStream, CUstreamCaptureS
                                               const CUgraphNode **dependencies_out,
                                               const CUgraphEdgeData **edgeData_out, size_t *numDependencies_out)
 {
-    CUresult fault = sim_api_enter(SIM_ID(cuStreamGetCaptureInfo_v3));
-    if (fault != CUDA_SUCCESS)
-        return fault;
+    CUresult entry = SIM_ENTER(cuStreamGetCaptureInfo_v3, SIM_NEED_NOTHING);
+    if (entry != CUDA_SUCCESS)
+        return entry;
     return get_capture_info(hStream, false, captureStatus_out, id_out, graph_out, dependencies_out, edgeData_out,
                             numDependencies_out);
 }
@@ -637,9 +637,9 @@ SIM_EXPORT CUresult cuStreamGetCaptureInfo_v3_ptsz(CUstream hStream, CUstreamCap
                                                    const CUgraphNode **dependencies_out,
                                                    const CUgraphEdgeData **edgeData_out, size_t *numDependencies_out)
 {
-    CUresult fault = sim_api_enter(SIM_ID(cuStreamGetCaptureInfo_v3_ptsz));
-    if (fault != CUDA_SUCCESS)
-        return fault;
+    CUresult entry = SIM_ENTER(cuStreamGetCaptureInfo_v3_ptsz, SIM_NEED_NOTHING);
+    if (entry != CUDA_SUCCESS)
+        return entry;
     return get_capture_info(hStream, true, captureStatus_out, id_out, graph_out, dependencies_out, edgeData_out,
                             numDependencies_out);
 }
@@ -660,9 +660,9 @@ static CUgraphNode node_from_handle(CUgraphNode node)
 
 SIM_EXPORT CUresult cuGraphCreate(CUgraph *phGraph, unsigned int flags)
 {
-    CUresult fault = sim_api_enter(SIM_ID(cuGraphCreate));
-    if (fault != CUDA_SUCCESS)
-        return fault;
+    CUresult entry = SIM_ENTER(cuGraphCreate, SIM_NEED_NOTHING);
+    if (entry != CUDA_SUCCESS)
+        return entry;
     if (phGraph == NULL || flags != 0)
         return CUDA_ERROR_INVALID_VALUE;
     if (!sim_initialized())
@@ -676,9 +676,9 @@ SIM_EXPORT CUresult cuGraphCreate(CUgraph *phGraph, unsigned int flags)
 
 SIM_EXPORT CUresult cuGraphDestroy(CUgraph hGraph)
 {
-    CUresult fault = sim_api_enter(SIM_ID(cuGraphDestroy));
-    if (fault != CUDA_SUCCESS)
-        return fault;
+    CUresult entry = SIM_ENTER(cuGraphDestroy, SIM_NEED_NOTHING);
+    if (entry != CUDA_SUCCESS)
+        return entry;
     CUgraph graph = graph_from_handle(hGraph);
     if (graph == NULL)
         return CUDA_ERROR_INVALID_VALUE;
@@ -688,9 +688,9 @@ SIM_EXPORT CUresult cuGraphDestroy(CUgraph hGraph)
 
 SIM_EXPORT CUresult cuGraphGetNodes(CUgraph hGraph, CUgraphNode *nodes, size_t *numNodes)
 {
-    CUresult fault = sim_api_enter(SIM_ID(cuGraphGetNodes));
-    if (fault != CUDA_SUCCESS)
-        return fault;
+    CUresult entry = SIM_ENTER(cuGraphGetNodes, SIM_NEED_NOTHING);
+    if (entry != CUDA_SUCCESS)
+        return entry;
     CUgraph graph = graph_from_handle(hGraph);
     if (graph == NULL || numNodes == NULL)
         return CUDA_ERROR_INVALID_VALUE;
@@ -706,9 +706,9 @@ SIM_EXPORT CUresult cuGraphGetNodes(CUgraph hGraph, CUgraphNode *nodes, size_t *
 
 SIM_EXPORT CUresult cuGraphNodeGetType(CUgraphNode hNode, CUgraphNodeType *type)
 {
-    CUresult fault = sim_api_enter(SIM_ID(cuGraphNodeGetType));
-    if (fault != CUDA_SUCCESS)
-        return fault;
+    CUresult entry = SIM_ENTER(cuGraphNodeGetType, SIM_NEED_NOTHING);
+    if (entry != CUDA_SUCCESS)
+        return entry;
     CUgraphNode node = node_from_handle(hNode);
     if (node == NULL || type == NULL)
         return CUDA_ERROR_INVALID_VALUE;
@@ -740,9 +740,9 @@ SIM_EXPORT CUresult cuGraphNodeGetType(CUgraphNode hNode, CUgraphNodeType *type)
 
 SIM_EXPORT CUresult cuGraphKernelNodeGetParams_v2(CUgraphNode hNode, CUDA_KERNEL_NODE_PARAMS *nodeParams)
 {
-    CUresult fault = sim_api_enter(SIM_ID(cuGraphKernelNodeGetParams_v2));
-    if (fault != CUDA_SUCCESS)
-        return fault;
+    CUresult entry = SIM_ENTER(cuGraphKernelNodeGetParams_v2, SIM_NEED_NOTHING);
+    if (entry != CUDA_SUCCESS)
+        return entry;
     CUgraphNode node = node_from_handle(hNode);
     if (node == NULL || nodeParams == NULL || node->cmd.kind != SIM_CMD_KERNEL)
         return CUDA_ERROR_INVALID_VALUE;
@@ -764,9 +764,9 @@ SIM_EXPORT CUresult cuGraphKernelNodeGetParams_v2(CUgraphNode hNode, CUDA_KERNEL
 SIM_EXPORT CUresult cuGraphAddKernelNode_v2(CUgraphNode *phGraphNode, CUgraph hGraph, const CUgraphNode *dependencies,
                                             size_t numDependencies, const CUDA_KERNEL_NODE_PARAMS *nodeParams)
 {
-    CUresult fault = sim_api_enter(SIM_ID(cuGraphAddKernelNode_v2));
-    if (fault != CUDA_SUCCESS)
-        return fault;
+    CUresult entry = SIM_ENTER(cuGraphAddKernelNode_v2, SIM_NEED_NOTHING);
+    if (entry != CUDA_SUCCESS)
+        return entry;
     CUgraph graph = graph_from_handle(hGraph);
     if (phGraphNode == NULL || graph == NULL || nodeParams == NULL || (numDependencies > 0 && dependencies == NULL))
         return CUDA_ERROR_INVALID_VALUE;
@@ -842,9 +842,9 @@ static CUresult instantiate(CUgraphExec *out, CUgraph handle)
 
 SIM_EXPORT CUresult cuGraphInstantiateWithFlags(CUgraphExec *phGraphExec, CUgraph hGraph, unsigned long long flags)
 {
-    CUresult fault = sim_api_enter(SIM_ID(cuGraphInstantiateWithFlags));
-    if (fault != CUDA_SUCCESS)
-        return fault;
+    CUresult entry = SIM_ENTER(cuGraphInstantiateWithFlags, SIM_NEED_NOTHING);
+    if (entry != CUDA_SUCCESS)
+        return entry;
     const unsigned long long known = CUDA_GRAPH_INSTANTIATE_FLAG_AUTO_FREE_ON_LAUNCH | CUDA_GRAPH_INSTANTIATE_FLAG_UPLOAD |
                                      CUDA_GRAPH_INSTANTIATE_FLAG_DEVICE_LAUNCH |
                                      CUDA_GRAPH_INSTANTIATE_FLAG_USE_NODE_PRIORITY;
@@ -856,9 +856,9 @@ SIM_EXPORT CUresult cuGraphInstantiateWithFlags(CUgraphExec *phGraphExec, CUgrap
 SIM_EXPORT CUresult cuGraphInstantiate(CUgraphExec *phGraphExec, CUgraph hGraph, CUgraphNode *phErrorNode,
                                        char *logBuffer, size_t bufferSize)
 {
-    CUresult fault = sim_api_enter(SIM_ID(cuGraphInstantiate));
-    if (fault != CUDA_SUCCESS)
-        return fault;
+    CUresult entry = SIM_ENTER(cuGraphInstantiate, SIM_NEED_NOTHING);
+    if (entry != CUDA_SUCCESS)
+        return entry;
     if (logBuffer != NULL && bufferSize > 0)
         logBuffer[0] = '\0';
     return instantiate(phGraphExec, hGraph);
@@ -867,9 +867,9 @@ SIM_EXPORT CUresult cuGraphInstantiate(CUgraphExec *phGraphExec, CUgraph hGraph,
 SIM_EXPORT CUresult cuGraphInstantiate_v2(CUgraphExec *phGraphExec, CUgraph hGraph, CUgraphNode *phErrorNode,
                                           char *logBuffer, size_t bufferSize)
 {
-    CUresult fault = sim_api_enter(SIM_ID(cuGraphInstantiate_v2));
-    if (fault != CUDA_SUCCESS)
-        return fault;
+    CUresult entry = SIM_ENTER(cuGraphInstantiate_v2, SIM_NEED_NOTHING);
+    if (entry != CUDA_SUCCESS)
+        return entry;
     if (logBuffer != NULL && bufferSize > 0)
         logBuffer[0] = '\0';
     return instantiate(phGraphExec, hGraph);
@@ -877,9 +877,9 @@ SIM_EXPORT CUresult cuGraphInstantiate_v2(CUgraphExec *phGraphExec, CUgraph hGra
 
 SIM_EXPORT CUresult cuGraphExecDestroy(CUgraphExec hGraphExec)
 {
-    CUresult fault = sim_api_enter(SIM_ID(cuGraphExecDestroy));
-    if (fault != CUDA_SUCCESS)
-        return fault;
+    CUresult entry = SIM_ENTER(cuGraphExecDestroy, SIM_NEED_NOTHING);
+    if (entry != CUDA_SUCCESS)
+        return entry;
     if (hGraphExec == NULL || hGraphExec->magic != SIM_GRAPH_EXEC_MAGIC)
         return CUDA_ERROR_INVALID_VALUE;
     /* Launches submitted copies; nothing in flight refers to these. */
@@ -918,16 +918,16 @@ static CUresult graph_launch(CUgraphExec exec, CUstream handle, bool per_thread)
 
 SIM_EXPORT CUresult cuGraphLaunch(CUgraphExec hGraphExec, CUstream hStream)
 {
-    CUresult fault = sim_api_enter(SIM_ID(cuGraphLaunch));
-    if (fault != CUDA_SUCCESS)
-        return fault;
+    CUresult entry = SIM_ENTER(cuGraphLaunch, SIM_NEED_NOTHING);
+    if (entry != CUDA_SUCCESS)
+        return entry;
     return graph_launch(hGraphExec, hStream, false);
 }
 
 SIM_EXPORT CUresult cuGraphLaunch_ptsz(CUgraphExec hGraphExec, CUstream hStream)
 {
-    CUresult fault = sim_api_enter(SIM_ID(cuGraphLaunch_ptsz));
-    if (fault != CUDA_SUCCESS)
-        return fault;
+    CUresult entry = SIM_ENTER(cuGraphLaunch_ptsz, SIM_NEED_NOTHING);
+    if (entry != CUDA_SUCCESS)
+        return entry;
     return graph_launch(hGraphExec, hStream, true);
 }

@@ -71,14 +71,25 @@ typedef struct sim_api_entry_s {
 /* Indexed by `sim_api_id_t`. Defined in `sim_procaddr.c`. */
 SIM_HIDDEN extern const sim_api_entry_t sim_api_table[SIM_API_COUNT];
 
-/* First statement of every exported function:
- *     CUresult fault = sim_api_enter(SIM_ID(cuMemCreate));
- *     if (fault != CUDA_SUCCESS)
- *         return fault;
- * Counts the call for the report and returns the injected error when
- * `SIMCUDA_FAIL` selects this call, CUDA_SUCCESS otherwise. Lock-free on
- * the common path. Defined in `sim_fault.c`. */
-SIM_HIDDEN CUresult sim_api_enter(sim_api_id_t id);
+/* What an exported function needs before its own checks: nothing, or a
+ * driver that `cuInit` has initialised. */
+typedef enum sim_need_e {
+    SIM_NEED_NOTHING,
+    SIM_NEED_INIT,
+} sim_need_t;
+
+/* The entry preamble, the first statement of every exported function:
+ *     CUresult entry = SIM_ENTER(cuMemCreate, SIM_NEED_INIT);
+ *     if (entry != CUDA_SUCCESS)
+ *         return entry;
+ * Counts the call for the report, returns the injected error when
+ * `SIMCUDA_FAIL` selects this call, then CUDA_ERROR_NOT_INITIALIZED when
+ * `need` is SIM_NEED_INIT and `cuInit` has not run; CUDA_SUCCESS otherwise.
+ * The fault comes first, so an injected failure is seen before any other
+ * error, as the real driver's would be. Lock-free on the common path.
+ * `sim_api_enter` is defined in `sim_fault.c`. */
+#define SIM_ENTER(symbol, need) sim_api_enter(SIM_ID(symbol), (need))
+SIM_HIDDEN CUresult sim_api_enter(sim_api_id_t id, sim_need_t need);
 
 /* ------------------------------------------------------------------------
  * Configuration helpers (sim_core.c)

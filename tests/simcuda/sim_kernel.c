@@ -234,9 +234,9 @@ static CUresult launch(CUfunction f, const unsigned grid[3], const unsigned bloc
 #define SIM_LAUNCH_FN(symbol, params, extra_arg, per_thread)                                               \
     SIM_EXPORT CUresult symbol params                                                                     \
     {                                                                                                     \
-        CUresult fault = sim_api_enter(SIM_ID(symbol));                                                   \
-        if (fault != CUDA_SUCCESS)                                                                        \
-            return fault;                                                                                 \
+        CUresult entry = SIM_ENTER(symbol, SIM_NEED_NOTHING);                                             \
+        if (entry != CUDA_SUCCESS)                                                                        \
+            return entry;                                                                                 \
         const unsigned grid[3] = {gridDimX, gridDimY, gridDimZ};                                          \
         const unsigned block[3] = {blockDimX, blockDimY, blockDimZ};                                      \
         return launch(f, grid, block, sharedMemBytes, hStream, kernelParams, extra_arg, per_thread);      \
@@ -258,18 +258,18 @@ static CUresult launch_ex(const CUlaunchConfig *config, CUfunction f, void **par
 
 SIM_EXPORT CUresult cuLaunchKernelEx(const CUlaunchConfig *config, CUfunction f, void **kernelParams, void **extra)
 {
-    CUresult fault = sim_api_enter(SIM_ID(cuLaunchKernelEx));
-    if (fault != CUDA_SUCCESS)
-        return fault;
+    CUresult entry = SIM_ENTER(cuLaunchKernelEx, SIM_NEED_NOTHING);
+    if (entry != CUDA_SUCCESS)
+        return entry;
     return launch_ex(config, f, kernelParams, extra, false);
 }
 
 SIM_EXPORT CUresult cuLaunchKernelEx_ptsz(const CUlaunchConfig *config, CUfunction f, void **kernelParams,
                                           void **extra)
 {
-    CUresult fault = sim_api_enter(SIM_ID(cuLaunchKernelEx_ptsz));
-    if (fault != CUDA_SUCCESS)
-        return fault;
+    CUresult entry = SIM_ENTER(cuLaunchKernelEx_ptsz, SIM_NEED_NOTHING);
+    if (entry != CUDA_SUCCESS)
+        return entry;
     return launch_ex(config, f, kernelParams, extra, true);
 }
 
@@ -308,9 +308,9 @@ static CUresult module_new(CUmodule *out)
 
 SIM_EXPORT CUresult cuModuleLoad(CUmodule *module, const char *fname)
 {
-    CUresult fault = sim_api_enter(SIM_ID(cuModuleLoad));
-    if (fault != CUDA_SUCCESS)
-        return fault;
+    CUresult entry = SIM_ENTER(cuModuleLoad, SIM_NEED_NOTHING);
+    if (entry != CUDA_SUCCESS)
+        return entry;
     if (fname == NULL)
         return CUDA_ERROR_INVALID_VALUE;
     if (access(fname, R_OK) != 0)
@@ -320,9 +320,9 @@ SIM_EXPORT CUresult cuModuleLoad(CUmodule *module, const char *fname)
 
 SIM_EXPORT CUresult cuModuleLoadData(CUmodule *module, const void *image)
 {
-    CUresult fault = sim_api_enter(SIM_ID(cuModuleLoadData));
-    if (fault != CUDA_SUCCESS)
-        return fault;
+    CUresult entry = SIM_ENTER(cuModuleLoadData, SIM_NEED_NOTHING);
+    if (entry != CUDA_SUCCESS)
+        return entry;
     if (image == NULL)
         return CUDA_ERROR_INVALID_VALUE;
     return module_new(module);
@@ -331,9 +331,9 @@ SIM_EXPORT CUresult cuModuleLoadData(CUmodule *module, const void *image)
 SIM_EXPORT CUresult cuModuleLoadDataEx(CUmodule *module, const void *image, unsigned int numOptions,
                                        CUjit_option *options, void **optionValues)
 {
-    CUresult fault = sim_api_enter(SIM_ID(cuModuleLoadDataEx));
-    if (fault != CUDA_SUCCESS)
-        return fault;
+    CUresult entry = SIM_ENTER(cuModuleLoadDataEx, SIM_NEED_NOTHING);
+    if (entry != CUDA_SUCCESS)
+        return entry;
     if (image == NULL || (numOptions > 0 && (options == NULL || optionValues == NULL)))
         return CUDA_ERROR_INVALID_VALUE;
     return module_new(module);
@@ -341,9 +341,9 @@ SIM_EXPORT CUresult cuModuleLoadDataEx(CUmodule *module, const void *image, unsi
 
 SIM_EXPORT CUresult cuModuleUnload(CUmodule hmod)
 {
-    CUresult fault = sim_api_enter(SIM_ID(cuModuleUnload));
-    if (fault != CUDA_SUCCESS)
-        return fault;
+    CUresult entry = SIM_ENTER(cuModuleUnload, SIM_NEED_NOTHING);
+    if (entry != CUDA_SUCCESS)
+        return entry;
     if (hmod == NULL || hmod->magic != SIM_MODULE_MAGIC)
         return CUDA_ERROR_INVALID_HANDLE;
     hmod->magic = 0;
@@ -353,9 +353,9 @@ SIM_EXPORT CUresult cuModuleUnload(CUmodule hmod)
 
 SIM_EXPORT CUresult cuModuleGetFunction(CUfunction *hfunc, CUmodule hmod, const char *name)
 {
-    CUresult fault = sim_api_enter(SIM_ID(cuModuleGetFunction));
-    if (fault != CUDA_SUCCESS)
-        return fault;
+    CUresult entry = SIM_ENTER(cuModuleGetFunction, SIM_NEED_NOTHING);
+    if (entry != CUDA_SUCCESS)
+        return entry;
     if (hfunc == NULL || name == NULL)
         return CUDA_ERROR_INVALID_VALUE;
     if (hmod == NULL || hmod->magic != SIM_MODULE_MAGIC)
@@ -372,9 +372,9 @@ SIM_EXPORT CUresult cuLibraryLoadData(CUlibrary *library, const void *code, CUji
                                       CUlibraryOption *libraryOptions, void **libraryOptionValues,
                                       unsigned int numLibraryOptions)
 {
-    CUresult fault = sim_api_enter(SIM_ID(cuLibraryLoadData));
-    if (fault != CUDA_SUCCESS)
-        return fault;
+    CUresult entry = SIM_ENTER(cuLibraryLoadData, SIM_NEED_NOTHING);
+    if (entry != CUDA_SUCCESS)
+        return entry;
     if (library == NULL || code == NULL || (numJitOptions > 0 && (jitOptions == NULL || jitOptionsValues == NULL)) ||
         (numLibraryOptions > 0 && (libraryOptions == NULL || libraryOptionValues == NULL)))
         return CUDA_ERROR_INVALID_VALUE;
@@ -390,9 +390,9 @@ SIM_EXPORT CUresult cuLibraryLoadData(CUlibrary *library, const void *code, CUji
 
 SIM_EXPORT CUresult cuLibraryUnload(CUlibrary library)
 {
-    CUresult fault = sim_api_enter(SIM_ID(cuLibraryUnload));
-    if (fault != CUDA_SUCCESS)
-        return fault;
+    CUresult entry = SIM_ENTER(cuLibraryUnload, SIM_NEED_NOTHING);
+    if (entry != CUDA_SUCCESS)
+        return entry;
     if (library == NULL || library->magic != SIM_LIBRARY_MAGIC)
         return CUDA_ERROR_INVALID_HANDLE;
     library->magic = 0;
@@ -402,9 +402,9 @@ SIM_EXPORT CUresult cuLibraryUnload(CUlibrary library)
 
 SIM_EXPORT CUresult cuLibraryGetKernel(CUkernel *pKernel, CUlibrary library, const char *name)
 {
-    CUresult fault = sim_api_enter(SIM_ID(cuLibraryGetKernel));
-    if (fault != CUDA_SUCCESS)
-        return fault;
+    CUresult entry = SIM_ENTER(cuLibraryGetKernel, SIM_NEED_NOTHING);
+    if (entry != CUDA_SUCCESS)
+        return entry;
     if (pKernel == NULL || name == NULL)
         return CUDA_ERROR_INVALID_VALUE;
     if (library == NULL || library->magic != SIM_LIBRARY_MAGIC)
@@ -418,9 +418,9 @@ SIM_EXPORT CUresult cuLibraryGetKernel(CUkernel *pKernel, CUlibrary library, con
 
 SIM_EXPORT CUresult cuKernelGetFunction(CUfunction *pFunc, CUkernel kernel)
 {
-    CUresult fault = sim_api_enter(SIM_ID(cuKernelGetFunction));
-    if (fault != CUDA_SUCCESS)
-        return fault;
+    CUresult entry = SIM_ENTER(cuKernelGetFunction, SIM_NEED_NOTHING);
+    if (entry != CUDA_SUCCESS)
+        return entry;
     if (pFunc == NULL)
         return CUDA_ERROR_INVALID_VALUE;
     sim_kernel_t *k = sim_kernel_from_handle(kernel);
@@ -449,17 +449,17 @@ static CUresult param_info(const void *handle, size_t index, size_t *offset, siz
 
 SIM_EXPORT CUresult cuFuncGetParamInfo(CUfunction func, size_t paramIndex, size_t *paramOffset, size_t *paramSize)
 {
-    CUresult fault = sim_api_enter(SIM_ID(cuFuncGetParamInfo));
-    if (fault != CUDA_SUCCESS)
-        return fault;
+    CUresult entry = SIM_ENTER(cuFuncGetParamInfo, SIM_NEED_NOTHING);
+    if (entry != CUDA_SUCCESS)
+        return entry;
     return param_info(func, paramIndex, paramOffset, paramSize);
 }
 
 SIM_EXPORT CUresult cuKernelGetParamInfo(CUkernel kernel, size_t paramIndex, size_t *paramOffset, size_t *paramSize)
 {
-    CUresult fault = sim_api_enter(SIM_ID(cuKernelGetParamInfo));
-    if (fault != CUDA_SUCCESS)
-        return fault;
+    CUresult entry = SIM_ENTER(cuKernelGetParamInfo, SIM_NEED_NOTHING);
+    if (entry != CUDA_SUCCESS)
+        return entry;
     return param_info(kernel, paramIndex, paramOffset, paramSize);
 }
 
@@ -497,17 +497,17 @@ static CUresult func_attribute(int *value, CUfunction_attribute attribute, const
 
 SIM_EXPORT CUresult cuFuncGetAttribute(int *pi, CUfunction_attribute attrib, CUfunction hfunc)
 {
-    CUresult fault = sim_api_enter(SIM_ID(cuFuncGetAttribute));
-    if (fault != CUDA_SUCCESS)
-        return fault;
+    CUresult entry = SIM_ENTER(cuFuncGetAttribute, SIM_NEED_NOTHING);
+    if (entry != CUDA_SUCCESS)
+        return entry;
     return func_attribute(pi, attrib, hfunc);
 }
 
 SIM_EXPORT CUresult cuKernelGetAttribute(int *pi, CUfunction_attribute attrib, CUkernel kernel, CUdevice dev)
 {
-    CUresult fault = sim_api_enter(SIM_ID(cuKernelGetAttribute));
-    if (fault != CUDA_SUCCESS)
-        return fault;
+    CUresult entry = SIM_ENTER(cuKernelGetAttribute, SIM_NEED_NOTHING);
+    if (entry != CUDA_SUCCESS)
+        return entry;
     if (dev < 0 || dev >= sim_device_count)
         return CUDA_ERROR_INVALID_DEVICE;
     return func_attribute(pi, attrib, kernel);
@@ -516,9 +516,9 @@ SIM_EXPORT CUresult cuKernelGetAttribute(int *pi, CUfunction_attribute attrib, C
 /* Setting attributes is accepted and has no effect on a host function. */
 SIM_EXPORT CUresult cuFuncSetAttribute(CUfunction hfunc, CUfunction_attribute attrib, int value)
 {
-    CUresult fault = sim_api_enter(SIM_ID(cuFuncSetAttribute));
-    if (fault != CUDA_SUCCESS)
-        return fault;
+    CUresult entry = SIM_ENTER(cuFuncSetAttribute, SIM_NEED_NOTHING);
+    if (entry != CUDA_SUCCESS)
+        return entry;
     if (sim_kernel_from_handle(hfunc) == NULL)
         return CUDA_ERROR_INVALID_HANDLE;
     if ((int)attrib < 0 || attrib >= CU_FUNC_ATTRIBUTE_MAX || value < -1)
@@ -528,9 +528,9 @@ SIM_EXPORT CUresult cuFuncSetAttribute(CUfunction hfunc, CUfunction_attribute at
 
 SIM_EXPORT CUresult cuKernelSetAttribute(CUfunction_attribute attrib, int val, CUkernel kernel, CUdevice dev)
 {
-    CUresult fault = sim_api_enter(SIM_ID(cuKernelSetAttribute));
-    if (fault != CUDA_SUCCESS)
-        return fault;
+    CUresult entry = SIM_ENTER(cuKernelSetAttribute, SIM_NEED_NOTHING);
+    if (entry != CUDA_SUCCESS)
+        return entry;
     if (sim_kernel_from_handle(kernel) == NULL)
         return CUDA_ERROR_INVALID_HANDLE;
     if (dev < 0 || dev >= sim_device_count)
@@ -542,9 +542,9 @@ SIM_EXPORT CUresult cuKernelSetAttribute(CUfunction_attribute attrib, int val, C
 
 SIM_EXPORT CUresult cuFuncSetCacheConfig(CUfunction hfunc, CUfunc_cache config)
 {
-    CUresult fault = sim_api_enter(SIM_ID(cuFuncSetCacheConfig));
-    if (fault != CUDA_SUCCESS)
-        return fault;
+    CUresult entry = SIM_ENTER(cuFuncSetCacheConfig, SIM_NEED_NOTHING);
+    if (entry != CUDA_SUCCESS)
+        return entry;
     if (sim_kernel_from_handle(hfunc) == NULL)
         return CUDA_ERROR_INVALID_HANDLE;
     return config <= CU_FUNC_CACHE_PREFER_EQUAL ? CUDA_SUCCESS : CUDA_ERROR_INVALID_VALUE;
@@ -563,16 +563,16 @@ static CUresult kernel_name(const char **name, const void *handle)
 
 SIM_EXPORT CUresult cuFuncGetName(const char **name, CUfunction hfunc)
 {
-    CUresult fault = sim_api_enter(SIM_ID(cuFuncGetName));
-    if (fault != CUDA_SUCCESS)
-        return fault;
+    CUresult entry = SIM_ENTER(cuFuncGetName, SIM_NEED_NOTHING);
+    if (entry != CUDA_SUCCESS)
+        return entry;
     return kernel_name(name, hfunc);
 }
 
 SIM_EXPORT CUresult cuKernelGetName(const char **name, CUkernel hfunc)
 {
-    CUresult fault = sim_api_enter(SIM_ID(cuKernelGetName));
-    if (fault != CUDA_SUCCESS)
-        return fault;
+    CUresult entry = SIM_ENTER(cuKernelGetName, SIM_NEED_NOTHING);
+    if (entry != CUDA_SUCCESS)
+        return entry;
     return kernel_name(name, hfunc);
 }

@@ -456,9 +456,9 @@ static mem_block_t *device_detach(uintptr_t address)
 
 SIM_EXPORT CUresult cuMemAlloc_v2(CUdeviceptr *dptr, size_t bytesize)
 {
-    CUresult fault = sim_api_enter(SIM_ID(cuMemAlloc_v2));
-    if (fault != CUDA_SUCCESS)
-        return fault;
+    CUresult entry = SIM_ENTER(cuMemAlloc_v2, SIM_NEED_NOTHING);
+    if (entry != CUDA_SUCCESS)
+        return entry;
     CUcontext ctx;
     CUresult result = sim_ctx_require(&ctx);
     if (result != CUDA_SUCCESS)
@@ -472,9 +472,9 @@ SIM_EXPORT CUresult cuMemAlloc_v2(CUdeviceptr *dptr, size_t bytesize)
 SIM_EXPORT CUresult cuMemAllocPitch_v2(CUdeviceptr *dptr, size_t *pPitch, size_t WidthInBytes, size_t Height,
                                        unsigned int ElementSizeBytes)
 {
-    CUresult fault = sim_api_enter(SIM_ID(cuMemAllocPitch_v2));
-    if (fault != CUDA_SUCCESS)
-        return fault;
+    CUresult entry = SIM_ENTER(cuMemAllocPitch_v2, SIM_NEED_NOTHING);
+    if (entry != CUDA_SUCCESS)
+        return entry;
     CUcontext ctx;
     CUresult result = sim_ctx_require(&ctx);
     if (result != CUDA_SUCCESS)
@@ -496,9 +496,9 @@ SIM_EXPORT CUresult cuMemAllocPitch_v2(CUdeviceptr *dptr, size_t *pPitch, size_t
 
 SIM_EXPORT CUresult cuMemAllocManaged(CUdeviceptr *dptr, size_t bytesize, unsigned int flags)
 {
-    CUresult fault = sim_api_enter(SIM_ID(cuMemAllocManaged));
-    if (fault != CUDA_SUCCESS)
-        return fault;
+    CUresult entry = SIM_ENTER(cuMemAllocManaged, SIM_NEED_NOTHING);
+    if (entry != CUDA_SUCCESS)
+        return entry;
     CUcontext ctx;
     CUresult result = sim_ctx_require(&ctx);
     if (result != CUDA_SUCCESS)
@@ -513,11 +513,9 @@ SIM_EXPORT CUresult cuMemAllocManaged(CUdeviceptr *dptr, size_t bytesize, unsign
 
 SIM_EXPORT CUresult cuMemFree_v2(CUdeviceptr dptr)
 {
-    CUresult fault = sim_api_enter(SIM_ID(cuMemFree_v2));
-    if (fault != CUDA_SUCCESS)
-        return fault;
-    if (!sim_initialized())
-        return CUDA_ERROR_NOT_INITIALIZED;
+    CUresult entry = SIM_ENTER(cuMemFree_v2, SIM_NEED_INIT);
+    if (entry != CUDA_SUCCESS)
+        return entry;
     if (dptr == 0)
         return CUDA_SUCCESS;
     CUresult result = sim_capture_check_unsafe_call();
@@ -541,9 +539,9 @@ SIM_EXPORT CUresult cuMemFree_v2(CUdeviceptr dptr)
 
 SIM_EXPORT CUresult cuMemGetInfo_v2(size_t *free_bytes, size_t *total_bytes)
 {
-    CUresult fault = sim_api_enter(SIM_ID(cuMemGetInfo_v2));
-    if (fault != CUDA_SUCCESS)
-        return fault;
+    CUresult entry = SIM_ENTER(cuMemGetInfo_v2, SIM_NEED_NOTHING);
+    if (entry != CUDA_SUCCESS)
+        return entry;
     CUcontext ctx;
     CUresult result = sim_ctx_require(&ctx);
     if (result != CUDA_SUCCESS)
@@ -576,9 +574,9 @@ static bool pool_valid(CUmemoryPool pool)
 
 SIM_EXPORT CUresult cuDeviceGetDefaultMemPool(CUmemoryPool *pool_out, CUdevice dev)
 {
-    CUresult fault = sim_api_enter(SIM_ID(cuDeviceGetDefaultMemPool));
-    if (fault != CUDA_SUCCESS)
-        return fault;
+    CUresult entry = SIM_ENTER(cuDeviceGetDefaultMemPool, SIM_NEED_NOTHING);
+    if (entry != CUDA_SUCCESS)
+        return entry;
     sim_device_t *device;
     CUresult result = sim_device_get(dev, &device);
     if (result != CUDA_SUCCESS)
@@ -593,9 +591,9 @@ SIM_EXPORT CUresult cuDeviceGetDefaultMemPool(CUmemoryPool *pool_out, CUdevice d
  * cuDeviceSetMemPool. */
 SIM_EXPORT CUresult cuDeviceGetMemPool(CUmemoryPool *pool, CUdevice dev)
 {
-    CUresult fault = sim_api_enter(SIM_ID(cuDeviceGetMemPool));
-    if (fault != CUDA_SUCCESS)
-        return fault;
+    CUresult entry = SIM_ENTER(cuDeviceGetMemPool, SIM_NEED_NOTHING);
+    if (entry != CUDA_SUCCESS)
+        return entry;
     sim_device_t *device;
     CUresult result = sim_device_get(dev, &device);
     if (result != CUDA_SUCCESS)
@@ -610,11 +608,9 @@ SIM_EXPORT CUresult cuDeviceGetMemPool(CUmemoryPool *pool, CUdevice dev)
  * trim; the handle is still checked. */
 SIM_EXPORT CUresult cuMemPoolTrimTo(CUmemoryPool pool, size_t minBytesToKeep)
 {
-    CUresult fault = sim_api_enter(SIM_ID(cuMemPoolTrimTo));
-    if (fault != CUDA_SUCCESS)
-        return fault;
-    if (!sim_initialized())
-        return CUDA_ERROR_NOT_INITIALIZED;
+    CUresult entry = SIM_ENTER(cuMemPoolTrimTo, SIM_NEED_INIT);
+    if (entry != CUDA_SUCCESS)
+        return entry;
     return pool_valid(pool) ? CUDA_SUCCESS : CUDA_ERROR_INVALID_VALUE;
 }
 
@@ -637,25 +633,25 @@ static CUresult alloc_async(CUdeviceptr *dptr, size_t bytesize, CUmemoryPool poo
 
 SIM_EXPORT CUresult cuMemAllocAsync(CUdeviceptr *dptr, size_t bytesize, CUstream hStream)
 {
-    CUresult fault = sim_api_enter(SIM_ID(cuMemAllocAsync));
-    if (fault != CUDA_SUCCESS)
-        return fault;
+    CUresult entry = SIM_ENTER(cuMemAllocAsync, SIM_NEED_NOTHING);
+    if (entry != CUDA_SUCCESS)
+        return entry;
     return alloc_async(dptr, bytesize, NULL, hStream, false);
 }
 
 SIM_EXPORT CUresult cuMemAllocAsync_ptsz(CUdeviceptr *dptr, size_t bytesize, CUstream hStream)
 {
-    CUresult fault = sim_api_enter(SIM_ID(cuMemAllocAsync_ptsz));
-    if (fault != CUDA_SUCCESS)
-        return fault;
+    CUresult entry = SIM_ENTER(cuMemAllocAsync_ptsz, SIM_NEED_NOTHING);
+    if (entry != CUDA_SUCCESS)
+        return entry;
     return alloc_async(dptr, bytesize, NULL, hStream, true);
 }
 
 SIM_EXPORT CUresult cuMemAllocFromPoolAsync(CUdeviceptr *dptr, size_t bytesize, CUmemoryPool pool, CUstream hStream)
 {
-    CUresult fault = sim_api_enter(SIM_ID(cuMemAllocFromPoolAsync));
-    if (fault != CUDA_SUCCESS)
-        return fault;
+    CUresult entry = SIM_ENTER(cuMemAllocFromPoolAsync, SIM_NEED_NOTHING);
+    if (entry != CUDA_SUCCESS)
+        return entry;
     if (pool == NULL)
         return CUDA_ERROR_INVALID_VALUE;
     return alloc_async(dptr, bytesize, pool, hStream, false);
@@ -664,9 +660,9 @@ SIM_EXPORT CUresult cuMemAllocFromPoolAsync(CUdeviceptr *dptr, size_t bytesize, 
 SIM_EXPORT CUresult cuMemAllocFromPoolAsync_ptsz(CUdeviceptr *dptr, size_t bytesize, CUmemoryPool pool,
                                                  CUstream hStream)
 {
-    CUresult fault = sim_api_enter(SIM_ID(cuMemAllocFromPoolAsync_ptsz));
-    if (fault != CUDA_SUCCESS)
-        return fault;
+    CUresult entry = SIM_ENTER(cuMemAllocFromPoolAsync_ptsz, SIM_NEED_NOTHING);
+    if (entry != CUDA_SUCCESS)
+        return entry;
     if (pool == NULL)
         return CUDA_ERROR_INVALID_VALUE;
     return alloc_async(dptr, bytesize, pool, hStream, true);
@@ -710,17 +706,17 @@ static CUresult free_async(CUdeviceptr dptr, CUstream hStream, bool per_thread)
 
 SIM_EXPORT CUresult cuMemFreeAsync(CUdeviceptr dptr, CUstream hStream)
 {
-    CUresult fault = sim_api_enter(SIM_ID(cuMemFreeAsync));
-    if (fault != CUDA_SUCCESS)
-        return fault;
+    CUresult entry = SIM_ENTER(cuMemFreeAsync, SIM_NEED_NOTHING);
+    if (entry != CUDA_SUCCESS)
+        return entry;
     return free_async(dptr, hStream, false);
 }
 
 SIM_EXPORT CUresult cuMemFreeAsync_ptsz(CUdeviceptr dptr, CUstream hStream)
 {
-    CUresult fault = sim_api_enter(SIM_ID(cuMemFreeAsync_ptsz));
-    if (fault != CUDA_SUCCESS)
-        return fault;
+    CUresult entry = SIM_ENTER(cuMemFreeAsync_ptsz, SIM_NEED_NOTHING);
+    if (entry != CUDA_SUCCESS)
+        return entry;
     return free_async(dptr, hStream, true);
 }
 
@@ -785,11 +781,9 @@ static void phys_unref(mem_phys_t *phys)
 SIM_EXPORT CUresult cuMemGetAllocationGranularity(size_t *granularity, const CUmemAllocationProp *prop,
                                                   CUmemAllocationGranularity_flags option)
 {
-    CUresult fault = sim_api_enter(SIM_ID(cuMemGetAllocationGranularity));
-    if (fault != CUDA_SUCCESS)
-        return fault;
-    if (!sim_initialized())
-        return CUDA_ERROR_NOT_INITIALIZED;
+    CUresult entry = SIM_ENTER(cuMemGetAllocationGranularity, SIM_NEED_INIT);
+    if (entry != CUDA_SUCCESS)
+        return entry;
     if (granularity == NULL || prop == NULL || !location_is_device(&prop->location) ||
         (option != CU_MEM_ALLOC_GRANULARITY_MINIMUM && option != CU_MEM_ALLOC_GRANULARITY_RECOMMENDED))
         return CUDA_ERROR_INVALID_VALUE;
@@ -800,11 +794,9 @@ SIM_EXPORT CUresult cuMemGetAllocationGranularity(size_t *granularity, const CUm
 SIM_EXPORT CUresult cuMemAddressReserve(CUdeviceptr *ptr, size_t size, size_t alignment, CUdeviceptr addr,
                                         unsigned long long flags)
 {
-    CUresult fault = sim_api_enter(SIM_ID(cuMemAddressReserve));
-    if (fault != CUDA_SUCCESS)
-        return fault;
-    if (!sim_initialized())
-        return CUDA_ERROR_NOT_INITIALIZED;
+    CUresult entry = SIM_ENTER(cuMemAddressReserve, SIM_NEED_INIT);
+    if (entry != CUDA_SUCCESS)
+        return entry;
     if (ptr == NULL || size == 0 || size % SIM_GRANULARITY != 0 || flags != 0 ||
         (alignment & (alignment - 1)) != 0)
         return CUDA_ERROR_INVALID_VALUE;
@@ -842,11 +834,9 @@ SIM_EXPORT CUresult cuMemAddressReserve(CUdeviceptr *ptr, size_t size, size_t al
 
 SIM_EXPORT CUresult cuMemAddressFree(CUdeviceptr ptr, size_t size)
 {
-    CUresult fault = sim_api_enter(SIM_ID(cuMemAddressFree));
-    if (fault != CUDA_SUCCESS)
-        return fault;
-    if (!sim_initialized())
-        return CUDA_ERROR_NOT_INITIALIZED;
+    CUresult entry = SIM_ENTER(cuMemAddressFree, SIM_NEED_INIT);
+    if (entry != CUDA_SUCCESS)
+        return entry;
     CUresult result = CUDA_ERROR_INVALID_VALUE;
     pthread_rwlock_wrlock(&mem_lock);
     mem_block_t *block = map_find(&device_blocks, (uintptr_t)ptr);
@@ -865,11 +855,9 @@ SIM_EXPORT CUresult cuMemAddressFree(CUdeviceptr ptr, size_t size)
 SIM_EXPORT CUresult cuMemCreate(CUmemGenericAllocationHandle *handle, size_t size, const CUmemAllocationProp *prop,
                                 unsigned long long flags)
 {
-    CUresult fault = sim_api_enter(SIM_ID(cuMemCreate));
-    if (fault != CUDA_SUCCESS)
-        return fault;
-    if (!sim_initialized())
-        return CUDA_ERROR_NOT_INITIALIZED;
+    CUresult entry = SIM_ENTER(cuMemCreate, SIM_NEED_INIT);
+    if (entry != CUDA_SUCCESS)
+        return entry;
     if (handle == NULL || prop == NULL || flags != 0 || size == 0 || size % SIM_GRANULARITY != 0 ||
         prop->type != CU_MEM_ALLOCATION_TYPE_PINNED || prop->location.type != CU_MEM_LOCATION_TYPE_DEVICE)
         return CUDA_ERROR_INVALID_VALUE;
@@ -910,11 +898,9 @@ fail:
 
 SIM_EXPORT CUresult cuMemRelease(CUmemGenericAllocationHandle handle)
 {
-    CUresult fault = sim_api_enter(SIM_ID(cuMemRelease));
-    if (fault != CUDA_SUCCESS)
-        return fault;
-    if (!sim_initialized())
-        return CUDA_ERROR_NOT_INITIALIZED;
+    CUresult entry = SIM_ENTER(cuMemRelease, SIM_NEED_INIT);
+    if (entry != CUDA_SUCCESS)
+        return entry;
     pthread_rwlock_wrlock(&mem_lock);
     mem_phys_t *phys = phys_find(handle);
     if (phys != NULL) {
@@ -930,11 +916,9 @@ SIM_EXPORT CUresult cuMemRelease(CUmemGenericAllocationHandle handle)
 SIM_EXPORT CUresult cuMemMap(CUdeviceptr ptr, size_t size, size_t offset, CUmemGenericAllocationHandle handle,
                              unsigned long long flags)
 {
-    CUresult fault = sim_api_enter(SIM_ID(cuMemMap));
-    if (fault != CUDA_SUCCESS)
-        return fault;
-    if (!sim_initialized())
-        return CUDA_ERROR_NOT_INITIALIZED;
+    CUresult entry = SIM_ENTER(cuMemMap, SIM_NEED_INIT);
+    if (entry != CUDA_SUCCESS)
+        return entry;
     if (flags != 0 || size == 0 || ptr % SIM_GRANULARITY != 0 || size % SIM_GRANULARITY != 0 ||
         offset % SIM_GRANULARITY != 0)
         return CUDA_ERROR_INVALID_VALUE;
@@ -1005,11 +989,9 @@ static int mappings_tiling(uintptr_t ptr, size_t size, size_t *first_out, size_t
 
 SIM_EXPORT CUresult cuMemUnmap(CUdeviceptr ptr, size_t size)
 {
-    CUresult fault = sim_api_enter(SIM_ID(cuMemUnmap));
-    if (fault != CUDA_SUCCESS)
-        return fault;
-    if (!sim_initialized())
-        return CUDA_ERROR_NOT_INITIALIZED;
+    CUresult entry = SIM_ENTER(cuMemUnmap, SIM_NEED_INIT);
+    if (entry != CUDA_SUCCESS)
+        return entry;
     size_t first, count;
     pthread_rwlock_wrlock(&mem_lock);
     int rc = mappings_tiling((uintptr_t)ptr, size, &first, &count);
@@ -1044,11 +1026,9 @@ static int host_protection(const mem_block_t *mapping)
 
 SIM_EXPORT CUresult cuMemSetAccess(CUdeviceptr ptr, size_t size, const CUmemAccessDesc *desc, size_t count)
 {
-    CUresult fault = sim_api_enter(SIM_ID(cuMemSetAccess));
-    if (fault != CUDA_SUCCESS)
-        return fault;
-    if (!sim_initialized())
-        return CUDA_ERROR_NOT_INITIALIZED;
+    CUresult entry = SIM_ENTER(cuMemSetAccess, SIM_NEED_INIT);
+    if (entry != CUDA_SUCCESS)
+        return entry;
     if (desc == NULL || count == 0)
         return CUDA_ERROR_INVALID_VALUE;
     for (size_t i = 0; i < count; i++) {
@@ -1080,11 +1060,9 @@ out:
 
 SIM_EXPORT CUresult cuMemGetAccess(unsigned long long *flags, const CUmemLocation *location, CUdeviceptr ptr)
 {
-    CUresult fault = sim_api_enter(SIM_ID(cuMemGetAccess));
-    if (fault != CUDA_SUCCESS)
-        return fault;
-    if (!sim_initialized())
-        return CUDA_ERROR_NOT_INITIALIZED;
+    CUresult entry = SIM_ENTER(cuMemGetAccess, SIM_NEED_INIT);
+    if (entry != CUDA_SUCCESS)
+        return entry;
     if (flags == NULL || location == NULL || !location_is_device(location))
         return CUDA_ERROR_INVALID_VALUE;
     pthread_rwlock_rdlock(&mem_lock);
@@ -1097,11 +1075,9 @@ SIM_EXPORT CUresult cuMemGetAccess(unsigned long long *flags, const CUmemLocatio
 
 SIM_EXPORT CUresult cuMemRetainAllocationHandle(CUmemGenericAllocationHandle *handle, void *addr)
 {
-    CUresult fault = sim_api_enter(SIM_ID(cuMemRetainAllocationHandle));
-    if (fault != CUDA_SUCCESS)
-        return fault;
-    if (!sim_initialized())
-        return CUDA_ERROR_NOT_INITIALIZED;
+    CUresult entry = SIM_ENTER(cuMemRetainAllocationHandle, SIM_NEED_INIT);
+    if (entry != CUDA_SUCCESS)
+        return entry;
     if (handle == NULL)
         return CUDA_ERROR_INVALID_VALUE;
     pthread_rwlock_wrlock(&mem_lock);
@@ -1120,11 +1096,9 @@ SIM_EXPORT CUresult cuMemRetainAllocationHandle(CUmemGenericAllocationHandle *ha
 SIM_EXPORT CUresult cuMemGetAllocationPropertiesFromHandle(CUmemAllocationProp *prop,
                                                            CUmemGenericAllocationHandle handle)
 {
-    CUresult fault = sim_api_enter(SIM_ID(cuMemGetAllocationPropertiesFromHandle));
-    if (fault != CUDA_SUCCESS)
-        return fault;
-    if (!sim_initialized())
-        return CUDA_ERROR_NOT_INITIALIZED;
+    CUresult entry = SIM_ENTER(cuMemGetAllocationPropertiesFromHandle, SIM_NEED_INIT);
+    if (entry != CUDA_SUCCESS)
+        return entry;
     if (prop == NULL)
         return CUDA_ERROR_INVALID_VALUE;
     pthread_rwlock_rdlock(&mem_lock);
@@ -1138,11 +1112,9 @@ SIM_EXPORT CUresult cuMemGetAllocationPropertiesFromHandle(CUmemAllocationProp *
 SIM_EXPORT CUresult cuMemExportToShareableHandle(void *shareableHandle, CUmemGenericAllocationHandle handle,
                                                  CUmemAllocationHandleType handleType, unsigned long long flags)
 {
-    CUresult fault = sim_api_enter(SIM_ID(cuMemExportToShareableHandle));
-    if (fault != CUDA_SUCCESS)
-        return fault;
-    if (!sim_initialized())
-        return CUDA_ERROR_NOT_INITIALIZED;
+    CUresult entry = SIM_ENTER(cuMemExportToShareableHandle, SIM_NEED_INIT);
+    if (entry != CUDA_SUCCESS)
+        return entry;
     if (shareableHandle == NULL || flags != 0 || handleType != CU_MEM_HANDLE_TYPE_POSIX_FILE_DESCRIPTOR)
         return CUDA_ERROR_INVALID_VALUE;
     CUresult result = CUDA_SUCCESS;
@@ -1167,11 +1139,9 @@ SIM_EXPORT CUresult cuMemExportToShareableHandle(void *shareableHandle, CUmemGen
  * simcuda has no `cuIpcOpenMemHandle`. */
 SIM_EXPORT CUresult cuIpcGetMemHandle(CUipcMemHandle *pHandle, CUdeviceptr dptr)
 {
-    CUresult fault = sim_api_enter(SIM_ID(cuIpcGetMemHandle));
-    if (fault != CUDA_SUCCESS)
-        return fault;
-    if (!sim_initialized())
-        return CUDA_ERROR_NOT_INITIALIZED;
+    CUresult entry = SIM_ENTER(cuIpcGetMemHandle, SIM_NEED_INIT);
+    if (entry != CUDA_SUCCESS)
+        return entry;
     if (pHandle == NULL)
         return CUDA_ERROR_INVALID_VALUE;
     CUresult result = CUDA_ERROR_INVALID_VALUE;
@@ -1234,27 +1204,25 @@ static CUresult host_alloc(void **pp, size_t bytesize, unsigned flags)
 
 SIM_EXPORT CUresult cuMemHostAlloc(void **pp, size_t bytesize, unsigned int Flags)
 {
-    CUresult fault = sim_api_enter(SIM_ID(cuMemHostAlloc));
-    if (fault != CUDA_SUCCESS)
-        return fault;
+    CUresult entry = SIM_ENTER(cuMemHostAlloc, SIM_NEED_NOTHING);
+    if (entry != CUDA_SUCCESS)
+        return entry;
     return host_alloc(pp, bytesize, Flags);
 }
 
 SIM_EXPORT CUresult cuMemAllocHost_v2(void **pp, size_t bytesize)
 {
-    CUresult fault = sim_api_enter(SIM_ID(cuMemAllocHost_v2));
-    if (fault != CUDA_SUCCESS)
-        return fault;
+    CUresult entry = SIM_ENTER(cuMemAllocHost_v2, SIM_NEED_NOTHING);
+    if (entry != CUDA_SUCCESS)
+        return entry;
     return host_alloc(pp, bytesize, 0);
 }
 
 SIM_EXPORT CUresult cuMemFreeHost(void *p)
 {
-    CUresult fault = sim_api_enter(SIM_ID(cuMemFreeHost));
-    if (fault != CUDA_SUCCESS)
-        return fault;
-    if (!sim_initialized())
-        return CUDA_ERROR_NOT_INITIALIZED;
+    CUresult entry = SIM_ENTER(cuMemFreeHost, SIM_NEED_INIT);
+    if (entry != CUDA_SUCCESS)
+        return entry;
     pthread_rwlock_wrlock(&mem_lock);
     mem_block_t *block = map_find(&host_blocks, (uintptr_t)p);
     if (block != NULL && (block->base != (uintptr_t)p || block->kind != MEM_HOST_ALLOC))
@@ -1307,27 +1275,25 @@ static CUresult host_register(void *p, size_t bytesize, unsigned flags)
 
 SIM_EXPORT CUresult cuMemHostRegister(void *p, size_t bytesize, unsigned int Flags)
 {
-    CUresult fault = sim_api_enter(SIM_ID(cuMemHostRegister));
-    if (fault != CUDA_SUCCESS)
-        return fault;
+    CUresult entry = SIM_ENTER(cuMemHostRegister, SIM_NEED_NOTHING);
+    if (entry != CUDA_SUCCESS)
+        return entry;
     return host_register(p, bytesize, Flags);
 }
 
 SIM_EXPORT CUresult cuMemHostRegister_v2(void *p, size_t bytesize, unsigned int Flags)
 {
-    CUresult fault = sim_api_enter(SIM_ID(cuMemHostRegister_v2));
-    if (fault != CUDA_SUCCESS)
-        return fault;
+    CUresult entry = SIM_ENTER(cuMemHostRegister_v2, SIM_NEED_NOTHING);
+    if (entry != CUDA_SUCCESS)
+        return entry;
     return host_register(p, bytesize, Flags);
 }
 
 SIM_EXPORT CUresult cuMemHostUnregister(void *p)
 {
-    CUresult fault = sim_api_enter(SIM_ID(cuMemHostUnregister));
-    if (fault != CUDA_SUCCESS)
-        return fault;
-    if (!sim_initialized())
-        return CUDA_ERROR_NOT_INITIALIZED;
+    CUresult entry = SIM_ENTER(cuMemHostUnregister, SIM_NEED_INIT);
+    if (entry != CUDA_SUCCESS)
+        return entry;
     pthread_rwlock_wrlock(&mem_lock);
     mem_block_t *block = map_find(&host_blocks, (uintptr_t)p);
     if (block != NULL && (block->base != (uintptr_t)p || block->kind != MEM_HOST_REGISTERED))
@@ -1343,11 +1309,9 @@ SIM_EXPORT CUresult cuMemHostUnregister(void *p)
 
 SIM_EXPORT CUresult cuMemHostGetDevicePointer_v2(CUdeviceptr *pdptr, void *p, unsigned int Flags)
 {
-    CUresult fault = sim_api_enter(SIM_ID(cuMemHostGetDevicePointer_v2));
-    if (fault != CUDA_SUCCESS)
-        return fault;
-    if (!sim_initialized())
-        return CUDA_ERROR_NOT_INITIALIZED;
+    CUresult entry = SIM_ENTER(cuMemHostGetDevicePointer_v2, SIM_NEED_INIT);
+    if (entry != CUDA_SUCCESS)
+        return entry;
     if (pdptr == NULL || Flags != 0)
         return CUDA_ERROR_INVALID_VALUE;
     pthread_rwlock_rdlock(&mem_lock);
@@ -1362,11 +1326,9 @@ SIM_EXPORT CUresult cuMemHostGetDevicePointer_v2(CUdeviceptr *pdptr, void *p, un
 
 SIM_EXPORT CUresult cuMemHostGetFlags(unsigned int *pFlags, void *p)
 {
-    CUresult fault = sim_api_enter(SIM_ID(cuMemHostGetFlags));
-    if (fault != CUDA_SUCCESS)
-        return fault;
-    if (!sim_initialized())
-        return CUDA_ERROR_NOT_INITIALIZED;
+    CUresult entry = SIM_ENTER(cuMemHostGetFlags, SIM_NEED_INIT);
+    if (entry != CUDA_SUCCESS)
+        return entry;
     if (pFlags == NULL)
         return CUDA_ERROR_INVALID_VALUE;
     pthread_rwlock_rdlock(&mem_lock);
@@ -1527,11 +1489,9 @@ static CUresult write_attribute(const ptr_info_t *info, CUpointer_attribute attr
 
 SIM_EXPORT CUresult cuPointerGetAttribute(void *data, CUpointer_attribute attribute, CUdeviceptr ptr)
 {
-    CUresult fault = sim_api_enter(SIM_ID(cuPointerGetAttribute));
-    if (fault != CUDA_SUCCESS)
-        return fault;
-    if (!sim_initialized())
-        return CUDA_ERROR_NOT_INITIALIZED;
+    CUresult entry = SIM_ENTER(cuPointerGetAttribute, SIM_NEED_INIT);
+    if (entry != CUDA_SUCCESS)
+        return entry;
     if (data == NULL)
         return CUDA_ERROR_INVALID_VALUE;
     ptr_info_t info = ptr_info((uintptr_t)ptr);
@@ -1575,11 +1535,9 @@ static size_t attribute_size(CUpointer_attribute attribute)
 SIM_EXPORT CUresult cuPointerGetAttributes(unsigned int numAttributes, CUpointer_attribute *attributes, void **data,
                                            CUdeviceptr ptr)
 {
-    CUresult fault = sim_api_enter(SIM_ID(cuPointerGetAttributes));
-    if (fault != CUDA_SUCCESS)
-        return fault;
-    if (!sim_initialized())
-        return CUDA_ERROR_NOT_INITIALIZED;
+    CUresult entry = SIM_ENTER(cuPointerGetAttributes, SIM_NEED_INIT);
+    if (entry != CUDA_SUCCESS)
+        return entry;
     if (numAttributes == 0 || attributes == NULL || data == NULL)
         return CUDA_ERROR_INVALID_VALUE;
     for (unsigned i = 0; i < numAttributes; i++)
@@ -1595,11 +1553,9 @@ SIM_EXPORT CUresult cuPointerGetAttributes(unsigned int numAttributes, CUpointer
 
 SIM_EXPORT CUresult cuMemGetAddressRange_v2(CUdeviceptr *pbase, size_t *psize, CUdeviceptr dptr)
 {
-    CUresult fault = sim_api_enter(SIM_ID(cuMemGetAddressRange_v2));
-    if (fault != CUDA_SUCCESS)
-        return fault;
-    if (!sim_initialized())
-        return CUDA_ERROR_NOT_INITIALIZED;
+    CUresult entry = SIM_ENTER(cuMemGetAddressRange_v2, SIM_NEED_INIT);
+    if (entry != CUDA_SUCCESS)
+        return entry;
     ptr_info_t info = ptr_info((uintptr_t)dptr);
     if (!info.valid)
         return CUDA_ERROR_NOT_FOUND;

@@ -98,9 +98,9 @@ static void log_miss(const char *symbol, int cudaVersion, cuuint64_t flags, CUre
 SIM_EXPORT CUresult cuGetProcAddress_v2(const char *symbol, void **pfn, int cudaVersion, cuuint64_t flags,
                                         CUdriverProcAddressQueryResult *symbolStatus)
 {
-    CUresult fault = sim_api_enter(SIM_ID(cuGetProcAddress_v2));
-    if (fault != CUDA_SUCCESS)
-        return fault;
+    CUresult entry = SIM_ENTER(cuGetProcAddress_v2, SIM_NEED_NOTHING);
+    if (entry != CUDA_SUCCESS)
+        return entry;
     CUresult result = proc_address(symbol, pfn, cudaVersion, flags, symbolStatus);
     log_miss(symbol, cudaVersion, flags, result);
     return result;
@@ -108,9 +108,9 @@ SIM_EXPORT CUresult cuGetProcAddress_v2(const char *symbol, void **pfn, int cuda
 
 SIM_EXPORT CUresult cuGetProcAddress(const char *symbol, void **pfn, int cudaVersion, cuuint64_t flags)
 {
-    CUresult fault = sim_api_enter(SIM_ID(cuGetProcAddress));
-    if (fault != CUDA_SUCCESS)
-        return fault;
+    CUresult entry = SIM_ENTER(cuGetProcAddress, SIM_NEED_NOTHING);
+    if (entry != CUDA_SUCCESS)
+        return entry;
     CUresult result = proc_address(symbol, pfn, cudaVersion, flags, NULL);
     log_miss(symbol, cudaVersion, flags, result);
     return result;

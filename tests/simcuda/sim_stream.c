@@ -777,17 +777,17 @@ static CUresult stream_create(CUstream *out, unsigned flags, int priority)
 
 SIM_EXPORT CUresult cuStreamCreate(CUstream *phStream, unsigned int Flags)
 {
-    CUresult fault = sim_api_enter(SIM_ID(cuStreamCreate));
-    if (fault != CUDA_SUCCESS)
-        return fault;
+    CUresult entry = SIM_ENTER(cuStreamCreate, SIM_NEED_NOTHING);
+    if (entry != CUDA_SUCCESS)
+        return entry;
     return stream_create(phStream, Flags, SIM_PRIORITY_LEAST);
 }
 
 SIM_EXPORT CUresult cuStreamCreateWithPriority(CUstream *phStream, unsigned int flags, int priority)
 {
-    CUresult fault = sim_api_enter(SIM_ID(cuStreamCreateWithPriority));
-    if (fault != CUDA_SUCCESS)
-        return fault;
+    CUresult entry = SIM_ENTER(cuStreamCreateWithPriority, SIM_NEED_NOTHING);
+    if (entry != CUDA_SUCCESS)
+        return entry;
     return stream_create(phStream, flags, priority);
 }
 
@@ -808,17 +808,17 @@ static CUresult stream_destroy(CUstream handle)
 
 SIM_EXPORT CUresult cuStreamDestroy_v2(CUstream hStream)
 {
-    CUresult fault = sim_api_enter(SIM_ID(cuStreamDestroy_v2));
-    if (fault != CUDA_SUCCESS)
-        return fault;
+    CUresult entry = SIM_ENTER(cuStreamDestroy_v2, SIM_NEED_NOTHING);
+    if (entry != CUDA_SUCCESS)
+        return entry;
     return stream_destroy(hStream);
 }
 
 SIM_EXPORT CUresult cuStreamDestroy(CUstream hStream)
 {
-    CUresult fault = sim_api_enter(SIM_ID(cuStreamDestroy));
-    if (fault != CUDA_SUCCESS)
-        return fault;
+    CUresult entry = SIM_ENTER(cuStreamDestroy, SIM_NEED_NOTHING);
+    if (entry != CUDA_SUCCESS)
+        return entry;
     return stream_destroy(hStream);
 }
 
@@ -845,17 +845,17 @@ static CUresult stream_synchronize(CUstream handle, bool per_thread)
 
 SIM_EXPORT CUresult cuStreamSynchronize(CUstream hStream)
 {
-    CUresult fault = sim_api_enter(SIM_ID(cuStreamSynchronize));
-    if (fault != CUDA_SUCCESS)
-        return fault;
+    CUresult entry = SIM_ENTER(cuStreamSynchronize, SIM_NEED_NOTHING);
+    if (entry != CUDA_SUCCESS)
+        return entry;
     return stream_synchronize(hStream, false);
 }
 
 SIM_EXPORT CUresult cuStreamSynchronize_ptsz(CUstream hStream)
 {
-    CUresult fault = sim_api_enter(SIM_ID(cuStreamSynchronize_ptsz));
-    if (fault != CUDA_SUCCESS)
-        return fault;
+    CUresult entry = SIM_ENTER(cuStreamSynchronize_ptsz, SIM_NEED_NOTHING);
+    if (entry != CUDA_SUCCESS)
+        return entry;
     return stream_synchronize(hStream, true);
 }
 
@@ -887,17 +887,17 @@ static CUresult stream_query(CUstream handle, bool per_thread)
 
 SIM_EXPORT CUresult cuStreamQuery(CUstream hStream)
 {
-    CUresult fault = sim_api_enter(SIM_ID(cuStreamQuery));
-    if (fault != CUDA_SUCCESS)
-        return fault;
+    CUresult entry = SIM_ENTER(cuStreamQuery, SIM_NEED_NOTHING);
+    if (entry != CUDA_SUCCESS)
+        return entry;
     return stream_query(hStream, false);
 }
 
 SIM_EXPORT CUresult cuStreamQuery_ptsz(CUstream hStream)
 {
-    CUresult fault = sim_api_enter(SIM_ID(cuStreamQuery_ptsz));
-    if (fault != CUDA_SUCCESS)
-        return fault;
+    CUresult entry = SIM_ENTER(cuStreamQuery_ptsz, SIM_NEED_NOTHING);
+    if (entry != CUDA_SUCCESS)
+        return entry;
     return stream_query(hStream, true);
 }
 
@@ -944,17 +944,17 @@ static CUresult stream_add_callback(CUstream handle, CUstreamCallback callback, 
 
 SIM_EXPORT CUresult cuStreamAddCallback(CUstream hStream, CUstreamCallback callback, void *userData, unsigned int flags)
 {
-    CUresult fault = sim_api_enter(SIM_ID(cuStreamAddCallback));
-    if (fault != CUDA_SUCCESS)
-        return fault;
+    CUresult entry = SIM_ENTER(cuStreamAddCallback, SIM_NEED_NOTHING);
+    if (entry != CUDA_SUCCESS)
+        return entry;
     return stream_add_callback(hStream, callback, userData, flags, false);
 }
 
 SIM_EXPORT CUresult cuStreamAddCallback_ptsz(CUstream hStream, CUstreamCallback callback, void *userData, unsigned int flags)
 {
-    CUresult fault = sim_api_enter(SIM_ID(cuStreamAddCallback_ptsz));
-    if (fault != CUDA_SUCCESS)
-        return fault;
+    CUresult entry = SIM_ENTER(cuStreamAddCallback_ptsz, SIM_NEED_NOTHING);
+    if (entry != CUDA_SUCCESS)
+        return entry;
     return stream_add_callback(hStream, callback, userData, flags, true);
 }
 
@@ -971,17 +971,17 @@ static CUresult launch_host_func(CUstream handle, CUhostFn fn, void *user, bool 
 
 SIM_EXPORT CUresult cuLaunchHostFunc(CUstream hStream, CUhostFn fn, void *userData)
 {
-    CUresult fault = sim_api_enter(SIM_ID(cuLaunchHostFunc));
-    if (fault != CUDA_SUCCESS)
-        return fault;
+    CUresult entry = SIM_ENTER(cuLaunchHostFunc, SIM_NEED_NOTHING);
+    if (entry != CUDA_SUCCESS)
+        return entry;
     return launch_host_func(hStream, fn, userData, false);
 }
 
 SIM_EXPORT CUresult cuLaunchHostFunc_ptsz(CUstream hStream, CUhostFn fn, void *userData)
 {
-    CUresult fault = sim_api_enter(SIM_ID(cuLaunchHostFunc_ptsz));
-    if (fault != CUDA_SUCCESS)
-        return fault;
+    CUresult entry = SIM_ENTER(cuLaunchHostFunc_ptsz, SIM_NEED_NOTHING);
+    if (entry != CUDA_SUCCESS)
+        return entry;
     return launch_host_func(hStream, fn, userData, true);
 }
 
@@ -1019,9 +1019,9 @@ static CUresult stream_get(CUstream handle, bool per_thread, stream_field_t what
 #define SIM_STREAM_GETTER(symbol, type, field, per_thread)                       \
     SIM_EXPORT CUresult symbol(CUstream hStream, type *out)                      \
     {                                                                            \
-        CUresult fault = sim_api_enter(SIM_ID(symbol));                          \
-        if (fault != CUDA_SUCCESS)                                               \
-            return fault;                                                        \
+        CUresult entry = SIM_ENTER(symbol, SIM_NEED_NOTHING);                    \
+        if (entry != CUDA_SUCCESS)                                               \
+            return entry;                                                        \
         return stream_get(hStream, per_thread, field, out);                      \
     }
 

@@ -4,7 +4,8 @@
  * print; nothing may read out of bounds or crash.
  *
  * Entry point: `LLVMFuzzerTestOneInput`, run by libFuzzer (clang builds)
- * or by fuzz_snapshot_driver.c (every build).
+ * or by the portable driver, tests/common/fuzz_driver.c, with the corpus of
+ * fuzz_snapshot_corpus.c (every build).
  */
 #include <stddef.h>
 #include <stdint.h>

@@ -31,15 +31,6 @@ static const char *const vs_fuzz_var_names[] = {VS_CONFIG_VARS(VS_FUZZ_VAR_NAME)
 #undef VS_FUZZ_VAR_NAME
 #define VS_FUZZ_VAR_COUNT (sizeof vs_fuzz_var_names / sizeof vs_fuzz_var_names[0])
 
-/* Invariant broken: stop with a report ASan/libFuzzer can point at. */
-#define VS_FUZZ_CHECK(cond)                                                                        \
-    do {                                                                                           \
-        if (!(cond)) {                                                                             \
-            fprintf(stderr, "fuzz_config: invariant broken at line %d: %s\n", __LINE__, #cond);   \
-            abort();                                                                               \
-        }                                                                                          \
-    } while (0)
-
 static bool vs_fuzz_all_digits(const char *text)
 {
     if (!*text)

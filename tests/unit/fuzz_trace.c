@@ -19,13 +19,6 @@
 #include "fuzz_target.h"
 #include "trace.h"
 
-/* Invariant broken: stop with a report ASan/libFuzzer can point at. */
-#define VS_FUZZ_CHECK(cond)                                                                        \
-    do {                                                                                           \
-        if (!(cond))                                                                               \
-            abort();                                                                               \
-    } while (0)
-
 static bool vs_fuzz_same_event(const vs_trace_event_t *a, const vs_trace_event_t *b)
 {
     if (a->kind != b->kind || a->id != b->id)

@@ -1,9 +1,11 @@
-/* fuzz_driver.c: runs a text fuzz target of tests/unit/ (fuzz_config.c,
- * fuzz_trace.c) without libFuzzer, so that gcc builds and their ASan/UBSan
- * variants exercise it too: the target's seeds as they are, then mutations
- * of them (byte flips, token insertions, deletions, duplications, splices,
- * long runs of one byte, truncation) for a bounded time. Deterministic for a
- * given --seed.
+/* fuzz_driver.c: runs a fuzz target (fuzz_target.h) without libFuzzer, so
+ * that gcc builds and their ASan/UBSan variants exercise it too: the
+ * target's seeds as they are, then mutations of them for a bounded time,
+ * each run on an exactly sized copy. Text targets take the mutator here
+ * (byte flips, token insertions, deletions, duplications, splices, long runs
+ * of one byte, truncation); a target with its own (the snapshot's: bit
+ * flips, interesting values in fields, truncation, extension) sets the
+ * corpus's `mutate` hook. Deterministic for a given --seed.
  *
  * usage: fuzz_<target>_driver [--seconds S | --runs N] [--seed N] [FILE...]
  * Every seed value is its own sequence (it is mixed, not forced odd), and
@@ -12,8 +14,6 @@
  * FILEs (regression inputs, libFuzzer crash reproducers) are run once each
  * first. When a generated input aborts or crashes the target, it is written
  * to `crash-<target>` in the working directory, to be replayed as a FILE.
- * The binary snapshot target has its own driver
- * (tests/tools/fuzz_snapshot_driver.c).
  */
 #include <fcntl.h>
 #include <signal.h>
@@ -26,13 +26,13 @@
 
 #include "fuzz_target.h"
 
-/* Inputs grow up to this: past the longest limits the targets check
+/* Text inputs grow up to this: past the longest limits the targets check
  * (4096-byte paths, 512-byte trace lines). */
 #define VS_FUZZ_INPUT_CAP 8192
 
 static uint64_t rng_state;
 
-static uint64_t rng(void)
+uint64_t vs_fuzz_rng(void)
 {
     /* xorshift64*: fast, deterministic, good enough to pick mutations. */
     rng_state ^= rng_state >> 12;
@@ -54,7 +54,7 @@ static uint64_t rng_seed_state(uint64_t seed)
 
 static size_t rng_below(size_t n)
 {
-    return n ? (size_t)(rng() % n) : 0;
+    return n ? (size_t)(vs_fuzz_rng() % n) : 0;
 }
 
 static double now_s(void)
@@ -77,12 +77,13 @@ static void insert_bytes(uint8_t *buf, size_t *size, size_t at, const void *byte
 /* Run lengths around the limits the parsers check. */
 static const size_t vs_fuzz_run_lengths[] = {1, 2, 17, 20, 21, 63, 64, 65, 511, 512, 513, 4095, 4096};
 
-static void mutate(uint8_t *buf, size_t *size)
+static void mutate_text(uint8_t *buf, size_t *size, size_t cap)
 {
+    (void)cap; /* at least VS_FUZZ_INPUT_CAP */
     const vs_fuzz_corpus_t *corpus = &vs_fuzz_corpus;
     int rounds = 1 + (int)rng_below(4);
     for (int r = 0; r < rounds; r++) {
-        switch (rng() % 8) {
+        switch (vs_fuzz_rng() % 8) {
         case 0: /* flip a bit */
             if (*size)
                 buf[rng_below(*size)] ^= (uint8_t)(1u << rng_below(8));
@@ -90,8 +91,8 @@ static void mutate(uint8_t *buf, size_t *size)
         case 1: /* a random byte, often a delimiter or a control character */
             if (*size) {
                 static const char specials[] = "0123456789.%:,-+ \t\r\n#xXeE\x7f\x80\xff";
-                buf[rng_below(*size)] = rng() % 2 ? (uint8_t)specials[rng_below(sizeof specials - 1)]
-                                                  : (uint8_t)rng();
+                buf[rng_below(*size)] = vs_fuzz_rng() % 2 ? (uint8_t)specials[rng_below(sizeof specials - 1)]
+                                                  : (uint8_t)vs_fuzz_rng();
             }
             break;
         case 2: { /* insert a token */
@@ -130,7 +131,7 @@ static void mutate(uint8_t *buf, size_t *size)
             static uint8_t run[4096];
             size_t len = vs_fuzz_run_lengths[rng_below(sizeof vs_fuzz_run_lengths /
                                                        sizeof vs_fuzz_run_lengths[0])];
-            memset(run, *size && rng() % 2 ? buf[rng_below(*size)] : (uint8_t)"09aG/ "[rng_below(6)],
+            memset(run, *size && vs_fuzz_rng() % 2 ? buf[rng_below(*size)] : (uint8_t)"09aG/ "[rng_below(6)],
                    len);
             insert_bytes(buf, size, rng_below(*size + 1), run, len);
             break;
@@ -178,6 +179,7 @@ static int run_file(const char *path)
 int main(int argc, char **argv)
 {
     const vs_fuzz_corpus_t *corpus = &vs_fuzz_corpus;
+    void (*mutate)(uint8_t *, size_t *, size_t) = corpus->mutate ? corpus->mutate : mutate_text;
     double seconds = 3.0;
     unsigned long long rng_seed = 0, max_runs = 0;
     int i = 1;
@@ -196,20 +198,42 @@ int main(int argc, char **argv)
         if (run_file(argv[i]) < 0)
             return 1;
 
-    for (size_t s = 0; s < corpus->seed_count; s++)
-        LLVMFuzzerTestOneInput((const uint8_t *)corpus->seeds[s], strlen(corpus->seeds[s]));
+    /* The seeds, run as they are; the work buffer leaves room to grow. */
+    const uint8_t **seed = calloc(corpus->seed_count, sizeof *seed);
+    size_t *seed_size = calloc(corpus->seed_count, sizeof *seed_size);
+    if (!seed || !seed_size)
+        return 1;
+    size_t cap = 0;
+    for (size_t s = 0; s < corpus->seed_count; s++) {
+        if (corpus->seed_image) {
+            seed[s] = corpus->seed_image(s, &seed_size[s]);
+            if (!seed[s])
+                return 1;
+        } else {
+            seed[s] = (const uint8_t *)corpus->seeds[s];
+            seed_size[s] = strlen(corpus->seeds[s]);
+        }
+        LLVMFuzzerTestOneInput(seed[s], seed_size[s]);
+        if (seed_size[s] > cap)
+            cap = seed_size[s];
+    }
+    cap += 4096;
+    if (cap < VS_FUZZ_INPUT_CAP)
+        cap = VS_FUZZ_INPUT_CAP;
+    uint8_t *work = malloc(cap);
+    if (!work)
+        return 1;
 
     signal(SIGABRT, vs_fuzz_save_crash);
     signal(SIGSEGV, vs_fuzz_save_crash);
-    static uint8_t work[VS_FUZZ_INPUT_CAP];
     double end = now_s() + seconds;
     unsigned long runs = 0;
     uint64_t digest = UINT64_C(0xcbf29ce484222325); /* FNV-1a over every input */
     while (max_runs ? runs < max_runs : (runs % 256 != 0 || now_s() < end)) {
-        const char *seed = corpus->seeds[rng_below(corpus->seed_count)];
-        size_t size = strlen(seed);
-        memcpy(work, seed, size);
-        mutate(work, &size);
+        size_t s = rng_below(corpus->seed_count);
+        size_t size = seed_size[s];
+        memcpy(work, seed[s], size);
+        mutate(work, &size, cap);
         /* The target gets an exactly sized copy, so that ASan sees a read
          * past `size`. */
         uint8_t *input = malloc(size ? size : 1);
@@ -222,10 +246,17 @@ int main(int argc, char **argv)
         vs_fuzz_current = input;
         vs_fuzz_current_size = size;
         LLVMFuzzerTestOneInput(input, size);
+        vs_fuzz_current = NULL;
         free(input);
         runs++;
     }
     printf("fuzz %s driver: %lu inputs (seed %llu, digest %016llx), no crash\n", corpus->name, runs, rng_seed,
            (unsigned long long)digest);
+    free(work);
+    if (corpus->seed_image)
+        for (size_t s = 0; s < corpus->seed_count; s++)
+            free((void *)seed[s]);
+    free(seed);
+    free(seed_size);
     return 0;
 }
