@@ -175,14 +175,10 @@ static void vs_publish_fill(vs_snapshot_t *snap, void *ctx)
         vs_log(VS_LOG_WARN, "the live snapshot for vramshim ps/dump cannot be written (%s); it may be "
                "missing or stale", strerror(-write_error));
     }
-    struct timespec now;
-    clock_gettime(CLOCK_MONOTONIC, &now);
-    vs_publish_sample(vs_registry_current_seq(), (uint64_t)now.tv_sec * 1000000000ull + (uint64_t)now.tv_nsec);
-    vs_registry_foreach(vs_publish_row, &fill);
-    vs_stats_sum(&stats);
-    fill.totals.launches = atomic_load(&stats.launches) + atomic_load(&stats.graph_launches);
-    fill.totals.copies = atomic_load(&stats.copies) + atomic_load(&stats.memsets);
-    fill.totals.failed_allocations = atomic_load(&stats.refused);
+    /* What may wait (the engine's lock, held through spill I/O; the
+     * driver) is gathered first: the snapshot's sequence goes odd only at
+     * the first row written (snapshot_writer.c), so readers never retry
+     * through those waits ("snapshot kept changing"). */
     vs_offload_stats_t moved;
     vs_offload_stats(&moved);
     fill.totals.evictions = moved.evictions;
@@ -207,6 +203,14 @@ static void vs_publish_fill(vs_snapshot_t *snap, void *ctx)
             .resident_bytes = used,
         };
     }
+    struct timespec now;
+    clock_gettime(CLOCK_MONOTONIC, &now);
+    vs_publish_sample(vs_registry_current_seq(), (uint64_t)now.tv_sec * 1000000000ull + (uint64_t)now.tv_nsec);
+    vs_registry_foreach(vs_publish_row, &fill);
+    vs_stats_sum(&stats);
+    fill.totals.launches = atomic_load(&stats.launches) + atomic_load(&stats.graph_launches);
+    fill.totals.copies = atomic_load(&stats.copies) + atomic_load(&stats.memsets);
+    fill.totals.failed_allocations = atomic_load(&stats.refused);
     vs_snapshot_set_devices(snap, devices, device_count);
     vs_snapshot_set_totals(snap, &fill.totals);
     vs_snapshot_set_event_seq(snap, vs_registry_current_seq());

@@ -65,6 +65,7 @@ struct vs_snapshot_s {
     vs_snapshot_header_t draft; /* the header, assembled privately */
     uint64_t sequence;          /* last value written to the object's `sequence` */
     int write_error;            /* the first failed write's -errno; 0: none */
+    bool odd_pending;           /* begun, the odd sequence not yet written */
     uint32_t stage_first;       /* index of stage[0] */
     uint32_t stage_count;
     vs_snapshot_row_t stage[VS_SNAPSHOT_STAGE_ROWS];
@@ -158,10 +159,23 @@ static void vs_snapshot_write_sequence(vs_snapshot_t *snap)
                       offsetof(vs_snapshot_header_t, sequence));
 }
 
+/* The odd sequence goes out just before the first data write of an
+ * update, not at `vs_snapshot_begin`: whatever the fill callback waits for
+ * before it writes (a lock held through disk I/O) does not keep readers
+ * retrying on an odd sequence. */
+static void vs_snapshot_write_odd(vs_snapshot_t *snap)
+{
+    if (!snap->odd_pending)
+        return;
+    snap->odd_pending = false;
+    vs_snapshot_write_sequence(snap);
+}
+
 static void vs_snapshot_flush_rows(vs_snapshot_t *snap)
 {
     if (snap->stage_count == 0)
         return;
+    vs_snapshot_write_odd(snap);
     vs_snapshot_write(snap, snap->stage, snap->stage_count * sizeof(vs_snapshot_row_t),
                       sizeof(vs_snapshot_header_t) + (size_t)snap->stage_first * sizeof(vs_snapshot_row_t));
     snap->stage_count = 0;
@@ -183,7 +197,7 @@ void vs_snapshot_begin(vs_snapshot_t *snap)
 {
     vs_snapshot_restore_size(snap);
     snap->sequence++;
-    vs_snapshot_write_sequence(snap);
+    snap->odd_pending = true;
     snap->stage_count = 0;
 }
 
@@ -239,6 +253,7 @@ void vs_snapshot_set_row_count(vs_snapshot_t *snap, uint64_t count)
 void vs_snapshot_end(vs_snapshot_t *snap)
 {
     vs_snapshot_flush_rows(snap);
+    vs_snapshot_write_odd(snap);
     snap->draft.update_ns = vs_snapshot_now_ns(CLOCK_MONOTONIC);
     snap->draft.publish_count++;
     /* The whole header but its sequence: the fixed fields too, so that a

@@ -23,6 +23,8 @@ SHIM = os.environ["HOSTILE_SHIM"]
 CLIENT = os.environ["HOSTILE_CLIENT"]
 VRAMSHIM = os.environ["HOSTILE_VRAMSHIM"]
 FIXTURE = os.environ.get("HOSTILE_FIXTURE", "")
+SPILL_PROGRAM = os.environ.get("HOSTILE_SPILL_PROGRAM", "")
+SCRATCH = os.environ.get("HOSTILE_SCRATCH", tempfile.gettempdir())
 MODES = {
     "track": {},
     "cap": {"VRAMSHIM_MODE": "cap", "VRAM_LIMIT": "256M"},
@@ -393,7 +395,37 @@ def case_escapes_in_program_name():
     print("ps, dump and top print the name with its control bytes replaced")
 
 
+# Row 9: `vramshim dump` while the disk tier is busy (spill I/O holds the
+# engine's lock for as long as a disk write takes).
+def case_dump_while_spilling():
+    with tempfile.TemporaryDirectory(dir=SCRATCH) as spill:
+        env = shim_env("offload", VRAM_LIMIT="32M", VRAMSHIM_HOST_LIMIT="16M", VRAMSHIM_SPILL_DIR=spill,
+                       SIMCUDA_DEVICE_MEM="1G")
+        proc = subprocess.Popen([SPILL_PROGRAM, "--buffers", "24", "--mib", "16", "--rounds", "40",
+                                 "--watchdog", "100"], env=env, stdout=subprocess.PIPE, stderr=subprocess.PIPE,
+                                text=True)
+        try:
+            wait_for_snapshot(proc.pid)
+            failures, tries = [], 0
+            while tries < 40 and proc.poll() is None:
+                dump = subprocess.run([VRAMSHIM, "dump", str(proc.pid), "--json"], capture_output=True,
+                                      text=True, timeout=60)
+                if proc.poll() is not None:
+                    break  # the dump may have raced the exit
+                tries += 1
+                if dump.returncode != 0:
+                    failures.append(dump.stderr.strip())
+                time.sleep(0.05)
+        finally:
+            proc.kill() if proc.poll() is None else None
+            out, err = proc.communicate()
+        check(tries >= 10, f"only {tries} dumps while the program ran: make it run longer\n{err}")
+        check(not failures, f"{len(failures)} of {tries} dumps failed while the disk tier was busy: {failures[:3]}")
+        print(f"{tries} dumps while the program spilled, none failed")
+
+
 CASES = {
+    "dump_while_spilling": case_dump_while_spilling,
     "top_many_changing_ids": case_top_many_changing_ids,
     "escapes_in_program_name": case_escapes_in_program_name,
     "run_host_limit_percent": case_run_host_limit_percent,
