@@ -25,6 +25,9 @@
     "bytes (1073741824), K/M/G/T or KiB/MiB/GiB/TiB (x1024), KB/MB/GB/TB (x1000), decimals (1.5G)"
 #define VS_LIMIT_FORMS                                                                             \
     VS_SIZE_FORMS ", a percentage of device memory (75%), a per-device list (0:10G,1:20G) or 0"
+/* `VRAMSHIM_DRIVER`: the parser stores the path; `vs_driver_check`
+ * (driver.h) opens it at start-up and reports with the same forms. */
+#define VS_DRIVER_FORMS "the path or name of the real libcuda.so.1 (a CUDA driver, not libvramshim.so)"
 /* `VRAMSHIM_SPILL_DIR`: the parser only stores the path; `vs_spill_configure`
  * (spill.h) checks it at start-up and reports with the same form. */
 #define VS_SPILL_DIR_FORMS "an existing writable directory"
@@ -41,7 +44,7 @@
     X(prefetch, "VRAMSHIM_PREFETCH", "on|off")                                             \
     X(log, "VRAMSHIM_LOG", "error|warn|info|debug")                                                \
     X(log_file, "VRAMSHIM_LOG_FILE", "a writable file path")                                       \
-    X(driver, "VRAMSHIM_DRIVER", "the path of the real libcuda.so.1")                              \
+    X(driver, "VRAMSHIM_DRIVER", VS_DRIVER_FORMS)                                                  \
     X(debug_snapshot, "VRAMSHIM_DEBUG_SNAPSHOT", "a writable file path")                         \
     X(trace, "VRAMSHIM_TRACE", "a writable file path")                                             \
     X(spill_dir, "VRAMSHIM_SPILL_DIR", VS_SPILL_DIR_FORMS)                                         \

@@ -50,6 +50,20 @@ __attribute__((constructor)) static void vs_shim_load(void)
         }
     }
     vs_driver_find_dlsym();
+    /* VRAMSHIM_DRIVER is checked now too: a path that is not a driver (or
+     * is this library) would fail every call, or recurse, much later. */
+    if (cfg->driver[0] != '\0') {
+        char why[256];
+        if (vs_driver_check(cfg->driver, why, sizeof why) != 0) {
+            char shown[160], line[640];
+            vs_config_quote(cfg->driver, shown, sizeof shown);
+            int len = snprintf(line, sizeof line, "vramshim: VRAMSHIM_DRIVER=\"%s\" is not valid: %s; accepted: %s\n",
+                               shown, why, VS_DRIVER_FORMS);
+            ssize_t ignored = write(STDERR_FILENO, line, len > 0 ? (size_t)len : 0);
+            (void)ignored;
+            _exit(2); /* as for a malformed value: at load, before any GPU work */
+        }
+    }
     vs_cap_configure(cfg->limit, vs_driver_device_total);
     vs_driver_on_load(vs_publish_start);
     if (cfg->trace[0] != '\0')
