@@ -223,7 +223,7 @@ static int vs_dump_text(FILE *out, const vs_snapshot_view_t *view, const vs_dump
 
 /* JSON strings: every byte that is not printable ASCII is escaped, so the
  * output is valid JSON (and valid UTF-8) whatever the program name holds. */
-static void vs_dump_json_string(FILE *out, const char *s)
+void vs_json_string(FILE *out, const char *s)
 {
     fputc('"', out);
     for (const unsigned char *p = (const unsigned char *)s; *p; p++) {
@@ -248,7 +248,7 @@ static int vs_dump_json(FILE *out, const vs_snapshot_view_t *view, const vs_dump
 
     fprintf(out, "{\"schema\":\"" VS_DUMP_JSON_SCHEMA_ID "\",\"pid\":%lld,\"program\":",
             (long long)h->pid);
-    vs_dump_json_string(out, h->program);
+    vs_json_string(out, h->program);
     fprintf(out,
             ",\"mode\":\"%s\",\"abi_version\":%u,\"publish_count\":%" PRIu64
             ",\"updated_ns\":%" PRIu64 ",\"age_of_snapshot_ns\":%" PRIu64

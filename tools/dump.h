@@ -64,4 +64,8 @@ void vs_format_program(char *buf, size_t len, const vs_snapshot_header_t *h);
 
 uint64_t vs_dump_now_ns(void);
 
+/* `s` as a JSON string, quotes included: bytes outside printable ASCII are
+ * escaped, so the output is valid JSON whatever `s` holds. */
+void vs_json_string(FILE *out, const char *s);
+
 #endif /* VS_DUMP_H */

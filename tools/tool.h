@@ -10,6 +10,7 @@
 #define VS_TOOL_H
 
 #include <stdbool.h>
+#include <stdint.h>
 #include <sys/types.h>
 
 #define VS_TOOL_EXIT_OK 0
@@ -27,9 +28,15 @@ pid_t vs_tool_parse_pid(const char *text);
  * "0:10G,1:20G". */
 bool vs_tool_size_valid(const char *text, bool per_device);
 
+/* An absolute size ("10G", "1.5GiB", "256MB", "1073741824"; no '%') into
+ * bytes. 0 or -EINVAL. */
+int vs_tool_parse_size(const char *text, uint64_t *bytes);
+
 int vs_tool_run(int argc, char **argv);
 int vs_tool_ps(int argc, char **argv);
 int vs_tool_dump(int argc, char **argv);
 int vs_tool_top(int argc, char **argv);
+int vs_tool_plot(int argc, char **argv);
+int vs_tool_metrics(int argc, char **argv);
 
 #endif /* VS_TOOL_H */

@@ -1,5 +1,5 @@
-/* vramshim.c: the `vramshim` command: `run`, `ps`, `dump` (here) and
- * `top` (top.c).
+/* vramshim.c: the `vramshim` command: `run` and `dump` (here), `ps`
+ * (ps.c), `top` (top.c), `plot` (plot.c) and `metrics` (metrics.c).
  *
  * Main entry point: `main`, which dispatches on the subcommand. Exit
  * statuses are listed in tool.h. The command never links the shim: it
@@ -30,11 +30,14 @@ static const char vs_usage_main[] =
     "\n"
     "commands:\n"
     "  run [OPTIONS] -- PROGRAM ARGS...   run PROGRAM with the shim preloaded\n"
-    "  ps                                 list your processes running under the shim\n"
+    "  ps [OPTIONS]                       list your processes running under the shim\n"
     "  dump PID [OPTIONS]                 one row per allocation of PID, and totals\n"
     "  top PID [OPTIONS]                  a refreshing view of PID (q quits)\n"
+    "  plot TRACE -o FILE [OPTIONS]       draw a trace recorded by 'run --trace'\n"
+    "  metrics [OPTIONS]                  Prometheus metrics of your processes\n"
     "\n"
-    "'vramshim COMMAND --help' describes each command.\n"
+    "'vramshim COMMAND --help' describes each command; 'vramshim --version' prints\n"
+    "the version.\n"
     "exit status: 0 success, 1 error (no such process, not under the shim, another\n"
     "user's process, unreadable snapshot), 2 usage error; run: the program's status.\n";
 
@@ -52,19 +55,12 @@ static const char vs_usage_run[] =
     "  --spill-dir DIR    VRAMSHIM_SPILL_DIR: where allocations spill to disk\n"
     "  --mode MODE        VRAMSHIM_MODE: offload (evict to host/disk) or cap (refuse)\n"
     "  --log LEVEL        VRAMSHIM_LOG: error, warn, info or debug\n"
-    "  --shim PATH        the library to preload (default: $VRAMSHIM_LIBRARY, else\n"
-    "                     ../shim/libvramshim.so or ../lib/libvramshim.so beside vramshim)\n"
+    "  --trace FILE       VRAMSHIM_TRACE: record allocations, uses, evictions and\n"
+    "                     restores in FILE, for 'vramshim plot'\n"
+    "  --shim PATH        the library to preload (default: $VRAMSHIM_LIBRARY, else the\n"
+    "                     installed " VS_TOOL_LIBDIR "/libvramshim.so, or one\n"
+    "                     found beside vramshim: ../shim, ../lib, ../lib64)\n"
     "  -h, --help         this help\n";
-
-static const char vs_usage_ps[] =
-    "usage: vramshim ps [--bytes]\n"
-    "\n"
-    "Lists your processes running under the shim: pid, program, mode, limit, and\n"
-    "the bytes on the device, in host memory and on disk. Snapshots left by\n"
-    "processes that have exited are removed.\n"
-    "\n"
-    "  --bytes      sizes as exact byte counts\n"
-    "  -h, --help   this help\n";
 
 static const char vs_usage_dump[] =
     "usage: vramshim dump PID [--json] [--sort KEY] [--state PLACE] [--bytes]\n"
@@ -103,28 +99,51 @@ pid_t vs_tool_parse_pid(const char *text)
     return (pid_t)value;
 }
 
-/* One size: digits, an optional fraction, an optional unit or '%'. */
-static bool vs_tool_one_size_valid(const char *p, const char *end)
+/* One size: digits, an optional fraction, an optional unit or '%'. 0 and
+ * the bytes in *bytes (*percent for '%'), or -EINVAL. */
+static int vs_tool_one_size_parse(const char *p, const char *end, uint64_t *bytes, bool *percent)
 {
-    static const char *const units[] = {"", "B", "K", "M", "G", "T", "KiB", "MiB", "GiB", "TiB",
-                                        "KB", "MB", "GB", "TB", "%"};
+    static const struct {
+        const char *name;
+        double scale;
+    } units[] = {
+        {"", 1},          {"B", 1},         {"K", 0x1p10},     {"M", 0x1p20},   {"G", 0x1p30},
+        {"T", 0x1p40},    {"KiB", 0x1p10},  {"MiB", 0x1p20},   {"GiB", 0x1p30}, {"TiB", 0x1p40},
+        {"KB", 1e3},      {"MB", 1e6},      {"GB", 1e9},       {"TB", 1e12},    {"%", 1},
+    };
     const char *digits = p;
+    double value = 0, fraction_scale = 1;
     while (p < end && *p >= '0' && *p <= '9')
-        p++;
+        value = value * 10 + (*p++ - '0');
     if (p == digits)
-        return false;
+        return -EINVAL;
     if (p < end && *p == '.') {
         const char *fraction = ++p;
         while (p < end && *p >= '0' && *p <= '9')
-            p++;
+            value += (*p++ - '0') * (fraction_scale /= 10);
         if (p == fraction)
-            return false;
+            return -EINVAL;
     }
     size_t len = (size_t)(end - p);
-    for (size_t i = 0; i < sizeof(units) / sizeof(units[0]); i++)
-        if (strlen(units[i]) == len && strncasecmp(p, units[i], len) == 0)
-            return true;
-    return false;
+    for (size_t i = 0; i < sizeof(units) / sizeof(units[0]); i++) {
+        if (strlen(units[i].name) == len && strncasecmp(p, units[i].name, len) == 0) {
+            double scaled = value * units[i].scale;
+            if (scaled >= 0x1p64)
+                return -EINVAL;
+            *bytes = (uint64_t)scaled;
+            *percent = units[i].name[0] == '%';
+            return 0;
+        }
+    }
+    return -EINVAL;
+}
+
+int vs_tool_parse_size(const char *text, uint64_t *bytes)
+{
+    bool percent;
+    if (vs_tool_one_size_parse(text, text + strlen(text), bytes, &percent) < 0 || percent)
+        return -EINVAL;
+    return 0;
 }
 
 bool vs_tool_size_valid(const char *text, bool per_device)
@@ -145,7 +164,9 @@ bool vs_tool_size_valid(const char *text, bool per_device)
                     return false;
             p = colon + 1;
         }
-        if (!vs_tool_one_size_valid(p, end))
+        uint64_t bytes;
+        bool percent;
+        if (vs_tool_one_size_parse(p, end, &bytes, &percent) < 0)
             return false;
         if (!*end)
             return true;
@@ -185,12 +206,19 @@ static int vs_tool_find_shim(const char *option, char *out, size_t len)
     self[n] = '\0';
     char *slash = strrchr(self, '/');
     *slash = '\0';
-    static const char *const candidates[] = {"../shim/libvramshim.so", "../lib/libvramshim.so",
-                                             "../lib64/libvramshim.so", "libvramshim.so"};
-    char tried[4 * PATH_MAX] = "";
+    /* The build tree; the installed tree, wherever it was copied (DESTDIR,
+     * a relocated prefix); the directory the build recorded; common layouts. */
+    static const char *const candidates[] = {
+        "../shim/libvramshim.so", VS_TOOL_LIBDIR_FROM_BINDIR "/libvramshim.so",
+        VS_TOOL_LIBDIR "/libvramshim.so", "../lib/libvramshim.so", "../lib64/libvramshim.so",
+        "libvramshim.so"};
+    char tried[6 * PATH_MAX] = "";
     for (size_t i = 0; i < sizeof(candidates) / sizeof(candidates[0]); i++) {
-        char path[PATH_MAX + 64];
-        snprintf(path, sizeof(path), "%s/%s", self, candidates[i]);
+        char path[2 * PATH_MAX + 64];
+        if (candidates[i][0] == '/')
+            snprintf(path, sizeof(path), "%s", candidates[i]);
+        else
+            snprintf(path, sizeof(path), "%s/%s", self, candidates[i]);
         if (vs_tool_is_file(path) && realpath(path, out))
             return 0;
         size_t used = strlen(tried);
@@ -203,9 +231,35 @@ static int vs_tool_find_shim(const char *option, char *out, size_t len)
     return -ENOENT;
 }
 
+/* `--trace FILE` as an absolute path (the program may change directory),
+ * in a directory that exists. 0, or -EINVAL after one error line. */
+static int vs_tool_trace_path(const char *given, char *out, size_t len)
+{
+    char dir[PATH_MAX];
+    const char *slash = strrchr(given, '/');
+    const char *base = slash ? slash + 1 : given;
+    if (!*given || !*base || strcmp(base, ".") == 0 || strcmp(base, "..") == 0) {
+        vs_tool_error("--trace '%s': expected a file name", given);
+        return -EINVAL;
+    }
+    size_t dir_len = slash ? (size_t)(slash - given) : 1;
+    snprintf(dir, sizeof(dir), "%.*s", (int)dir_len, slash ? (slash == given ? "/" : given) : ".");
+    char resolved[PATH_MAX];
+    struct stat st;
+    if (!realpath(dir, resolved) || stat(resolved, &st) < 0 || !S_ISDIR(st.st_mode)) {
+        vs_tool_error("--trace %s: no such directory %s", given, dir);
+        return -EINVAL;
+    }
+    if (snprintf(out, len, "%s/%s", strcmp(resolved, "/") == 0 ? "" : resolved, base) >= (int)len) {
+        vs_tool_error("--trace %s: the path is too long", given);
+        return -EINVAL;
+    }
+    return 0;
+}
+
 int vs_tool_run(int argc, char **argv)
 {
-    enum { OPT_LIMIT = 256, OPT_HOST_LIMIT, OPT_SPILL_DIR, OPT_MODE, OPT_LOG, OPT_SHIM };
+    enum { OPT_LIMIT = 256, OPT_HOST_LIMIT, OPT_SPILL_DIR, OPT_MODE, OPT_LOG, OPT_SHIM, OPT_TRACE };
     static const struct option options[] = {
         {"limit", required_argument, NULL, OPT_LIMIT},
         {"host-limit", required_argument, NULL, OPT_HOST_LIMIT},
@@ -213,11 +267,13 @@ int vs_tool_run(int argc, char **argv)
         {"mode", required_argument, NULL, OPT_MODE},
         {"log", required_argument, NULL, OPT_LOG},
         {"shim", required_argument, NULL, OPT_SHIM},
+        {"trace", required_argument, NULL, OPT_TRACE},
         {"help", no_argument, NULL, 'h'},
         {NULL, 0, NULL, 0},
     };
     const char *limit = NULL, *host_limit = NULL, *spill_dir = NULL, *mode = NULL, *log = NULL,
                *shim = NULL;
+    char trace[PATH_MAX] = "";
     int c;
 
     /* '+': stop at the program's name, its options are its own. */
@@ -266,6 +322,10 @@ int vs_tool_run(int argc, char **argv)
         case OPT_SHIM:
             shim = optarg;
             break;
+        case OPT_TRACE:
+            if (vs_tool_trace_path(optarg, trace, sizeof(trace)) < 0)
+                return VS_TOOL_EXIT_USAGE;
+            break;
         case 'h':
             fputs(vs_usage_run, stdout);
             return VS_TOOL_EXIT_OK;
@@ -304,7 +364,8 @@ int vs_tool_run(int argc, char **argv)
         (host_limit && setenv("VRAMSHIM_HOST_LIMIT", host_limit, 1) < 0) ||
         (spill_dir && setenv("VRAMSHIM_SPILL_DIR", spill_dir, 1) < 0) ||
         (mode && setenv("VRAMSHIM_MODE", mode, 1) < 0) ||
-        (log && setenv("VRAMSHIM_LOG", log, 1) < 0)) {
+        (log && setenv("VRAMSHIM_LOG", log, 1) < 0) ||
+        (trace[0] && setenv("VRAMSHIM_TRACE", trace, 1) < 0)) {
         vs_tool_error("cannot set the environment: %s", strerror(errno));
         free(preload);
         return VS_TOOL_EXIT_ERROR;
@@ -317,93 +378,6 @@ int vs_tool_run(int argc, char **argv)
     int err = errno;
     vs_tool_error("cannot run %s: %s", argv[optind], strerror(err));
     return err == ENOENT ? 127 : 126;
-}
-
-static void vs_tool_ps_removed(pid_t pid, int err, void *arg)
-{
-    (void)arg;
-    if (err == 0)
-        fprintf(stderr, "vramshim: removed the stale snapshot of exited process %d\n", (int)pid);
-    else
-        fprintf(stderr, "vramshim: cannot remove the stale snapshot of exited process %d: %s\n",
-                (int)pid, strerror(-err));
-}
-
-typedef struct vs_tool_ps_state_s {
-    bool bytes;
-    bool header_done;
-} vs_tool_ps_state_t;
-
-static void vs_tool_ps_row(pid_t pid, void *arg)
-{
-    vs_tool_ps_state_t *st = arg;
-    vs_snapshot_copy_t copy;
-    char msg[512];
-    if (!st->header_done) {
-        printf("%8s  %-16s  %-7s  %10s  %10s  %10s  %10s  %7s\n", "PID", "PROGRAM", "MODE",
-               "LIMIT", "DEVICE", "HOST", "DISK", "ALLOCS");
-        st->header_done = true;
-    }
-    int rc = vs_snapshot_read_pid(pid, &copy, msg, sizeof(msg));
-    if (rc < 0) {
-        /* Exited between the listing and the read: nothing to show. A
-         * snapshot that cannot be read (another version, damaged, a writer
-         * stuck mid-update) is reported and skipped: one bad process must
-         * not hide the others. */
-        if (rc != -VS_READ_ERR_NO_PROCESS)
-            vs_tool_error("skipping process %d: %s", (int)pid, msg);
-        return;
-    }
-    const vs_snapshot_header_t *h = copy.view.header;
-    char limit[32], device[32], host[32], disk[32];
-    uint64_t limit_bytes = vs_dump_total_limit(h);
-    vs_format_size(limit, sizeof(limit), limit_bytes, st->bytes);
-    vs_format_size(device, sizeof(device), h->totals.device_bytes, st->bytes);
-    vs_format_size(host, sizeof(host), h->totals.host_bytes, st->bytes);
-    vs_format_size(disk, sizeof(disk), h->totals.disk_bytes, st->bytes);
-    char program[VS_SNAPSHOT_PROGRAM_BYTES];
-    vs_format_program(program, sizeof(program), h);
-    printf("%8d  %-16.16s  %-7s  %10s  %10s  %10s  %10s  %7" PRIu64 "\n", (int)pid, program,
-           vs_snapshot_mode_name(h->mode), limit_bytes ? limit : "none", device, host, disk,
-           h->totals.allocations);
-    vs_snapshot_copy_free(&copy);
-}
-
-int vs_tool_ps(int argc, char **argv)
-{
-    static const struct option options[] = {
-        {"bytes", no_argument, NULL, 'b'},
-        {"help", no_argument, NULL, 'h'},
-        {NULL, 0, NULL, 0},
-    };
-    vs_tool_ps_state_t st = {0};
-    int c;
-    while ((c = getopt_long(argc, argv, "h", options, NULL)) != -1) {
-        switch (c) {
-        case 'b':
-            st.bytes = true;
-            break;
-        case 'h':
-            fputs(vs_usage_ps, stdout);
-            return VS_TOOL_EXIT_OK;
-        default:
-            fputs(vs_usage_ps, stderr);
-            return VS_TOOL_EXIT_USAGE;
-        }
-    }
-    if (optind < argc) {
-        vs_tool_error("ps: unexpected argument '%s'", argv[optind]);
-        fputs(vs_usage_ps, stderr);
-        return VS_TOOL_EXIT_USAGE;
-    }
-    int n = vs_snapshot_list(vs_tool_ps_row, &st, vs_tool_ps_removed);
-    if (n < 0) {
-        vs_tool_error("cannot list " VS_SNAPSHOT_SHM_DIR ": %s", strerror(-n));
-        return VS_TOOL_EXIT_ERROR;
-    }
-    if (n == 0)
-        printf("no processes running under vramshim\n");
-    return VS_TOOL_EXIT_OK;
 }
 
 int vs_tool_dump(int argc, char **argv)
@@ -482,6 +456,8 @@ int main(int argc, char **argv)
         {"ps", vs_tool_ps},
         {"dump", vs_tool_dump},
         {"top", vs_tool_top},
+        {"plot", vs_tool_plot},
+        {"metrics", vs_tool_metrics},
     };
     if (argc < 2) {
         fputs(vs_usage_main, stderr);
@@ -490,6 +466,10 @@ int main(int argc, char **argv)
     if (strcmp(argv[1], "-h") == 0 || strcmp(argv[1], "--help") == 0 ||
         strcmp(argv[1], "help") == 0) {
         fputs(vs_usage_main, stdout);
+        return VS_TOOL_EXIT_OK;
+    }
+    if (strcmp(argv[1], "--version") == 0 || strcmp(argv[1], "version") == 0) {
+        printf("vramshim " VS_TOOL_VERSION "\n");
         return VS_TOOL_EXIT_OK;
     }
     for (size_t i = 0; i < sizeof(commands) / sizeof(commands[0]); i++) {

@@ -9,6 +9,7 @@
 #include <stdint.h>
 
 #include "synth.h"
+#include "timeline_svg.h"
 
 /* The policies the benchmark compares: the two of policy/, the learned one
  * also with the plan the shim gives it when it prefetches (a fixed resident
@@ -28,21 +29,9 @@ typedef enum vs_bench_order_e {
     VS_BENCH_ORDER_COUNT
 } vs_bench_order_t;
 
-/* One sample per operation, for the SVG timeline: where the live bytes are
- * once the operation's allocations are resident, in the tiers the shim's
- * snapshot names (device, host, disk), and the traffic so far. */
-typedef struct vs_bench_sample_s {
-    uint64_t seq;             /* the operation's number in the trace */
-    uint64_t time_ns;         /* the trace's time of its first use */
-    uint64_t device_bytes;    /* resident */
-    uint64_t host_bytes;      /* evicted, contents held on the host */
-    uint64_t disk_bytes;      /* evicted to disk: the replay has no disk tier, always 0 */
-    uint64_t host_copy_bytes; /* every host copy, also of clean allocations back on the device */
-    uint64_t h2d;             /* cumulative bytes */
-    uint64_t d2h;             /* cumulative bytes */
-    uint64_t restores;        /* cumulative: allocations with contents brought back */
-    uint64_t evictions;       /* cumulative: allocations evicted, clean or not */
-} vs_bench_sample_t;
+/* One sample per operation, for the SVG timeline (tools/timeline_svg.h).
+ * The replay has no disk tier: `disk_bytes` is always 0. */
+typedef vs_timeline_sample_t vs_bench_sample_t;
 
 typedef struct vs_bench_result_s {
     uint64_t h2d;

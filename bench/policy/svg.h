@@ -1,8 +1,6 @@
 /*
- * svg.h: renders replay timelines as a hand-written SVG plot, one panel per
- * eviction order: where the live bytes are (device, host, disk, stacked),
- * the host copies, the limit, and a tick per interval for the bytes restored
- * (H2D) and written back (D2H).
+ * svg.h: the replay timeline as SVG, one panel per eviction order: the
+ * benchmark's titles and figures around tools/timeline_svg.h's renderer.
  */
 #ifndef VS_BENCH_SVG_H
 #define VS_BENCH_SVG_H
@@ -13,13 +11,10 @@
 
 #include "replay.h"
 
-/* What the x axis counts. AUTO takes the trace's times when they never go
- * backwards and span more than zero, else the operation numbers. */
-typedef enum vs_bench_svg_x_e {
-    VS_BENCH_SVG_X_AUTO,
-    VS_BENCH_SVG_X_OP,
-    VS_BENCH_SVG_X_TIME,
-} vs_bench_svg_x_t;
+typedef vs_timeline_x_t vs_bench_svg_x_t;
+#define VS_BENCH_SVG_X_AUTO VS_TIMELINE_X_AUTO
+#define VS_BENCH_SVG_X_OP VS_TIMELINE_X_OP
+#define VS_BENCH_SVG_X_TIME VS_TIMELINE_X_TIME
 
 typedef struct vs_bench_svg_doc_s {
     const char *trace;  /* its name, or the file it was read from */
@@ -34,9 +29,6 @@ typedef struct vs_bench_svg_panel_s {
     const char *policy;           /* the eviction order's name */
     const vs_bench_result_t *res; /* replayed with its timeline */
 } vs_bench_svg_panel_t;
-
-/* Whether the timeline's times can serve as the x axis (see AUTO). */
-bool vs_bench_svg_has_time(const vs_bench_result_t *res);
 
 /* Writes the whole document to `f`. Returns 0, -EINVAL (no panel, a panel
  * without a timeline, or X_TIME asked of a trace without times) or -ENOMEM.

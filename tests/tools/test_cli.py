@@ -21,6 +21,8 @@ import sys
 import tempfile
 import time
 
+from vstest import check, expect_error, run_tests
+
 VRAMSHIM = FIXTURE = SCHEMA = SHIM = None
 UID = os.geteuid()
 FAILURES = []
@@ -70,17 +72,6 @@ PIDNS = os.stat("/proc/self/ns/pid").st_ino
 
 def shm_path(pid):
     return f"/dev/shm/vramshim-{UID}-{PIDNS}-{pid}"
-
-
-def check(cond, what):
-    if not cond:
-        raise AssertionError(what)
-
-
-def expect_error(result, message, status=1):
-    check(result.returncode == status,
-          f"exit status {result.returncode}, expected {status}; stderr: {result.stderr!r}")
-    check(message in result.stderr, f"stderr {result.stderr!r} lacks {message!r}")
 
 
 # --- a small JSON-schema checker (the subset tools/dump.schema.json uses) ----
@@ -510,17 +501,7 @@ def main():
         return attach_live(client)
     VRAMSHIM, FIXTURE, SCHEMA = sys.argv[1:4]
     SHIM = sys.argv[4] if len(sys.argv) > 4 and os.path.exists(sys.argv[4]) else None
-    tests = [(n, f) for n, f in globals().items() if n.startswith("test_") and callable(f)]
-    for name, fn in tests:
-        print(f"{name} ...", flush=True)
-        try:
-            fn()
-            print(f"  ok", flush=True)
-        except Exception as e:  # report every failing test, not just the first
-            FAILURES.append(name)
-            print(f"  FAILED: {type(e).__name__}: {e}", flush=True)
-    print(f"{len(tests) - len(FAILURES)}/{len(tests)} passed")
-    return 1 if FAILURES else 0
+    return run_tests(globals(), FAILURES)
 
 
 if __name__ == "__main__":
