@@ -347,8 +347,13 @@ def test_stale_snapshot_removed_by_ps():
     check(os.path.exists(shm_path(fx.pid)), "the crashed fixture left its snapshot")
     r = vramshim("ps")
     check(r.returncode == 0, r.stderr)
-    check(f"removed the stale snapshot of exited process {fx.pid}" in r.stderr, r.stderr)
+    # Any reader of this user removes a stale snapshot it finds: another
+    # test's `vramshim ps` running beside this one (the suites run in
+    # parallel) may get there first, and then this one has nothing to say.
+    # Either way it must be gone.
     check(not os.path.exists(shm_path(fx.pid)), "stale snapshot still there")
+    if f"removed the stale snapshot of exited process {fx.pid}" not in r.stderr:
+        print(f"  (another reader removed the stale snapshot of {fx.pid} first)")
     check(str(fx.pid) not in r.stdout.split(), r.stdout)
 
 
