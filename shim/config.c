@@ -10,6 +10,7 @@
 #include "config.h"
 
 #include "policy.h"
+#include "snapshot_abi.h"
 
 #include <errno.h>
 #include <pthread.h>
@@ -41,8 +42,12 @@ static bool vs_is_digit(char c)
 
 /* Reads `digits[.digits]` at *p. The integer part goes to *whole, the
  * fraction to *frac_num / *frac_den (den is a power of ten; digits past the
- * 18th are checked but do not change the value). Advances *p. */
-static int vs_parse_decimal(const char **p, uint64_t *whole, uint64_t *frac_num, uint64_t *frac_den, bool *has_fraction)
+ * 18th are checked but do not change the value). *nonzero tells whether any
+ * digit, of either part, is not 0, *frac_nonzero the same of the fraction
+ * (the digits past the 18th included): a value written as more than zero
+ * must not be read as zero, nor 100.0000001% as 100%. Advances *p. */
+static int vs_parse_decimal(const char **p, uint64_t *whole, uint64_t *frac_num, uint64_t *frac_den, bool *has_fraction,
+                            bool *nonzero, bool *frac_nonzero)
 {
     const char *s = *p;
     vs_u128 w = 0;
@@ -58,18 +63,22 @@ static int vs_parse_decimal(const char **p, uint64_t *whole, uint64_t *frac_num,
     *frac_num = 0;
     *frac_den = 1;
     *has_fraction = false;
+    *frac_nonzero = false;
     if (*s == '.') {
         s++;
         if (!vs_is_digit(*s))
             return -EINVAL;
         *has_fraction = true;
         for (int n = 0; vs_is_digit(*s); s++, n++) {
+            if (*s != '0')
+                *frac_nonzero = true;
             if (n < 18) {
                 *frac_num = *frac_num * 10 + (uint64_t)(*s - '0');
                 *frac_den *= 10;
             }
         }
     }
+    *nonzero = w != 0 || *frac_nonzero;
     *p = s;
     return 0;
 }
@@ -78,12 +87,12 @@ int vs_config_parse_size(const char *text, uint64_t *bytes)
 {
     const char *p = text;
     uint64_t whole, frac_num, frac_den, multiplier = 1;
-    bool has_fraction;
+    bool has_fraction, nonzero, frac_nonzero;
     int rc;
 
     if (text == NULL)
         return -EINVAL;
-    rc = vs_parse_decimal(&p, &whole, &frac_num, &frac_den, &has_fraction);
+    rc = vs_parse_decimal(&p, &whole, &frac_num, &frac_den, &has_fraction, &nonzero, &frac_nonzero);
     if (rc != 0)
         return rc;
     if (*p != '\0') {
@@ -103,6 +112,10 @@ int vs_config_parse_size(const char *text, uint64_t *bytes)
                               + (vs_u128)frac_num * multiplier / frac_den;
     if (total > UINT64_MAX)
         return -ERANGE;
+    /* "0.000000000000000000001T" is not a limit of 0: a value written as
+     * more than zero that comes to no byte at all is refused. */
+    if (nonzero && total == 0)
+        return -ERANGE;
     *bytes = (uint64_t)total;
     return 0;
 }
@@ -113,17 +126,18 @@ static int vs_parse_percent(const char *text, size_t len, uint32_t *ppm)
     char buf[64];
     const char *p = buf;
     uint64_t whole, frac_num, frac_den;
-    bool has_fraction;
+    bool has_fraction, nonzero, frac_nonzero;
     int rc;
 
     if (len == 0 || len >= sizeof buf || text[len - 1] != '%')
         return -EINVAL;
     memcpy(buf, text, len - 1);
     buf[len - 1] = '\0';
-    rc = vs_parse_decimal(&p, &whole, &frac_num, &frac_den, &has_fraction);
+    rc = vs_parse_decimal(&p, &whole, &frac_num, &frac_den, &has_fraction, &nonzero, &frac_nonzero);
     if (rc != 0 || *p != '\0')
         return -EINVAL;
-    if (whole > 100)
+    /* Above 100 by any amount, however far down the fraction. */
+    if (whole > 100 || (whole == 100 && frac_nonzero))
         return -ERANGE;
     /* 128 bits: a long fraction (12.500000000000000000%) must not wrap. */
     uint64_t value = whole * 1000000 + (uint64_t)((vs_u128)frac_num * 1000000 / frac_den);
@@ -230,6 +244,24 @@ static int vs_parse_log_level(const char *text, vs_log_level_t *out)
     return -EINVAL;
 }
 
+/* A row count for the live snapshot: plain digits, 1 to the most a reader
+ * accepts. */
+static int vs_parse_rows(const char *text, uint32_t *rows)
+{
+    uint64_t value = 0;
+    if (!vs_is_digit(*text))
+        return -EINVAL;
+    for (; vs_is_digit(*text); text++) {
+        value = value * 10 + (uint64_t)(*text - '0');
+        if (value > VS_SNAPSHOT_MAX_ROWS)
+            return -ERANGE;
+    }
+    if (*text != '\0' || value == 0)
+        return -EINVAL;
+    *rows = (uint32_t)value;
+    return 0;
+}
+
 static int vs_copy_path(const char *text, char *dst)
 {
     size_t len = strlen(text);
@@ -260,8 +292,13 @@ static int vs_config_apply(vs_config_t *cfg, const char *name, const char *value
         return -EINVAL;
     }
     if (strcmp(name, "VRAMSHIM_HOST_LIMIT") == 0) {
+        size_t len = strlen(value);
+        /* A percentage of the memory the process may use (host_memory.h). */
+        if (len > 0 && value[len - 1] == '%')
+            return vs_parse_percent(value, len, &cfg->host_limit_ppm);
         int rc = vs_config_parse_size(value, &cfg->host_limit);
-        return rc == 0 && cfg->host_limit == 0 ? -EINVAL : rc;
+        /* A pool that cannot hold one eviction (2 MiB) fails every one. */
+        return rc == 0 && cfg->host_limit < VS_MIN_EVICT_FLOOR ? -EINVAL : rc;
     }
     if (strcmp(name, "VRAMSHIM_MIN_EVICT") == 0) {
         int rc = vs_config_parse_size(value, &cfg->min_evict);
@@ -292,6 +329,8 @@ static int vs_config_apply(vs_config_t *cfg, const char *name, const char *value
         return vs_copy_path(value, cfg->trace);
     if (strcmp(name, "VRAMSHIM_SPILL_DIR") == 0)
         return vs_copy_path(value, cfg->spill_dir);
+    if (strcmp(name, "VRAMSHIM_SNAPSHOT_ROWS") == 0)
+        return vs_parse_rows(value, &cfg->snapshot_rows);
     if (strcmp(name, "VRAMSHIM_IO_FAULT") == 0)
         return vs_spill_io_parse_faults(value, &cfg->io_faults);
     return -ENOENT;
@@ -372,8 +411,10 @@ static void vs_config_load(void)
          * destructors must not run in a process that never started. */
         _exit(2);
     }
-    if (vs_log_configure(vs_config.log_level, vs_config.log_file) != 0)
-        vs_log(VS_LOG_WARN, "cannot open VRAMSHIM_LOG_FILE=%s; logging to stderr", vs_config.log_file);
+    int rc = vs_log_configure(vs_config.log_level, vs_config.log_file);
+    if (rc != 0)
+        vs_log(VS_LOG_WARN, "cannot use VRAMSHIM_LOG_FILE=%s (%s; it must be a regular file of yours or "
+               "a new name); logging to stderr", vs_config.log_file, strerror(-rc));
 }
 
 const vs_config_t *vs_config_get(void)

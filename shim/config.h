@@ -25,6 +25,9 @@
     "bytes (1073741824), K/M/G/T or KiB/MiB/GiB/TiB (x1024), KB/MB/GB/TB (x1000), decimals (1.5G)"
 #define VS_LIMIT_FORMS                                                                             \
     VS_SIZE_FORMS ", a percentage of device memory (75%), a per-device list (0:10G,1:20G) or 0"
+/* `VRAMSHIM_DRIVER`: the parser stores the path; `vs_driver_check`
+ * (driver.h) opens it at start-up and reports with the same forms. */
+#define VS_DRIVER_FORMS "the path or name of the real libcuda.so.1 (a CUDA driver, not libvramshim.so)"
 /* `VRAMSHIM_SPILL_DIR`: the parser only stores the path; `vs_spill_configure`
  * (spill.h) checks it at start-up and reports with the same form. */
 #define VS_SPILL_DIR_FORMS "an existing writable directory"
@@ -34,17 +37,19 @@
 #define VS_CONFIG_VARS(X)                                                                          \
     X(vram_limit, "VRAM_LIMIT", VS_LIMIT_FORMS)                                                    \
     X(mode, "VRAMSHIM_MODE", "offload|cap")                                                        \
-    X(host_limit, "VRAMSHIM_HOST_LIMIT", VS_SIZE_FORMS ", not 0")                                  \
+    X(host_limit, "VRAMSHIM_HOST_LIMIT",                                                           \
+      VS_SIZE_FORMS ", at least 2M, or a percentage of the memory available to the process (50%)") \
     X(min_evict, "VRAMSHIM_MIN_EVICT", VS_SIZE_FORMS ", at least 2M")                              \
     X(policy, "VRAMSHIM_POLICY", "lru|cyclic|learned")                                             \
     X(prefetch, "VRAMSHIM_PREFETCH", "on|off")                                             \
     X(log, "VRAMSHIM_LOG", "error|warn|info|debug")                                                \
     X(log_file, "VRAMSHIM_LOG_FILE", "a writable file path")                                       \
-    X(driver, "VRAMSHIM_DRIVER", "the path of the real libcuda.so.1")                              \
+    X(driver, "VRAMSHIM_DRIVER", VS_DRIVER_FORMS)                                                  \
     X(debug_snapshot, "VRAMSHIM_DEBUG_SNAPSHOT", "a writable file path")                         \
     X(trace, "VRAMSHIM_TRACE", "a writable file path")                                             \
     X(spill_dir, "VRAMSHIM_SPILL_DIR", VS_SPILL_DIR_FORMS)                                         \
-    X(io_fault, "VRAMSHIM_IO_FAULT", VS_SPILL_IO_FAULT_FORMS " (testing only)")
+    X(io_fault, "VRAMSHIM_IO_FAULT", VS_SPILL_IO_FAULT_FORMS " (testing only)")                   \
+    X(snapshot_rows, "VRAMSHIM_SNAPSHOT_ROWS", "a number of rows from 1 to 4194304")
 
 typedef enum vs_mode_e {
     VS_MODE_TRACK = 0, /* no VRAM_LIMIT: track and observe only */
@@ -72,7 +77,9 @@ typedef struct vs_config_s {
     bool mode_set;                      /* VRAMSHIM_MODE was given */
     bool limit_set;                     /* VRAM_LIMIT was given */
     vs_limit_t limit[VS_MAX_DEVICES];   /* per device; NONE where not listed */
-    uint64_t host_limit;                /* 0 = not given: half of physical memory */
+    uint64_t host_limit;                /* 0 = not given: see host_limit_ppm */
+    uint32_t host_limit_ppm;            /* a percentage of the memory available; 0 = not given (half) */
+    uint32_t snapshot_rows;             /* VRAMSHIM_SNAPSHOT_ROWS; 0 = the default */
     uint64_t min_evict;                 /* VRAMSHIM_MIN_EVICT, >= VS_MIN_EVICT_FLOOR */
     int policy;                         /* a vs_policy_kind_t */
     bool prefetch;                      /* VRAMSHIM_PREFETCH: restore ahead from the learned order */

@@ -13,8 +13,9 @@
 #include <stdatomic.h>
 #include <stdlib.h>
 
-#include "log.h"
+#include "cap.h"
 #include "driver.h"
+#include "log.h"
 
 /* The PTX text of `vramshim_content_hash`, NUL-terminated
  * (shim/kernels/meson.build generates its definition). */
@@ -88,8 +89,8 @@ static void vs_device_hash_release(vs_device_hasher_t *h)
 {
     if (h->host_lanes != NULL)
         (void)VS_CALL(cuMemFreeHost, (h->host_lanes));
-    if (h->lanes != 0)
-        (void)VS_CALL(cuMemFree_v2, (h->lanes));
+    if (h->lanes != 0 && VS_CALL(cuMemFree_v2, (h->lanes)) == CUDA_SUCCESS)
+        vs_cap_release(h->device, (uint64_t)h->slots * VS_DEVICE_HASH_SLOT_BYTES);
     if (h->module != NULL)
         (void)VS_CALL(cuModuleUnload, (h->module));
     free(h);
@@ -123,6 +124,9 @@ int vs_device_hasher_create(int device, unsigned slots, vs_device_hasher_t **out
         err = vs_device_hash_errno(rc);
         goto fail;
     }
+    /* The shim's own device bytes count against the limit too (2 KiB
+     * took the soak's device 1,638 bytes past 256 MiB). */
+    vs_cap_charge(device, bytes);
     void *host = NULL;
     rc = VS_CALL(cuMemHostAlloc, (&host, bytes, CU_MEMHOSTALLOC_PORTABLE));
     if (rc != CUDA_SUCCESS) {

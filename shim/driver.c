@@ -17,6 +17,8 @@
 #include <errno.h>
 #include <pthread.h>
 #include <stdatomic.h>
+#include <stdint.h>
+#include <stdio.h>
 #include <string.h>
 
 #include "config.h"
@@ -91,6 +93,48 @@ int vs_driver_device_total(int device, uint64_t *bytes)
         return -EIO;
     *bytes = total;
     return 0;
+}
+
+int vs_driver_check(const char *path, char *why, size_t why_len)
+{
+    int saved_errno = errno;
+    int rc = 0;
+    void *handle = dlopen(path, RTLD_LAZY | RTLD_LOCAL);
+
+    if (handle == NULL) {
+        const char *err = dlerror();
+        snprintf(why, why_len, "%s", err != NULL ? err : "it cannot be opened");
+        why[strcspn(why, "\n")] = '\0';
+        rc = -ENOENT;
+        goto out;
+    }
+    void *init = vs_driver_real_dlsym(handle, "cuInit");
+    void *resolver = vs_driver_real_dlsym(handle, "cuGetProcAddress_v2");
+    /* This library under any name (a symlink or a second path to it is
+     * the same object): what it exports is ours. */
+    Dl_info mine, theirs;
+    void *self = (void *)(uintptr_t)vs_driver_check;
+    void *any = resolver != NULL ? resolver : init;
+    /* A copy of it under another name: a driver never defines `dlsym`. */
+    void *their_dlsym = vs_driver_real_dlsym(handle, "dlsym");
+    Dl_info defines;
+    bool overrides_dlsym = any != NULL && their_dlsym != NULL && dladdr(any, &theirs) != 0
+                           && dladdr(their_dlsym, &defines) != 0 && defines.dli_fbase == theirs.dli_fbase;
+    if (overrides_dlsym
+        || (any != NULL && dladdr(self, &mine) != 0 && dladdr(any, &theirs) != 0 && mine.dli_fbase == theirs.dli_fbase)) {
+        snprintf(why, why_len, "it is libvramshim.so itself, not the driver");
+        rc = -ELOOP;
+        goto out;
+    }
+    if (init == NULL || resolver == NULL) {
+        snprintf(why, why_len, "it does not export %s: not a CUDA driver",
+                 init == NULL ? "cuInit" : "cuGetProcAddress_v2");
+        rc = -ENOEXEC;
+        goto out;
+    }
+out:
+    errno = saved_errno;
+    return rc;
 }
 
 /* Loads the driver; ready_lock held. Returns the callbacks to run once the

@@ -20,6 +20,7 @@
 
 #include <cuda.h>
 #include <stdbool.h>
+#include <stddef.h>
 #include <stdint.h>
 
 /* For code on the `dlsym` path: a sanitizer runtime resolves its own
@@ -54,6 +55,14 @@ int vs_driver_ready(void);
  * four). When it is loaded already, `fn` runs now. The top layer's
  * start-up registers what must follow loading; nothing here calls up. */
 void vs_driver_on_load(void (*fn)(void));
+
+/* Checks `VRAMSHIM_DRIVER`'s library at load, so that a wrong one stops the
+ * program there (exit 2, one line) instead of failing every hooked call
+ * later: it must open, export the driver's entry points (`cuInit`,
+ * `cuGetProcAddress_v2`) and not be this library (which would call itself
+ * forever). 0, or -errno with `why` (one line, no newline) filled. The
+ * library stays loaded: the driver layer opens it again on first use. */
+int vs_driver_check(const char *path, char *why, size_t why_len);
 
 /* The handle of the driver the shim opened (NULL before it is loaded). */
 void *vs_driver_handle(void);

@@ -90,30 +90,34 @@ static void vs_memory_commit(CUresult rc, int device, uintptr_t base, uint64_t b
     }
 }
 
-/* Forgets a device allocation before the driver frees it. Returns true
- * with its record in *info when it was known. */
+/* Forgets a device allocation before the driver frees it: its record
+ * only, so that nothing else frees it or finds it meanwhile. Its bytes
+ * stay charged until the driver has freed them (`vs_memory_uncharge`):
+ * released first, they let another thread's allocation onto the device
+ * while these bytes were still there, past VRAM_LIMIT. Returns true with
+ * its record in *info when it was known. */
 static bool vs_memory_forget(CUdeviceptr dptr, vs_alloc_info_t *info)
 {
-    if (dptr == 0 || vs_registry_remove((uintptr_t)dptr, VS_DEVICE_KINDS | (1u << VS_ALLOC_MANAGED), info) != 0)
-        return false;
+    return dptr != 0 && vs_registry_remove((uintptr_t)dptr, VS_DEVICE_KINDS | (1u << VS_ALLOC_MANAGED), info) == 0;
+}
+
+/* The driver freed it: its bytes leave the count. */
+static void vs_memory_uncharge(const vs_alloc_info_t *info)
+{
     if (info->kind == VS_ALLOC_MANAGED)
         vs_cap_count_managed(-(int64_t)info->size);
     else if (info->device >= 0)
         vs_cap_release(info->device, info->size);
-    return true;
 }
 
-/* The driver refused a free the shim had already accounted: restore. */
+/* The driver refused the free: the allocation still exists, record it
+ * again (its bytes were never released). */
 static void vs_memory_unforget(const vs_alloc_info_t *info)
 {
     vs_alloc_desc_t desc = {
         .base = info->base, .size = info->size, .device = info->device, .kind = info->kind, .handle = info->handle};
-    if (info->kind == VS_ALLOC_MANAGED)
-        vs_cap_count_managed((int64_t)info->size);
-    else if (info->device >= 0)
-        vs_cap_charge(info->device, info->size); /* it exists: count it even over the cap */
-    if (vs_registry_add(&desc, NULL) != 0 && info->kind != VS_ALLOC_MANAGED && info->device >= 0)
-        vs_cap_release(info->device, info->size);
+    if (vs_registry_add(&desc, NULL) != 0)
+        vs_memory_uncharge(info); /* untracked from now on: never freed through here */
 }
 
 static CUresult vs_memory_free(CUdeviceptr dptr, CUresult (*real_free)(CUdeviceptr, CUstream), CUstream stream)
@@ -122,7 +126,9 @@ static CUresult vs_memory_free(CUdeviceptr dptr, CUresult (*real_free)(CUdevicep
     bool known = vs_memory_forget(dptr, &info);
     CUresult rc = real_free(dptr, stream);
 
-    if (rc != CUDA_SUCCESS && known)
+    if (known && rc == CUDA_SUCCESS)
+        vs_memory_uncharge(&info);
+    else if (known)
         vs_memory_unforget(&info);
     return rc;
 }

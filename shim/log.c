@@ -9,6 +9,7 @@
 #include "log.h"
 
 #include "internal.h"
+#include "output_file.h"
 
 #include <errno.h>
 #include <fcntl.h>
@@ -30,9 +31,12 @@ int vs_log_configure(vs_log_level_t level, const char *path)
 
     atomic_store(&vs_log_threshold, (int)level);
     if (path != NULL && path[0] != '\0') {
-        int fd = open(path, O_WRONLY | O_CREAT | O_APPEND | O_CLOEXEC, 0644);
+        /* Created 0600 (the log shows the allocation map), never through
+         * a symlink, and never a FIFO: a log must not block the program or
+         * kill it with SIGPIPE (output_file.h). */
+        int fd = vs_output_open(path, VS_OUTPUT_APPEND);
         if (fd < 0)
-            rc = -errno;
+            rc = fd;
         else
             atomic_store(&vs_log_fd, fd);
     }

@@ -33,6 +33,7 @@
 
 #include "config.h"
 #include "driver.h"
+#include "host_memory.h"
 #include "log.h"
 
 vs_engine_t vs_engine = {.lock = VS_MUTEX_INITIALIZER, .released = PTHREAD_COND_INITIALIZER};
@@ -71,21 +72,17 @@ static void vs_engine_unpin_host(void *ptr)
     (void)VS_CALL(cuMemFreeHost, (ptr));
 }
 
-static uint64_t vs_engine_default_host_limit(void)
-{
-    long pages = sysconf(_SC_PHYS_PAGES), page = sysconf(_SC_PAGESIZE);
-    if (pages <= 0 || page <= 0)
-        return 8ull << 30;
-    return (uint64_t)pages * (uint64_t)page / 2;
-}
-
 static void vs_engine_init(void)
 {
     const vs_config_t *cfg = vs_config_get();
 
     vs_engine.enabled = cfg->mode == VS_MODE_OFFLOAD;
     vs_engine.min_evict = cfg->min_evict;
-    uint64_t host_limit = cfg->host_limit != 0 ? cfg->host_limit : vs_engine_default_host_limit();
+    /* Within the cgroup's memory limit too: the pool is pinned. */
+    char why[256];
+    uint64_t host_limit = vs_host_memory_pool_limit(cfg, "", why, sizeof why);
+    if (why[0] != '\0')
+        vs_log(VS_LOG_WARN, "%s", why);
     vs_host_pool_configure(host_limit, vs_engine_pin_host, vs_engine_unpin_host);
     vs_engine.initialised = true;
 }

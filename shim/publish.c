@@ -165,14 +165,20 @@ static void vs_publish_fill(vs_snapshot_t *snap, void *ctx)
     vs_stats_t stats;
 
     (void)ctx;
-    struct timespec now;
-    clock_gettime(CLOCK_MONOTONIC, &now);
-    vs_publish_sample(vs_registry_current_seq(), (uint64_t)now.tv_sec * 1000000000ull + (uint64_t)now.tv_nsec);
-    vs_registry_foreach(vs_publish_row, &fill);
-    vs_stats_sum(&stats);
-    fill.totals.launches = atomic_load(&stats.launches) + atomic_load(&stats.graph_launches);
-    fill.totals.copies = atomic_load(&stats.copies) + atomic_load(&stats.memsets);
-    fill.totals.failed_allocations = atomic_load(&stats.refused);
+    /* The previous publication's writes failed (/dev/shm full, the object
+     * truncated by someone): the live view degrades, the program does
+     * not notice. Said once. */
+    static bool warned;
+    int write_error = vs_snapshot_write_error(snap);
+    if (write_error != 0 && !warned) {
+        warned = true;
+        vs_log(VS_LOG_WARN, "the live snapshot for vramshim ps/dump cannot be written (%s); it may be "
+               "missing or stale", strerror(-write_error));
+    }
+    /* What may wait (the engine's lock, held through spill I/O; the
+     * driver) is gathered first: the snapshot's sequence goes odd only at
+     * the first row written (snapshot_writer.c), so readers never retry
+     * through those waits ("snapshot kept changing"). */
     vs_offload_stats_t moved;
     vs_offload_stats(&moved);
     fill.totals.evictions = moved.evictions;
@@ -197,6 +203,14 @@ static void vs_publish_fill(vs_snapshot_t *snap, void *ctx)
             .resident_bytes = used,
         };
     }
+    struct timespec now;
+    clock_gettime(CLOCK_MONOTONIC, &now);
+    vs_publish_sample(vs_registry_current_seq(), (uint64_t)now.tv_sec * 1000000000ull + (uint64_t)now.tv_nsec);
+    vs_registry_foreach(vs_publish_row, &fill);
+    vs_stats_sum(&stats);
+    fill.totals.launches = atomic_load(&stats.launches) + atomic_load(&stats.graph_launches);
+    fill.totals.copies = atomic_load(&stats.copies) + atomic_load(&stats.memsets);
+    fill.totals.failed_allocations = atomic_load(&stats.refused);
     vs_snapshot_set_devices(snap, devices, device_count);
     vs_snapshot_set_totals(snap, &fill.totals);
     vs_snapshot_set_event_seq(snap, vs_registry_current_seq());
@@ -207,6 +221,7 @@ static void vs_publish_open(void)
 {
     const vs_config_t *cfg = vs_config_get();
     vs_snapshot_identity_t id = {
+        .row_capacity = cfg->snapshot_rows, /* checked at load; 0: the default */
         .mode = cfg->mode == VS_MODE_OFFLOAD ? VS_SNAPSHOT_MODE_OFFLOAD
                 : cfg->mode == VS_MODE_CAP   ? VS_SNAPSHOT_MODE_CAP
                                              : VS_SNAPSHOT_MODE_TRACK,
@@ -238,7 +253,18 @@ void vs_publish_stop(void)
 {
     if (vs_publish_snapshot == NULL)
         return;
+    if (!vs_snapshot_owned(vs_publish_snapshot)) {
+        vs_publish_forget();
+        return;
+    }
     vs_snapshot_publisher_stop(vs_publish_snapshot);
     vs_snapshot_close(vs_publish_snapshot, true);
+    vs_publish_snapshot = NULL;
+}
+
+void vs_publish_forget(void)
+{
+    /* Not the creator (a forked child): unmap, never join or unlink. */
+    vs_snapshot_close(vs_publish_snapshot, false);
     vs_publish_snapshot = NULL;
 }

@@ -8,5 +8,8 @@
 
 void vs_publish_start(void);
 void vs_publish_stop(void);
+/* In a forked child: drops the parent's snapshot without touching it (the
+ * publisher thread exists only in the parent). */
+void vs_publish_forget(void);
 
 #endif /* VS_PUBLISH_H */

@@ -25,9 +25,16 @@
 #include "stats.h"
 #include "trace_writer.h"
 
+/* The process the constructor ran in. A child that `fork`s from it shares
+ * its memory but not its threads or its driver state: at exit it must leave
+ * the parent's snapshot, trace and summary alone. */
+static pid_t vs_shim_pid;
+
 __attribute__((constructor)) static void vs_shim_load(void)
 {
     const vs_config_t *cfg = vs_config_get(); /* exits with 2 when malformed */
+
+    vs_shim_pid = getpid();
 
     vs_spill_io_set_faults(&cfg->io_faults); /* VRAMSHIM_IO_FAULT, tests only */
     /* The spill directory is checked now, like a malformed value, rather
@@ -43,6 +50,20 @@ __attribute__((constructor)) static void vs_shim_load(void)
         }
     }
     vs_driver_find_dlsym();
+    /* VRAMSHIM_DRIVER is checked now too: a path that is not a driver (or
+     * is this library) would fail every call, or recurse, much later. */
+    if (cfg->driver[0] != '\0') {
+        char why[256];
+        if (vs_driver_check(cfg->driver, why, sizeof why) != 0) {
+            char shown[160], line[640];
+            vs_config_quote(cfg->driver, shown, sizeof shown);
+            int len = snprintf(line, sizeof line, "vramshim: VRAMSHIM_DRIVER=\"%s\" is not valid: %s; accepted: %s\n",
+                               shown, why, VS_DRIVER_FORMS);
+            ssize_t ignored = write(STDERR_FILENO, line, len > 0 ? (size_t)len : 0);
+            (void)ignored;
+            _exit(2); /* as for a malformed value: at load, before any GPU work */
+        }
+    }
     vs_cap_configure(cfg->limit, vs_driver_device_total);
     vs_driver_on_load(vs_publish_start);
     if (cfg->trace[0] != '\0')
@@ -56,6 +77,13 @@ __attribute__((destructor)) static void vs_shim_unload(void)
     vs_stats_t vs_stats;
     uint64_t allocations = 0;
 
+    /* A forked child exiting (`exit(0)` after `fork`): the publisher
+     * thread, the engine's threads and the driver's state stayed in the
+     * parent. Joining one of those threads here would wait forever. */
+    if (getpid() != vs_shim_pid) {
+        vs_publish_forget();
+        return;
+    }
     vs_stats_debug_snapshot();
     vs_publish_stop();
     vs_trace_close(); /* VRAMSHIM_TRACE: what is still buffered */

@@ -2,10 +2,12 @@
  * publishes and `vramshim` (tools/) reads. The only header shared by shim/
  * and tools/.
  *
- * Where: a POSIX shared-memory object named "/vramshim-<uid>-<pid>"
- * (`/dev/shm/vramshim-<uid>-<pid>` on Linux), mode 0600, created by the
- * process it describes and unlinked when that process exits. Its size is
- * fixed at creation: `header_bytes + row_capacity * row_bytes`.
+ * Where: a POSIX shared-memory object named "/vramshim-<uid>-<pidns>-<pid>"
+ * (`/dev/shm/vramshim-<uid>-<pidns>-<pid>` on Linux), mode 0600, created by
+ * the process it describes and unlinked when that process exits. Its size
+ * is fixed at creation, `header_bytes + row_capacity * row_bytes`, and its
+ * space reserved then (a full /dev/shm refuses the snapshot, never a later
+ * write).
  *
  * Consistency: a seqlock. `sequence` is odd while the writer updates the
  * object; a reader copies what it needs, then re-reads `sequence` and keeps
@@ -34,14 +36,20 @@
 #include <stdint.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/stat.h>
 
 #define VS_SNAPSHOT_MAGIC UINT64_C(0x50414e534d415256) /* "VRAMSNAP" read little-endian */
 #define VS_SNAPSHOT_ABI_VERSION 1u
 
-/* The shared-memory name: "/vramshim-<uid>-<pid>". */
+/* The shared-memory name: "/vramshim-<uid>-<pidns>-<pid>", where <pidns>
+ * is the inode of the writer's PID namespace (/proc/self/ns/pid; 0 when it
+ * cannot be read). Containers with PID namespaces of their own often share
+ * one /dev/shm, and their pids repeat: the namespace keeps their names
+ * apart, and a reader only ever looks at names of its own namespace (the
+ * pids it can check). */
 #define VS_SNAPSHOT_NAME_PREFIX "/vramshim-"
-#define VS_SNAPSHOT_NAME_FORMAT "/vramshim-%u-%d"
-#define VS_SNAPSHOT_NAME_MAX 64
+#define VS_SNAPSHOT_NAME_FORMAT "/vramshim-%u-%llu-%d"
+#define VS_SNAPSHOT_NAME_MAX 80
 
 #define VS_SNAPSHOT_MAX_DEVICES 16
 #define VS_SNAPSHOT_PROGRAM_BYTES 64
@@ -216,6 +224,17 @@ static inline uint64_t vs_snapshot_stat_start_ticks(const char *stat)
             return 0;
     }
     return strtoull(p + 1, NULL, 10);
+}
+
+/* The inode of the calling process's PID namespace, as the snapshot's name
+ * carries it; 0 when /proc does not say (writer and reader then agree on
+ * 0 as long as both run where /proc is missing). */
+static inline unsigned long long vs_snapshot_pid_namespace(void)
+{
+    struct stat st;
+    if (stat("/proc/self/ns/pid", &st) != 0)
+        return 0;
+    return (unsigned long long)st.st_ino;
 }
 
 #endif /* VS_SNAPSHOT_ABI_H */

@@ -5,11 +5,23 @@
  * `vs_snapshot_publisher_start` with a fill callback or the
  * `vs_snapshot_begin` ... `vs_snapshot_end` sequence; `vs_snapshot_close`.
  *
- * The object is written only through atomic 64-bit stores, ordered by the
- * seqlock (see snapshot_abi.h). A reader in another process can see
- * any interleaving of those stores, and the sequence tells it whether what
- * it copied is one publication; in the same process (tests) the accesses
- * are atomics, so there is no data race for TSan to report.
+ * The object is written with pwrite(2), never stored into through a shared
+ * mapping: another process of the same user can truncate it, and /dev/shm
+ * can be full, and a store into a mapping past the end of its object
+ * raises SIGBUS in the program under the shim. A write that fails returns
+ * an error instead (kept for `vs_snapshot_write_error`); one past a
+ * truncation re-extends the object, and each publication restores its
+ * size and fixed fields, so the live view recovers.
+ *
+ * Seqlock over pwrite: the sequence word is written alone, before and
+ * after the data. Separate system calls reach the page in program order
+ * (x86-TSO; the kernel's copy is ordinary stores), so a reader whose
+ * acquire loads see a data word of a later publication then sees at least
+ * that publication's odd sequence. The kernel may copy the sequence word
+ * byte by byte: going odd never carries out of the low byte, and a torn
+ * value read while it goes even again only exists after all that
+ * publication's data is in place, so a reader that keeps a copy between
+ * two equal even reads still has one publication.
  */
 #include "snapshot_writer.h"
 
@@ -21,6 +33,7 @@
 #include <stdlib.h>
 #include <string.h>
 #include <sys/mman.h>
+#include <stddef.h>
 #include <sys/stat.h>
 #include <time.h>
 #include <unistd.h>
@@ -41,14 +54,22 @@ typedef struct vs_snapshot_publisher_s {
     void *ctx;
 } vs_snapshot_publisher_t;
 
+/* Rows are gathered here and written in runs of consecutive indexes: one
+ * pwrite per run, not per row. */
+#define VS_SNAPSHOT_STAGE_ROWS 256
+
 struct vs_snapshot_s {
-    vs_snapshot_header_t *shared; /* the mapping */
-    vs_snapshot_row_t *rows;      /* inside the mapping, at header_bytes */
-    size_t map_bytes;
+    int fd;           /* the object, O_RDWR */
+    size_t map_bytes; /* its size */
     uint32_t capacity;
-    vs_snapshot_header_t draft; /* the guarded header, assembled privately */
-    uint64_t sequence;          /* last value stored in shared->sequence */
-    pid_t creator;              /* getpid() at open: only it unlinks */
+    vs_snapshot_header_t draft; /* the header, assembled privately */
+    uint64_t sequence;          /* last value written to the object's `sequence` */
+    int write_error;            /* the first failed write's -errno; 0: none */
+    bool odd_pending;           /* begun, the odd sequence not yet written */
+    uint32_t stage_first;       /* index of stage[0] */
+    uint32_t stage_count;
+    vs_snapshot_row_t stage[VS_SNAPSHOT_STAGE_ROWS];
+    pid_t creator; /* getpid() at open: only it unlinks */
     char name[VS_SNAPSHOT_NAME_MAX];
     vs_snapshot_publisher_t pub;
 };
@@ -62,7 +83,7 @@ static uint64_t vs_snapshot_now_ns(clockid_t clock)
 
 int vs_snapshot_name(char *buf, size_t len, unsigned uid, pid_t pid)
 {
-    int n = snprintf(buf, len, VS_SNAPSHOT_NAME_FORMAT, uid, (int)pid);
+    int n = snprintf(buf, len, VS_SNAPSHOT_NAME_FORMAT, uid, vs_snapshot_pid_namespace(), (int)pid);
     return (n < 0 || (size_t)n >= len) ? -ENAMETOOLONG : 0;
 }
 
@@ -111,26 +132,73 @@ static int vs_snapshot_capacity_from_env(uint32_t *out)
     return 0;
 }
 
-/* Word-wise atomic copy into the mapping. Both sides are 8-byte aligned and
- * `bytes` is a multiple of 8 (static-asserted in the ABI). Release stores:
- * a reader whose acquire load sees one of these words also sees the odd
- * sequence stored before it, so its final sequence check fails. (The
- * fence-free form of the seqlock: release/acquire cost nothing on x86,
- * and TSan, which does not model fences, understands them.) */
-static void vs_snapshot_store_words(void *dst, const void *src, size_t bytes)
+/* Writes `bytes` at `offset` of the object. A failure is remembered (the
+ * first one) and otherwise ignored: the publication goes on, readers may
+ * see a damaged or missing snapshot, the program never notices. */
+static void vs_snapshot_write(vs_snapshot_t *snap, const void *buf, size_t bytes, size_t offset)
 {
-    uint64_t *d = dst;
-    const uint64_t *s = src;
-    for (size_t i = 0; i < bytes / 8; i++)
-        __atomic_store_n(&d[i], s[i], __ATOMIC_RELEASE);
+    const char *p = buf;
+    while (bytes > 0) {
+        ssize_t n = pwrite(snap->fd, p, bytes, (off_t)offset);
+        if (n < 0 && errno == EINTR)
+            continue;
+        if (n <= 0) {
+            if (snap->write_error == 0)
+                snap->write_error = n < 0 ? -errno : -EIO;
+            return;
+        }
+        p += n;
+        bytes -= (size_t)n;
+        offset += (size_t)n;
+    }
+}
+
+static void vs_snapshot_write_sequence(vs_snapshot_t *snap)
+{
+    vs_snapshot_write(snap, &snap->sequence, sizeof(snap->sequence),
+                      offsetof(vs_snapshot_header_t, sequence));
+}
+
+/* The odd sequence goes out just before the first data write of an
+ * update, not at `vs_snapshot_begin`: whatever the fill callback waits for
+ * before it writes (a lock held through disk I/O) does not keep readers
+ * retrying on an odd sequence. */
+static void vs_snapshot_write_odd(vs_snapshot_t *snap)
+{
+    if (!snap->odd_pending)
+        return;
+    snap->odd_pending = false;
+    vs_snapshot_write_sequence(snap);
+}
+
+static void vs_snapshot_flush_rows(vs_snapshot_t *snap)
+{
+    if (snap->stage_count == 0)
+        return;
+    vs_snapshot_write_odd(snap);
+    vs_snapshot_write(snap, snap->stage, snap->stage_count * sizeof(vs_snapshot_row_t),
+                      sizeof(vs_snapshot_header_t) + (size_t)snap->stage_first * sizeof(vs_snapshot_row_t));
+    snap->stage_count = 0;
+}
+
+/* Someone truncated the object (or it never got its size): give it its
+ * size back, its space reserved again. */
+static void vs_snapshot_restore_size(vs_snapshot_t *snap)
+{
+    struct stat st;
+    if (fstat(snap->fd, &st) != 0 || (size_t)st.st_size >= snap->map_bytes)
+        return;
+    int rc = posix_fallocate(snap->fd, 0, (off_t)snap->map_bytes);
+    if (rc != 0 && snap->write_error == 0)
+        snap->write_error = -rc;
 }
 
 void vs_snapshot_begin(vs_snapshot_t *snap)
 {
+    vs_snapshot_restore_size(snap);
     snap->sequence++;
-    /* Every data store that follows is a release store, which orders
-     * this odd value before it (see vs_snapshot_store_words). */
-    __atomic_store_n(&snap->shared->sequence, snap->sequence, __ATOMIC_RELAXED);
+    snap->odd_pending = true;
+    snap->stage_count = 0;
 }
 
 void vs_snapshot_set_totals(vs_snapshot_t *snap, const vs_snapshot_totals_t *totals)
@@ -162,7 +230,12 @@ int vs_snapshot_put_row(vs_snapshot_t *snap, uint32_t index, const vs_snapshot_r
 {
     if (index >= snap->capacity)
         return -ENOSPC;
-    vs_snapshot_store_words(&snap->rows[index], row, sizeof(*row));
+    if (snap->stage_count == VS_SNAPSHOT_STAGE_ROWS
+        || (snap->stage_count > 0 && index != snap->stage_first + snap->stage_count))
+        vs_snapshot_flush_rows(snap);
+    if (snap->stage_count == 0)
+        snap->stage_first = index;
+    snap->stage[snap->stage_count++] = *row;
     return 0;
 }
 
@@ -179,13 +252,22 @@ void vs_snapshot_set_row_count(vs_snapshot_t *snap, uint64_t count)
 
 void vs_snapshot_end(vs_snapshot_t *snap)
 {
+    vs_snapshot_flush_rows(snap);
+    vs_snapshot_write_odd(snap);
     snap->draft.update_ns = vs_snapshot_now_ns(CLOCK_MONOTONIC);
     snap->draft.publish_count++;
-    vs_snapshot_store_words((char *)snap->shared + VS_SNAPSHOT_GUARDED_OFFSET,
-                            (const char *)&snap->draft + VS_SNAPSHOT_GUARDED_OFFSET,
-                            sizeof(vs_snapshot_header_t) - VS_SNAPSHOT_GUARDED_OFFSET);
+    /* The whole header but its sequence: the fixed fields too, so that a
+     * truncated object is whole again after one publication. `magic` was
+     * set in the draft once the object was initialised. */
+    snap->draft.sequence = snap->sequence; /* odd: rewritten just after */
+    vs_snapshot_write(snap, &snap->draft, sizeof(snap->draft), 0);
     snap->sequence++;
-    __atomic_store_n(&snap->shared->sequence, snap->sequence, __ATOMIC_RELEASE);
+    vs_snapshot_write_sequence(snap);
+}
+
+int vs_snapshot_write_error(const vs_snapshot_t *snap)
+{
+    return snap->write_error;
 }
 
 uint32_t vs_snapshot_capacity(const vs_snapshot_t *snap)
@@ -193,18 +275,35 @@ uint32_t vs_snapshot_capacity(const vs_snapshot_t *snap)
     return snap->capacity;
 }
 
-/* Creates the object exclusively. The name holds our uid and pid, so an
- * existing one was left by an earlier process with this pid (killed before
- * its exit handler ran, or a program that exec'd): nobody else can be
- * writing it. Remove it and try again. */
+/* Whether the object `name` is one a process of ours left: a regular file
+ * of our uid. Anything else (another user's file planted under our name)
+ * is never removed. */
+static bool vs_snapshot_stale_is_ours(const char *name)
+{
+    struct stat st;
+    int fd = shm_open(name, O_RDONLY | O_NOFOLLOW | O_NONBLOCK | O_CLOEXEC, 0);
+    if (fd < 0)
+        return false;
+    bool ours = fstat(fd, &st) == 0 && S_ISREG(st.st_mode) && st.st_uid == geteuid();
+    close(fd);
+    return ours;
+}
+
+/* Creates the object exclusively. The name holds our uid, PID namespace
+ * and pid, so an existing one of ours was left by an earlier process with
+ * this pid (killed before its exit handler ran, or a program that
+ * exec'd): nobody else can be writing it. Remove it and try again. One that
+ * is not ours is refused (-EEXIST): the program runs without a live view. */
 static int vs_snapshot_create(const char *name)
 {
     for (int attempt = 0; attempt < 3; attempt++) {
-        int fd = shm_open(name, O_RDWR | O_CREAT | O_EXCL | O_CLOEXEC, 0600);
+        int fd = shm_open(name, O_RDWR | O_CREAT | O_EXCL | O_NOFOLLOW | O_CLOEXEC, 0600);
         if (fd >= 0)
             return fd;
         if (errno != EEXIST)
             return -errno;
+        if (!vs_snapshot_stale_is_ours(name))
+            return -EEXIST;
         if (shm_unlink(name) < 0 && errno != ENOENT)
             return -errno;
     }
@@ -229,6 +328,7 @@ vs_snapshot_t *vs_snapshot_open(const vs_snapshot_identity_t *identity, int *err
         rc = -ENOMEM;
         goto fail;
     }
+    snap->fd = -1;
     pid_t pid = identity->pid ? identity->pid : getpid();
     unsigned uid = (unsigned)geteuid();
     if ((rc = vs_snapshot_name(snap->name, sizeof(snap->name), uid, pid)) < 0)
@@ -242,30 +342,28 @@ vs_snapshot_t *vs_snapshot_open(const vs_snapshot_identity_t *identity, int *err
         rc = fd;
         goto fail;
     }
-    /* The umask may only have removed bits; make the mode exact anyway. */
-    if (fchmod(fd, 0600) < 0 || ftruncate(fd, (off_t)snap->map_bytes) < 0) {
+    /* The umask may only have removed bits; make the mode exact anyway.
+     * The whole size is reserved now: a /dev/shm too full for it refuses
+     * the snapshot here (one warning) rather than failing a write later. */
+    if (fchmod(fd, 0600) < 0) {
         rc = -errno;
         goto fail_unlink;
     }
-    void *map = mmap(NULL, snap->map_bytes, PROT_READ | PROT_WRITE, MAP_SHARED, fd, 0);
-    if (map == MAP_FAILED) {
-        rc = -errno;
+    rc = posix_fallocate(fd, 0, (off_t)snap->map_bytes);
+    if (rc != 0) {
+        rc = -rc;
         goto fail_unlink;
     }
-    close(fd);
+    snap->fd = fd;
     fd = -1;
-    snap->shared = map;
-    snap->rows = (vs_snapshot_row_t *)((char *)map + sizeof(vs_snapshot_header_t));
 
-    /* The fixed fields, then one empty publication, then the magic last
-     * (release): a reader that sees the magic sees a complete header. */
-    vs_snapshot_header_t *h = snap->shared;
-    __atomic_store_n(&h->abi_version, VS_SNAPSHOT_ABI_VERSION, __ATOMIC_RELAXED);
-    __atomic_store_n(&h->header_bytes, (uint32_t)sizeof(vs_snapshot_header_t), __ATOMIC_RELAXED);
-    __atomic_store_n(&h->row_bytes, (uint32_t)sizeof(vs_snapshot_row_t), __ATOMIC_RELAXED);
-    __atomic_store_n(&h->row_capacity, capacity, __ATOMIC_RELAXED);
-
+    /* The fixed fields and one empty publication, then the magic last: a
+     * reader that sees the magic sees a complete header. */
     vs_snapshot_header_t *d = &snap->draft;
+    d->abi_version = VS_SNAPSHOT_ABI_VERSION;
+    d->header_bytes = (uint32_t)sizeof(vs_snapshot_header_t);
+    d->row_bytes = (uint32_t)sizeof(vs_snapshot_row_t);
+    d->row_capacity = capacity;
     d->pid = pid;
     d->uid = uid;
     d->start_ticks = vs_snapshot_start_ticks(pid);
@@ -279,7 +377,12 @@ vs_snapshot_t *vs_snapshot_open(const vs_snapshot_identity_t *identity, int *err
     }
     vs_snapshot_begin(snap);
     vs_snapshot_end(snap);
-    __atomic_store_n(&h->magic, VS_SNAPSHOT_MAGIC, __ATOMIC_RELEASE);
+    d->magic = VS_SNAPSHOT_MAGIC;
+    vs_snapshot_write(snap, &d->magic, sizeof(d->magic), 0);
+    if (snap->write_error != 0) {
+        rc = snap->write_error;
+        goto fail_unlink;
+    }
     return snap;
 
 fail_unlink:
@@ -287,6 +390,8 @@ fail_unlink:
 fail:
     if (fd >= 0)
         close(fd);
+    if (snap != NULL && snap->fd >= 0)
+        close(snap->fd);
     free(snap);
     if (err)
         *err = rc;
@@ -388,10 +493,17 @@ int vs_snapshot_publisher_flush(vs_snapshot_t *snap)
     return 0;
 }
 
+bool vs_snapshot_owned(const vs_snapshot_t *snap)
+{
+    return snap != NULL && getpid() == snap->creator;
+}
+
 void vs_snapshot_publisher_stop(vs_snapshot_t *snap)
 {
     vs_snapshot_publisher_t *pub = &snap->pub;
-    if (!pub->running)
+    /* In a forked child the thread does not exist: joining it would wait
+     * forever. */
+    if (!pub->running || !vs_snapshot_owned(snap))
         return;
     pthread_mutex_lock(&pub->lock);
     pub->stop = true;
@@ -415,6 +527,6 @@ void vs_snapshot_close(vs_snapshot_t *snap, bool unlink)
         vs_snapshot_publisher_stop(snap);
     if (unlink && getpid() == snap->creator)
         shm_unlink(snap->name);
-    munmap(snap->shared, snap->map_bytes);
+    close(snap->fd);
     free(snap);
 }

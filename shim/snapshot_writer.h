@@ -43,14 +43,22 @@ typedef struct vs_snapshot_identity_s {
     const char *program; /* NULL: /proc/self/comm */
 } vs_snapshot_identity_t;
 
-/* Creates "/vramshim-<uid>-<pid>" (O_EXCL, 0600), replacing a stale object
- * left by an earlier process with the same pid, and publishes an empty
- * snapshot. Returns NULL with *err = -errno on failure (never fatal to the
- * caller: the program runs on without a snapshot). */
+/* Creates "/vramshim-<uid>-<pidns>-<pid>" (O_EXCL, 0600, its whole size
+ * reserved), replacing a stale object of ours left by an earlier process
+ * with the same pid, and publishes an empty snapshot. Returns NULL with
+ * *err = -errno on failure (never fatal to the caller: the program runs on
+ * without a snapshot); -ENOSPC when /dev/shm cannot hold it. */
 vs_snapshot_t *vs_snapshot_open(const vs_snapshot_identity_t *identity, int *err);
 
-/* The shared-memory name ("/vramshim-<uid>-<pid>") into buf. */
+/* The shared-memory name ("/vramshim-<uid>-<pidns>-<pid>", the caller's PID
+ * namespace) into buf. */
 int vs_snapshot_name(char *buf, size_t len, unsigned uid, pid_t pid);
+
+/* The first error a write to the object returned since it was opened (0:
+ * none). The object is written with pwrite(2), never through a mapping, so
+ * an object truncated or shrunk by someone else costs a failed or
+ * re-extended write, not a SIGBUS in the program. */
+int vs_snapshot_write_error(const vs_snapshot_t *snap);
 
 /* Starts an update: readers retry until vs_snapshot_end. */
 void vs_snapshot_begin(vs_snapshot_t *snap);
@@ -85,6 +93,10 @@ int vs_snapshot_publisher_start(vs_snapshot_t *snap, vs_snapshot_fill_fn fill, v
 int vs_snapshot_publisher_flush(vs_snapshot_t *snap);
 /* Stops and joins the publisher; no-op when none runs. */
 void vs_snapshot_publisher_stop(vs_snapshot_t *snap);
+
+/* Whether the calling process created `snap` (false in a forked child,
+ * which must neither join the publisher, absent there, nor unlink). */
+bool vs_snapshot_owned(const vs_snapshot_t *snap);
 
 /* Stops the publisher, unmaps, and with `unlink` removes the object — but
  * only in the process that created it, so an `atexit` handler inherited by

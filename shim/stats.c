@@ -13,6 +13,7 @@
 #include "cap.h"
 #include "config.h"
 #include "log.h"
+#include "output_file.h"
 #include "registry.h"
 
 static _Atomic(vs_stats_t *) vs_stats_blocks;
@@ -66,10 +67,23 @@ void vs_stats_debug_snapshot(void)
 
     if (cfg->debug_snapshot[0] == '\0')
         return;
+    /* The temporary name is predictable: it is created exclusively, 0600,
+     * never through a symlink planted there (output_file.h). */
     snprintf(tmp, sizeof tmp, "%s.%d.tmp", cfg->debug_snapshot, (int)getpid());
-    FILE *f = fopen(tmp, "w");
+    int fd = vs_output_open(tmp, VS_OUTPUT_REPLACE);
+    int rc = fd < 0 ? fd : vs_output_replaceable(cfg->debug_snapshot);
+    FILE *f = rc == 0 ? fdopen(fd, "w") : NULL;
     if (f == NULL) {
-        vs_log(VS_LOG_WARN, "cannot write VRAMSHIM_DEBUG_SNAPSHOT=%s: %s", cfg->debug_snapshot, strerror(errno));
+        if (rc == 0)
+            rc = -errno;
+        if (fd >= 0) {
+            close(fd);
+            unlink(tmp);
+        }
+        static _Atomic bool warned; /* rewritten at every synchronisation: said once */
+        if (!atomic_exchange(&warned, true))
+            vs_log(VS_LOG_WARN, "cannot write VRAMSHIM_DEBUG_SNAPSHOT=%s: %s (it must be a regular file of "
+                   "yours or a new name)", cfg->debug_snapshot, strerror(-rc));
         goto out;
     }
     fprintf(f, "seq %" PRIu64 "\n", vs_registry_next_seq());
@@ -85,6 +99,8 @@ void vs_stats_debug_snapshot(void)
     vs_registry_foreach(vs_stats_snapshot_line, f);
     fclose(f);
     /* Readers see the old snapshot or the new one, never half of one. */
+    /* A rename never follows a symlink at the destination: at worst it
+     * replaces the link, never what it points to. */
     if (rename(tmp, cfg->debug_snapshot) != 0)
         unlink(tmp);
 out:

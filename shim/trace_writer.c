@@ -22,6 +22,7 @@
 
 #include "internal.h"
 #include "log.h"
+#include "output_file.h"
 #include "trace.h"
 
 #include <errno.h>
@@ -95,13 +96,17 @@ static bool vs_trace_ready_trace_locked(void)
         return true;
     if (vs_trace.path == NULL)
         return false;
-    vs_trace.fd = open(vs_trace.path, O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0644);
-    if (vs_trace.fd < 0) {
-        vs_log(VS_LOG_WARN, "cannot open VRAMSHIM_TRACE=%s (%s); not tracing", vs_trace.path, strerror(errno));
+    /* 0600, no symlink followed, no FIFO, never another user's file
+     * (output_file.h); an earlier trace of ours is started over. */
+    int fd = vs_output_open(vs_trace.path, VS_OUTPUT_REPLACE);
+    if (fd < 0) {
+        vs_log(VS_LOG_WARN, "cannot open VRAMSHIM_TRACE=%s (%s; it must be a regular file of yours or a "
+               "new name); not tracing", vs_trace.path, strerror(-fd));
         vs_trace.path = NULL;
         atomic_store_explicit(&vs_trace_active, false, memory_order_relaxed);
         return false;
     }
+    vs_trace.fd = fd;
     memcpy(vs_trace.buffer, header, sizeof header - 1);
     vs_trace.used = sizeof header - 1;
     return true;

@@ -182,10 +182,12 @@ static int vs_dump_text(FILE *out, const vs_snapshot_view_t *view, const vs_dump
         return -ENOMEM;
 
     uint64_t limit = vs_dump_total_limit(h);
+    char program[VS_SNAPSHOT_PROGRAM_BYTES];
+    vs_format_program(program, sizeof(program), h);
     vs_format_size(a, sizeof(a), limit, opts->bytes);
     vs_dump_age(b, sizeof(b), opts->now_ns, h->update_ns);
     fprintf(out, "pid %lld (%s)  mode %s  limit %s  updated %s ago\n", (long long)h->pid,
-            h->program, vs_snapshot_mode_name(h->mode), limit ? a : "none", b);
+            program, vs_snapshot_mode_name(h->mode), limit ? a : "none", b);
     fprintf(out, "%8s  %-18s  %12s  %3s  %-15s  %-22s  %8s  %10s  %8s  %6s  %7s\n", "ID",
             "ADDRESS", "SIZE", "DEV", "KIND", "PLACE", "AGE", "LAST USE", "USES", "EVICT",
             "RESTORE");
@@ -304,4 +306,16 @@ static int vs_dump_json(FILE *out, const vs_snapshot_view_t *view, const vs_dump
 int vs_dump_write(FILE *out, const vs_snapshot_view_t *view, const vs_dump_options_t *opts)
 {
     return opts->json ? vs_dump_json(out, view, opts) : vs_dump_text(out, view, opts);
+}
+
+void vs_format_program(char *buf, size_t len, const vs_snapshot_header_t *h)
+{
+    size_t i = 0;
+    if (len == 0)
+        return;
+    for (; i + 1 < len && i < sizeof(h->program) && h->program[i] != '\0'; i++) {
+        unsigned char c = (unsigned char)h->program[i];
+        buf[i] = c >= 0x20 && c < 0x7f ? (char)c : '?';
+    }
+    buf[i] = '\0';
 }

@@ -55,6 +55,12 @@ void vs_format_duration(char *buf, size_t len, uint64_t ns);
 void vs_format_place(char *buf, size_t len, const vs_snapshot_row_t *row);
 /* The sum of the devices' limits; 0 when none is limited. */
 uint64_t vs_dump_total_limit(const vs_snapshot_header_t *h);
+/* The snapshot's program name as text output shows it: every byte that is
+ * not printable ASCII (control characters, escape sequences, bytes a
+ * terminal may take for C1 controls) becomes '?'. The name is whatever the
+ * process called itself: printed raw, it could drive the reader's
+ * terminal. */
+void vs_format_program(char *buf, size_t len, const vs_snapshot_header_t *h);
 
 uint64_t vs_dump_now_ns(void);
 

@@ -31,10 +31,14 @@ static const char vs_usage_ps[] =
     "               [...]}, sizes in bytes, counters since the process started\n"
     "  -h, --help   this help\n";
 
-static void vs_tool_ps_removed(pid_t pid, void *arg)
+static void vs_tool_ps_removed(pid_t pid, int err, void *arg)
 {
     (void)arg;
-    fprintf(stderr, "vramshim: removed the stale snapshot of exited process %d\n", (int)pid);
+    if (err == 0)
+        fprintf(stderr, "vramshim: removed the stale snapshot of exited process %d\n", (int)pid);
+    else
+        fprintf(stderr, "vramshim: cannot remove the stale snapshot of exited process %d: %s\n",
+                (int)pid, strerror(-err));
 }
 
 typedef struct vs_tool_ps_state_s {
@@ -73,7 +77,9 @@ static void vs_tool_ps_text(vs_tool_ps_state_t *st, pid_t pid, const vs_snapshot
     vs_format_size(device, sizeof(device), h->totals.device_bytes, st->bytes);
     vs_format_size(host, sizeof(host), h->totals.host_bytes, st->bytes);
     vs_format_size(disk, sizeof(disk), h->totals.disk_bytes, st->bytes);
-    printf("%8d  %-16.16s  %-7s  %10s  %10s  %10s  %10s  %7" PRIu64 "\n", (int)pid, h->program,
+    char program[VS_SNAPSHOT_PROGRAM_BYTES];
+    vs_format_program(program, sizeof(program), h);
+    printf("%8d  %-16.16s  %-7s  %10s  %10s  %10s  %10s  %7" PRIu64 "\n", (int)pid, program,
            vs_snapshot_mode_name(h->mode), limit_bytes ? limit : "none", device, host, disk,
            h->totals.allocations);
 }

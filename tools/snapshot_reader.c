@@ -244,17 +244,36 @@ bool vs_snapshot_pid_alive(pid_t pid)
     return stat(path, &st) == 0;
 }
 
-static void vs_read_shm_path(char *buf, size_t len, unsigned uid, pid_t pid)
+static void vs_read_shm_name(char *buf, size_t len, unsigned uid, pid_t pid)
 {
-    snprintf(buf, len, VS_SNAPSHOT_SHM_DIR "/vramshim-%u-%d", uid, (int)pid);
+    snprintf(buf, len, VS_SNAPSHOT_NAME_FORMAT, uid, vs_snapshot_pid_namespace(), (int)pid);
 }
 
-/* Removes a snapshot we own. Used only once the writer is known gone. */
-static void vs_read_remove_stale(unsigned uid, pid_t pid)
+static void vs_read_shm_path(char *buf, size_t len, unsigned uid, pid_t pid)
 {
     char name[VS_SNAPSHOT_NAME_MAX];
-    snprintf(name, sizeof(name), VS_SNAPSHOT_NAME_FORMAT, uid, (int)pid);
-    shm_unlink(name);
+    vs_read_shm_name(name, sizeof(name), uid, pid);
+    snprintf(buf, len, VS_SNAPSHOT_SHM_DIR "%s", name);
+}
+
+/* Removes a snapshot left by a process that is gone: only a regular file
+ * of ours (a file another user planted under our name is never touched).
+ * 0, or -errno: -EPERM when it is not ours, what shm_unlink said. */
+static int vs_read_remove_stale(unsigned uid, pid_t pid)
+{
+    char name[VS_SNAPSHOT_NAME_MAX];
+    struct stat st;
+    vs_read_shm_name(name, sizeof(name), uid, pid);
+    int fd = shm_open(name, O_RDONLY | O_NOFOLLOW | O_NONBLOCK | O_CLOEXEC, 0);
+    if (fd < 0)
+        return -errno;
+    int rc = fstat(fd, &st) < 0 ? -errno : 0;
+    close(fd);
+    if (rc == 0 && (!S_ISREG(st.st_mode) || st.st_uid != uid))
+        rc = -EPERM;
+    if (rc == 0 && shm_unlink(name) < 0)
+        rc = -errno;
+    return rc;
 }
 
 /* The seqlock copy. `map` is `map_len` bytes, validated to hold at least
@@ -330,13 +349,13 @@ int vs_snapshot_read_pid(pid_t pid, vs_snapshot_copy_t *copy, char *msg, size_t 
     if (pid <= 0)
         return vs_read_fail(VS_READ_ERR_NO_PROCESS, msg, msg_len, "no process %d", (int)pid);
     vs_read_shm_path(path, sizeof(path), uid, pid);
-    snprintf(name, sizeof(name), VS_SNAPSHOT_NAME_FORMAT, uid, (int)pid);
+    vs_read_shm_name(name, sizeof(name), uid, pid);
     snprintf(proc, sizeof(proc), "/proc/%d", (int)pid);
     if (stat(proc, &st) < 0) {
         if (errno != ENOENT)
             return vs_read_fail(VS_READ_ERR_SYSTEM, msg, msg_len, "cannot inspect %s: %s", proc,
                                 strerror(errno));
-        if (shm_unlink(name) == 0)
+        if (vs_read_remove_stale(uid, pid) == 0)
             return vs_read_fail(VS_READ_ERR_NO_PROCESS, msg, msg_len,
                                 "no process %d (removed its stale snapshot %s)", (int)pid, path);
         return vs_read_fail(VS_READ_ERR_NO_PROCESS, msg, msg_len, "no process %d", (int)pid);
@@ -451,11 +470,17 @@ int vs_snapshot_read_pid(pid_t pid, vs_snapshot_copy_t *copy, char *msg, size_t 
     uint64_t ticks = vs_read_start_ticks(pid);
     if (h->start_ticks && ticks && h->start_ticks != ticks) {
         vs_snapshot_copy_free(copy);
-        vs_read_remove_stale(uid, pid);
-        rc = vs_read_fail(VS_READ_ERR_NOT_UNDER_SHIM, msg, msg_len,
-                          "process %d is not running under vramshim (removed the stale snapshot "
-                          "%s of an earlier process with that pid)",
-                          (int)pid, path);
+        int removed = vs_read_remove_stale(uid, pid);
+        if (removed == 0)
+            rc = vs_read_fail(VS_READ_ERR_NOT_UNDER_SHIM, msg, msg_len,
+                              "process %d is not running under vramshim (removed the stale "
+                              "snapshot %s of an earlier process with that pid)",
+                              (int)pid, path);
+        else
+            rc = vs_read_fail(VS_READ_ERR_NOT_UNDER_SHIM, msg, msg_len,
+                              "process %d is not running under vramshim (the stale snapshot %s "
+                              "of an earlier process with that pid could not be removed: %s)",
+                              (int)pid, path, strerror(-removed));
         goto out;
     }
     rc = 0;
@@ -480,11 +505,15 @@ static int vs_read_pid_compare(const void *a, const void *b)
 }
 
 int vs_snapshot_list(void (*fn)(pid_t pid, void *arg), void *arg,
-                     void (*removed)(pid_t pid, void *arg))
+                     void (*removed)(pid_t pid, int err, void *arg))
 {
     unsigned uid = (unsigned)geteuid();
     char prefix[64];
-    int prefix_len = snprintf(prefix, sizeof(prefix), "vramshim-%u-", uid);
+    /* Our uid and our PID namespace: names from other namespaces carry
+     * pids this process cannot check (another container's), and are
+     * neither listed nor removed. */
+    int prefix_len = snprintf(prefix, sizeof(prefix), "vramshim-%u-%llu-", uid,
+                              vs_snapshot_pid_namespace());
     DIR *dir = opendir(VS_SNAPSHOT_SHM_DIR);
     if (!dir)
         return -errno;
@@ -503,10 +532,16 @@ int vs_snapshot_list(void (*fn)(pid_t pid, void *arg), void *arg,
         if (errno || end == digits || *end || value <= 0 || value > INT_MAX)
             continue;
         pid_t pid = (pid_t)value;
+        /* A name of ours that another user created is not a snapshot of
+         * ours: not listed, not removed. */
+        struct stat st;
+        if (fstatat(dirfd(dir), entry->d_name, &st, AT_SYMLINK_NOFOLLOW) < 0 ||
+            !S_ISREG(st.st_mode) || st.st_uid != uid)
+            continue;
         if (!vs_snapshot_pid_alive(pid)) {
-            vs_read_remove_stale(uid, pid);
-            if (removed)
-                removed(pid, arg);
+            int err = vs_read_remove_stale(uid, pid);
+            if (removed && err != -ENOENT)
+                removed(pid, err, arg);
             continue;
         }
         if (count == cap) {

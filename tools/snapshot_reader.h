@@ -66,12 +66,14 @@ typedef struct vs_snapshot_copy_s {
 int vs_snapshot_read_pid(pid_t pid, vs_snapshot_copy_t *copy, char *msg, size_t msg_len);
 void vs_snapshot_copy_free(vs_snapshot_copy_t *copy);
 
-/* Calls fn on every pid that has a snapshot of the calling user, in pid
- * order, after removing those whose process is gone (each removal is
- * reported through `removed` when not NULL). Returns the number of pids
- * or a negative errno. */
+/* Calls fn on every pid that has a snapshot of the calling user in the
+ * caller's PID namespace, in pid order, after removing those whose process
+ * is gone (each attempt is reported through `removed` when not NULL: err 0
+ * when the snapshot was removed, else why not). Files under our names that
+ * are not ours (another user's, not regular files) are skipped. Returns
+ * the number of pids or a negative errno. */
 int vs_snapshot_list(void (*fn)(pid_t pid, void *arg), void *arg,
-                     void (*removed)(pid_t pid, void *arg));
+                     void (*removed)(pid_t pid, int err, void *arg));
 
 /* "process is alive and is the same process as the snapshot's writer". */
 bool vs_snapshot_pid_alive(pid_t pid);

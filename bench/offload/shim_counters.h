@@ -36,7 +36,8 @@ typedef struct shim_counters_s {
 static inline const vs_snapshot_header_t *shim_counters_open(void)
 {
     char name[VS_SNAPSHOT_NAME_MAX];
-    snprintf(name, sizeof name, VS_SNAPSHOT_NAME_FORMAT, (unsigned)geteuid(), (int)getpid());
+    snprintf(name, sizeof name, VS_SNAPSHOT_NAME_FORMAT, (unsigned)geteuid(), vs_snapshot_pid_namespace(),
+             (int)getpid());
     int fd = shm_open(name, O_RDONLY, 0);
     if (fd < 0) {
         fprintf(stderr, "no shim snapshot %s: %s\n", name, strerror(errno));

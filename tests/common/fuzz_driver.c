@@ -7,7 +7,10 @@
  * flips, interesting values in fields, truncation, extension) sets the
  * corpus's `mutate` hook. Deterministic for a given --seed.
  *
- * usage: fuzz_<target>_driver [--seconds S] [--seed N] [FILE...]
+ * usage: fuzz_<target>_driver [--seconds S | --runs N] [--seed N] [FILE...]
+ * Every seed value is its own sequence (it is mixed, not forced odd), and
+ * the last line names the seed and a digest of every input generated, so
+ * two runs can be compared.
  * FILEs (regression inputs, libFuzzer crash reproducers) are run once each
  * first. When a generated input aborts or crashes the target, it is written
  * to `crash-<target>` in the working directory, to be replayed as a FILE.
@@ -36,6 +39,17 @@ uint64_t vs_fuzz_rng(void)
     rng_state ^= rng_state << 25;
     rng_state ^= rng_state >> 27;
     return rng_state * UINT64_C(2685821657736338717);
+}
+
+/* splitmix64's finaliser: distinct seeds give distinct, non-zero states
+ * (xorshift must not start at 0). */
+static uint64_t rng_seed_state(uint64_t seed)
+{
+    uint64_t z = seed + UINT64_C(0x9e3779b97f4a7c15);
+    z = (z ^ (z >> 30)) * UINT64_C(0xbf58476d1ce4e5b9);
+    z = (z ^ (z >> 27)) * UINT64_C(0x94d049bb133111eb);
+    z ^= z >> 31;
+    return z != 0 ? z : UINT64_C(0x9e3779b97f4a7c15);
 }
 
 static size_t rng_below(size_t n)
@@ -167,16 +181,19 @@ int main(int argc, char **argv)
     const vs_fuzz_corpus_t *corpus = &vs_fuzz_corpus;
     void (*mutate)(uint8_t *, size_t *, size_t) = corpus->mutate ? corpus->mutate : mutate_text;
     double seconds = 3.0;
-    rng_state = UINT64_C(0x9e3779b97f4a7c15);
+    unsigned long long rng_seed = 0, max_runs = 0;
     int i = 1;
     for (; i < argc; i++) {
         if (strcmp(argv[i], "--seconds") == 0 && i + 1 < argc)
             seconds = strtod(argv[++i], NULL);
+        else if (strcmp(argv[i], "--runs") == 0 && i + 1 < argc)
+            max_runs = strtoull(argv[++i], NULL, 0);
         else if (strcmp(argv[i], "--seed") == 0 && i + 1 < argc)
-            rng_state = strtoull(argv[++i], NULL, 0) | 1;
+            rng_seed = strtoull(argv[++i], NULL, 0);
         else
             break;
     }
+    rng_state = rng_seed_state(rng_seed);
     for (; i < argc; i++)
         if (run_file(argv[i]) < 0)
             return 1;
@@ -211,7 +228,8 @@ int main(int argc, char **argv)
     signal(SIGSEGV, vs_fuzz_save_crash);
     double end = now_s() + seconds;
     unsigned long runs = 0;
-    while (runs % 256 != 0 || now_s() < end) {
+    uint64_t digest = UINT64_C(0xcbf29ce484222325); /* FNV-1a over every input */
+    while (max_runs ? runs < max_runs : (runs % 256 != 0 || now_s() < end)) {
         size_t s = rng_below(corpus->seed_count);
         size_t size = seed_size[s];
         memcpy(work, seed[s], size);
@@ -222,6 +240,9 @@ int main(int argc, char **argv)
         if (!input)
             return 1;
         memcpy(input, work, size);
+        for (size_t b = 0; b < size; b++)
+            digest = (digest ^ work[b]) * UINT64_C(0x100000001b3);
+        digest = (digest ^ 0xff) * UINT64_C(0x100000001b3);
         vs_fuzz_current = input;
         vs_fuzz_current_size = size;
         LLVMFuzzerTestOneInput(input, size);
@@ -229,7 +250,8 @@ int main(int argc, char **argv)
         free(input);
         runs++;
     }
-    printf("fuzz %s driver: %lu inputs in %.1f s, no crash\n", corpus->name, runs, seconds);
+    printf("fuzz %s driver: %lu inputs (seed %llu, digest %016llx), no crash\n", corpus->name, runs, rng_seed,
+           (unsigned long long)digest);
     free(work);
     if (corpus->seed_image)
         for (size_t s = 0; s < corpus->seed_count; s++)

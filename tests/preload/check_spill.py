@@ -171,7 +171,7 @@ def run_killed(program, spill_dir, cli):
     print(f"killed process {proc.pid} while it spilled", flush=True)
     check_empty(spill_dir, "after SIGKILL")
 
-    snapshot = f"/dev/shm/vramshim-{os.geteuid()}-{proc.pid}"
+    snapshot = f"/dev/shm/vramshim-{os.geteuid()}-{os.stat('/proc/self/ns/pid').st_ino}-{proc.pid}"
     ps = vramshim_cli(cli, "ps")
     sys.stdout.write(ps.stdout + ps.stderr)
     if ps.returncode != 0:

@@ -18,6 +18,10 @@
  *   damage HOW       publishes once, then damages the object: bad-version,
  *                    bad-magic, truncated, corrupt-place, corrupt-count,
  *                    mid-update, mode-0644; waits for stdin to close
+ *   many ROWS PROGRAM   ROWS allocations under the program name PROGRAM
+ *                    (any bytes: escape sequences), published every 50 ms
+ *                    with new ids each time, in decreasing order, until
+ *                    stdin closes
  *   env STATUS VAR...   prints "VAR=value" for each VAR, exits STATUS
  *   raise SIGNAL        kills itself with signal number SIGNAL
  * (the last two are the programs `vramshim run` runs in its tests: unlike
@@ -263,6 +267,47 @@ static int fixture_churn(double seconds)
     return 0;
 }
 
+static int fixture_many(uint32_t rows, const char *program)
+{
+    int err = 0;
+    vs_snapshot_identity_t id = {.mode = VS_SNAPSHOT_MODE_OFFLOAD, .program = program,
+                                 .row_capacity = rows};
+    vs_snapshot_t *snap = vs_snapshot_open(&id, &err);
+    if (!snap) {
+        fprintf(stderr, "fixture: vs_snapshot_open: %s\n", strerror(-err));
+        return 1;
+    }
+    for (uint64_t gen = 1;; gen++) {
+        vs_snapshot_totals_t totals = {.allocations = rows, .device_bytes = (uint64_t)rows << 20};
+        vs_snapshot_begin(snap);
+        for (uint32_t i = 0; i < rows; i++) {
+            vs_snapshot_row_t row = {
+                .alloc_id = gen * rows + (rows - i), /* new every time, not sorted */
+                .address = 0x7f0000000000ull + ((uint64_t)i << 21),
+                .size = 1u << 20,
+                .kind = VS_SNAPSHOT_KIND_DEVICE,
+                .place = VS_SNAPSHOT_PLACE_DEVICE,
+                .uses = gen + i,
+                .created_ns = fixture_now_ns(),
+            };
+            vs_snapshot_put_row(snap, i, &row);
+        }
+        vs_snapshot_set_totals(snap, &totals);
+        vs_snapshot_set_row_count(snap, rows);
+        vs_snapshot_end(snap);
+        if (gen == 1) {
+            printf("ready %d\n", (int)getpid());
+            fflush(stdout);
+        }
+        struct timespec pause = {0, 50000000L};
+        nanosleep(&pause, NULL);
+        if (fixture_stdin_closed())
+            break;
+    }
+    vs_snapshot_close(snap, true);
+    return 0;
+}
+
 static int fixture_damage(const char *how)
 {
     int err = 0;
@@ -327,6 +372,8 @@ int main(int argc, char **argv)
         return fixture_script();
     if (argc >= 3 && strcmp(argv[1], "churn") == 0)
         return fixture_churn(strtod(argv[2], NULL));
+    if (argc >= 4 && strcmp(argv[1], "many") == 0)
+        return fixture_many((uint32_t)strtoul(argv[2], NULL, 10), argv[3]);
     if (argc >= 3 && strcmp(argv[1], "damage") == 0)
         return fixture_damage(argv[2]);
     if (argc >= 3 && strcmp(argv[1], "env") == 0) {

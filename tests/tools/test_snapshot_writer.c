@@ -29,7 +29,8 @@
 
 static void shm_path(char *buf, size_t len, pid_t pid)
 {
-    snprintf(buf, len, "/dev/shm/vramshim-%u-%d", (unsigned)geteuid(), (int)pid);
+    snprintf(buf, len, "/dev/shm/vramshim-%u-%llu-%d", (unsigned)geteuid(), vs_snapshot_pid_namespace(),
+             (int)pid);
 }
 
 static vs_snapshot_t *open_own(uint32_t capacity)

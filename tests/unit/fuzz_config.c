@@ -78,8 +78,16 @@ static void vs_fuzz_check_limit(const char *value)
          * the part per million. */
         VS_FUZZ_CHECK(limited == VS_MAX_DEVICES);
         if (limits[0].kind == VS_LIMIT_PERCENT) {
+            /* The parser truncates to the part per million: ppm is the
+             * floor of the exact value, within (expected - 1, expected].
+             * `strtod` and the product each round (by up to an ulp of about
+             * 1e-10 here), so the bounds get a margin far above that and far
+             * below one ppm: "0.0050999...9%" is 50 ppm, and strtod * 1e4
+             * gives 51.00000000000001. */
             double expected_ppm = strtod(value, NULL) * 10000.0;
-            VS_FUZZ_CHECK(limits[0].ppm <= expected_ppm + 1.0 && limits[0].ppm + 1.0 >= expected_ppm);
+            const double margin = 1e-6;
+            VS_FUZZ_CHECK((double)limits[0].ppm <= expected_ppm + margin);
+            VS_FUZZ_CHECK((double)limits[0].ppm + 1.0 + margin >= expected_ppm);
         }
         return;
     }
@@ -147,7 +155,10 @@ static void vs_fuzz_check_parse(const char *name, const char *value)
         VS_FUZZ_CHECK(cfg->limit_set == is_limit);
         VS_FUZZ_CHECK(cfg->mode == (is_limit ? VS_MODE_OFFLOAD : VS_MODE_TRACK));
         VS_FUZZ_CHECK(cfg->min_evict >= VS_MIN_EVICT_FLOOR);
-        VS_FUZZ_CHECK(strcmp(name, "VRAMSHIM_HOST_LIMIT") != 0 || cfg->host_limit != 0);
+        VS_FUZZ_CHECK(strcmp(name, "VRAMSHIM_HOST_LIMIT") != 0 || cfg->host_limit >= VS_MIN_EVICT_FLOOR
+                      || (cfg->host_limit_ppm > 0 && cfg->host_limit_ppm <= 1000000));
+        VS_FUZZ_CHECK(strcmp(name, "VRAMSHIM_SNAPSHOT_ROWS") != 0
+                      || (cfg->snapshot_rows >= 1 && cfg->snapshot_rows <= 4194304));
         VS_FUZZ_CHECK(strnlen(cfg->log_file, VS_CONFIG_PATH_MAX) < VS_CONFIG_PATH_MAX);
         VS_FUZZ_CHECK(strnlen(cfg->driver, VS_CONFIG_PATH_MAX) < VS_CONFIG_PATH_MAX);
         VS_FUZZ_CHECK(strnlen(cfg->debug_snapshot, VS_CONFIG_PATH_MAX) < VS_CONFIG_PATH_MAX);

@@ -332,7 +332,7 @@ static void test_parse_host_limit_takes_every_size_form(void **state)
     } sizes[] = {
         {"64G", 64 * GiB},      {"64GiB", 64 * GiB},        {"1.5G", GiB + GiB / 2},
         {"512MB", 512000000ull}, {"1073741824", GiB},       {"2t", 2 * TiB},
-        {"1", 1},                {"4096K", 4 * MiB},
+        {"2097152", 2 * MiB},    {"4096K", 4 * MiB},
     };
     (void)state;
     for (size_t i = 0; i < sizeof sizes / sizeof sizes[0]; i++) {
@@ -346,11 +346,62 @@ static void test_parse_host_limit_takes_every_size_form(void **state)
 static void test_parse_host_limit_zero_and_malformed_are_refused(void **state)
 {
     static const char *const bad[] = {
-        "0", "0G", "0.0M", "", "10X", "-1G", "1.5", "abc", "50%", "0:10G", "99999999999999999999", " 8G", "8 G",
+        "0", "0G", "0.0M", "", "10X", "-1G", "1.5", "abc", "0:10G", "99999999999999999999", " 8G", "8 G",
+        /* Too small to hold one eviction: every one would fail. */
+        "1", "2097151", "1M", "150%", "0%", "100.0000001%",
     };
     (void)state;
     for (size_t i = 0; i < sizeof bad / sizeof bad[0]; i++)
         assert_refused("VRAMSHIM_HOST_LIMIT", bad[i], "KiB/MiB/GiB/TiB");
+}
+
+static void test_parse_host_limit_percentage_of_available_memory(void **state)
+{
+    (void)state;
+    const char *env[] = {"VRAM_LIMIT", "1G", "VRAMSHIM_HOST_LIMIT", "50%", NULL};
+    vs_config_t cfg = parse_ok(env);
+    assert_int_equal(cfg.host_limit_ppm, 500000);
+    assert_int_equal(cfg.host_limit, 0);
+    const char *two_m[] = {"VRAM_LIMIT", "1G", "VRAMSHIM_HOST_LIMIT", "2M", NULL};
+    cfg = parse_ok(two_m);
+    assert_int_equal(cfg.host_limit, 2 * MiB);
+}
+
+static void test_parse_values_above_zero_never_read_as_zero(void **state)
+{
+    uint64_t bytes = 1;
+    vs_limit_t limits[VS_MAX_DEVICES];
+    (void)state;
+    assert_int_equal(vs_config_parse_size("0.000000000000000000001T", &bytes), -ERANGE);
+    assert_int_equal(vs_config_parse_size("0.1B", &bytes), -EINVAL);
+    assert_int_equal(vs_config_parse_size("0.0000001K", &bytes), -ERANGE);
+    assert_int_equal(vs_config_parse_size("0.000000000000000000000T", &bytes), 0);
+    assert_int_equal(bytes, 0);
+    assert_int_equal(vs_config_parse_limit("0.000000000000000000001T", limits), -ERANGE);
+    assert_refused("VRAM_LIMIT", "0.000000000000000000001T", "KiB/MiB/GiB/TiB");
+}
+
+static void test_parse_percent_above_100_by_any_amount_is_refused(void **state)
+{
+    vs_limit_t limits[VS_MAX_DEVICES];
+    (void)state;
+    assert_int_equal(vs_config_parse_limit("100.0000001%", limits), -ERANGE);
+    assert_int_equal(vs_config_parse_limit("100.0000000000000000000001%", limits), -ERANGE);
+    assert_int_equal(vs_config_parse_limit("100.000%", limits), 0);
+    assert_int_equal(limits[0].ppm, 1000000);
+    assert_refused("VRAM_LIMIT", "100.0000001%", "percentage");
+}
+
+static void test_parse_snapshot_rows_checked_at_load(void **state)
+{
+    static const char *const bad[] = {"abc", "0", "-1", "4194305", "5 ", " 5", "", "1e3", "99999999999999999999999"};
+    (void)state;
+    for (size_t i = 0; i < sizeof bad / sizeof bad[0]; i++)
+        assert_refused("VRAMSHIM_SNAPSHOT_ROWS", bad[i], "1 to 4194304");
+    const char *env[] = {"VRAMSHIM_SNAPSHOT_ROWS", "4194304", NULL};
+    assert_int_equal(parse_ok(env).snapshot_rows, 4194304);
+    const char *unset[] = {NULL};
+    assert_int_equal(parse_ok(unset).snapshot_rows, 0);
 }
 
 static void test_parse_min_evict_takes_sizes_of_at_least_2m(void **state)
@@ -558,6 +609,10 @@ int main(void)
         cmocka_unit_test(test_parse_offload_defaults_when_unset),
         cmocka_unit_test(test_parse_host_limit_takes_every_size_form),
         cmocka_unit_test(test_parse_host_limit_zero_and_malformed_are_refused),
+        cmocka_unit_test(test_parse_host_limit_percentage_of_available_memory),
+        cmocka_unit_test(test_parse_values_above_zero_never_read_as_zero),
+        cmocka_unit_test(test_parse_percent_above_100_by_any_amount_is_refused),
+        cmocka_unit_test(test_parse_snapshot_rows_checked_at_load),
         cmocka_unit_test(test_parse_min_evict_takes_sizes_of_at_least_2m),
         cmocka_unit_test(test_parse_min_evict_below_2m_and_malformed_are_refused),
         cmocka_unit_test(test_parse_policy_names_select_their_order),
