@@ -68,16 +68,16 @@ static inline _Noreturn void vs_test_exit_failed(void)
  * Expectations and the watchdog
  * ------------------------------------------------------------------------ */
 
-static inline unsigned long *vs_test_failures_slot(void)
+static inline _Atomic unsigned long *vs_test_failures_slot(void)
 {
-    static unsigned long failures;
+    static _Atomic unsigned long failures;
     return &failures;
 }
 
-/* Failed `VS_EXPECT`s so far (single-threaded programs). */
+/* Failed `VS_EXPECT`s so far, in every thread. */
 static inline unsigned long vs_test_failure_count(void)
 {
-    return *vs_test_failures_slot();
+    return atomic_load(vs_test_failures_slot());
 }
 
 /* A wrong result that does not stop the program: counted, and printed with
@@ -85,7 +85,7 @@ static inline unsigned long vs_test_failure_count(void)
 #define VS_EXPECT(cond, ...)                                                                       \
     do {                                                                                           \
         if (!(cond)) {                                                                             \
-            (*vs_test_failures_slot())++;                                                          \
+            atomic_fetch_add(vs_test_failures_slot(), 1);                                          \
             const char *vs_phase_ = vs_test_phase();                                               \
             fprintf(stderr, "%s: FAIL at line %d (%s): ", program_invocation_short_name, __LINE__, \
                     vs_phase_ != NULL ? vs_phase_ : "");                                           \

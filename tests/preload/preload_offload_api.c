@@ -51,19 +51,6 @@
 
 #define MiB (1ull << 20)
 
-static const char *current_case = "setup";
-static _Atomic unsigned long failures;
-
-#define EXPECT(cond, ...)                                                                          \
-    do {                                                                                           \
-        if (!(cond)) {                                                                             \
-            failures++;                                                                            \
-            fprintf(stderr, "preload_offload_api: %s: FAIL at line %d: ", current_case, __LINE__); \
-            fprintf(stderr, __VA_ARGS__);                                                          \
-            fputc('\n', stderr);                                                                   \
-        }                                                                                          \
-    } while (0)
-
 static CUcontext context;
 static CUfunction fn_fill, fn_checksum, fn_copy, fn_pitch_xor, fn_slow_fill;
 
@@ -222,15 +209,15 @@ static void expect_range(const char *when, CUdeviceptr base, uint64_t size, CUde
     CUdeviceptr got_base = 0;
     size_t got_size = 0;
     CUresult rc = cuMemGetAddressRange_v2(&got_base, &got_size, ptr);
-    EXPECT(rc == CUDA_SUCCESS && got_base == base && got_size == size,
+    VS_EXPECT(rc == CUDA_SUCCESS && got_base == base && got_size == size,
            "%s: cuMemGetAddressRange_v2(base+%llu) = %d, base 0x%llx size %zu; expected base 0x%llx size %llu", when,
            (unsigned long long)(ptr - base), (int)rc, (unsigned long long)got_base, got_size,
            (unsigned long long)base, (unsigned long long)size);
     got_base = 0;
     got_size = 0;
-    EXPECT(cuMemGetAddressRange_v2(&got_base, NULL, ptr) == CUDA_SUCCESS && got_base == base,
+    VS_EXPECT(cuMemGetAddressRange_v2(&got_base, NULL, ptr) == CUDA_SUCCESS && got_base == base,
            "%s: cuMemGetAddressRange_v2 with psize NULL", when);
-    EXPECT(cuMemGetAddressRange_v2(NULL, &got_size, ptr) == CUDA_SUCCESS && got_size == size,
+    VS_EXPECT(cuMemGetAddressRange_v2(NULL, &got_size, ptr) == CUDA_SUCCESS && got_size == size,
            "%s: cuMemGetAddressRange_v2 with pbase NULL", when);
 
     CUdeviceptr start = 0, device_pointer = 0;
@@ -238,17 +225,17 @@ static void expect_range(const char *when, CUdeviceptr base, uint64_t size, CUde
     unsigned int memory_type = 0;
     int ordinal = -1;
     rc = cuPointerGetAttribute(&start, CU_POINTER_ATTRIBUTE_RANGE_START_ADDR, ptr);
-    EXPECT(rc == CUDA_SUCCESS && start == base, "%s: RANGE_START_ADDR = %d, 0x%llx", when, (int)rc,
+    VS_EXPECT(rc == CUDA_SUCCESS && start == base, "%s: RANGE_START_ADDR = %d, 0x%llx", when, (int)rc,
            (unsigned long long)start);
     rc = cuPointerGetAttribute(&range_size, CU_POINTER_ATTRIBUTE_RANGE_SIZE, ptr);
-    EXPECT(rc == CUDA_SUCCESS && range_size == size, "%s: RANGE_SIZE = %d, %zu", when, (int)rc, range_size);
+    VS_EXPECT(rc == CUDA_SUCCESS && range_size == size, "%s: RANGE_SIZE = %d, %zu", when, (int)rc, range_size);
     rc = cuPointerGetAttribute(&memory_type, CU_POINTER_ATTRIBUTE_MEMORY_TYPE, ptr);
-    EXPECT(rc == CUDA_SUCCESS && memory_type == CU_MEMORYTYPE_DEVICE, "%s: MEMORY_TYPE = %d, %u", when, (int)rc,
+    VS_EXPECT(rc == CUDA_SUCCESS && memory_type == CU_MEMORYTYPE_DEVICE, "%s: MEMORY_TYPE = %d, %u", when, (int)rc,
            memory_type);
     rc = cuPointerGetAttribute(&ordinal, CU_POINTER_ATTRIBUTE_DEVICE_ORDINAL, ptr);
-    EXPECT(rc == CUDA_SUCCESS && ordinal == 0, "%s: DEVICE_ORDINAL = %d, %d", when, (int)rc, ordinal);
+    VS_EXPECT(rc == CUDA_SUCCESS && ordinal == 0, "%s: DEVICE_ORDINAL = %d, %d", when, (int)rc, ordinal);
     rc = cuPointerGetAttribute(&device_pointer, CU_POINTER_ATTRIBUTE_DEVICE_POINTER, ptr);
-    EXPECT(rc == CUDA_SUCCESS && device_pointer == ptr, "%s: DEVICE_POINTER = %d, 0x%llx", when, (int)rc,
+    VS_EXPECT(rc == CUDA_SUCCESS && device_pointer == ptr, "%s: DEVICE_POINTER = %d, 0x%llx", when, (int)rc,
            (unsigned long long)device_pointer);
 
     CUpointer_attribute attributes[] = {CU_POINTER_ATTRIBUTE_RANGE_START_ADDR, CU_POINTER_ATTRIBUTE_RANGE_SIZE,
@@ -260,7 +247,7 @@ static void expect_range(const char *when, CUdeviceptr base, uint64_t size, CUde
     ordinal = -1;
     void *data[] = {&start, &range_size, &memory_type, &ordinal, &device_pointer};
     rc = cuPointerGetAttributes(5, attributes, data, ptr);
-    EXPECT(rc == CUDA_SUCCESS && start == base && range_size == size && memory_type == CU_MEMORYTYPE_DEVICE
+    VS_EXPECT(rc == CUDA_SUCCESS && start == base && range_size == size && memory_type == CU_MEMORYTYPE_DEVICE
                && ordinal == 0 && device_pointer == ptr,
            "%s: cuPointerGetAttributes = %d: start 0x%llx size %zu type %u ordinal %d pointer 0x%llx", when, (int)rc,
            (unsigned long long)start, range_size, memory_type, ordinal, (unsigned long long)device_pointer);
@@ -283,18 +270,18 @@ static void case_range(void)
     VS_CHECK(cuMemAlloc(&buffer, size));
     fill_pattern(image, size, 3);
     VS_CHECK(cuMemcpyHtoD(buffer, image, size));
-    EXPECT(driver_maps(buffer), "the new allocation is not resident");
+    VS_EXPECT(driver_maps(buffer), "the new allocation is not resident");
     expect_range_everywhere("resident", buffer, size);
 
     for (int i = 0; i < 2; i++)
         VS_CHECK(cuMemAlloc(&others[i], other_bytes[i]));
-    EXPECT(evict_by_using_others(buffer, others, other_bytes, 2), "the allocation was never evicted");
+    VS_EXPECT(evict_by_using_others(buffer, others, other_bytes, 2), "the allocation was never evicted");
     expect_range_everywhere("evicted", buffer, size);
-    EXPECT(!driver_maps(buffer), "asking about the allocation brought it back");
+    VS_EXPECT(!driver_maps(buffer), "asking about the allocation brought it back");
 
     VS_CHECK(cuMemcpyDtoH(back, buffer, size));
     long long at = first_difference(image, back, size);
-    EXPECT(at < 0, "after eviction byte %lld reads 0x%02x, expected 0x%02x", at, at < 0 ? 0 : back[at],
+    VS_EXPECT(at < 0, "after eviction byte %lld reads 0x%02x, expected 0x%02x", at, at < 0 ? 0 : back[at],
            at < 0 ? 0 : image[at]);
     expect_range_everywhere("restored", buffer, size);
 
@@ -311,13 +298,13 @@ static void expect_context(const char *when, CUdeviceptr ptr)
 {
     CUcontext owner = NULL;
     CUresult rc = cuPointerGetAttribute(&owner, CU_POINTER_ATTRIBUTE_CONTEXT, ptr);
-    EXPECT(rc == CUDA_SUCCESS && owner == context, "%s: cuPointerGetAttribute(CONTEXT) = %d, %p; expected %p", when,
+    VS_EXPECT(rc == CUDA_SUCCESS && owner == context, "%s: cuPointerGetAttribute(CONTEXT) = %d, %p; expected %p", when,
            (int)rc, (void *)owner, (void *)context);
     CUpointer_attribute attribute = CU_POINTER_ATTRIBUTE_CONTEXT;
     void *data[] = {&owner};
     owner = NULL;
     rc = cuPointerGetAttributes(1, &attribute, data, ptr);
-    EXPECT(rc == CUDA_SUCCESS && owner == context, "%s: cuPointerGetAttributes(CONTEXT) = %d, %p; expected %p",
+    VS_EXPECT(rc == CUDA_SUCCESS && owner == context, "%s: cuPointerGetAttributes(CONTEXT) = %d, %p; expected %p",
            when, (int)rc, (void *)owner, (void *)context);
 }
 
@@ -334,7 +321,7 @@ static void case_context(void)
     expect_context("resident", buffer + MiB);
     for (int i = 0; i < 2; i++)
         VS_CHECK(cuMemAlloc(&others[i], other_bytes[i]));
-    EXPECT(evict_by_using_others(buffer, others, other_bytes, 2), "the allocation was never evicted");
+    VS_EXPECT(evict_by_using_others(buffer, others, other_bytes, 2), "the allocation was never evicted");
     expect_context("evicted", buffer + MiB);
     VS_CHECK(cuMemFree(buffer));
     VS_CHECK(cuMemFree(small));
@@ -386,7 +373,7 @@ static void expect_rectangle(const char *when, const unsigned char *image, size_
     for (size_t row = 0; row < height; row++) {
         long long at = first_difference(image + (y + row) * image_width + x, got + row * width, width);
         if (at >= 0) {
-            EXPECT(false, "%s: row %zu column %lld reads 0x%02x, expected 0x%02x", when, y + row, x + at,
+            VS_EXPECT(false, "%s: row %zu column %lld reads 0x%02x, expected 0x%02x", when, y + row, x + at,
                    got[row * width + (size_t)at], image[(y + row) * image_width + x + (size_t)at]);
             return;
         }
@@ -408,14 +395,14 @@ static void case_pitch(void)
     VS_CHECK(cuDeviceGetAttribute(&alignment, CU_DEVICE_ATTRIBUTE_TEXTURE_PITCH_ALIGNMENT, device));
     VS_CHECK(cuStreamCreate(&stream, CU_STREAM_NON_BLOCKING));
     VS_CHECK(cuMemAllocPitch_v2(&buffer, &pitch, width, height, 4));
-    EXPECT(pitch >= width, "pitch %zu is narrower than the width %zu", pitch, width);
-    EXPECT(alignment > 0 && pitch % (size_t)alignment == 0, "pitch %zu is not a multiple of the pitch alignment %d",
+    VS_EXPECT(pitch >= width, "pitch %zu is narrower than the width %zu", pitch, width);
+    VS_EXPECT(alignment > 0 && pitch % (size_t)alignment == 0, "pitch %zu is not a multiple of the pitch alignment %d",
            pitch, alignment);
-    EXPECT(pitch < width + 512, "pitch %zu pads the width %zu by more than 512 bytes", pitch, width);
+    VS_EXPECT(pitch < width + 512, "pitch %zu pads the width %zu by more than 512 bytes", pitch, width);
     CUdeviceptr base = 0;
     size_t size = 0;
     VS_CHECK(cuMemGetAddressRange_v2(&base, &size, buffer + pitch * 17 + 5));
-    EXPECT(base == buffer && size == pitch * height, "address range of a row: base 0x%llx size %zu, expected %zu",
+    VS_EXPECT(base == buffer && size == pitch * height, "address range of a row: base 0x%llx size %zu, expected %zu",
            (unsigned long long)base, size, pitch * height);
 
     fill_pattern(image, width * height, 11);
@@ -424,7 +411,7 @@ static void case_pitch(void)
         VS_CHECK(cuMemAlloc(&others[i], other_bytes[i]));
 
     /* A kernel walks the rows of the evicted buffer. */
-    EXPECT(evict_by_using_others(buffer, others, other_bytes, 2), "the pitched buffer was never evicted (1)");
+    VS_EXPECT(evict_by_using_others(buffer, others, other_bytes, 2), "the pitched buffer was never evicted (1)");
     uint64_t pitch64 = pitch, width64 = width, height64 = height;
     uint32_t key = 0x3c;
     void *args[] = {&buffer, &pitch64, &width64, &height64, &key};
@@ -435,7 +422,7 @@ static void case_pitch(void)
             image[row * width + column] ^= pitch_key_byte(key, row, column);
 
     /* A 2-D memset of a rectangle inside it, evicted again. */
-    EXPECT(evict_by_using_others(buffer, others, other_bytes, 2), "the pitched buffer was never evicted (2)");
+    VS_EXPECT(evict_by_using_others(buffer, others, other_bytes, 2), "the pitched buffer was never evicted (2)");
     const size_t set_x = 64, set_y = 1000, set_width = 700, set_height = 40;
     VS_CHECK(cuMemsetD2D8_v2(buffer + set_y * pitch + set_x, pitch, 0xab, set_width, set_height));
     for (size_t row = set_y; row < set_y + set_height; row++)
@@ -443,15 +430,15 @@ static void case_pitch(void)
 
     /* A sub-rectangle read back while evicted, synchronously then on a
      * stream. */
-    EXPECT(evict_by_using_others(buffer, others, other_bytes, 2), "the pitched buffer was never evicted (3)");
+    VS_EXPECT(evict_by_using_others(buffer, others, other_bytes, 2), "the pitched buffer was never evicted (3)");
     copy_2d(buffer, pitch, back, 1000, 100, 990, 1000, 300, false, NULL);
     expect_rectangle("sub-rectangle, synchronous", image, width, 100, 990, 1000, 300, back);
-    EXPECT(evict_by_using_others(buffer, others, other_bytes, 2), "the pitched buffer was never evicted (4)");
+    VS_EXPECT(evict_by_using_others(buffer, others, other_bytes, 2), "the pitched buffer was never evicted (4)");
     copy_2d(buffer, pitch, back, 1001, 1999, 3000, 1001, 700, false, stream);
     expect_rectangle("sub-rectangle, on a stream", image, width, 1999, 3000, 1001, 700, back);
 
     /* The whole buffer. */
-    EXPECT(evict_by_using_others(buffer, others, other_bytes, 2), "the pitched buffer was never evicted (5)");
+    VS_EXPECT(evict_by_using_others(buffer, others, other_bytes, 2), "the pitched buffer was never evicted (5)");
     copy_2d(buffer, pitch, back, width, 0, 0, width, height, false, NULL);
     expect_rectangle("whole buffer", image, width, 0, 0, width, height, back);
 
@@ -475,7 +462,7 @@ static void expect_only_resident(const CUdeviceptr *buffers, unsigned used, cons
     for (int i = 0; i < ZERO_BUFFERS; i++) {
         bool resident = driver_maps(buffers[i]);
         bool expected = (used >> i) & 1u;
-        EXPECT(resident == expected, "round %d, after %s (buffers 0x%x): buffer %d is %s", round, after, used, i,
+        VS_EXPECT(resident == expected, "round %d, after %s (buffers 0x%x): buffer %d is %s", round, after, used, i,
                resident ? "resident but the operation did not use it" : "not resident though just used");
     }
 }
@@ -499,7 +486,7 @@ static void case_limit_zero(bool check_residency)
             if (check_residency)
                 expect_only_resident(buffers, 1u << i, "a fill", round);
             uint64_t sum = device_checksum(buffers[i], ZERO_BYTES, result, NULL);
-            EXPECT(sum == fill_checksum(seeds[i], words), "round %d: buffer %d checksum %llu, expected %llu", round, i,
+            VS_EXPECT(sum == fill_checksum(seeds[i], words), "round %d: buffer %d checksum %llu, expected %llu", round, i,
                    (unsigned long long)sum, (unsigned long long)fill_checksum(seeds[i], words));
         }
         /* Two at a time: buffer i copied into buffer i + 1 (the last one's
@@ -517,7 +504,7 @@ static void case_limit_zero(bool check_residency)
             VS_CHECK(cuMemcpyDtoH(back, buffers[i], ZERO_BYTES));
             for (uint64_t w = 0; w < words; w++) {
                 if (back[w] != fill_word(seeds[i], w)) {
-                    EXPECT(false, "round %d: buffer %d word %llu reads 0x%08x, expected 0x%08x", round, i,
+                    VS_EXPECT(false, "round %d: buffer %d word %llu reads 0x%08x, expected 0x%08x", round, i,
                            (unsigned long long)w, back[w], fill_word(seeds[i], w));
                     break;
                 }
@@ -547,16 +534,12 @@ static void *worker(void *arg)
     VS_CHECK(cuStreamCreate(&stream, CU_STREAM_NON_BLOCKING));
     VS_CHECK(cuMemAlloc(&buffer, WORKER_BYTES));
     VS_CHECK(cuMemAlloc(&result, sizeof(uint64_t)));
-    const char *saved_case = current_case;
     for (uint32_t round = 0; !atomic_load(&worker_stop); round++) {
         uint32_t seed = 5000u + round;
         launch_fill(buffer, WORKER_BYTES, seed, stream);
         uint64_t sum = device_checksum(buffer, WORKER_BYTES, result, stream);
-        if (sum != fill_checksum(seed, WORKER_BYTES / 4)) {
-            failures++;
-            fprintf(stderr, "preload_offload_api: %s: FAIL: the other thread's checksum %llu in round %u\n",
-                    saved_case, (unsigned long long)sum, round);
-        }
+        VS_EXPECT(sum == fill_checksum(seed, WORKER_BYTES / 4), "the other thread's checksum %llu in round %u",
+                  (unsigned long long)sum, round);
         worker_rounds++;
     }
     VS_CHECK(cuStreamDestroy(stream));
@@ -570,10 +553,10 @@ static void expect_unknown(const char *what, CUdeviceptr ptr)
     CUdeviceptr base = 0;
     size_t size = 0;
     CUresult rc = cuMemGetAddressRange_v2(&base, &size, ptr);
-    EXPECT(rc != CUDA_SUCCESS, "%s: cuMemGetAddressRange_v2 still answers base 0x%llx size %zu after the free", what,
+    VS_EXPECT(rc != CUDA_SUCCESS, "%s: cuMemGetAddressRange_v2 still answers base 0x%llx size %zu after the free", what,
            (unsigned long long)base, size);
     rc = cuPointerGetAttribute(&size, CU_POINTER_ATTRIBUTE_RANGE_SIZE, ptr);
-    EXPECT(rc != CUDA_SUCCESS, "%s: RANGE_SIZE still answers %zu after the free", what, size);
+    VS_EXPECT(rc != CUDA_SUCCESS, "%s: RANGE_SIZE still answers %zu after the free", what, size);
 }
 
 static void case_free(int rounds)
@@ -593,20 +576,20 @@ static void case_free(int rounds)
     /* `evicted` goes to the host as `other` and `resident` are used. */
     const CUdeviceptr users[] = {other, resident};
     const uint64_t user_bytes[] = {bytes, bytes};
-    EXPECT(evict_by_using_others(evicted, users, user_bytes, 2), "the first allocation was never evicted");
+    VS_EXPECT(evict_by_using_others(evicted, users, user_bytes, 2), "the first allocation was never evicted");
     /* Freeing `other` leaves room for `resident` and the worker's buffer:
      * nothing is evicted from here on until the new allocations. */
     VS_CHECK(cuMemFree(other));
     expect_unknown("other", other);
-    EXPECT(!driver_maps(evicted), "the first allocation came back by itself");
+    VS_EXPECT(!driver_maps(evicted), "the first allocation came back by itself");
     VS_CHECK(cuMemFree(evicted));
     expect_unknown("evicted", evicted);
-    EXPECT(cuMemFree(evicted) != CUDA_SUCCESS, "a second free of the evicted allocation succeeded");
+    VS_EXPECT(cuMemFree(evicted) != CUDA_SUCCESS, "a second free of the evicted allocation succeeded");
 
     /* `resident` is freed while a kernel still writes it: the free waits. */
     launch_fill(resident, bytes, 2, NULL);
     VS_CHECK(cuCtxSynchronize());
-    EXPECT(driver_maps(resident), "the second allocation is not resident before its free");
+    VS_EXPECT(driver_maps(resident), "the second allocation is not resident before its free");
     CUstream stream;
     VS_CHECK(cuStreamCreate(&stream, CU_STREAM_NON_BLOCKING));
     uint64_t words = bytes / 4, sleep_ns = 50000000;
@@ -614,9 +597,9 @@ static void case_free(int rounds)
     atomic_store(&slow_fill_finished, false);
     VS_CHECK(cuLaunchKernel(fn_slow_fill, 1, 1, 1, 64, 1, 1, 0, stream, args, NULL));
     VS_CHECK(cuMemFree(resident));
-    EXPECT(atomic_load(&slow_fill_finished), "cuMemFree returned before the kernel writing the memory finished");
+    VS_EXPECT(atomic_load(&slow_fill_finished), "cuMemFree returned before the kernel writing the memory finished");
     expect_unknown("resident", resident);
-    EXPECT(cuMemFree(resident) != CUDA_SUCCESS, "a second free of the resident allocation succeeded");
+    VS_EXPECT(cuMemFree(resident) != CUDA_SUCCESS, "a second free of the resident allocation succeeded");
 
     /* New allocations, more than the limit holds, used in turn while the
      * other thread keeps going: each eviction here takes two victims, one
@@ -630,12 +613,12 @@ static void case_free(int rounds)
         for (int i = 0; i < 3; i++) {
             uint32_t seed = 300u + (uint32_t)(round * 3 + i);
             uint64_t sum = device_checksum(fresh[i], bytes, result, stream);
-            EXPECT(sum == fill_checksum(seed, words), "round %d, new allocation %d: checksum %llu", round, i,
+            VS_EXPECT(sum == fill_checksum(seed, words), "round %d, new allocation %d: checksum %llu", round, i,
                    (unsigned long long)sum);
             VS_CHECK(cuMemcpyDtoH(back, fresh[i], bytes));
             for (uint64_t w = 0; w < words; w++) {
                 if (back[w] != fill_word(seed, w)) {
-                    EXPECT(false, "round %d, new allocation %d: word %llu reads 0x%08x", round, i,
+                    VS_EXPECT(false, "round %d, new allocation %d: word %llu reads 0x%08x", round, i,
                            (unsigned long long)w, back[w]);
                     break;
                 }
@@ -644,7 +627,7 @@ static void case_free(int rounds)
     }
     atomic_store(&worker_stop, true);
     pthread_join(thread, NULL);
-    EXPECT(worker_rounds > 0, "the other thread never ran");
+    VS_EXPECT(worker_rounds > 0, "the other thread never ran");
     for (int i = 0; i < 3; i++)
         VS_CHECK(cuMemFree(fresh[i]));
     VS_CHECK(cuStreamDestroy(stream));
@@ -658,12 +641,12 @@ static void expect_meminfo(const char *when, uint64_t expected_total)
 {
     size_t free_bytes = 0, total = 0;
     VS_CHECK(cuMemGetInfo_v2(&free_bytes, &total));
-    EXPECT(total == expected_total, "%s: cuMemGetInfo total %zu, expected the limit %llu", when, total,
+    VS_EXPECT(total == expected_total, "%s: cuMemGetInfo total %zu, expected the limit %llu", when, total,
            (unsigned long long)expected_total);
-    EXPECT(free_bytes <= total, "%s: cuMemGetInfo free %zu is more than the total %zu", when, free_bytes, total);
+    VS_EXPECT(free_bytes <= total, "%s: cuMemGetInfo free %zu is more than the total %zu", when, free_bytes, total);
     total = 0;
     VS_CHECK(cuMemGetInfo_v2(NULL, &total));
-    EXPECT(total == expected_total, "%s: cuMemGetInfo(NULL, &total) total %zu", when, total);
+    VS_EXPECT(total == expected_total, "%s: cuMemGetInfo(NULL, &total) total %zu", when, total);
 }
 
 static void case_meminfo(uint64_t expected_total)
@@ -691,7 +674,7 @@ int main(int argc, char **argv)
         fprintf(stderr, "usage: preload_offload_api range|context|pitch|limit_zero [data-only]|free ROUNDS|meminfo MIB\n");
         return 2;
     }
-    current_case = argv[1];
+    vs_test_set_phase(argv[1]);
     setup();
     if (strcmp(argv[1], "range") == 0) {
         case_range();
@@ -711,7 +694,7 @@ int main(int argc, char **argv)
         fprintf(stderr, "preload_offload_api: unknown case %s\n", argv[1]);
         return 2;
     }
-    unsigned long failed = atomic_load(&failures);
+    unsigned long failed = vs_test_failure_count();
     printf("preload_offload_api %s: %s (%lu failures)\n", argv[1], failed == 0 ? "ok" : "FAILED", failed);
     return failed == 0 ? 0 : 1;
 }
