@@ -26,26 +26,7 @@
 #include <numeric>
 #include <vector>
 
-#define CHECK(call)                                                                                       \
-    do {                                                                                                  \
-        cudaError_t e_ = (call);                                                                          \
-        if (e_ != cudaSuccess) {                                                                          \
-            fprintf(stderr, "%s:%d: %s: %s\n", __FILE__, __LINE__, #call, cudaGetErrorString(e_));       \
-            exit(1);                                                                                      \
-        }                                                                                                 \
-    } while (0)
-
-static int failures;
-
-#define EXPECT(cond, ...)                                                                                 \
-    do {                                                                                                  \
-        if (!(cond)) {                                                                                    \
-            fprintf(stderr, "FAIL %s:%d: ", __FILE__, __LINE__);                                          \
-            fprintf(stderr, __VA_ARGS__);                                                                 \
-            fprintf(stderr, "\n");                                                                        \
-            failures++;                                                                                   \
-        }                                                                                                 \
-    } while (0)
+#include "app_check.h"
 
 static std::vector<uint32_t> keys(size_t n, uint32_t seed)
 {
