@@ -1198,9 +1198,9 @@ SIM_EXPORT CUresult cuCtxGetStreamPriorityRange(int *leastPriority, int *greates
     if (rc != CUDA_SUCCESS)
         return rc;
     if (leastPriority != NULL)
-        *leastPriority = 0;
+        *leastPriority = SIM_PRIORITY_LEAST;
     if (greatestPriority != NULL)
-        *greatestPriority = -5;
+        *greatestPriority = SIM_PRIORITY_GREATEST;
     return CUDA_SUCCESS;
 }
 

@@ -89,6 +89,12 @@ typedef enum sim_need_e {
  * error, as the real driver's would be. Lock-free on the common path.
  * `sim_api_enter` is defined in `sim_fault.c`. */
 #define SIM_ENTER(symbol, need) sim_api_enter(SIM_ID(symbol), (need))
+
+/* The priority range reported for streams (and by
+ * cuCtxGetStreamPriorityRange): 0 (least) to -5 (greatest), as on current
+ * GPUs. */
+#define SIM_PRIORITY_LEAST 0
+#define SIM_PRIORITY_GREATEST (-5)
 SIM_HIDDEN CUresult sim_api_enter(sim_api_id_t id, sim_need_t need);
 
 /* ------------------------------------------------------------------------

@@ -30,10 +30,6 @@ struct sim_op_s {
 
 static _Atomic unsigned long long next_stream_id = 1;
 
-/* The priority range reported for streams: 0 (least) to -5 (greatest), as
- * on current GPUs. */
-#define SIM_PRIORITY_LEAST 0
-#define SIM_PRIORITY_GREATEST (-5)
 
 /* ------------------------------------------------------------------------
  * Lifetime
