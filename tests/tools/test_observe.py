@@ -355,7 +355,9 @@ def test_metrics_and_ps_json_live():
                       headers["Content-Type"])
                 s2, _ = parse_metrics(body)
                 served = series(s2, "vramshim_device_bytes", proc.pid)
-            if listed is None:
+            # (a process seen before its first device is up lists no
+            # devices and no limit yet: look again until it has them)
+            if listed is None or not listed["devices"]:
                 r = vramshim("ps", "--json")
                 check(r.returncode == 0, r.stderr)
                 doc = json.loads(r.stdout)
