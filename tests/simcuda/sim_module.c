@@ -40,6 +40,7 @@ struct CUmod_st {
     char **sass_only;      /* kernels present only as SASS */
     size_t nsass;
     void **global_allocs;
+    struct CUlib_st *library; /* the library that loaded it, if any */
 };
 
 struct CUlib_st {
@@ -600,6 +601,7 @@ static CUresult library_load(CUlibrary *library, const void *code)
         return rc;
     }
     lib->magic = SIM_LIBRARY_MAGIC;
+    lib->module->library = lib;
     *library = lib;
     return CUDA_SUCCESS;
 }
@@ -693,6 +695,22 @@ SIM_EXPORT CUresult cuLibraryGetGlobal(CUdeviceptr *dptr, size_t *bytes, CUlibra
     if (!library_valid(library))
         return CUDA_ERROR_INVALID_HANDLE;
     return module_global(library->module, name, dptr, bytes);
+}
+
+/* The library a kernel was found in; a kernel registered by name (the
+ * built-ins) belongs to none. */
+SIM_EXPORT CUresult cuKernelGetLibrary(CUlibrary *pLib, CUkernel kernel)
+{
+    CUresult entry = SIM_ENTER(cuKernelGetLibrary, SIM_NEED_INIT);
+    if (entry != CUDA_SUCCESS)
+        return entry;
+    if (pLib == NULL)
+        return CUDA_ERROR_INVALID_VALUE;
+    sim_kernel_t *k = sim_kernel_from_handle(kernel);
+    if (k == NULL || k->module == NULL || k->module->library == NULL || !library_valid(k->module->library))
+        return CUDA_ERROR_INVALID_HANDLE;
+    *pLib = k->module->library;
+    return CUDA_SUCCESS;
 }
 
 SIM_EXPORT CUresult cuKernelGetFunction(CUfunction *pFunc, CUkernel kernel)
