@@ -526,7 +526,14 @@ CUresult CUDAAPI cuMemHostUnregister(void *p)
     return rc;
 }
 
-/* ---- The virtual memory figures ----------------------------------------- */
+/* ---- The virtual memory figures -----------------------------------------
+ * Under a limit, frameworks size themselves from cuMemGetInfo (accelerate's
+ * device_map, vLLM's KV cache, PyTorch's caching allocator through
+ * cudaMemGetInfo): they see the limit as the total and what is left under
+ * it as free, so that what they plan fits the limit instead of being
+ * streamed through it. VRAMSHIM_MEMINFO=device answers the driver's own
+ * figures, for programs that should plan for the whole device and leave
+ * the streaming to the shim. */
 
 CUresult CUDAAPI cuMemGetInfo_v2(size_t *free_out, size_t *total_out)
 {
@@ -541,7 +548,8 @@ CUresult CUDAAPI cuMemGetInfo_v2(size_t *free_out, size_t *total_out)
         return rc;
     uint64_t virtual_free = physical_free, virtual_total = physical_total;
     int device = vs_driver_current_device();
-    if (vs_config_get()->limit_set && device >= 0)
+    const vs_config_t *cfg = vs_config_get();
+    if (cfg->limit_set && !cfg->meminfo_device && device >= 0)
         vs_cap_meminfo(device, physical_free, physical_total, &virtual_free, &virtual_total);
     if (free_out != NULL)
         *free_out = (size_t)virtual_free;

@@ -32,8 +32,10 @@
  *   take two victims, the first often the other thread's buffer with its
  *   restore copy just finished: a kernel submitted against a buffer being
  *   evicted faults (SIGSEGV) instead of waiting for it.
- * - `meminfo EXPECTED_TOTAL_MIB`: `cuMemGetInfo_v2` reports the limit as
- *   the total, before and after allocating more than it.
+ * - `meminfo EXPECTED_TOTAL_MIB [EACH_MIB]`: `cuMemGetInfo_v2` reports the
+ *   limit as the total (the device's with `VRAMSHIM_MEMINFO=device`),
+ *   before and after allocating three buffers of EACH_MIB (half the total
+ *   by default), more than the limit.
  *
  * Whether an allocation is evicted is asked of the simulated driver itself
  * (`simcuda_entry_point`, which the shim does not interpose): its own
@@ -649,15 +651,15 @@ static void expect_meminfo(const char *when, uint64_t expected_total)
     VS_EXPECT(total == expected_total, "%s: cuMemGetInfo(NULL, &total) total %zu", when, total);
 }
 
-static void case_meminfo(uint64_t expected_total)
+static void case_meminfo(uint64_t expected_total, uint64_t each)
 {
     CUdeviceptr buffers[3];
     expect_meminfo("at start", expected_total);
     /* Half the limit each: the third does not fit beside the other two,
      * and offload mode evicts rather than refuses. */
     for (int i = 0; i < 3; i++) {
-        VS_CHECK(cuMemAlloc(&buffers[i], expected_total / 2));
-        launch_fill(buffers[i], expected_total / 2, (uint32_t)i, NULL);
+        VS_CHECK(cuMemAlloc(&buffers[i], each));
+        launch_fill(buffers[i], each, (uint32_t)i, NULL);
         VS_CHECK(cuCtxSynchronize());
         expect_meminfo(i == 0 ? "after one allocation" : "after more than the limit", expected_total);
     }
@@ -688,8 +690,9 @@ int main(int argc, char **argv)
         case_limit_zero(false);
     } else if (strcmp(argv[1], "free") == 0 && argc == 3 && atoi(argv[2]) > 0) {
         case_free(atoi(argv[2]));
-    } else if (strcmp(argv[1], "meminfo") == 0 && argc == 3) {
-        case_meminfo(strtoull(argv[2], NULL, 10) * MiB);
+    } else if (strcmp(argv[1], "meminfo") == 0 && (argc == 3 || argc == 4)) {
+        uint64_t total = strtoull(argv[2], NULL, 10) * MiB;
+        case_meminfo(total, argc == 4 ? strtoull(argv[3], NULL, 10) * MiB : total / 2);
     } else {
         fprintf(stderr, "preload_offload_api: unknown case %s\n", argv[1]);
         return 2;
