@@ -10,6 +10,7 @@
 
 #include "offload.h"
 #include "hooks.h"
+#include "pool_usage.h"
 #include "launch.h"
 
 /* Words a launch's parameters usually fit in without a heap allocation. */
@@ -127,6 +128,7 @@ CUresult CUDAAPI cuCtxSynchronize(void)
 
     vs_driver_ready();
     rc = VS_CALL(cuCtxSynchronize, ());
+    vs_pool_usage_settle_all();
     vs_stats_debug_snapshot();
     return rc;
 }
@@ -137,6 +139,7 @@ CUresult CUDAAPI cuCtxSynchronize_v2(CUcontext ctx)
 
     vs_driver_ready();
     rc = VS_CALL(cuCtxSynchronize_v2, (ctx));
+    vs_pool_usage_settle_all();
     vs_stats_debug_snapshot();
     return rc;
 }

@@ -25,6 +25,7 @@
 #include "config.h"
 #include "log.h"
 #include "offload.h"
+#include "pool_usage.h"
 #include "registry.h"
 #include "hooks.h"
 
@@ -41,15 +42,18 @@ static CUresult vs_memory_reserve(int device, uint64_t bytes, int *device_out)
         return CUDA_SUCCESS;
     if (vs_offload_enabled()) {
         /* Offload: make room by evicting; refuse only when the host budget
-         * cannot take what would have to go. */
-        if (vs_offload_charge(device, bytes) != CUDA_SUCCESS) {
+         * cannot take what would have to go (and the pools keep nothing
+         * more to give back). */
+        if (vs_offload_charge(device, bytes) != CUDA_SUCCESS
+            && (!vs_pool_usage_trim(device) || vs_offload_charge(device, bytes) != CUDA_SUCCESS)) {
             VS_COUNT(refused);
             return CUDA_ERROR_OUT_OF_MEMORY;
         }
         *device_out = device;
         return CUDA_SUCCESS;
     }
-    if (vs_cap_reserve(device, bytes) != 0) {
+    /* What memory pools keep freed is given back before a refusal. */
+    if (vs_cap_reserve(device, bytes) != 0 && (!vs_pool_usage_trim(device) || vs_cap_reserve(device, bytes) != 0)) {
         VS_COUNT(refused);
         vs_log(VS_LOG_INFO,
                "cap: refused %" PRIu64 " bytes on device %d (%" PRIu64 " of %" PRIu64 " bytes in use)", bytes,
@@ -60,6 +64,17 @@ static CUresult vs_memory_reserve(int device, uint64_t bytes, int *device_out)
     return CUDA_SUCCESS;
 }
 
+/* The `handle` of a pool allocation (VS_ALLOC_ASYNC, VS_ALLOC_POOL): its
+ * bytes are charged through its pool's reserve (pool_usage.c), or, where
+ * the driver cannot report it, alone. */
+#define VS_POOL_CHARGED_THROUGH_POOL 0
+#define VS_POOL_CHARGED_ALONE 1
+
+static bool vs_memory_charged_through_pool(vs_alloc_kind_t kind, uint64_t handle)
+{
+    return (kind == VS_ALLOC_ASYNC || kind == VS_ALLOC_POOL) && handle == VS_POOL_CHARGED_THROUGH_POOL;
+}
+
 /* Registers what the driver returned, or gives the reservation back when
  * it failed. */
 static void vs_memory_commit(CUresult rc, int device, uintptr_t base, uint64_t bytes, vs_alloc_kind_t kind,
@@ -68,8 +83,9 @@ static void vs_memory_commit(CUresult rc, int device, uintptr_t base, uint64_t b
     vs_alloc_desc_t desc = {.base = base, .size = bytes, .device = device, .kind = kind, .handle = handle};
     int err;
 
+    bool charged = kind != VS_ALLOC_VMM && !vs_memory_charged_through_pool(kind, handle);
     if (rc != CUDA_SUCCESS || base == 0) {
-        if (device >= 0 && kind != VS_ALLOC_VMM)
+        if (device >= 0 && charged)
             vs_cap_release(device, bytes);
         return;
     }
@@ -78,14 +94,15 @@ static void vs_memory_commit(CUresult rc, int device, uintptr_t base, uint64_t b
         /* Freed through a path the shim does not see (legacy 32-bit entry
          * points); the old record is stale. */
         vs_alloc_info_t stale;
-        if (vs_registry_remove(base, ~0u, &stale) == 0 && (VS_DEVICE_KINDS & (1u << stale.kind)))
+        if (vs_registry_remove(base, ~0u, &stale) == 0 && (VS_DEVICE_KINDS & (1u << stale.kind))
+            && !vs_memory_charged_through_pool(stale.kind, stale.handle))
             vs_cap_release(stale.device, stale.size);
         err = vs_registry_add(&desc, NULL);
     }
     if (err != 0) {
         vs_log(VS_LOG_WARN, "cannot register a %s allocation of %" PRIu64 " bytes at 0x%" PRIxPTR ": error %d",
                vs_registry_kind_name(kind), bytes, base, err);
-        if (device >= 0 && kind != VS_ALLOC_VMM)
+        if (device >= 0 && charged)
             vs_cap_release(device, bytes);
     }
 }
@@ -101,11 +118,14 @@ static bool vs_memory_forget(CUdeviceptr dptr, vs_alloc_info_t *info)
     return dptr != 0 && vs_registry_remove((uintptr_t)dptr, VS_DEVICE_KINDS | (1u << VS_ALLOC_MANAGED), info) == 0;
 }
 
-/* The driver freed it: its bytes leave the count. */
+/* The driver freed it: its bytes leave the count (a pool's stay charged
+ * while the pool keeps them: pool_usage.c). */
 static void vs_memory_uncharge(const vs_alloc_info_t *info)
 {
     if (info->kind == VS_ALLOC_MANAGED)
         vs_cap_count_managed(-(int64_t)info->size);
+    else if (vs_memory_charged_through_pool(info->kind, info->handle))
+        return;
     else if (info->device >= 0)
         vs_cap_release(info->device, info->size);
 }
@@ -235,19 +255,51 @@ CUresult CUDAAPI cuMemFree_v2(CUdeviceptr dptr)
     return vs_memory_free(dptr, vs_free_sync, NULL);
 }
 
-/* Stream-ordered allocations: counted from the call, as the address is
- * handed out then. */
+/* Stream-ordered allocations, from a memory pool: counted from the call, as
+ * the address is handed out then. The limit is asked for what the pool
+ * must newly reserve; afterwards the device is charged what the pool
+ * really reserves (pool_usage.c). */
+typedef struct vs_pool_alloc_s {
+    int device;      /* -1: nothing reserved */
+    CUmemoryPool pool;
+    bool through_pool;
+    uint64_t reserved; /* charged for the call */
+} vs_pool_alloc_t;
+
+static CUresult vs_pool_alloc_begin(vs_pool_alloc_t *a, CUmemoryPool pool, uint64_t bytes)
+{
+    int current = vs_driver_current_device();
+    a->pool = vs_pool_usage_resolve(current, pool);
+    a->through_pool = a->pool != NULL && vs_pool_usage_tracked(a->pool);
+    a->reserved = a->through_pool ? vs_pool_usage_growth(a->pool, bytes) : bytes;
+    CUresult rc = vs_memory_reserve(current, a->reserved, &a->device);
+    if (a->device < 0)
+        a->device = a->reserved == 0 ? current : -1;
+    return rc;
+}
+
+static void vs_pool_alloc_end(const vs_pool_alloc_t *a, CUresult rc, CUdeviceptr *dptr, uint64_t bytes,
+                              vs_alloc_kind_t kind)
+{
+    if (a->through_pool && a->device >= 0) {
+        vs_cap_release(a->device, a->reserved);
+        vs_pool_usage_settle(a->device, a->pool);
+    }
+    vs_memory_commit(rc, a->device, dptr != NULL && rc == CUDA_SUCCESS ? (uintptr_t)*dptr : 0, bytes, kind,
+                     a->through_pool ? VS_POOL_CHARGED_THROUGH_POOL : VS_POOL_CHARGED_ALONE);
+}
+
 #define VS_ALLOC_ASYNC_HOOK(symbol)                                                                \
     CUresult CUDAAPI symbol(CUdeviceptr *dptr, size_t bytesize, CUstream hStream)                  \
     {                                                                                              \
-        int device;                                                                                \
+        vs_pool_alloc_t a;                                                                         \
         CUresult rc;                                                                               \
-        vs_driver_ready();                                                                           \
-        rc = vs_memory_reserve(vs_driver_current_device(), bytesize, &device);                       \
+        vs_driver_ready();                                                                         \
+        rc = vs_pool_alloc_begin(&a, NULL, bytesize);                                              \
         if (rc != CUDA_SUCCESS)                                                                    \
             return rc;                                                                             \
         rc = VS_CALL(symbol, (dptr, bytesize, hStream));                                           \
-        vs_memory_commit(rc, device, dptr != NULL ? (uintptr_t)*dptr : 0, bytesize, VS_ALLOC_ASYNC, 0); \
+        vs_pool_alloc_end(&a, rc, dptr, bytesize, VS_ALLOC_ASYNC);                                 \
         return rc;                                                                                 \
     }
 VS_ALLOC_ASYNC_HOOK(cuMemAllocAsync)
@@ -256,14 +308,14 @@ VS_ALLOC_ASYNC_HOOK(cuMemAllocAsync_ptsz)
 #define VS_ALLOC_POOL_HOOK(symbol)                                                                 \
     CUresult CUDAAPI symbol(CUdeviceptr *dptr, size_t bytesize, CUmemoryPool pool, CUstream hStream) \
     {                                                                                              \
-        int device;                                                                                \
+        vs_pool_alloc_t a;                                                                         \
         CUresult rc;                                                                               \
-        vs_driver_ready();                                                                           \
-        rc = vs_memory_reserve(vs_driver_current_device(), bytesize, &device);                       \
+        vs_driver_ready();                                                                         \
+        rc = vs_pool_alloc_begin(&a, pool, bytesize);                                              \
         if (rc != CUDA_SUCCESS)                                                                    \
             return rc;                                                                             \
         rc = VS_CALL(symbol, (dptr, bytesize, pool, hStream));                                     \
-        vs_memory_commit(rc, device, dptr != NULL ? (uintptr_t)*dptr : 0, bytesize, VS_ALLOC_POOL, 0); \
+        vs_pool_alloc_end(&a, rc, dptr, bytesize, VS_ALLOC_POOL);                                  \
         return rc;                                                                                 \
     }
 VS_ALLOC_POOL_HOOK(cuMemAllocFromPoolAsync)

@@ -18,6 +18,7 @@
  *     vs_registry.lock            (as above)
  *   vs_physical_lock              (hooks_memory.c) the application's VMM handles: leaf
  *   vs_runtime_lock               (runtime.c)     the runtime's primary context: leaf
+ *   vs_pool_usage.lock            (pool_usage.c)  memory pools' charged reserve: leaf
  *
  * (The publisher is started under the ready lock, by the callback the top
  * layer registers; a graph's executable lock is held while its holds are
@@ -48,6 +49,7 @@
  *   spill lock         the spill file's block map              writing/reading a spill
  *   physical lock      the application's cuMemCreate handles   create/map/unmap/release
  *   runtime lock       the runtime's primary context           its first retain
+ *   pool usage lock    each memory pool's charged reserve      reading a reserve and charging it
  *   publisher lock     the live snapshot's thread state        start/stop/wake
  *
  * The fast path of an operation takes only the registry's read lock and

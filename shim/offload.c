@@ -23,6 +23,7 @@
  * offload_internal.h.
  */
 #include "offload_internal.h"
+#include "pool_usage.h"
 
 #include <errno.h>
 #include <inttypes.h>
@@ -577,6 +578,10 @@ int vs_engine_make_room(int device, uint64_t need, bool ignore_limit)
             vs_cap_charge(device, need);
             return 0;
         }
+        /* Memory pools give back what they keep freed before anything is
+         * evicted (pool_usage.c). */
+        if (round == 0 && !ignore_limit && vs_pool_usage_trim(device))
+            continue;
         if (d == NULL || d->policy == NULL)
             return -ENOSPC;
         uint64_t deficit;

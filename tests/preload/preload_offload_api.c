@@ -32,6 +32,11 @@
  *   take two victims, the first often the other thread's buffer with its
  *   restore copy just finished: a kernel submitted against a buffer being
  *   evicted faults (SIGSEGV) instead of waiting for it.
+ * - `pool LIMIT_MIB`: a memory pool that keeps freed memory (release
+ *   threshold at its maximum) never takes the device past the limit: what
+ *   it keeps is charged and given back when needed; with VRAMSHIM_MODE=cap
+ *   a pool allocation that cannot fit is refused, in offload mode it
+ *   evicts.
  * - `meminfo EXPECTED_TOTAL_MIB [EACH_MIB]`: `cuMemGetInfo_v2` reports the
  *   limit as the total (the device's with `VRAMSHIM_MEMINFO=device`),
  *   before and after allocating three buffers of EACH_MIB (half the total
@@ -668,6 +673,96 @@ static void case_meminfo(uint64_t expected_total, uint64_t each)
     expect_meminfo("after the frees", expected_total);
 }
 
+/* ---- pool ------------------------------------------------------------------- */
+
+/* What the simulated device really holds, asked of simcuda itself. */
+typedef CUresult mem_get_info_fn_t(size_t *, size_t *);
+
+static uint64_t device_used(void)
+{
+    static mem_get_info_fn_t *driver_mem_get_info;
+    if (driver_mem_get_info == NULL)
+        driver_mem_get_info = __extension__(mem_get_info_fn_t *) simcuda_entry_point("cuMemGetInfo_v2");
+    size_t free_bytes = 0, total = 0;
+    VS_CHECK(driver_mem_get_info(&free_bytes, &total));
+    return total - free_bytes;
+}
+
+static void expect_within(const char *when, uint64_t limit)
+{
+    uint64_t used = device_used();
+    VS_EXPECT(used <= limit, "%s: the device holds %llu MiB, over the %llu MiB limit", when,
+              (unsigned long long)(used / MiB), (unsigned long long)(limit / MiB));
+}
+
+/* A memory pool that keeps what is freed (release threshold at its maximum,
+ * as PyTorch's cudaMallocAsync backend sets it): the memory it keeps counts
+ * against the limit, it is given back when another allocation needs the
+ * room, and the device never holds more than the limit. With `cap` the
+ * allocation that cannot fit beside live ones is refused; in offload mode
+ * it evicts them. */
+static void case_pool(uint64_t limit, bool cap)
+{
+    CUmemoryPool pool;
+    CUstream stream;
+    CUdeviceptr kept, plain, again, result;
+    cuuint64_t keep_all = UINT64_MAX;
+    VS_CHECK(cuStreamCreate(&stream, CU_STREAM_NON_BLOCKING));
+    VS_CHECK(cuMemAlloc(&result, 8));
+    VS_CHECK(cuDeviceGetDefaultMemPool(&pool, 0));
+    VS_CHECK(cuMemPoolSetAttribute(pool, CU_MEMPOOL_ATTR_RELEASE_THRESHOLD, &keep_all));
+
+    /* Three quarters of the limit, freed: the pool keeps it. */
+    uint64_t big = limit / 4 * 3;
+    VS_CHECK(cuMemAllocAsync(&kept, big, stream));
+    launch_fill(kept, big, 11, stream);
+    VS_EXPECT(device_checksum(kept, big, result, stream) == fill_checksum(11, big / 4), "pool buffer");
+    VS_CHECK(cuMemFreeAsync(kept, stream));
+    VS_CHECK(cuStreamSynchronize(stream));
+    expect_within("after the pool kept its buffer", limit);
+
+    /* Half the limit, plain: fits only once the pool gives back. */
+    VS_CHECK(cuMemAlloc(&plain, limit / 2));
+    launch_fill(plain, limit / 2, 12, stream);
+    VS_EXPECT(device_checksum(plain, limit / 2, result, stream) == fill_checksum(12, limit / 8), "plain buffer");
+    expect_within("after a plain allocation beside the pool", limit);
+
+    /* The pool's buffer again, beside the plain one. */
+    CUresult rc = cuMemAllocAsync(&again, big, stream);
+    if (cap) {
+        VS_EXPECT(rc == CUDA_ERROR_OUT_OF_MEMORY, "cap: a pool allocation past the limit answered %d", (int)rc);
+    } else {
+        VS_EXPECT(rc == CUDA_SUCCESS, "offload: a pool allocation past the limit answered %d", (int)rc);
+        if (rc == CUDA_SUCCESS) {
+            launch_fill(again, big, 13, stream);
+            VS_EXPECT(device_checksum(again, big, result, stream) == fill_checksum(13, big / 4), "pool again");
+            VS_CHECK(cuMemFreeAsync(again, stream));
+        }
+    }
+    expect_within("after the second pool allocation", limit);
+    VS_CHECK(cuStreamSynchronize(stream));
+    VS_EXPECT(device_checksum(plain, limit / 2, result, stream) == fill_checksum(12, limit / 8), "plain kept");
+    VS_CHECK(cuMemFree(plain));
+
+    /* Kept memory is reused: a smaller pool allocation takes no more room. */
+    VS_CHECK(cuMemAllocAsync(&again, big, stream));
+    VS_CHECK(cuMemFreeAsync(again, stream));
+    /* (The shim cannot see a pool reuse memory freed earlier on the same
+     * stream: it waits for the free to have happened.) */
+    VS_CHECK(cuStreamSynchronize(stream));
+    VS_CHECK(cuMemAllocAsync(&again, big / 3 * 2, stream));
+    launch_fill(again, big / 3 * 2, 14, stream);
+    VS_EXPECT(device_checksum(again, big / 3 * 2, result, stream) == fill_checksum(14, big / 3 * 2 / 4), "reused");
+    expect_within("after reusing kept memory", limit);
+    VS_CHECK(cuMemFreeAsync(again, stream));
+    VS_CHECK(cuStreamSynchronize(stream));
+    cuuint64_t zero = 0;
+    VS_CHECK(cuMemPoolSetAttribute(pool, CU_MEMPOOL_ATTR_RELEASE_THRESHOLD, &zero));
+    VS_CHECK(cuMemPoolTrimTo(pool, 0));
+    VS_CHECK(cuStreamDestroy(stream));
+    VS_CHECK(cuMemFree(result));
+}
+
 /* ---- main --------------------------------------------------------------------- */
 
 int main(int argc, char **argv)
@@ -690,6 +785,9 @@ int main(int argc, char **argv)
         case_limit_zero(false);
     } else if (strcmp(argv[1], "free") == 0 && argc == 3 && atoi(argv[2]) > 0) {
         case_free(atoi(argv[2]));
+    } else if (strcmp(argv[1], "pool") == 0 && argc == 3) {
+        const char *mode = getenv("VRAMSHIM_MODE");
+        case_pool(strtoull(argv[2], NULL, 10) * MiB, mode != NULL && strcmp(mode, "cap") == 0);
     } else if (strcmp(argv[1], "meminfo") == 0 && (argc == 3 || argc == 4)) {
         uint64_t total = strtoull(argv[2], NULL, 10) * MiB;
         case_meminfo(total, argc == 4 ? strtoull(argv[3], NULL, 10) * MiB : total / 2);

@@ -368,6 +368,88 @@ static void test_destroyed_context_frees_its_memory(void **state)
     assert_int_equal(child_signal(read_byte, dptr), SIGSEGV);
 }
 
+/* A pool keeps freed memory up to its release threshold: it stays counted
+ * by cuMemGetInfo (as on an H100, tests/gpu/driver_facts.h100.txt), is
+ * reused by the pool's next allocation, and goes back with cuMemPoolTrimTo,
+ * a threshold of 0, or when an allocation needs it. */
+static void test_pool_keeps_freed_memory_up_to_threshold(void **state)
+{
+    (void)state;
+    CUmemoryPool pool;
+    CUstream stream;
+    cuuint64_t value = 0, keep_all = UINT64_MAX, zero = 0;
+    const size_t bytes = 8u << 20;
+    assert_int_equal(cuDeviceGetDefaultMemPool(&pool, 0), CUDA_SUCCESS);
+    assert_int_equal(cuStreamCreate(&stream, CU_STREAM_NON_BLOCKING), CUDA_SUCCESS);
+    assert_int_equal(cuMemPoolGetAttribute(pool, CU_MEMPOOL_ATTR_RELEASE_THRESHOLD, &value), CUDA_SUCCESS);
+    assert_int_equal(value, 0);
+    int reuse = 0;
+    assert_int_equal(cuMemPoolGetAttribute(pool, CU_MEMPOOL_ATTR_REUSE_ALLOW_OPPORTUNISTIC, &reuse), CUDA_SUCCESS);
+    assert_int_equal(reuse, 1);
+
+    /* Threshold 0: freed memory is released. */
+    size_t before = free_bytes();
+    CUdeviceptr p;
+    assert_int_equal(cuMemAllocAsync(&p, bytes, stream), CUDA_SUCCESS);
+    assert_int_equal(cuMemFreeAsync(p, stream), CUDA_SUCCESS);
+    assert_int_equal(cuStreamSynchronize(stream), CUDA_SUCCESS);
+    assert_int_equal(free_bytes(), before);
+    assert_int_equal(cuMemPoolGetAttribute(pool, CU_MEMPOOL_ATTR_RESERVED_MEM_CURRENT, &value), CUDA_SUCCESS);
+    assert_int_equal(value, 0);
+
+    /* Threshold max: kept, counted as used, reused at the same address. */
+    assert_int_equal(cuMemPoolSetAttribute(pool, CU_MEMPOOL_ATTR_RELEASE_THRESHOLD, &keep_all), CUDA_SUCCESS);
+    assert_int_equal(cuMemAllocAsync(&p, bytes, stream), CUDA_SUCCESS);
+    CUdeviceptr first = p;
+    assert_int_equal(cuMemFreeAsync(p, stream), CUDA_SUCCESS);
+    assert_int_equal(cuStreamSynchronize(stream), CUDA_SUCCESS);
+    assert_int_equal(free_bytes(), before - bytes);
+    assert_int_equal(cuMemPoolGetAttribute(pool, CU_MEMPOOL_ATTR_RESERVED_MEM_CURRENT, &value), CUDA_SUCCESS);
+    assert_int_equal(value, bytes);
+    assert_int_equal(cuMemPoolGetAttribute(pool, CU_MEMPOOL_ATTR_USED_MEM_CURRENT, &value), CUDA_SUCCESS);
+    assert_int_equal(value, 0);
+    assert_int_equal(cuMemAllocAsync(&p, bytes / 2 + 1, stream), CUDA_SUCCESS);
+    assert_int_equal(p, first);
+    assert_int_equal(free_bytes(), before - bytes);
+    assert_int_equal(cuMemsetD8Async(p, 0x3c, bytes / 2 + 1, stream), CUDA_SUCCESS);
+    assert_int_equal(cuMemFreeAsync(p, stream), CUDA_SUCCESS);
+    assert_int_equal(cuStreamSynchronize(stream), CUDA_SUCCESS);
+
+    /* Trimming releases what is not in use. */
+    assert_int_equal(cuMemPoolTrimTo(pool, 0), CUDA_SUCCESS);
+    assert_int_equal(free_bytes(), before);
+
+    /* An allocation the device cannot take beside what the pool keeps gets
+     * the kept memory first. */
+    size_t most = free_bytes() - (4u << 20);
+    assert_int_equal(cuMemAllocAsync(&p, most, stream), CUDA_SUCCESS);
+    assert_int_equal(cuMemFreeAsync(p, stream), CUDA_SUCCESS);
+    assert_int_equal(cuStreamSynchronize(stream), CUDA_SUCCESS);
+    assert_int_equal(free_bytes(), before - most);
+    CUdeviceptr small, big;
+    assert_int_equal(cuMemAllocAsync(&small, 8u << 20, stream), CUDA_SUCCESS); /* does not fit the kept block's half rule */
+    assert_int_equal(cuMemAllocAsync(&big, most / 2 + (8u << 20), stream), CUDA_SUCCESS);
+    assert_int_equal(cuMemFreeAsync(small, stream), CUDA_SUCCESS);
+    assert_int_equal(cuMemFreeAsync(big, stream), CUDA_SUCCESS);
+    assert_int_equal(cuStreamSynchronize(stream), CUDA_SUCCESS);
+
+    /* High-water marks reset only to zero; current figures are read-only. */
+    assert_int_equal(cuMemPoolGetAttribute(pool, CU_MEMPOOL_ATTR_RESERVED_MEM_HIGH, &value), CUDA_SUCCESS);
+    assert_true(value >= most);
+    cuuint64_t one = 1;
+    assert_int_equal(cuMemPoolSetAttribute(pool, CU_MEMPOOL_ATTR_RESERVED_MEM_HIGH, &one), CUDA_ERROR_INVALID_VALUE);
+    assert_int_equal(cuMemPoolSetAttribute(pool, CU_MEMPOOL_ATTR_RESERVED_MEM_CURRENT, &zero),
+                     CUDA_ERROR_INVALID_VALUE);
+    assert_int_equal(cuMemPoolSetAttribute(pool, CU_MEMPOOL_ATTR_RESERVED_MEM_HIGH, &zero), CUDA_SUCCESS);
+    assert_int_equal(cuMemPoolGetAttribute(NULL, CU_MEMPOOL_ATTR_RELEASE_THRESHOLD, &value), CUDA_ERROR_INVALID_VALUE);
+    assert_int_equal(cuMemPoolGetAttribute(pool, (CUmemPool_attribute)99, &value), CUDA_ERROR_INVALID_VALUE);
+
+    assert_int_equal(cuMemPoolSetAttribute(pool, CU_MEMPOOL_ATTR_RELEASE_THRESHOLD, &zero), CUDA_SUCCESS);
+    assert_int_equal(cuMemPoolTrimTo(pool, 0), CUDA_SUCCESS);
+    assert_int_equal(free_bytes(), before);
+    assert_int_equal(cuStreamDestroy_v2(stream), CUDA_SUCCESS);
+}
+
 int main(void)
 {
     setenv("SIMCUDA_DEVICE_MEM", "64M", 1);
@@ -381,6 +463,7 @@ int main(void)
         cmocka_unit_test(test_managed_memory_is_host_accessible),
         cmocka_unit_test(test_pinned_host_memory_is_registered),
         cmocka_unit_test(test_destroyed_context_frees_its_memory),
+        cmocka_unit_test(test_pool_keeps_freed_memory_up_to_threshold),
     };
     return cmocka_run_group_tests_name("simcuda memory", tests, setup, NULL);
 }

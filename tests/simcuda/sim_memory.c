@@ -81,6 +81,8 @@ typedef struct mem_block_s {
     unsigned host_flags;
     struct CUmemPoolHandle_st *pool;
     bool free_pending; /* cuMemFreeAsync queued, not yet run */
+    size_t charged;    /* bytes charged to the device: `size` when made */
+    struct mem_block_s *next_cached; /* a freed pool block kept by its pool */
     /* MEM_MAPPING */
     mem_phys_t *phys;
     size_t offset;
@@ -110,8 +112,15 @@ typedef struct va_space_s {
     size_t hole_count, hole_capacity;
 } va_space_t;
 
+/* A memory pool keeps freed blocks mapped (and counted as used device
+ * memory) up to its release threshold, and reuses them for its later
+ * allocations. Guarded by mem_lock. */
 struct CUmemPoolHandle_st {
     sim_device_t *device;
+    cuuint64_t release_threshold;
+    int reuse_follow_event_dependencies, reuse_allow_opportunistic, reuse_allow_internal_dependencies;
+    cuuint64_t reserved, reserved_high, used, used_high; /* in mapped bytes (spans) */
+    mem_block_t *cached; /* freed blocks, newest first */
 };
 
 static pthread_rwlock_t mem_lock = PTHREAD_RWLOCK_INITIALIZER;
@@ -317,8 +326,12 @@ static void map_reserved(uintptr_t base, size_t len)
 int sim_memory_init(void)
 {
     page_size = (size_t)sysconf(_SC_PAGESIZE);
-    for (int i = 0; i < SIM_MAX_DEVICES; i++)
+    for (int i = 0; i < SIM_MAX_DEVICES; i++) {
         default_pools[i].device = i < sim_device_count ? &sim_devices[i] : NULL;
+        default_pools[i].reuse_follow_event_dependencies = 1;
+        default_pools[i].reuse_allow_opportunistic = 1;
+        default_pools[i].reuse_allow_internal_dependencies = 1;
+    }
     if (sim_device_count == 0)
         return 0;
     uint64_t per_device = align_up(sim_env_size("SIMCUDA_VA_SIZE", SIM_DEFAULT_VA_SIZE), SIM_GRANULARITY);
@@ -373,9 +386,97 @@ int sim_device_charge(sim_device_t *device, uint64_t bytes)
  * Device allocations (cuMemAlloc, pitch, pools, managed)
  * ------------------------------------------------------------------------ */
 
+static void pool_note_highs(struct CUmemPoolHandle_st *pool)
+{
+    if (pool->reserved > pool->reserved_high)
+        pool->reserved_high = pool->reserved;
+    if (pool->used > pool->used_high)
+        pool->used_high = pool->used;
+}
+
+/* A freed block the pool keeps that fits `size` without wasting more than
+ * its own size: taken out of the cache and made live again (mem_lock held
+ * for writing). NULL when none fits. */
+static mem_block_t *pool_reuse_locked(struct CUmemPoolHandle_st *pool, size_t size, CUcontext ctx)
+{
+    size_t span = align_up(size, page_size);
+    for (mem_block_t **at = &pool->cached; *at != NULL; at = &(*at)->next_cached) {
+        mem_block_t *block = *at;
+        if (block->span < span || block->span / 2 > span)
+            continue;
+        if (map_insert(&device_blocks, block) != 0)
+            return NULL;
+        *at = block->next_cached;
+        block->next_cached = NULL;
+        block->size = size;
+        block->ctx = ctx;
+        block->free_pending = false;
+        block->buffer_id = atomic_fetch_add(&next_buffer_id, 1);
+        pool->used += block->span;
+        pool_note_highs(pool);
+        return block;
+    }
+    return NULL;
+}
+
+/* Takes the oldest cached blocks out of the pool until what it reserves is
+ * at most `keep` (mem_lock held for writing); returns them, linked, for
+ * device_release once the lock is let go. */
+static mem_block_t *pool_trim_locked(struct CUmemPoolHandle_st *pool, cuuint64_t keep)
+{
+    mem_block_t *released = NULL;
+    while (pool->reserved > keep && pool->cached != NULL) {
+        /* The oldest is the last. */
+        mem_block_t **at = &pool->cached;
+        while ((*at)->next_cached != NULL)
+            at = &(*at)->next_cached;
+        mem_block_t *block = *at;
+        *at = NULL;
+        pool->reserved -= block->span;
+        block->next_cached = released;
+        released = block;
+    }
+    return released;
+}
+
+static void device_release(mem_block_t *block);
+
+static void release_all(mem_block_t *list)
+{
+    while (list != NULL) {
+        mem_block_t *next = list->next_cached;
+        list->next_cached = NULL;
+        device_release(list);
+        list = next;
+    }
+}
+
+/* A pool allocation freed (already out of device_blocks): the pool keeps it
+ * up to its release threshold. */
+static void pool_give_back(mem_block_t *block)
+{
+    struct CUmemPoolHandle_st *pool = block->pool;
+    pthread_rwlock_wrlock(&mem_lock);
+    pool->used -= block->span;
+    block->next_cached = pool->cached;
+    pool->cached = block;
+    mem_block_t *released = pool_trim_locked(pool, pool->release_threshold);
+    pthread_rwlock_unlock(&mem_lock);
+    release_all(released);
+}
+
 static CUresult device_alloc(sim_device_t *device, CUcontext ctx, size_t size, mem_kind_t kind,
                              struct CUmemPoolHandle_st *pool, CUdeviceptr *out)
 {
+    if (pool != NULL && out != NULL && size != 0) {
+        pthread_rwlock_wrlock(&mem_lock);
+        mem_block_t *reused = pool_reuse_locked(pool, size, ctx);
+        pthread_rwlock_unlock(&mem_lock);
+        if (reused != NULL) {
+            *out = (CUdeviceptr)reused->base;
+            return CUDA_SUCCESS;
+        }
+    }
     if (out == NULL || size == 0)
         return CUDA_ERROR_INVALID_VALUE;
     if (sim_device_charge(device, size) != 0)
@@ -384,6 +485,7 @@ static CUresult device_alloc(sim_device_t *device, CUcontext ctx, size_t size, m
     if (block == NULL)
         goto fail_uncharge;
     block->size = size;
+    block->charged = size;
     block->span = align_up(size, page_size);
     if (block->span < size)
         goto fail_free;
@@ -411,6 +513,11 @@ static CUresult device_alloc(sim_device_t *device, CUcontext ctx, size_t size, m
         va_free(space, block->base, block->va_len);
         goto fail_unlock;
     }
+    if (pool != NULL) {
+        pool->reserved += block->span;
+        pool->used += block->span;
+        pool_note_highs(pool);
+    }
     pthread_rwlock_unlock(&mem_lock);
     *out = (CUdeviceptr)block->base;
     return CUDA_SUCCESS;
@@ -432,7 +539,7 @@ static void device_release(mem_block_t *block)
     map_reserved(block->base, block->span);
     va_free(&va_spaces[block->device->ordinal], block->base, block->va_len);
     pthread_rwlock_unlock(&mem_lock);
-    sim_device_account(block->device, -(int64_t)block->size);
+    sim_device_account(block->device, -(int64_t)block->charged);
     free(block);
 }
 
@@ -533,7 +640,10 @@ SIM_EXPORT CUresult cuMemFree_v2(CUdeviceptr dptr)
     block = device_detach((uintptr_t)dptr);
     if (block == NULL)
         return CUDA_ERROR_INVALID_VALUE;
-    device_release(block);
+    if (block->pool != NULL)
+        pool_give_back(block);
+    else
+        device_release(block);
     return CUDA_SUCCESS;
 }
 
@@ -604,14 +714,103 @@ SIM_EXPORT CUresult cuDeviceGetMemPool(CUmemoryPool *pool, CUdevice dev)
     return CUDA_SUCCESS;
 }
 
-/* Pools keep no freed memory (release threshold 0), so there is nothing to
- * trim; the handle is still checked. */
+/* Releases what the pool keeps freed until it reserves at most
+ * `minBytesToKeep`; memory in use stays. */
 SIM_EXPORT CUresult cuMemPoolTrimTo(CUmemoryPool pool, size_t minBytesToKeep)
 {
     CUresult entry = SIM_ENTER(cuMemPoolTrimTo, SIM_NEED_INIT);
     if (entry != CUDA_SUCCESS)
         return entry;
-    return pool_valid(pool) ? CUDA_SUCCESS : CUDA_ERROR_INVALID_VALUE;
+    if (!pool_valid(pool))
+        return CUDA_ERROR_INVALID_VALUE;
+    pthread_rwlock_wrlock(&mem_lock);
+    mem_block_t *released = pool_trim_locked(pool, minBytesToKeep);
+    pthread_rwlock_unlock(&mem_lock);
+    release_all(released);
+    return CUDA_SUCCESS;
+}
+
+SIM_EXPORT CUresult cuMemPoolSetAttribute(CUmemoryPool pool, CUmemPool_attribute attr, void *value)
+{
+    CUresult entry = SIM_ENTER(cuMemPoolSetAttribute, SIM_NEED_INIT);
+    if (entry != CUDA_SUCCESS)
+        return entry;
+    if (!pool_valid(pool) || value == NULL)
+        return CUDA_ERROR_INVALID_VALUE;
+    CUresult result = CUDA_SUCCESS;
+    pthread_rwlock_wrlock(&mem_lock);
+    switch (attr) {
+    case CU_MEMPOOL_ATTR_REUSE_FOLLOW_EVENT_DEPENDENCIES:
+        pool->reuse_follow_event_dependencies = *(int *)value != 0;
+        break;
+    case CU_MEMPOOL_ATTR_REUSE_ALLOW_OPPORTUNISTIC:
+        pool->reuse_allow_opportunistic = *(int *)value != 0;
+        break;
+    case CU_MEMPOOL_ATTR_REUSE_ALLOW_INTERNAL_DEPENDENCIES:
+        pool->reuse_allow_internal_dependencies = *(int *)value != 0;
+        break;
+    case CU_MEMPOOL_ATTR_RELEASE_THRESHOLD:
+        /* Takes effect at the next release: the memory is kept until then. */
+        pool->release_threshold = *(cuuint64_t *)value;
+        break;
+    case CU_MEMPOOL_ATTR_RESERVED_MEM_HIGH:
+    case CU_MEMPOOL_ATTR_USED_MEM_HIGH:
+        /* Only a reset to zero is allowed: the mark drops to the current. */
+        if (*(cuuint64_t *)value != 0)
+            result = CUDA_ERROR_INVALID_VALUE;
+        else if (attr == CU_MEMPOOL_ATTR_RESERVED_MEM_HIGH)
+            pool->reserved_high = pool->reserved;
+        else
+            pool->used_high = pool->used;
+        break;
+    default: /* the current figures are read-only */
+        result = CUDA_ERROR_INVALID_VALUE;
+        break;
+    }
+    pthread_rwlock_unlock(&mem_lock);
+    return result;
+}
+
+SIM_EXPORT CUresult cuMemPoolGetAttribute(CUmemoryPool pool, CUmemPool_attribute attr, void *value)
+{
+    CUresult entry = SIM_ENTER(cuMemPoolGetAttribute, SIM_NEED_INIT);
+    if (entry != CUDA_SUCCESS)
+        return entry;
+    if (!pool_valid(pool) || value == NULL)
+        return CUDA_ERROR_INVALID_VALUE;
+    CUresult result = CUDA_SUCCESS;
+    pthread_rwlock_rdlock(&mem_lock);
+    switch (attr) {
+    case CU_MEMPOOL_ATTR_REUSE_FOLLOW_EVENT_DEPENDENCIES:
+        *(int *)value = pool->reuse_follow_event_dependencies;
+        break;
+    case CU_MEMPOOL_ATTR_REUSE_ALLOW_OPPORTUNISTIC:
+        *(int *)value = pool->reuse_allow_opportunistic;
+        break;
+    case CU_MEMPOOL_ATTR_REUSE_ALLOW_INTERNAL_DEPENDENCIES:
+        *(int *)value = pool->reuse_allow_internal_dependencies;
+        break;
+    case CU_MEMPOOL_ATTR_RELEASE_THRESHOLD:
+        *(cuuint64_t *)value = pool->release_threshold;
+        break;
+    case CU_MEMPOOL_ATTR_RESERVED_MEM_CURRENT:
+        *(cuuint64_t *)value = pool->reserved;
+        break;
+    case CU_MEMPOOL_ATTR_RESERVED_MEM_HIGH:
+        *(cuuint64_t *)value = pool->reserved_high;
+        break;
+    case CU_MEMPOOL_ATTR_USED_MEM_CURRENT:
+        *(cuuint64_t *)value = pool->used;
+        break;
+    case CU_MEMPOOL_ATTR_USED_MEM_HIGH:
+        *(cuuint64_t *)value = pool->used_high;
+        break;
+    default:
+        result = CUDA_ERROR_INVALID_VALUE;
+        break;
+    }
+    pthread_rwlock_unlock(&mem_lock);
+    return result;
 }
 
 /* Allocation is immediate (the address is valid at once, the memory usable
@@ -628,7 +827,18 @@ static CUresult alloc_async(CUdeviceptr *dptr, size_t bytesize, CUmemoryPool poo
         return CUDA_ERROR_INVALID_VALUE;
     if (sim_stream_resolve(hStream, per_thread, &result) == NULL)
         return result;
-    return device_alloc(pool->device, ctx, bytesize, MEM_POOL, pool, dptr);
+    result = device_alloc(pool->device, ctx, bytesize, MEM_POOL, pool, dptr);
+    if (result == CUDA_ERROR_OUT_OF_MEMORY && bytesize != 0) {
+        /* The pool gives back what it keeps before the device says no. */
+        pthread_rwlock_wrlock(&mem_lock);
+        mem_block_t *released = pool_trim_locked(pool, 0);
+        pthread_rwlock_unlock(&mem_lock);
+        if (released != NULL) {
+            release_all(released);
+            result = device_alloc(pool->device, ctx, bytesize, MEM_POOL, pool, dptr);
+        }
+    }
+    return result;
 }
 
 SIM_EXPORT CUresult cuMemAllocAsync(CUdeviceptr *dptr, size_t bytesize, CUstream hStream)
@@ -675,7 +885,10 @@ static void free_async_step(void *arg)
     pthread_rwlock_wrlock(&mem_lock);
     map_remove(&device_blocks, block);
     pthread_rwlock_unlock(&mem_lock);
-    device_release(block);
+    if (block->pool != NULL)
+        pool_give_back(block);
+    else
+        device_release(block);
 }
 
 static CUresult free_async(CUdeviceptr dptr, CUstream hStream, bool per_thread)
@@ -724,6 +937,13 @@ SIM_EXPORT CUresult cuMemFreeAsync_ptsz(CUdeviceptr dptr, CUstream hStream)
  * driver does. Frees already queued on a stream are left to their step. */
 void sim_memory_ctx_destroying(CUcontext ctx)
 {
+    /* What the device's pool keeps freed goes with the context's memory. */
+    if (ctx->device != NULL) {
+        pthread_rwlock_wrlock(&mem_lock);
+        mem_block_t *released = pool_trim_locked(&default_pools[ctx->device->ordinal], 0);
+        pthread_rwlock_unlock(&mem_lock);
+        release_all(released);
+    }
     for (;;) {
         mem_block_t *victim = NULL;
         pthread_rwlock_wrlock(&mem_lock);
