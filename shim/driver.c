@@ -137,6 +137,39 @@ out:
     return rc;
 }
 
+int vs_driver_probe_param_info(const char *path, int *version, char *why, size_t why_len)
+{
+    int saved_errno = errno;
+    int rc = 0;
+    *version = 0;
+    why[0] = '\0';
+    void *handle = dlopen(path, RTLD_LAZY | RTLD_LOCAL);
+    if (handle == NULL) {
+        (void)dlerror(); /* no driver: this process has no CUDA to offload */
+        goto out;
+    }
+    void *get_version = vs_driver_real_dlsym(handle, "cuDriverGetVersion");
+    void *param_info = vs_driver_real_dlsym(handle, "cuFuncGetParamInfo");
+    __typeof__(cuDriverGetVersion) *get_version_fn;
+    memcpy(&get_version_fn, &get_version, sizeof get_version);
+    if (get_version_fn == NULL || get_version_fn(version) != CUDA_SUCCESS)
+        *version = 0;
+    if (*version == 0) {
+        snprintf(why, why_len, "does not report its version");
+        rc = -ENOTSUP;
+    } else if (*version < VS_DRIVER_PARAM_INFO_VERSION) {
+        snprintf(why, why_len, "is %d.%d", *version / 1000, *version % 1000 / 10);
+        rc = -ENOTSUP;
+    } else if (param_info == NULL) {
+        snprintf(why, why_len, "is %d.%d but does not export cuFuncGetParamInfo", *version / 1000,
+                 *version % 1000 / 10);
+        rc = -ENOTSUP;
+    }
+out:
+    errno = saved_errno;
+    return rc;
+}
+
 /* Loads the driver; ready_lock held. Returns the callbacks to run once the
  * lock is let go (how many are in `run`). */
 static int vs_driver_load(void (*run[VS_ON_LOAD_MAX])(void))
@@ -163,7 +196,7 @@ static int vs_driver_load(void (*run[VS_ON_LOAD_MAX])(void))
     int version = 0;
     if (vs_real.cuDriverGetVersion != NULL)
         vs_real.cuDriverGetVersion(&version);
-    vs_driver.param_info = version >= 12040 && vs_real.cuFuncGetParamInfo != NULL;
+    vs_driver.param_info = version >= VS_DRIVER_PARAM_INFO_VERSION && vs_real.cuFuncGetParamInfo != NULL;
     if (!vs_driver.param_info)
         vs_log(VS_LOG_WARN,
                "the CUDA driver (%s) reports version %d.%d; kernel parameter layouts need 12.4 or "

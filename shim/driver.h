@@ -64,6 +64,19 @@ void vs_driver_on_load(void (*fn)(void));
  * library stays loaded: the driver layer opens it again on first use. */
 int vs_driver_check(const char *path, char *why, size_t why_len);
 
+/* The CUDA version the offload mode needs: kernel parameter layouts
+ * (`cuFuncGetParamInfo`, `cuKernelGetParamInfo`) came in 12.4. */
+#define VS_DRIVER_PARAM_INFO_VERSION 12040
+
+/* Probes the driver library `path` at load, in the offload mode, for what
+ * the launch scan needs: a version of 12.4 or newer and
+ * `cuFuncGetParamInfo`. 0 when it has both or when no such library opens
+ * (no CUDA in this process: nothing to refuse); -ENOTSUP otherwise, with
+ * `why` (one line, no newline) saying what the driver lacks and
+ * *version its version (0: it did not report one). The library stays
+ * loaded, as for `vs_driver_check`. */
+int vs_driver_probe_param_info(const char *path, int *version, char *why, size_t why_len);
+
 /* The handle of the driver the shim opened (NULL before it is loaded). */
 void *vs_driver_handle(void);
 

@@ -32,6 +32,14 @@
 #define VS_DEVICE_KINDS                                                                            \
     ((1u << VS_ALLOC_DEVICE) | (1u << VS_ALLOC_PITCH) | (1u << VS_ALLOC_ASYNC) | (1u << VS_ALLOC_POOL))
 
+/* Whether allocations on `device` go through the offload engine: offload
+ * mode and a device with VMM. A device without it keeps the cap mode's
+ * accounting (a hard cap at VRAM_LIMIT; the engine warned once). */
+static bool vs_memory_offloads(int device)
+{
+    return vs_offload_enabled() && vs_offload_device_has_vmm(device);
+}
+
 /* Takes `bytes` on the current device, or refuses with
  * CUDA_ERROR_OUT_OF_MEMORY. *device is -1 when nothing was reserved (no
  * current context: the driver will fail the call itself). */
@@ -40,7 +48,7 @@ static CUresult vs_memory_reserve(int device, uint64_t bytes, int *device_out)
     *device_out = -1;
     if (bytes == 0 || device < 0)
         return CUDA_SUCCESS;
-    if (vs_offload_enabled()) {
+    if (vs_memory_offloads(device)) {
         /* Offload: make room by evicting; refuse only when the host budget
          * cannot take what would have to go (and the pools keep nothing
          * more to give back). */
@@ -153,15 +161,16 @@ static CUresult vs_memory_free(CUdeviceptr dptr, CUresult (*real_free)(CUdevicep
     return rc;
 }
 
-/* Whether an allocation of `bytes` becomes an evictable region. */
-static bool vs_memory_evictable(uint64_t bytes)
+/* Whether an allocation of `bytes` on `device` becomes an evictable region. */
+static bool vs_memory_evictable(uint64_t bytes, int device)
 {
-    return vs_offload_enabled() && bytes >= vs_config_get()->min_evict;
+    return vs_offload_enabled() && bytes >= vs_config_get()->min_evict && device >= 0
+           && vs_offload_device_has_vmm(device);
 }
 
 /* Calls the driver's allocator; in offload mode, when the device itself is
  * full, evicts and tries again. */
-#define VS_ALLOC_RETRYING(rc, device, bytes, call)                                                     do {                                                                                                   (rc) = (call);                                                                                     while ((rc) == CUDA_ERROR_OUT_OF_MEMORY && vs_offload_enabled() && (device) >= 0                          && vs_offload_reclaim((device), (bytes)))                                                       (rc) = (call);                                                                             } while (0)
+#define VS_ALLOC_RETRYING(rc, device, bytes, call)                                                     do {                                                                                                   (rc) = (call);                                                                                     while ((rc) == CUDA_ERROR_OUT_OF_MEMORY && (device) >= 0 && vs_memory_offloads(device)                       && vs_offload_reclaim((device), (bytes)))                                                       (rc) = (call);                                                                             } while (0)
 
 CUresult CUDAAPI cuMemAlloc_v2(CUdeviceptr *dptr, size_t bytesize)
 {
@@ -169,13 +178,10 @@ CUresult CUDAAPI cuMemAlloc_v2(CUdeviceptr *dptr, size_t bytesize)
     CUresult rc;
 
     vs_driver_ready();
-    if (bytesize > 0 && vs_memory_evictable(bytesize)) {
-        int current = vs_driver_current_device();
-        if (current < 0)
-            return VS_CALL(cuMemAlloc_v2, (dptr, bytesize)); /* the driver's own error */
+    int current = bytesize > 0 ? vs_driver_current_device() : -1;
+    if (vs_memory_evictable(bytesize, current))
         return vs_offload_alloc(dptr, bytesize, current, VS_ALLOC_DEVICE);
-    }
-    rc = vs_memory_reserve(vs_driver_current_device(), bytesize, &device);
+    rc = vs_memory_reserve(current, bytesize, &device);
     if (rc != CUDA_SUCCESS)
         return rc;
     VS_ALLOC_RETRYING(rc, device, bytesize, VS_CALL(cuMemAlloc_v2, (dptr, bytesize)));
@@ -215,7 +221,7 @@ CUresult CUDAAPI cuMemAllocPitch_v2(CUdeviceptr *dptr, size_t *pPitch, size_t Wi
     /* The pitch is only known afterwards: reserve the unpadded size, then
      * settle the padding once the driver has chosen it. */
     uint64_t requested = (uint64_t)WidthInBytes * Height;
-    if (requested > 0 && vs_memory_evictable(requested) && vs_driver_current_device() >= 0)
+    if (requested > 0 && vs_memory_evictable(requested, vs_driver_current_device()))
         return vs_memory_pitch_region(dptr, pPitch, WidthInBytes, Height, ElementSizeBytes,
                                       vs_driver_current_device());
     rc = vs_memory_reserve(vs_driver_current_device(), requested, &device);
@@ -225,7 +231,7 @@ CUresult CUDAAPI cuMemAllocPitch_v2(CUdeviceptr *dptr, size_t *pPitch, size_t Wi
     uint64_t actual = requested;
     if (rc == CUDA_SUCCESS && pPitch != NULL && device >= 0) {
         actual = (uint64_t)*pPitch * Height;
-        if (actual > requested && vs_offload_enabled())
+        if (actual > requested && vs_memory_offloads(device))
             vs_cap_charge(device, actual - requested);
         else if (actual > requested && vs_cap_reserve(device, actual - requested) != 0) {
             /* The padding takes the device over its limit. */

@@ -94,6 +94,38 @@ bool vs_offload_enabled(void)
     return vs_engine.enabled;
 }
 
+/* Per device: 0 not asked yet, 1 VMM supported, 2 not supported (warned). */
+static _Atomic int vs_engine_vmm[VS_MAX_DEVICES];
+
+bool vs_offload_device_has_vmm(int device)
+{
+    if (device < 0 || device >= VS_MAX_DEVICES)
+        return true;
+    int known = atomic_load_explicit(&vs_engine_vmm[device], memory_order_acquire);
+    if (known != 0)
+        return known == 1;
+    CUdevice dev;
+    int supported = 0;
+    if (VS_CALL(cuDeviceGet, (&dev, device)) != CUDA_SUCCESS
+        || VS_CALL(cuDeviceGetAttribute, (&supported, CU_DEVICE_ATTRIBUTE_VIRTUAL_MEMORY_MANAGEMENT_SUPPORTED, dev))
+               != CUDA_SUCCESS)
+        return true; /* asked again later; the engine's own calls give the driver's error */
+    int expected = 0;
+    if (!atomic_compare_exchange_strong(&vs_engine_vmm[device], &expected, supported ? 1 : 2))
+        return expected == 1; /* another thread answered (and warned) first */
+    if (!supported) {
+        char name[128] = "";
+        if (VS_CALL(cuDeviceGetName, (name, (int)sizeof name, dev)) != CUDA_SUCCESS)
+            name[0] = '\0';
+        vs_log(VS_LOG_WARN,
+               "device %d (%s) does not support virtual memory management "
+               "(CU_DEVICE_ATTRIBUTE_VIRTUAL_MEMORY_MANAGEMENT_SUPPORTED is 0), which offload needs: VRAM_LIMIT is "
+               "enforced there as a hard cap, without offload",
+               device, name[0] != '\0' ? name : "unnamed");
+    }
+    return supported != 0;
+}
+
 /* ---- Capture safety ------------------------------------------------------
  * The engine's own calls must not count as "unsafe" calls in a capture
  * another thread is making (that would invalidate it): relaxed mode. */

@@ -30,6 +30,14 @@
 /* Whether the offload mode is on (VRAM_LIMIT set, mode offload). */
 bool vs_offload_enabled(void);
 
+/* Whether `device` can hold evictable allocations: true unless the driver
+ * says the device has no virtual memory management (some vGPU and WSL
+ * setups), where every `cuMemAddressReserve`/`cuMemCreate` would fail.
+ * Such a device keeps VRAM_LIMIT as a hard cap (the cap mode's accounting,
+ * CUDA_ERROR_OUT_OF_MEMORY over it), with one warning the first time it is
+ * asked. Answered once per device; true while the driver cannot tell. */
+bool vs_offload_device_has_vmm(int device);
+
 /* An evictable allocation of `bytes` (at least VRAMSHIM_MIN_EVICT) of
  * `kind` (DEVICE or PITCH) on `device`: reserves the address range, makes
  * room under the limit and maps physical memory. CUDA_SUCCESS or the

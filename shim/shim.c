@@ -64,6 +64,28 @@ __attribute__((constructor)) static void vs_shim_load(void)
             _exit(2); /* as for a malformed value: at load, before any GPU work */
         }
     }
+    /* The offload mode must see every pointer a launch passes: a driver
+     * that cannot give kernel parameter layouts (CUDA below 12.4, e.g. the
+     * R535 branch) would let kernels run on evicted memory. Refused now,
+     * with the mode that still works there; cap and track count such
+     * launches unscanned instead (driver.c). */
+    if (cfg->mode == VS_MODE_OFFLOAD) {
+        const char *path = cfg->driver[0] != '\0' ? cfg->driver : "libcuda.so.1";
+        char why[160];
+        int version;
+        if (vs_driver_probe_param_info(path, &version, why, sizeof why) != 0) {
+            char shown[160], line[640];
+            vs_config_quote(path, shown, sizeof shown);
+            int len = snprintf(line, sizeof line,
+                               "vramshim: VRAM_LIMIT offload needs CUDA driver 12.4 or newer to see kernel arguments "
+                               "(cuFuncGetParamInfo); this driver (%s) %s: run with VRAMSHIM_MODE=cap to cap memory "
+                               "without offloading\n",
+                               shown, why);
+            ssize_t ignored = write(STDERR_FILENO, line, len > 0 ? (size_t)len : 0);
+            (void)ignored;
+            _exit(2); /* as for a malformed value: at load, before any GPU work */
+        }
+    }
     vs_cap_configure(cfg->limit, vs_driver_device_total);
     vs_driver_on_load(vs_publish_start);
     if (cfg->trace[0] != '\0')

@@ -76,12 +76,30 @@ static bool device_accessible(uintptr_t address)
     return sim_mem_classify(address, NULL) != SIM_MEM_PAGEABLE;
 }
 
+/* Whether an asynchronous copy returns only once it is done, as with the
+ * real driver: pageable host memory is staged through the driver's pinned
+ * buffers synchronously with the host (cuda.h: "might be synchronous"),
+ * and host-to-host copies are "fully synchronous". The caller may then
+ * reuse or free its pageable buffer at once, under any SIMCUDA_LAG. */
+static bool copy_waits_for_host(const sim_cmd_t *cmd)
+{
+    if (cmd->kind != SIM_CMD_COPY)
+        return false;
+    sim_mem_kind_t dst = sim_mem_classify(cmd->u.copy.dst, NULL);
+    sim_mem_kind_t src = sim_mem_classify(cmd->u.copy.src, NULL);
+    bool dst_host = dst == SIM_MEM_PAGEABLE || dst == SIM_MEM_PINNED;
+    bool src_host = src == SIM_MEM_PAGEABLE || src == SIM_MEM_PINNED;
+    return dst == SIM_MEM_PAGEABLE || src == SIM_MEM_PAGEABLE || (dst_host && src_host);
+}
+
 /* Submits `cmd` on `hStream` (async) or on the default stream and waits
- * (sync). `per_thread` selects the `_ptsz`/`_ptds` meaning of NULL. */
+ * (sync, and the async copies `copy_waits_for_host` names). `per_thread`
+ * selects the `_ptsz`/`_ptds` meaning of NULL. */
 static CUresult submit_work(sim_cmd_t *cmd, CUstream hStream, bool async, bool per_thread)
 {
     CUresult result;
     struct CUstream_st *s;
+    bool wait = !async || copy_waits_for_host(cmd);
     if (async) {
         s = sim_stream_resolve(hStream, per_thread, &result);
         if (s == NULL)
@@ -91,8 +109,12 @@ static CUresult submit_work(sim_cmd_t *cmd, CUstream hStream, bool async, bool p
         if (result != CUDA_SUCCESS)
             return result;
     }
-    result = sim_submit(s, cmd);
-    if (result == CUDA_SUCCESS && !async)
+    /* A capturing stream records the copy: nothing runs, nothing to wait for. */
+    pthread_mutex_lock(&sim_submit_lock);
+    bool capturing = s->capture != NULL;
+    result = sim_submit_locked(s, cmd);
+    pthread_mutex_unlock(&sim_submit_lock);
+    if (result == CUDA_SUCCESS && wait && !capturing)
         sim_stream_host_wait(s);
     return result;
 }

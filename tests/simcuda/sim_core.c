@@ -244,6 +244,59 @@ double sim_env_double(const char *name, double fallback)
     return value;
 }
 
+/* The oldest version `SIMCUDA_DRIVER_VERSION` accepts: the first with
+ * `cuGetProcAddress`, which every client of the simulated driver uses. */
+#define SIM_OLDEST_DRIVER_VERSION 11030
+
+static pthread_once_t driver_version_once = PTHREAD_ONCE_INIT;
+static int driver_version = CUDA_VERSION;
+
+static void read_driver_version(void)
+{
+    const char *text = getenv("SIMCUDA_DRIVER_VERSION");
+    if (text == NULL || *text == '\0')
+        return;
+    char *end = NULL;
+    errno = 0;
+    long value = strtol(text, &end, 10);
+    if (errno != 0 || end == text || *end != '\0' || text[0] == '-' || text[0] == '+' || value % 10 != 0 ||
+        value < SIM_OLDEST_DRIVER_VERSION || value > CUDA_VERSION) {
+        fprintf(stderr,
+                "simcuda: SIMCUDA_DRIVER_VERSION=\"%s\" is not a driver version (accepted: 1000 * major + 10 * "
+                "minor, as cuDriverGetVersion reports it, from %d to %d, e.g. 12020 for 12.2); using %d\n",
+                text, SIM_OLDEST_DRIVER_VERSION, CUDA_VERSION, CUDA_VERSION);
+        return;
+    }
+    driver_version = (int)value;
+}
+
+int sim_driver_version(void)
+{
+    pthread_once(&driver_version_once, read_driver_version);
+    return driver_version;
+}
+
+static pthread_once_t vmm_once = PTHREAD_ONCE_INIT;
+static bool vmm_supported = true;
+
+static void read_vmm(void)
+{
+    const char *text = getenv("SIMCUDA_VMM");
+    if (text == NULL || *text == '\0' || strcmp(text, "1") == 0)
+        return;
+    if (strcmp(text, "0") == 0) {
+        vmm_supported = false;
+        return;
+    }
+    fprintf(stderr, "simcuda: SIMCUDA_VMM=\"%s\" is not a switch (accepted: 0 or 1); using 1\n", text);
+}
+
+bool sim_vmm_supported(void)
+{
+    pthread_once(&vmm_once, read_vmm);
+    return vmm_supported;
+}
+
 /* ------------------------------------------------------------------------
  * Initialisation
  * ------------------------------------------------------------------------ */
@@ -317,6 +370,8 @@ static void init_devices(void)
 static void init_once_fn(void)
 {
     sim_fault_check_config();
+    (void)sim_driver_version(); /* malformed values are reported at cuInit at the latest */
+    (void)sim_vmm_supported();
     raise_file_limit();
     init_devices();
 }
@@ -344,7 +399,7 @@ SIM_EXPORT CUresult cuDriverGetVersion(int *driverVersion)
         return entry;
     if (driverVersion == NULL)
         return CUDA_ERROR_INVALID_VALUE;
-    *driverVersion = CUDA_VERSION;
+    *driverVersion = sim_driver_version();
     return CUDA_SUCCESS;
 }
 
@@ -449,8 +504,8 @@ SIM_EXPORT CUresult cuDeviceGetName(char *name, int len, CUdevice dev)
     X(CU_DEVICE_ATTRIBUTE_COOPERATIVE_LAUNCH, 1)                   \
     X(CU_DEVICE_ATTRIBUTE_MAX_SHARED_MEMORY_PER_BLOCK_OPTIN, 232448) \
     X(CU_DEVICE_ATTRIBUTE_HOST_REGISTER_SUPPORTED, 1)              \
-    X(CU_DEVICE_ATTRIBUTE_VIRTUAL_MEMORY_MANAGEMENT_SUPPORTED, 1)  \
-    X(CU_DEVICE_ATTRIBUTE_HANDLE_TYPE_POSIX_FILE_DESCRIPTOR_SUPPORTED, 1) \
+    X(CU_DEVICE_ATTRIBUTE_VIRTUAL_MEMORY_MANAGEMENT_SUPPORTED, sim_vmm_supported())  \
+    X(CU_DEVICE_ATTRIBUTE_HANDLE_TYPE_POSIX_FILE_DESCRIPTOR_SUPPORTED, sim_vmm_supported()) \
     X(CU_DEVICE_ATTRIBUTE_MAX_BLOCKS_PER_MULTIPROCESSOR, 32)       \
     X(CU_DEVICE_ATTRIBUTE_MAX_PERSISTING_L2_CACHE_SIZE, 32768000)  \
     X(CU_DEVICE_ATTRIBUTE_MAX_ACCESS_POLICY_WINDOW_SIZE, 134217728) \

@@ -190,6 +190,9 @@ SIM_HIDDEN void sim_dep_wait(const sim_dep_t *dep);
 /* Host-side wait for all work submitted so far on the stream (for the legacy
  * stream also the blocking streams); advances the host clock. */
 SIM_HIDDEN void sim_stream_host_wait(struct CUstream_st *stream);
+/* `SIMCUDA_LAG` in nanoseconds (0: none): no operation starts earlier than
+ * that after its submission. */
+SIM_HIDDEN uint64_t sim_stream_lag_ns(void);
 /* Resolves the stream of a synchronous call (legacy or per-thread default)
  * and checks that it may synchronise now. */
 SIM_HIDDEN CUresult sim_sync_stream(bool per_thread_variant, struct CUstream_st **out);

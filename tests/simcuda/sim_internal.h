@@ -110,6 +110,17 @@ SIM_HIDDEN int sim_parse_size(const char *text, uint64_t *out);
 SIM_HIDDEN uint64_t sim_env_size(const char *name, uint64_t fallback);
 SIM_HIDDEN double sim_env_double(const char *name, double fallback);
 
+/* `SIMCUDA_DRIVER_VERSION`: the CUDA version this driver claims to be
+ * (`cuDriverGetVersion`); entry points introduced later are unknown to
+ * `cuGetProcAddress`. Read once, from whichever call comes first (it is
+ * asked before `cuInit`); `CUDA_VERSION` when unset or malformed. */
+SIM_HIDDEN int sim_driver_version(void);
+
+/* `SIMCUDA_VMM=0`: the devices have no virtual memory management
+ * (`cuMemCreate` and `cuMemAddressReserve` answer
+ * CUDA_ERROR_NOT_SUPPORTED, the attribute reads 0). Read once. */
+SIM_HIDDEN bool sim_vmm_supported(void);
+
 /* ------------------------------------------------------------------------
  * Devices and contexts (sim_core.c)
  * ------------------------------------------------------------------------ */

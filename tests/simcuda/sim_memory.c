@@ -1020,6 +1020,8 @@ SIM_EXPORT CUresult cuMemAddressReserve(CUdeviceptr *ptr, size_t size, size_t al
     if (ptr == NULL || size == 0 || size % SIM_GRANULARITY != 0 || flags != 0 ||
         (alignment & (alignment - 1)) != 0)
         return CUDA_ERROR_INVALID_VALUE;
+    if (!sim_vmm_supported()) /* SIMCUDA_VMM=0: a device without virtual memory management */
+        return CUDA_ERROR_NOT_SUPPORTED;
     if (sim_device_count == 0)
         return CUDA_ERROR_OUT_OF_MEMORY;
     if (alignment < SIM_GRANULARITY)
@@ -1083,6 +1085,8 @@ SIM_EXPORT CUresult cuMemCreate(CUmemGenericAllocationHandle *handle, size_t siz
         return CUDA_ERROR_INVALID_VALUE;
     if (prop->location.id < 0 || prop->location.id >= sim_device_count)
         return CUDA_ERROR_INVALID_DEVICE;
+    if (!sim_vmm_supported()) /* SIMCUDA_VMM=0 */
+        return CUDA_ERROR_NOT_SUPPORTED;
     if ((prop->requestedHandleTypes & ~CU_MEM_HANDLE_TYPE_POSIX_FILE_DESCRIPTOR) != 0)
         return CUDA_ERROR_NOT_SUPPORTED;
     sim_device_t *device = &sim_devices[prop->location.id];

@@ -55,11 +55,15 @@ static CUresult proc_address(const char *symbol, void **pfn, int cudaVersion, cu
     *status = CU_GET_PROC_ADDRESS_SYMBOL_NOT_FOUND;
     bool per_thread = (flags & CU_GET_PROC_ADDRESS_PER_THREAD_DEFAULT_STREAM) != 0;
 
+    /* Rows newer than the driver (`SIMCUDA_DRIVER_VERSION`) do not exist
+     * for it: a symbol with only such rows is unknown, not "version not
+     * sufficient", as for a real driver that predates it. */
+    int driver_version = sim_driver_version();
     const sim_api_entry_t *best = NULL;
     bool known = false;
     for (int i = 0; i < SIM_API_COUNT; i++) {
         const sim_api_entry_t *row = &sim_api_table[i];
-        if (strcmp(row->request, symbol) != 0)
+        if (row->version > driver_version || strcmp(row->request, symbol) != 0)
             continue;
         known = true;
         if (row->version > cudaVersion)
@@ -78,8 +82,9 @@ static CUresult proc_address(const char *symbol, void **pfn, int cudaVersion, cu
         *status = CU_GET_PROC_ADDRESS_VERSION_NOT_SUFFICIENT;
         return CUDA_ERROR_NOT_FOUND;
     }
-    /* A version newer than this driver is a caller built for a later CUDA. */
-    if (cudaVersion > CUDA_VERSION)
+    /* A version newer than this driver is a caller built for a later CUDA
+     * (cuda.h: CUDA_ERROR_INVALID_VALUE). */
+    if (cudaVersion > driver_version)
         return CUDA_ERROR_INVALID_VALUE;
     *pfn = best->function;
     *status = CU_GET_PROC_ADDRESS_SUCCESS;
@@ -123,9 +128,15 @@ SIM_EXPORT void *simcuda_entry_point(const char *symbol)
 {
     if (symbol == NULL)
         return NULL;
+    /* The symbol's oldest row is when it appeared: a driver older than
+     * that (`SIMCUDA_DRIVER_VERSION`) does not have it. */
+    void *function = NULL;
+    int introduced = 0;
     for (int i = 0; i < SIM_API_COUNT; i++) {
-        if (strcmp(sim_api_table[i].symbol, symbol) == 0)
-            return sim_api_table[i].function;
+        if (strcmp(sim_api_table[i].symbol, symbol) == 0 && (function == NULL || sim_api_table[i].version < introduced)) {
+            function = sim_api_table[i].function;
+            introduced = sim_api_table[i].version;
+        }
     }
-    return NULL;
+    return function != NULL && introduced <= sim_driver_version() ? function : NULL;
 }

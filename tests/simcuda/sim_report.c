@@ -4,7 +4,8 @@
  * `SIMCUDA_REPORT` names a file it writes one JSON object there: per-device
  * memory figures, bytes copied by direction, kernels launched, the number of
  * calls of every entry point that was called, the end of the virtual clock
- * and the number of injected faults. The file is written beside its final
+ * and the number of injected faults, from processes that called `cuInit`.
+ * The file is written beside its final
  * name and renamed into place, so a reader never sees half a report.
  */
 #include "sim_internal.h"
@@ -51,6 +52,12 @@ __attribute__((destructor)) static void sim_report_at_exit(void)
 {
     const char *path = getenv("SIMCUDA_REPORT");
     if (path == NULL || *path == '\0')
+        return;
+    /* A process that never called `cuInit` (a shell or a script that
+     * vramshim's start-up probe loaded this library into, to read its
+     * version) did no CUDA work: its empty report would replace the
+     * program's. */
+    if (atomic_load(&sim_stats.calls[SIM_ID(cuInit)]) == 0)
         return;
     char tmp[4096];
     if (snprintf(tmp, sizeof tmp, "%s.tmp.%ld", path, (long)getpid()) >= (int)sizeof tmp)

@@ -8,14 +8,21 @@
  * depends on the tails of all blocking streams of the context; their later
  * work depends on its tail) and graph launches.
  *
+ * `SIMCUDA_LAG=US` holds every operation back until US microseconds of wall
+ * time after its submission (`due_ns`), on the worker, after its
+ * dependencies: work that a missing fence or wait would let run too early
+ * then runs too late every time, and the test sees a fault or a wrong byte.
+ *
  * Entry points: `sim_submit_locked` (everything that queues work ends here),
  * `sim_stream_resolve`, the `cuStream*` functions and the context hooks.
  */
 #include "sim_exec.h"
 
 #include <errno.h>
+#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <time.h>
 
 pthread_mutex_t sim_submit_lock = PTHREAD_MUTEX_INITIALIZER;
 
@@ -25,8 +32,57 @@ struct sim_op_s {
     sim_dep_t *deps;
     size_t dep_count;
     uint64_t event_gen; /* for SIM_CMD_EVENT_RECORD */
+    uint64_t due_ns;    /* wall time before which it must not start (SIMCUDA_LAG) */
     sim_cmd_t cmd;
 };
+
+/* ------------------------------------------------------------------------
+ * SIMCUDA_LAG
+ * ------------------------------------------------------------------------ */
+
+/* The longest lag accepted: 10 s, far above anything a test needs. */
+#define SIM_LAG_MAX_US 10000000ull
+
+static pthread_once_t lag_once = PTHREAD_ONCE_INIT;
+static uint64_t lag_ns;
+
+static void lag_configure(void)
+{
+    const char *text = getenv("SIMCUDA_LAG");
+    if (text == NULL || *text == '\0')
+        return;
+    uint64_t us = 0;
+    const char *p = text;
+    for (; *p >= '0' && *p <= '9' && us <= SIM_LAG_MAX_US; p++)
+        us = us * 10 + (uint64_t)(*p - '0');
+    if (*p != '\0' || us > SIM_LAG_MAX_US) {
+        fprintf(stderr,
+                "simcuda: SIMCUDA_LAG=\"%s\" is not a lag (accepted: microseconds as digits, 0 to %llu, e.g. "
+                "2000); using 0\n",
+                text, SIM_LAG_MAX_US);
+        return;
+    }
+    lag_ns = us * 1000;
+}
+
+uint64_t sim_stream_lag_ns(void)
+{
+    pthread_once(&lag_once, lag_configure);
+    return lag_ns;
+}
+
+/* Sleeps until the wall clock reaches `due_ns` (a worker, never the host). */
+static void lag_until(uint64_t due_ns)
+{
+    for (;;) {
+        uint64_t now = sim_clock_wall_ns();
+        if (now >= due_ns)
+            return;
+        uint64_t left = due_ns - now;
+        struct timespec pause = {.tv_sec = (time_t)(left / 1000000000u), .tv_nsec = (long)(left % 1000000000u)};
+        nanosleep(&pause, NULL);
+    }
+}
 
 static _Atomic unsigned long long next_stream_id = 1;
 
@@ -315,6 +371,8 @@ static void *stream_worker(void *arg)
 
         for (size_t i = 0; i < op->dep_count; i++)
             sim_dep_wait(&op->deps[i]);
+        if (op->due_ns != 0)
+            lag_until(op->due_ns);
         sim_cmd_execute(&op->cmd, op->event_gen);
 
         pthread_mutex_lock(&s->lock);
@@ -483,6 +541,8 @@ static CUresult submit_locked(struct CUstream_st *s, sim_cmd_t *cmd, const sim_d
     s->vt_tail_ns = sim_clock_schedule(s->ctx->device->ordinal, engine, ready_ns, cost_ns, what);
     if (op->cmd.kind == SIM_CMD_EVENT_RECORD)
         op->event_gen = op->cmd.u.event->gen;
+    if (sim_stream_lag_ns() != 0)
+        op->due_ns = sim_clock_wall_ns() + sim_stream_lag_ns();
     op->seq = ++s->enqueued_seq;
 
     pthread_mutex_lock(&s->lock);
