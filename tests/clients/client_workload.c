@@ -410,6 +410,16 @@ static int client_peer_workload(const client_driver_t *driver, const client_opti
         CLIENT_CHECK(driver->cuCtxSetCurrent(p.ctx[d]));
         CLIENT_CHECK(driver->cuCtxEnablePeerAccess(p.ctx[1 - d], 0));
     }
+    /* At once, each device writes its peer's first buffer: under a memory
+     * limit that one is still where its allocation put it, mapped before
+     * peer access existed. */
+    for (unsigned d = 0; d < CLIENT_PEER_DEVICES; d++) {
+        if (client_peer_fill(driver, &p, d, 1 - d, 0, count, client_peer_seed(0, d, 0, 3)) != 0)
+            goto out;
+        peer_kernels++;
+    }
+    if (client_peer_sync(driver, &p) != 0)
+        goto out;
 
     for (unsigned round = 0; round < opt->rounds; round++) {
         /* Each device fills its own buffers. */
