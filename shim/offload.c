@@ -165,8 +165,16 @@ static vs_device_hasher_t *vs_engine_evict_hasher(vs_engine_device_t *d, int dev
     VS_ASSERT_HELD(&vs_engine.lock);
     if (!d->hashers_tried) {
         d->hashers_tried = true;
-        if (vs_device_hasher_create(device, VS_EVICT_BATCH, &d->evict_hasher) != 0
-            || vs_device_hasher_create(device, VS_RESTORE_HASH_SLOTS, &d->restore_hasher) != 0) {
+        /* In the device's own context: the first eviction on a device may
+         * come from an operation of another device (a peer's kernel). */
+        CUcontext popped;
+        bool pushed = VS_CALL(cuCtxPushCurrent_v2, (d->ctx)) == CUDA_SUCCESS;
+        int created = vs_device_hasher_create(device, VS_EVICT_BATCH, &d->evict_hasher);
+        if (created == 0)
+            created = vs_device_hasher_create(device, VS_RESTORE_HASH_SLOTS, &d->restore_hasher);
+        if (pushed)
+            (void)VS_CALL(cuCtxPopCurrent_v2, (&popped));
+        if (created != 0) {
             vs_device_hasher_destroy(d->evict_hasher);
             d->evict_hasher = NULL;
             d->restore_hasher = NULL;

@@ -39,7 +39,7 @@ typedef struct vs_stream_entry_s {
     vs_stream_kind_t kind;
     CUstream handle;
     pthread_t owner; /* VS_STREAM_PER_THREAD */
-    CUcontext ctx;   /* the stream's context (NULL: unknown, the current one) */
+    CUcontext ctx;   /* default streams: their context (see vs_streams_entry_ctx) */
 } vs_stream_entry_t;
 
 /* The stream table: slot i is bit 1 << i of an allocation's stream mask.
@@ -109,6 +109,17 @@ CUstream vs_streams_resolve(CUstream stream, bool per_thread)
     return stream == NULL && per_thread ? CU_STREAM_PER_THREAD : stream;
 }
 
+/* The context of an entry's stream: a default stream's is in the entry; a
+ * created stream's is asked of the driver, off the fast path (NULL when it
+ * cannot say: then the current context is meant). */
+static CUcontext vs_streams_entry_ctx(const vs_stream_entry_t *e)
+{
+    CUcontext ctx = e->ctx;
+    if (e->kind == VS_STREAM_HANDLE && VS_CALL(cuStreamGetCtx, (e->handle, &ctx)) != CUDA_SUCCESS)
+        ctx = NULL;
+    return ctx;
+}
+
 /* A copy of stream table entry `slot`. */
 static vs_stream_entry_t vs_streams_entry_copy(int slot)
 {
@@ -132,8 +143,6 @@ uint64_t vs_streams_bit(CUstream stream, bool per_thread)
     if (vs_streams_cache.generation == generation && vs_streams_cache.stream == stream
         && vs_streams_cache.per_thread == per_thread && vs_streams_cache.ctx == ctx)
         return vs_streams_cache.bit;
-    if (kind == VS_STREAM_HANDLE && VS_CALL(cuStreamGetCtx, (handle, &ctx)) != CUDA_SUCCESS)
-        ctx = NULL;
     pthread_t self = pthread_self();
     uint64_t bit = VS_STREAM_BIT_OVERFLOW;
     int empty = -1;
@@ -266,6 +275,7 @@ int vs_streams_fence(uint64_t mask, CUstream waiter, uint64_t epoch)
         if ((mask & (1ull << i)) == 0)
             continue;
         vs_stream_entry_t e = vs_streams_entry_copy(i);
+        e.ctx = vs_streams_entry_ctx(&e);
         CUstream target;
         bool fallback = false;
         switch (e.kind) {
@@ -312,10 +322,12 @@ int vs_streams_fence(uint64_t mask, CUstream waiter, uint64_t epoch)
             sync_ctx[sync_count++] = e.ctx;
     }
     if (sync_all) {
+        CUcontext current = NULL;
+        (void)VS_CALL(cuCtxGetCurrent, (&current));
         sync_count = 0;
         sync_ctx[sync_count++] = NULL; /* the current context */
         for (int device = 0; device < VS_MAX_DEVICES && sync_count < VS_STREAM_SLOTS; device++)
-            if (vs_engine.devices[device].ready)
+            if (vs_engine.devices[device].ready && vs_engine.devices[device].ctx != current)
                 sync_ctx[sync_count++] = vs_engine.devices[device].ctx;
     }
     for (size_t k = 0; k < sync_count; k++) {
@@ -369,6 +381,7 @@ void vs_streams_marker_record(CUstream stream, uint64_t bit)
     int slot = __builtin_ctzll(bit);
     vs_marker_ring_t *ring = &vs_streams_markers[slot];
     vs_stream_entry_t e = vs_streams_entry_copy(slot);
+    e.ctx = vs_streams_entry_ctx(&e);
     if (ring->ctx != e.ctx) {
         /* The slot now numbers a stream of another context: its events
          * cannot be recorded there. Waits already made keep their records. */
