@@ -44,6 +44,7 @@
     X(cuDeviceGetCount, 2000, 0, PFN_cuDeviceGetCount_v2000)                  \
     X(cuDeviceCanAccessPeer, 4000, 0, PFN_cuDeviceCanAccessPeer_v4000)        \
     X(cuCtxEnablePeerAccess, 4000, 0, PFN_cuCtxEnablePeerAccess_v4000)        \
+    X(cuCtxDisablePeerAccess, 4000, 0, PFN_cuCtxDisablePeerAccess_v4000)      \
     X(cuMemcpyPeer, 4000, 1, PFN_cuMemcpyPeer_v4000)                          \
     X(cuMemcpyPeerAsync, 4000, 1, PFN_cuMemcpyPeerAsync_v4000)
 

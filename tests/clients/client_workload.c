@@ -13,7 +13,9 @@
  * each device overwrite half of the other's and checksum all of them, peer
  * copies (`cuMemcpyPeer`, `cuMemcpyPeerAsync`) move buffers across, and
  * every buffer is read back whole at the end and compared with what it must
- * hold.
+ * hold. With `--peer-then-disable`, device 1 then disables its access to
+ * device 0 and reads device 0's buffers again: that must fault (SIGSEGV on
+ * the simulated driver), as it would without a shim; exit 1 if it does not.
  */
 #include "client_driver.h"
 
@@ -32,6 +34,7 @@ typedef struct client_options_s {
     unsigned hold_ms; /* keep the buffers this long before freeing them */
     bool alloc_until_oom;
     bool peer; /* the two-device workload with peer access both ways */
+    bool peer_then_disable; /* ... then a read after disabling, which must fault */
     long expect_count; /* -1: no expectation */
     unsigned long long expect_total_mib; /* 0: no expectation */
 } client_options_t;
@@ -41,7 +44,7 @@ static void client_usage(const char *argv0)
     fprintf(stderr,
             "usage: %s [--buffers N] [--mib M] [--rounds R] [--streams S] [--hold-ms T]\n"
             "       %s --alloc-until-oom [--mib M] [--expect-count K] [--expect-total-mib T]\n"
-            "       %s --peer [--buffers N] [--mib M] [--rounds R]\n",
+            "       %s --peer|--peer-then-disable [--buffers N] [--mib M] [--rounds R]\n",
             argv0, argv0, argv0);
 }
 
@@ -57,6 +60,10 @@ static int client_parse(int argc, char **argv, client_options_t *opt)
         }
         if (strcmp(arg, "--peer") == 0) {
             opt->peer = true;
+            continue;
+        }
+        if (strcmp(arg, "--peer-then-disable") == 0) {
+            opt->peer = opt->peer_then_disable = true;
             continue;
         }
         if (value == NULL)
@@ -488,6 +495,21 @@ static int client_peer_workload(const client_driver_t *driver, const client_opti
            driver->entry_path, CLIENT_PEER_DEVICES, opt->buffers, opt->mib, opt->rounds, peer_kernels, peer_copies,
            mismatches == 0 ? "checksums OK" : "MISMATCH");
     exit_status = mismatches == 0 ? 0 : 1;
+    if (opt->peer_then_disable && exit_status == 0) {
+        fflush(stdout);
+        exit_status = 1;
+        CLIENT_CHECK(driver->cuCtxSetCurrent(p.ctx[1]));
+        CLIENT_CHECK(driver->cuCtxDisablePeerAccess(p.ctx[0]));
+        /* Device 0's last buffer, read back last of its buffers above, is
+         * still resident under any limit that holds one: its mapping was
+         * granted to device 1 and must have lost that grant now. */
+        CUdeviceptr out = p.results[1];
+        void *args[] = {&p.buffers[0][opt->buffers - 1], &count, &out};
+        CLIENT_CHECK(driver->cuLaunchKernel(p.checksum[1], 1, 1, 1, 256, 1, 1, 0, p.stream[1], args, NULL));
+        CLIENT_CHECK(driver->cuStreamSynchronize(p.stream[1]));
+        fprintf(stderr, "client[%s]: device 1 read device 0's memory after disabling peer access\n",
+                driver->entry_path);
+    }
 out:
     for (unsigned d = 0; d < CLIENT_PEER_DEVICES; d++) {
         if (p.ctx[d] == NULL)
