@@ -720,3 +720,44 @@ CUresult CUDAAPI cuIpcGetMemHandle(CUipcMemHandle *pHandle, CUdeviceptr dptr)
                range.size, range.base);
     return rc;
 }
+
+/* ---- Peer access ------------------------------------------------------------ */
+
+/* The device of `ctx` (NULL: the current context), or -1. */
+static int vs_memory_ctx_device(CUcontext ctx)
+{
+    CUdevice device = -1;
+    if (ctx == NULL)
+        return VS_CALL(cuCtxGetDevice, (&device)) == CUDA_SUCCESS ? (int)device : -1;
+    if (VS_CALL(cuCtxPushCurrent_v2, (ctx)) != CUDA_SUCCESS)
+        return -1;
+    if (VS_CALL(cuCtxGetDevice, (&device)) != CUDA_SUCCESS)
+        device = -1;
+    CUcontext popped;
+    (void)VS_CALL(cuCtxPopCurrent_v2, (&popped));
+    return (int)device;
+}
+
+/* Peer access does not reach the offload engine's VMM mappings: once the
+ * driver has enabled it, the engine grants the current context's device
+ * access to the peer's evictable allocations, those mapped now and every
+ * later map. */
+CUresult CUDAAPI cuCtxEnablePeerAccess(CUcontext peerContext, unsigned int Flags)
+{
+    vs_driver_ready();
+    CUresult rc = VS_CALL(cuCtxEnablePeerAccess, (peerContext, Flags));
+    if (rc == CUDA_SUCCESS)
+        vs_offload_peer_changed(vs_memory_ctx_device(NULL), vs_memory_ctx_device(peerContext), true);
+    return rc;
+}
+
+/* ... and revokes it again when the last context pair between the two
+ * devices is disabled, so a kernel faults as it would without the shim. */
+CUresult CUDAAPI cuCtxDisablePeerAccess(CUcontext peerContext)
+{
+    vs_driver_ready();
+    CUresult rc = VS_CALL(cuCtxDisablePeerAccess, (peerContext));
+    if (rc == CUDA_SUCCESS)
+        vs_offload_peer_changed(vs_memory_ctx_device(NULL), vs_memory_ctx_device(peerContext), false);
+    return rc;
+}

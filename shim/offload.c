@@ -198,8 +198,16 @@ static vs_device_hasher_t *vs_engine_evict_hasher(vs_engine_device_t *d, int dev
     VS_ASSERT_HELD(&vs_engine.lock);
     if (!d->hashers_tried) {
         d->hashers_tried = true;
-        if (vs_device_hasher_create(device, VS_EVICT_BATCH, &d->evict_hasher) != 0
-            || vs_device_hasher_create(device, VS_RESTORE_HASH_SLOTS, &d->restore_hasher) != 0) {
+        /* In the device's own context: the first eviction on a device may
+         * come from an operation of another device (a peer's kernel). */
+        CUcontext popped;
+        bool pushed = VS_CALL(cuCtxPushCurrent_v2, (d->ctx)) == CUDA_SUCCESS;
+        int created = vs_device_hasher_create(device, VS_EVICT_BATCH, &d->evict_hasher);
+        if (created == 0)
+            created = vs_device_hasher_create(device, VS_RESTORE_HASH_SLOTS, &d->restore_hasher);
+        if (pushed)
+            (void)VS_CALL(cuCtxPopCurrent_v2, (&popped));
+        if (created != 0) {
             vs_device_hasher_destroy(d->evict_hasher);
             d->evict_hasher = NULL;
             d->restore_hasher = NULL;
@@ -250,7 +258,7 @@ void vs_engine_deferred_reap(bool wait)
             (void)vs_registry_set_residency(r->base, VS_RESIDENT, false, NULL);
         }
         vs_engine_restore_hash_end(dev, current ? r : NULL, d->hash_slot, d->bytes, rc == CUDA_SUCCESS);
-        vs_engine_event_put(d->done);
+        vs_engine_event_put(dev->ctx, d->done);
         free(d);
     }
 }
@@ -265,7 +273,7 @@ static bool vs_engine_deferred_push(CUevent done, vs_region_t *r, int hash_slot)
         /* No room to defer: wait for the copy now. */
         CUresult rc = VS_CALL(cuEventSynchronize, (done));
         vs_engine_restore_hash_end(&vs_engine.devices[r->device], r, hash_slot, r->size, rc == CUDA_SUCCESS);
-        vs_engine_event_put(done);
+        vs_engine_event_put(vs_engine.devices[r->device].ctx, done);
         return false;
     }
     d->done = done;
@@ -300,12 +308,20 @@ static CUresult vs_engine_physical_map(vs_region_t *r)
         (void)VS_CALL(cuMemRelease, (phys));
         return rc;
     }
-    CUmemAccessDesc access;
-    memset(&access, 0, sizeof access);
-    access.location.type = CU_MEM_LOCATION_TYPE_DEVICE;
-    access.location.id = r->device;
-    access.flags = CU_MEM_ACCESS_FLAGS_PROT_READWRITE;
-    rc = VS_CALL(cuMemSetAccess, ((CUdeviceptr)r->base, r->reserved, &access, 1));
+    /* The owner, and every device with peer access to it: a new mapping
+     * has no access at all, peer access does not apply to it. */
+    CUmemAccessDesc access[VS_MAX_DEVICES];
+    size_t grants = 0;
+    for (int device = 0; device < VS_MAX_DEVICES; device++) {
+        if (device != r->device && vs_engine.peer_refs[r->device][device] == 0)
+            continue;
+        memset(&access[grants], 0, sizeof access[grants]);
+        access[grants].location.type = CU_MEM_LOCATION_TYPE_DEVICE;
+        access[grants].location.id = device;
+        access[grants].flags = CU_MEM_ACCESS_FLAGS_PROT_READWRITE;
+        grants++;
+    }
+    rc = VS_CALL(cuMemSetAccess, ((CUdeviceptr)r->base, r->reserved, access, grants));
     if (rc != CUDA_SUCCESS) {
         (void)VS_CALL(cuMemUnmap, ((CUdeviceptr)r->base, r->reserved));
         (void)VS_CALL(cuMemRelease, (phys));
@@ -315,6 +331,46 @@ static CUresult vs_engine_physical_map(vs_region_t *r)
     return CUDA_SUCCESS;
 }
 
+
+/* Peer access from a context on `accessor` to one on `owner` was enabled
+ * (`enabled`) or disabled by the application. The mappings already on the
+ * owner's device get the accessor's grant now (or lose it when no context
+ * pair is left); later maps grant it in `vs_engine_physical_map`. */
+void vs_offload_peer_changed(int accessor, int owner, bool enabled)
+{
+    if (!vs_offload_enabled() || accessor < 0 || accessor >= VS_MAX_DEVICES || owner < 0
+        || owner >= VS_MAX_DEVICES || accessor == owner)
+        return;
+    CUstreamCaptureMode mode;
+    vs_engine_lock(&mode);
+    uint16_t *refs = &vs_engine.peer_refs[owner][accessor];
+    bool was = *refs > 0;
+    if (enabled)
+        (*refs)++;
+    else if (*refs > 0)
+        (*refs)--;
+    if (was != (*refs > 0)) {
+        CUmemAccessDesc access;
+        memset(&access, 0, sizeof access);
+        access.location.type = CU_MEM_LOCATION_TYPE_DEVICE;
+        access.location.id = accessor;
+        access.flags = *refs > 0 ? CU_MEM_ACCESS_FLAGS_PROT_READWRITE : CU_MEM_ACCESS_FLAGS_PROT_NONE;
+        size_t regranted = 0;
+        for (vs_region_t *r = vs_engine.by_base; r != NULL; r = r->hh.next) {
+            if (r->device != owner || r->phys == 0)
+                continue;
+            CUresult rc = VS_CALL(cuMemSetAccess, ((CUdeviceptr)r->base, r->reserved, &access, 1));
+            if (rc != CUDA_SUCCESS)
+                vs_log(VS_LOG_WARN, "cannot %s device %d access to the allocation at 0x%" PRIxPTR " (error %d)",
+                       *refs > 0 ? "grant" : "revoke", accessor, r->base, (int)rc);
+            else
+                regranted++;
+        }
+        vs_log(VS_LOG_DEBUG, "peer access from device %d to device %d %s: %zu mapped allocations changed", accessor,
+               owner, *refs > 0 ? "enabled" : "disabled", regranted);
+    }
+    vs_engine_unlock(mode);
+}
 
 /* Maps physical memory for `r`, whose bytes are already counted; when the
  * device itself is full (other processes, a limit above its size), evicts
@@ -734,7 +790,8 @@ static int vs_engine_restore_hash_slot(vs_engine_device_t *d)
 static CUresult vs_engine_restore_copy(vs_region_t *r, vs_engine_device_t *d, CUstream waiter, bool wait)
 {
     VS_ASSERT_HELD(&vs_engine.lock);
-    CUevent done = vs_engine_event_get();
+    /* Recorded on the device's copy stream: an event of its context. */
+    CUevent done = vs_engine_event_get(d->ctx);
     CUresult rc = vs_tier_copy_region(r, VS_COPY_IN, d->to_device);
     int hash_slot = -1;
     if (rc == CUDA_SUCCESS && !r->host_hash_known && vs_engine_evict_hasher(d, r->device) != NULL
@@ -754,7 +811,7 @@ static CUresult vs_engine_restore_copy(vs_region_t *r, vs_engine_device_t *d, CU
                (int)rc);
         (void)VS_CALL(cuStreamSynchronize, (d->to_device));
         vs_engine_restore_hash_end(d, NULL, hash_slot, 0, false);
-        vs_engine_event_put(done);
+        vs_engine_event_put(d->ctx, done);
         return rc;
     }
     /* Streams other than `waiter` must wait for the copy too, until it is

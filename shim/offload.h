@@ -90,6 +90,10 @@ void vs_offload_hold(const uintptr_t *addrs, size_t count, int delta);
 /* Marks the allocation containing `addr` never evictable (IPC export). */
 void vs_offload_pin(uintptr_t addr, const char *reason);
 
+/* The peer-access hooks: a context on device `accessor` may reach the
+ * allocations of a context on device `owner` (`enabled`), or no longer. */
+void vs_offload_peer_changed(int accessor, int owner, bool enabled);
+
 /* The stream-destruction hook: work on `stream` must be complete before its
  * number in the stream table may go to another stream. */
 void vs_offload_stream_destroyed(CUstream stream);

@@ -131,7 +131,18 @@ typedef struct vs_engine_s {
     vs_region_t *by_base;
     vs_region_t *by_id;
     vs_engine_device_t devices[VS_MAX_DEVICES];
-    CUevent *events; /* free events */
+    /* Peer access the application enabled (cuCtxEnablePeerAccess):
+     * peer_refs[owner][accessor] counts the context pairs by which a context
+     * on `accessor` may reach the allocations of one on `owner`. Peer access
+     * does not reach the engine's VMM mappings: every map grants each such
+     * accessor with cuMemSetAccess, as PyTorch's expandable segments do. */
+    uint16_t peer_refs[VS_MAX_DEVICES][VS_MAX_DEVICES];
+    /* Free events, each with the context it was created in: an event can
+     * be recorded only on a stream of its own context. */
+    struct vs_engine_event_s {
+        CUcontext ctx;
+        CUevent event;
+    } *events;
     size_t event_count, event_capacity;
     vs_deferred_t *deferred_head, *deferred_tail;
     vs_offload_stats_t stats;
@@ -212,9 +223,11 @@ bool vs_streams_mask_capturing(uint64_t mask);
 /* Records a marker on `stream` (numbered `bit`), closing a registry epoch. */
 void vs_streams_marker_record(CUstream stream, uint64_t bit);
 
-/* The engine's pool of events. */
-CUevent vs_engine_event_get(void);
-void vs_engine_event_put(CUevent ev);
+/* The engine's pool of events, per context: `vs_engine_event_get(ctx)`
+ * gives an event of `ctx` (created there when the pool has none), to be
+ * recorded on a stream of `ctx` only and put back with the same `ctx`. */
+CUevent vs_engine_event_get(CUcontext ctx);
+void vs_engine_event_put(CUcontext ctx, CUevent ev);
 
 /* ==== offload_tier.c: host and disk tiers ================================ */
 

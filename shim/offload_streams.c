@@ -11,6 +11,14 @@
  * no other lock under it), so that an operation's fast path can number its
  * stream without the engine lock. The marker rings and the event pool are
  * the engine's: guarded by `vs_engine.lock`.
+ *
+ * Several devices: streams, events and markers belong to a context. The
+ * legacy and per-thread default streams are one per context, so a table
+ * entry for them names its context, and whatever the engine does on such a
+ * stream (record, capture query) runs with that context pushed. An event is
+ * recorded only on a stream of its own context (else the driver answers
+ * CUDA_ERROR_INVALID_HANDLE): the pool keeps each event with its context.
+ * Waiting on another context's event is legal and needs nothing.
  */
 #include "offload_internal.h"
 
@@ -31,6 +39,7 @@ typedef struct vs_stream_entry_s {
     vs_stream_kind_t kind;
     CUstream handle;
     pthread_t owner; /* VS_STREAM_PER_THREAD */
+    CUcontext ctx;   /* default streams: their context (see vs_streams_entry_ctx) */
 } vs_stream_entry_t;
 
 /* The stream table: slot i is bit 1 << i of an allocation's stream mask.
@@ -53,6 +62,7 @@ static struct {
 typedef struct vs_marker_ring_s {
     uint64_t epoch[VS_MARKERS];
     CUevent event[VS_MARKERS];
+    CUcontext ctx; /* the context of `event`: the slot's stream's */
     uint32_t next, count;
 } vs_marker_ring_t;
 static vs_marker_ring_t vs_streams_markers[VS_STREAM_SLOTS];
@@ -60,9 +70,24 @@ static vs_marker_ring_t vs_streams_markers[VS_STREAM_SLOTS];
 static __thread struct {
     CUstream stream;
     bool per_thread;
+    CUcontext ctx;
     uint64_t generation;
     uint64_t bit;
 } vs_streams_cache __attribute__((tls_model("initial-exec")));
+
+/* Pushes `ctx` when it is not NULL; true when it did (pop with
+ * `vs_streams_ctx_leave`). */
+static bool vs_streams_ctx_enter(CUcontext ctx)
+{
+    return ctx != NULL && VS_CALL(cuCtxPushCurrent_v2, (ctx)) == CUDA_SUCCESS;
+}
+
+static void vs_streams_ctx_leave(bool pushed)
+{
+    CUcontext popped;
+    if (pushed)
+        (void)VS_CALL(cuCtxPopCurrent_v2, (&popped));
+}
 
 static void vs_streams_classify(CUstream stream, bool per_thread, vs_stream_kind_t *kind, CUstream *handle)
 {
@@ -84,6 +109,17 @@ CUstream vs_streams_resolve(CUstream stream, bool per_thread)
     return stream == NULL && per_thread ? CU_STREAM_PER_THREAD : stream;
 }
 
+/* The context of an entry's stream: a default stream's is in the entry; a
+ * created stream's is asked of the driver, off the fast path (NULL when it
+ * cannot say: then the current context is meant). */
+static CUcontext vs_streams_entry_ctx(const vs_stream_entry_t *e)
+{
+    CUcontext ctx = e->ctx;
+    if (e->kind == VS_STREAM_HANDLE && VS_CALL(cuStreamGetCtx, (e->handle, &ctx)) != CUDA_SUCCESS)
+        ctx = NULL;
+    return ctx;
+}
+
 /* A copy of stream table entry `slot`. */
 static vs_stream_entry_t vs_streams_entry_copy(int slot)
 {
@@ -97,13 +133,16 @@ static vs_stream_entry_t vs_streams_entry_copy(int slot)
 uint64_t vs_streams_bit(CUstream stream, bool per_thread)
 {
     uint64_t generation = atomic_load_explicit(&vs_streams.generation, memory_order_acquire);
-    if (vs_streams_cache.generation == generation && vs_streams_cache.stream == stream
-        && vs_streams_cache.per_thread == per_thread)
-        return vs_streams_cache.bit;
-
     vs_stream_kind_t kind;
     CUstream handle;
     vs_streams_classify(stream, per_thread, &kind, &handle);
+    /* The default streams are the current context's. */
+    CUcontext ctx = NULL;
+    if (kind != VS_STREAM_HANDLE && VS_CALL(cuCtxGetCurrent, (&ctx)) != CUDA_SUCCESS)
+        ctx = NULL;
+    if (vs_streams_cache.generation == generation && vs_streams_cache.stream == stream
+        && vs_streams_cache.per_thread == per_thread && vs_streams_cache.ctx == ctx)
+        return vs_streams_cache.bit;
     pthread_t self = pthread_self();
     uint64_t bit = VS_STREAM_BIT_OVERFLOW;
     int empty = -1;
@@ -115,19 +154,20 @@ uint64_t vs_streams_bit(CUstream stream, bool per_thread)
                 empty = i;
             continue;
         }
-        if (e->kind == kind && e->handle == handle
+        if (e->kind == kind && e->handle == handle && (kind == VS_STREAM_HANDLE || e->ctx == ctx)
             && (kind != VS_STREAM_PER_THREAD || pthread_equal(e->owner, self))) {
             bit = 1ull << i;
             break;
         }
     }
     if (bit == VS_STREAM_BIT_OVERFLOW && empty >= 0) {
-        vs_streams.table[empty] = (vs_stream_entry_t){.kind = kind, .handle = handle, .owner = self};
+        vs_streams.table[empty] = (vs_stream_entry_t){.kind = kind, .handle = handle, .owner = self, .ctx = ctx};
         bit = 1ull << empty;
     }
     vs_mutex_unlock(&vs_streams.lock);
     vs_streams_cache.stream = stream;
     vs_streams_cache.per_thread = per_thread;
+    vs_streams_cache.ctx = kind == VS_STREAM_HANDLE ? NULL : ctx;
     vs_streams_cache.generation = generation;
     vs_streams_cache.bit = bit;
     return bit;
@@ -166,25 +206,32 @@ void vs_offload_stream_destroyed(CUstream stream)
 
 /* ---- Events -------------------------------------------------------------- */
 
-CUevent vs_engine_event_get(void)
+CUevent vs_engine_event_get(CUcontext ctx)
 {
     VS_ASSERT_HELD(&vs_engine.lock);
-    if (vs_engine.event_count > 0)
-        return vs_engine.events[--vs_engine.event_count];
+    for (size_t i = vs_engine.event_count; i-- > 0;) {
+        if (vs_engine.events[i].ctx != ctx)
+            continue;
+        CUevent ev = vs_engine.events[i].event;
+        vs_engine.events[i] = vs_engine.events[--vs_engine.event_count];
+        return ev;
+    }
     CUevent ev = NULL;
+    bool pushed = vs_streams_ctx_enter(ctx);
     if (VS_CALL(cuEventCreate, (&ev, CU_EVENT_DISABLE_TIMING)) != CUDA_SUCCESS)
-        return NULL;
+        ev = NULL;
+    vs_streams_ctx_leave(pushed);
     return ev;
 }
 
-void vs_engine_event_put(CUevent ev)
+void vs_engine_event_put(CUcontext ctx, CUevent ev)
 {
     VS_ASSERT_HELD(&vs_engine.lock);
     if (ev == NULL)
         return;
     if (vs_engine.event_count == vs_engine.event_capacity) {
         size_t capacity = vs_engine.event_capacity ? vs_engine.event_capacity * 2 : 16;
-        CUevent *grown = realloc(vs_engine.events, capacity * sizeof *grown);
+        struct vs_engine_event_s *grown = realloc(vs_engine.events, capacity * sizeof *grown);
         if (grown == NULL) {
             (void)VS_CALL(cuEventDestroy_v2, (ev));
             return;
@@ -192,7 +239,7 @@ void vs_engine_event_put(CUevent ev)
         vs_engine.events = grown;
         vs_engine.event_capacity = capacity;
     }
-    vs_engine.events[vs_engine.event_count++] = ev;
+    vs_engine.events[vs_engine.event_count++] = (struct vs_engine_event_s){.ctx = ctx, .event = ev};
 }
 
 /* ---- Waiting for the users of an allocation -------------------------------- */
@@ -217,14 +264,20 @@ static CUevent vs_streams_marker_find(int slot, uint64_t epoch)
 int vs_streams_fence(uint64_t mask, CUstream waiter, uint64_t epoch)
 {
     VS_ASSERT_HELD(&vs_engine.lock);
-    bool context_sync = (mask & VS_STREAM_BIT_OVERFLOW) != 0;
+    /* Streams the table cannot name (overflow) may be of any context: then
+     * every context the engine knows is synchronised, and the current one. */
+    bool sync_all = (mask & VS_STREAM_BIT_OVERFLOW) != 0;
+    CUcontext sync_ctx[VS_STREAM_SLOTS];
+    size_t sync_count = 0;
     pthread_t self = pthread_self();
 
     for (int i = 0; i < VS_STREAM_SLOTS; i++) {
         if ((mask & (1ull << i)) == 0)
             continue;
         vs_stream_entry_t e = vs_streams_entry_copy(i);
+        e.ctx = vs_streams_entry_ctx(&e);
         CUstream target;
+        bool fallback = false;
         switch (e.kind) {
         case VS_STREAM_LEGACY:
             target = CU_STREAM_LEGACY;
@@ -235,7 +288,7 @@ int vs_streams_fence(uint64_t mask, CUstream waiter, uint64_t epoch)
                  * recorded can be waited for from here. */
                 CUevent marker = epoch != 0 ? vs_streams_marker_find(i, epoch) : NULL;
                 if (marker == NULL || VS_CALL(cuStreamWaitEvent, (waiter, marker, 0)) != CUDA_SUCCESS)
-                    context_sync = true;
+                    sync_ctx[sync_count++] = e.ctx;
                 continue;
             }
             target = CU_STREAM_PER_THREAD;
@@ -249,20 +302,41 @@ int vs_streams_fence(uint64_t mask, CUstream waiter, uint64_t epoch)
         CUevent marker = epoch != 0 ? vs_streams_marker_find(i, epoch) : NULL;
         if (marker != NULL && VS_CALL(cuStreamWaitEvent, (waiter, marker, 0)) == CUDA_SUCCESS)
             continue;
+        /* A default stream means the current context's: enter the entry's. */
+        bool pushed = e.kind != VS_STREAM_HANDLE && vs_streams_ctx_enter(e.ctx);
         CUstreamCaptureStatus status = CU_STREAM_CAPTURE_STATUS_NONE;
         if (VS_CALL(cuStreamIsCapturing, (target, &status)) == CUDA_SUCCESS
-            && status != CU_STREAM_CAPTURE_STATUS_NONE)
+            && status != CU_STREAM_CAPTURE_STATUS_NONE) {
+            vs_streams_ctx_leave(pushed);
             return -EBUSY;
-        CUevent ev = vs_engine_event_get();
+        }
+        CUevent ev = vs_engine_event_get(e.ctx);
         vs_log(VS_LOG_DEBUG, "waiting for stream %p (bit %d) with event %p", (void *)target, i, (void *)ev);
         if (ev == NULL || VS_CALL(cuEventRecord, (ev, target)) != CUDA_SUCCESS
             || VS_CALL(cuStreamWaitEvent, (waiter, ev, 0)) != CUDA_SUCCESS) {
-            context_sync = true;
+            fallback = true;
         }
-        vs_engine_event_put(ev);
+        vs_streams_ctx_leave(pushed);
+        vs_engine_event_put(e.ctx, ev);
+        if (fallback)
+            sync_ctx[sync_count++] = e.ctx;
     }
-    if (context_sync && VS_CALL(cuCtxSynchronize, ()) != CUDA_SUCCESS)
-        return -EIO;
+    if (sync_all) {
+        CUcontext current = NULL;
+        (void)VS_CALL(cuCtxGetCurrent, (&current));
+        sync_count = 0;
+        sync_ctx[sync_count++] = NULL; /* the current context */
+        for (int device = 0; device < VS_MAX_DEVICES && sync_count < VS_STREAM_SLOTS; device++)
+            if (vs_engine.devices[device].ready && vs_engine.devices[device].ctx != current)
+                sync_ctx[sync_count++] = vs_engine.devices[device].ctx;
+    }
+    for (size_t k = 0; k < sync_count; k++) {
+        bool pushed = vs_streams_ctx_enter(sync_ctx[k]);
+        CUresult rc = VS_CALL(cuCtxSynchronize, ());
+        vs_streams_ctx_leave(pushed);
+        if (rc != CUDA_SUCCESS)
+            return -EIO;
+    }
     return 0;
 }
 
@@ -306,11 +380,27 @@ void vs_streams_marker_record(CUstream stream, uint64_t bit)
         return;
     int slot = __builtin_ctzll(bit);
     vs_marker_ring_t *ring = &vs_streams_markers[slot];
+    vs_stream_entry_t e = vs_streams_entry_copy(slot);
+    e.ctx = vs_streams_entry_ctx(&e);
+    if (ring->ctx != e.ctx) {
+        /* The slot now numbers a stream of another context: its events
+         * cannot be recorded there. Waits already made keep their records. */
+        for (uint32_t k = 0; k < VS_MARKERS; k++) {
+            if (ring->event[k] != NULL)
+                (void)VS_CALL(cuEventDestroy_v2, (ring->event[k]));
+            ring->event[k] = NULL;
+        }
+        ring->count = 0;
+        ring->ctx = e.ctx;
+    }
     uint32_t at = ring->next;
-    if (ring->event[at] == NULL
-        && VS_CALL(cuEventCreate, (&ring->event[at], CU_EVENT_DISABLE_TIMING)) != CUDA_SUCCESS) {
-        ring->event[at] = NULL;
-        return;
+    if (ring->event[at] == NULL) {
+        bool pushed = vs_streams_ctx_enter(e.ctx);
+        if (VS_CALL(cuEventCreate, (&ring->event[at], CU_EVENT_DISABLE_TIMING)) != CUDA_SUCCESS)
+            ring->event[at] = NULL;
+        vs_streams_ctx_leave(pushed);
+        if (ring->event[at] == NULL)
+            return;
     }
     vs_streams_marker_arg_t m = {.stream = stream, .event = ring->event[at]};
     /* Re-recording an event a fence already waits for is safe: the wait

@@ -30,7 +30,6 @@
 
 static struct {
     void *buffer[VS_STAGING_BUFFERS];
-    CUevent copied[VS_STAGING_BUFFERS]; /* the copy out of each buffer */
     bool ready;
 } vs_tier_staging;
 
@@ -43,11 +42,6 @@ static bool vs_tier_staging_prepare(void)
             && VS_CALL(cuMemHostAlloc, (&vs_tier_staging.buffer[i], VS_STAGING_BYTES, CU_MEMHOSTALLOC_PORTABLE))
                    != CUDA_SUCCESS) {
             vs_tier_staging.buffer[i] = NULL;
-            return false;
-        }
-        if (vs_tier_staging.copied[i] == NULL
-            && VS_CALL(cuEventCreate, (&vs_tier_staging.copied[i], CU_EVENT_DISABLE_TIMING)) != CUDA_SUCCESS) {
-            vs_tier_staging.copied[i] = NULL;
             return false;
         }
     }
@@ -78,10 +72,16 @@ CUresult vs_tier_restore_from_disk(vs_region_t *r, vs_engine_device_t *d)
     uint64_t total_blocks = (r->size + VS_SPILL_BLOCK_BYTES - 1) / VS_SPILL_BLOCK_BYTES;
     CUresult rc = CUDA_SUCCESS;
     int used[VS_STAGING_BUFFERS] = {0};
+    /* The copy out of each buffer, recorded on the device's copy stream: so
+     * events of its context, from the engine's pool. */
+    CUevent copied[VS_STAGING_BUFFERS] = {0};
+    for (int b = 0; b < VS_STAGING_BUFFERS && rc == CUDA_SUCCESS; b++)
+        if ((copied[b] = vs_engine_event_get(d->ctx)) == NULL)
+            rc = CUDA_ERROR_OUT_OF_MEMORY;
     for (uint64_t first = 0, chunk = 0; first < total_blocks && rc == CUDA_SUCCESS; first += blocks_per_chunk, chunk++) {
         int b = (int)(chunk % VS_STAGING_BUFFERS);
         uint64_t blocks = total_blocks - first < blocks_per_chunk ? total_blocks - first : blocks_per_chunk;
-        if (used[b] && (rc = VS_CALL(cuEventSynchronize, (vs_tier_staging.copied[b]))) != CUDA_SUCCESS)
+        if (used[b] && (rc = VS_CALL(cuEventSynchronize, (copied[b]))) != CUDA_SUCCESS)
             break;
         int read = vs_spill_read(&r->disk, first, blocks, vs_tier_staging.buffer[b]);
         if (read != 0) {
@@ -94,10 +94,12 @@ CUresult vs_tier_restore_from_disk(vs_region_t *r, vs_engine_device_t *d)
         uint64_t n = r->size - offset < blocks * VS_SPILL_BLOCK_BYTES ? r->size - offset : blocks * VS_SPILL_BLOCK_BYTES;
         rc = VS_CALL(cuMemcpyHtoDAsync_v2, ((CUdeviceptr)(r->base + offset), vs_tier_staging.buffer[b], n, d->to_device));
         if (rc == CUDA_SUCCESS)
-            rc = VS_CALL(cuEventRecord, (vs_tier_staging.copied[b], d->to_device));
+            rc = VS_CALL(cuEventRecord, (copied[b], d->to_device));
         used[b] = 1;
     }
     CUresult synced = VS_CALL(cuStreamSynchronize, (d->to_device));
+    for (int b = 0; b < VS_STAGING_BUFFERS; b++)
+        vs_engine_event_put(d->ctx, copied[b]);
     if (rc == CUDA_SUCCESS)
         rc = synced;
     if (rc == CUDA_SUCCESS) {

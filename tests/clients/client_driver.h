@@ -40,7 +40,13 @@
     X(cuStreamWaitEvent, 3020, 1, PFN_cuStreamWaitEvent_v3020)                \
     X(cuEventDestroy, 4000, 0, PFN_cuEventDestroy_v4000)                      \
     X(cuLaunchKernel, 4000, 1, PFN_cuLaunchKernel_v4000)                      \
-    X(cuCtxSynchronize, 2000, 0, PFN_cuCtxSynchronize_v2000)
+    X(cuCtxSynchronize, 2000, 0, PFN_cuCtxSynchronize_v2000)                  \
+    X(cuDeviceGetCount, 2000, 0, PFN_cuDeviceGetCount_v2000)                  \
+    X(cuDeviceCanAccessPeer, 4000, 0, PFN_cuDeviceCanAccessPeer_v4000)        \
+    X(cuCtxEnablePeerAccess, 4000, 0, PFN_cuCtxEnablePeerAccess_v4000)        \
+    X(cuCtxDisablePeerAccess, 4000, 0, PFN_cuCtxDisablePeerAccess_v4000)      \
+    X(cuMemcpyPeer, 4000, 1, PFN_cuMemcpyPeer_v4000)                          \
+    X(cuMemcpyPeerAsync, 4000, 1, PFN_cuMemcpyPeerAsync_v4000)
 
 typedef struct client_driver_s {
 #define CLIENT_DRIVER_FIELD(name, version, per_thread, type) type name;

@@ -3,10 +3,12 @@
 
 Reads the JSON report simcuda wrote at exit (SIMCUDA_REPORT) and checks that
 device 0's peak stayed within the limit plus the small-allocation allowance
-and, with --expect-evictions, that the shim really moved data: it unmapped
-physical memory, and bytes went to the host and came back.
+(or, with a per-device list such as `0:64,1:48`, each listed device's peak
+within its own limit) and, with --expect-evictions, that the shim really
+moved data: it unmapped physical memory, and bytes went to the host and came
+back.
 
-    check_offload_report.py REPORT --limit-mib L --allowance-mib A [--expect-evictions]
+    check_offload_report.py REPORT --limit-mib L|D:L[,D:L...] --allowance-mib A [--expect-evictions]
 
 Exit status: 0 when every check holds, 1 when one fails (one line each) or
 the report cannot be read, 2 on a usage error.
@@ -21,16 +23,23 @@ MIB = 1 << 20
 def main():
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("report")
-    parser.add_argument("--limit-mib", type=int, required=True)
+    parser.add_argument("--limit-mib", required=True, help="MiB for device 0, or ORDINAL:MIB,... per device")
     parser.add_argument("--allowance-mib", type=int, required=True)
     parser.add_argument("--expect-evictions", action="store_true")
     args = parser.parse_args()
 
     try:
+        if ":" in args.limit_mib:
+            limits = {int(d): int(m) for d, m in (entry.split(":") for entry in args.limit_mib.split(","))}
+        else:
+            limits = {0: int(args.limit_mib)}
+    except ValueError:
+        print(f"usage: --limit-mib {args.limit_mib!r} is neither MIB nor ORDINAL:MIB,...")
+        return 2
+    try:
         with open(args.report) as f:
             report = json.load(f)
-        device = report["devices"][0]
-        peak = device["peak_bytes"]
+        peaks = {d: report["devices"][d]["peak_bytes"] for d in limits}
         calls = report["calls"]
         copied = report["copied"]
     except (OSError, ValueError, KeyError, IndexError, TypeError) as error:
@@ -38,10 +47,12 @@ def main():
         return 1
 
     failures = []
-    bound = (args.limit_mib + args.allowance_mib) * MIB
-    if peak > bound:
-        failures.append(f"device 0 peak {peak} bytes ({peak / MIB:.1f} MiB) is over the limit {args.limit_mib} MiB "
-                        f"+ allowance {args.allowance_mib} MiB = {bound} bytes")
+    for d, limit in limits.items():
+        peak = peaks[d]
+        bound = (limit + args.allowance_mib) * MIB
+        if peak > bound:
+            failures.append(f"device {d} peak {peak} bytes ({peak / MIB:.1f} MiB) is over the limit {limit} MiB "
+                            f"+ allowance {args.allowance_mib} MiB = {bound} bytes")
     if args.expect_evictions:
         unmaps = calls.get("cuMemUnmap", 0)
         if unmaps <= 0:
@@ -54,7 +65,9 @@ def main():
     for failure in failures:
         print("FAIL:", failure)
     if not failures:
-        print(f"report ok: device 0 peak {peak / MIB:.1f} MiB <= {args.limit_mib} + {args.allowance_mib} MiB, "
+        within = ", ".join(f"device {d} peak {peaks[d] / MIB:.1f} MiB <= {limit} + {args.allowance_mib} MiB"
+                           for d, limit in limits.items())
+        print(f"report ok: {within}, "
               f"cuMemUnmap {calls.get('cuMemUnmap', 0)}, dtoh {copied.get('dtoh', 0)}, htod {copied.get('htod', 0)}")
     return 1 if failures else 0
 

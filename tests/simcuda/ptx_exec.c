@@ -18,6 +18,7 @@
  * Entry point: `ptx_execute`.
  */
 #include "ptx_exec.h"
+#include "sim_internal.h"
 
 #include <math.h>
 #include <stdatomic.h>
@@ -307,6 +308,7 @@ static int fast_op(block_t *b, warp_t *w, const ptx_insn_t *in, uint32_t mask)
             if (!(mask & (1u << l)))
                 continue;
             unsigned char *p = (unsigned char *)(uintptr_t)(base[l] + off);
+            sim_kernel_touch(p, bits / 8, st);
             if (bits == 32) {
                 uint32_t x;
                 if (st) {

@@ -6,6 +6,7 @@
  * Entry points: the `ptx_exec_*` functions of ptx_exec.h.
  */
 #include "ptx_exec.h"
+#include "sim_internal.h"
 
 #include <math.h>
 #include <stdatomic.h>
@@ -32,6 +33,8 @@ int ptx_exec_ld_st(block_t *b, warp_t *w, const ptx_insn_t *in, uint32_t mask)
         if (!(mask & (1u << lane)))
             continue;
         unsigned char *p = ptx_address(b, w, in, addr, lane);
+        if (in->space == PS_GLOBAL || in->space == PS_GENERIC)
+            sim_kernel_touch(p, (size_t)n * size, is_st);
         for (unsigned k = 0; k < n; k++) {
             unsigned char *q = p + k * size;
             if (val->kind == PK_VEC) {
@@ -157,6 +160,8 @@ int ptx_exec_atom(block_t *b, warp_t *w, const ptx_insn_t *in, uint32_t mask)
         if (!(mask & (1u << lane)))
             continue;
         unsigned char *p = ptx_address(b, w, in, addr, lane);
+        if (in->space == PS_GLOBAL || in->space == PS_GENERIC)
+            sim_kernel_touch(p, ptx_type_bits(in->type) / 8, true);
         bool ok;
         uint64_t old = atomic_apply(in, p, src(b, w, in, val, lane), cmpv ? src(b, w, in, cmpv, lane) : 0, &ok);
         if (!ok)

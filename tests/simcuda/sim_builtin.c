@@ -40,6 +40,7 @@ static void fill_u32(void **args, const simcuda_launch_t *launch, void *user)
     uint32_t *dst = ARG(uint32_t *, args, 0);
     uint64_t n = ARG(uint64_t, args, 1);
     uint32_t seed = ARG(uint32_t, args, 2);
+    sim_kernel_touch(dst, n * 4, true);
     for (uint64_t i = 0; i < n; i++)
         dst[i] = seed ^ (uint32_t)(i * 2654435761u);
 }
@@ -54,6 +55,8 @@ static void checksum_kernel(void **args, const simcuda_launch_t *launch, void *u
 {
     const uint32_t *src = ARG(const uint32_t *, args, 0);
     uint64_t n = ARG(uint64_t, args, 1);
+    sim_kernel_touch(src, n * 4, false);
+    sim_kernel_touch(ARG(uint64_t *, args, 2), 8, true);
     ARG(uint64_t *, args, 2)[0] = checksum_u32(src, n);
 }
 
@@ -69,6 +72,8 @@ static void axpy_f32(void **args, const simcuda_launch_t *launch, void *user)
     const float *x = ARG(const float *, args, 1);
     float *y = ARG(float *, args, 2);
     uint64_t n = ARG(uint64_t, args, 3);
+    sim_kernel_touch(x, n * 4, false);
+    sim_kernel_touch(y, n * 4, true);
     for (uint64_t i = 0; i < n; i++)
         y[i] = a * x[i] + y[i];
 }
@@ -84,6 +89,8 @@ static void copy_kernel(void **args, const simcuda_launch_t *launch, void *user)
     unsigned char *dst = ARG(unsigned char *, args, 0);
     const unsigned char *src = ARG(const unsigned char *, args, 1);
     uint64_t bytes = ARG(uint64_t, args, 2);
+    sim_kernel_touch(src, bytes, false);
+    sim_kernel_touch(dst, bytes, true);
     for (uint64_t i = 0; i < bytes; i++)
         dst[i] = src[i];
 }
@@ -97,6 +104,9 @@ static uint64_t copy_cost(void **args, const simcuda_launch_t *launch, void *use
 static void add_u32_struct(void **args, const simcuda_launch_t *launch, void *user)
 {
     const sim_add_args_t *p = args[0];
+    sim_kernel_touch(p->a, p->n * 4, false);
+    sim_kernel_touch(p->b, p->n * 4, false);
+    sim_kernel_touch(p->out, p->n * 4, true);
     for (uint64_t i = 0; i < p->n; i++)
         p->out[i] = p->a[i] + p->b[i];
 }
@@ -115,8 +125,12 @@ static void gather_checksum(void **args, const simcuda_launch_t *launch, void *u
     const uint32_t *const *ptrs = ARG(const uint32_t *const *, args, 0);
     uint64_t count = ARG(uint64_t, args, 1), n = ARG(uint64_t, args, 2);
     uint64_t *out = ARG(uint64_t *, args, 3);
-    for (uint64_t k = 0; k < count; k++)
+    sim_kernel_touch(ptrs, count * sizeof *ptrs, false);
+    sim_kernel_touch(out, count * 8, true);
+    for (uint64_t k = 0; k < count; k++) {
+        sim_kernel_touch(ptrs[k], n * 4, false);
         out[k] = checksum_u32(ptrs[k], n);
+    }
 }
 
 static uint64_t gather_cost(void **args, const simcuda_launch_t *launch, void *user)
@@ -150,6 +164,8 @@ static void content_hash_kernel(void **args, const simcuda_launch_t *launch, voi
     const void *data = ARG(const void *, args, 0);
     uint64_t bytes = ARG(uint64_t, args, 1);
     uint64_t *lanes = ARG(uint64_t *, args, 2);
+    sim_kernel_touch(data, bytes, false);
+    sim_kernel_touch(lanes, 16, true);
     vs_content_hash_t h = {{0, 0}};
     vs_content_hash_update(&h, 0, data, bytes);
     lanes[0] += h.lane[0];

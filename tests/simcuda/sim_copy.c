@@ -269,7 +269,11 @@ SIM_COPY_FN(cuMemcpyAsync_ptsz, ANY_ASYNC_PARAMS, dst, src, CHECK_NONE, hStream,
 static CUresult copy_peer(CUdeviceptr dst, CUcontext dst_ctx, CUdeviceptr src, CUcontext src_ctx, size_t bytes,
                           CUstream hStream, bool async, bool per_thread)
 {
-    if (dst_ctx == NULL || src_ctx == NULL)
+    /* Peer copies run whether or not peer access is enabled: the copy
+     * engines reach both devices. */
+    if (!sim_initialized())
+        return CUDA_ERROR_NOT_INITIALIZED;
+    if (!sim_ctx_valid(dst_ctx) || !sim_ctx_valid(src_ctx))
         return CUDA_ERROR_INVALID_CONTEXT;
     return copy_linear(dst, src, bytes, CHECK_BOTH, hStream, async, per_thread);
 }

@@ -717,6 +717,21 @@ bool sim_ctx_valid(CUcontext ctx)
     return found;
 }
 
+void sim_ctx_forget_peers(CUcontext gone)
+{
+    pthread_mutex_lock(&ctx_lock);
+    for (size_t i = 0; i < ctx_live_count; i++) {
+        for (int slot = 0; slot < SIM_MAX_PEERS; slot++) {
+            CUcontext expected = gone;
+            atomic_compare_exchange_strong(&ctx_live[i]->peers[slot], &expected, NULL);
+        }
+    }
+    pthread_mutex_unlock(&ctx_lock);
+    for (int slot = 0; slot < SIM_MAX_PEERS; slot++)
+        atomic_store(&gone->peers[slot], NULL);
+    atomic_fetch_add_explicit(&sim_access_generation, 1, memory_order_release);
+}
+
 static int ctx_register(CUcontext ctx)
 {
     int rc = 0;
@@ -885,6 +900,7 @@ static CUresult ctx_destroy(CUcontext ctx)
     ctx_unregister(ctx);
     sim_exec_ctx_destroying(ctx);
     sim_memory_ctx_destroying(ctx);
+    sim_ctx_forget_peers(ctx);
     /* The real driver pops the destroyed context if it is current to the
      * calling thread; stale entries of other threads stay (as there). */
     int kept = 0;
@@ -1226,6 +1242,7 @@ static CUresult primary_reset(CUdevice dev)
     if (primary != NULL) {
         (void)sim_exec_ctx_synchronize(primary);
         sim_memory_ctx_destroying(primary);
+        sim_ctx_forget_peers(primary);
     }
     return CUDA_SUCCESS;
 }

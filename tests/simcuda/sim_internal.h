@@ -142,6 +142,10 @@ typedef struct sim_device_s {
 
 struct CUstream_st;
 
+/* Peer contexts one context may enable at once; one more is
+ * CUDA_ERROR_TOO_MANY_PEERS (real GPUs allow about 8 per device). */
+#define SIM_MAX_PEERS 16
+
 struct CUctx_st {
     sim_device_t *device;
     bool is_primary;
@@ -156,6 +160,10 @@ struct CUctx_st {
     size_t stream_count, stream_capacity;
     /* Default memory pool of `cuMemAllocAsync`. Owned by the platform half. */
     struct CUmemPoolHandle_st *default_pool;
+    /* Contexts whose ordinary allocations this context's kernels may touch
+     * (`cuCtxEnablePeerAccess`); NULL slots are free. Written under the
+     * peer lock of `sim_peer.c`, read lock-free by kernels' access checks. */
+    _Atomic(struct CUctx_st *) peers[SIM_MAX_PEERS];
 };
 
 /* At most this many simulated devices (`SIMCUDA_DEVICES`). */
@@ -273,6 +281,60 @@ SIM_HIDDEN int sim_memory_init(void);
 SIM_HIDDEN void sim_memory_ctx_destroying(CUcontext ctx);
 SIM_HIDDEN struct CUmemPoolHandle_st *sim_memory_default_pool(sim_device_t *device);
 SIM_HIDDEN void sim_fault_check_config(void);
+
+/* ------------------------------------------------------------------------
+ * Which device may touch which memory (sim_peer.c, sim_memory.c)
+ *
+ * A kernel runs on its stream's context. It may touch: its own device's
+ * ordinary, pool and module memory; managed memory anywhere; another
+ * device's ordinary (`cuMemAlloc`) memory only when its context has
+ * enabled peer access to the owning context; a VMM mapping only when
+ * `cuMemSetAccess` granted its device (writes need READWRITE). Peer access
+ * does not apply to VMM or pool memory. Copies are not checked: the copy
+ * engines reach every device's memory, with or without peer access.
+ * ------------------------------------------------------------------------ */
+
+/* True when `ctx` has enabled peer access to `owner`'s allocations. */
+SIM_HIDDEN bool sim_ctx_has_peer(CUcontext ctx, CUcontext owner);
+/* Drops `gone` from every context's peers (it is being destroyed), and
+ * every peer of its own. Defined in `sim_core.c`. */
+SIM_HIDDEN void sim_ctx_forget_peers(CUcontext gone);
+
+/* Bumped whenever an access answer may change (peer access enabled or
+ * disabled, `cuMemSetAccess`, memory freed or unmapped): kernels' cached
+ * answers older than it are asked again. */
+SIM_HIDDEN extern _Atomic uint64_t sim_access_generation;
+
+/* What the calling thread's running kernel may touch: `ctx` is NULL outside
+ * kernels; [lo, hi) is the last range found accessible (writable or not)
+ * at `generation`. */
+typedef struct sim_kernel_view_s {
+    CUcontext ctx;
+    const char *kernel;
+    uintptr_t lo, hi;
+    bool writable;
+    uint64_t generation;
+} sim_kernel_view_t;
+SIM_HIDDEN extern _Thread_local sim_kernel_view_t sim_kernel_view;
+
+/* The slow path of `sim_kernel_touch`: looks the range up; when the
+ * kernel's device may not touch it, prints one line naming the kernel, the
+ * devices and the address, and raises SIGSEGV, as an illegal address stops a
+ * simulated program everywhere else. Defined in `sim_memory.c`. */
+SIM_HIDDEN void sim_kernel_touch_check(uintptr_t address, size_t bytes, bool write);
+
+/* Every access a kernel makes to global memory passes here first. */
+static inline void sim_kernel_touch(const void *pointer, size_t bytes, bool is_write)
+{
+    sim_kernel_view_t *v = &sim_kernel_view;
+    uintptr_t a = (uintptr_t)pointer;
+    if (v->ctx == NULL)
+        return;
+    if (a >= v->lo && a + bytes <= v->hi && (v->writable || !is_write) &&
+        v->generation == atomic_load_explicit(&sim_access_generation, memory_order_acquire))
+        return;
+    sim_kernel_touch_check(a, bytes, is_write);
+}
 
 /* Loads a module from any image the driver accepts (fatbin wrapper, fatbin
  * container, ELF cubin, PTX text) for the current context. Shared by

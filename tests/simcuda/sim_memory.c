@@ -26,6 +26,7 @@
 #include "sim_internal.h"
 
 #include <errno.h>
+#include <signal.h>
 #include <fcntl.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -198,6 +199,8 @@ static int map_insert(mem_map_t *map, mem_block_t *block)
 
 static void map_remove(mem_map_t *map, mem_block_t *block)
 {
+    /* Whatever a kernel cached about this range is stale now. */
+    atomic_fetch_add_explicit(&sim_access_generation, 1, memory_order_release);
     ptrdiff_t index = map_floor(map, block->base);
     if (index < 0 || map->items[index] != block)
         return;
@@ -1291,6 +1294,7 @@ SIM_EXPORT CUresult cuMemSetAccess(CUdeviceptr ptr, size_t size, const CUmemAcce
         mem_block_t *mapping = mappings.items[m];
         for (size_t i = 0; i < count; i++)
             mapping->access[desc[i].location.id] = (unsigned char)desc[i].flags;
+        atomic_fetch_add_explicit(&sim_access_generation, 1, memory_order_release);
         if (mprotect((void *)mapping->base, mapping->span, host_protection(mapping)) != 0)
             result = CUDA_ERROR_OUT_OF_MEMORY;
     }
@@ -1842,4 +1846,82 @@ sim_mem_kind_t sim_mem_classify(uintptr_t address, int *device_out)
     bool pinned = map_find(&host_blocks, address) != NULL;
     pthread_rwlock_unlock(&mem_lock);
     return pinned ? SIM_MEM_PINNED : SIM_MEM_PAGEABLE;
+}
+
+/* ------------------------------------------------------------------------
+ * Kernels' access rules (see sim_internal.h)
+ * ------------------------------------------------------------------------ */
+
+_Atomic uint64_t sim_access_generation = 1;
+_Thread_local sim_kernel_view_t sim_kernel_view;
+
+/* Whether the kernel of `view` may touch `block` (and write it), and which
+ * device owns it. Called with `mem_lock` held. */
+static bool kernel_may_touch(const sim_kernel_view_t *view, const mem_block_t *block, bool *writable, int *owner)
+{
+    int device = view->ctx->device->ordinal;
+    *owner = block->device != NULL ? block->device->ordinal : device;
+    *writable = true;
+    switch (block->kind) {
+    case MEM_MANAGED:
+        return true;
+    case MEM_MAPPING:
+        /* Only cuMemSetAccess decides; peer access does not apply. */
+        *writable = block->access[device] == CU_MEM_ACCESS_FLAGS_PROT_READWRITE;
+        return block->access[device] != CU_MEM_ACCESS_FLAGS_PROT_NONE;
+    case MEM_DEVICE:
+        return *owner == device || (block->ctx != NULL && sim_ctx_has_peer(view->ctx, block->ctx));
+    case MEM_POOL:
+        /* Pool memory is reached through cuMemPoolSetAccess, which simcuda
+         * does not offer: its own device only. */
+        return *owner == device;
+    default:
+        return true;
+    }
+}
+
+void sim_kernel_touch_check(uintptr_t address, size_t bytes, bool is_write)
+{
+    sim_kernel_view_t *view = &sim_kernel_view;
+    uint64_t generation = atomic_load_explicit(&sim_access_generation, memory_order_acquire);
+    if (va_space_of(address) == NULL)
+        return; /* host memory, shared or local windows: the MMU decides */
+    pthread_rwlock_rdlock(&mem_lock);
+    mem_block_t *block = map_find(&device_blocks, address);
+    if (block != NULL && block->kind == MEM_RESERVATION)
+        block = map_find(&mappings, address);
+    bool allowed = true, writable = true;
+    int owner = -1;
+    uintptr_t lo = 0, hi = 0;
+    if (block != NULL) {
+        allowed = kernel_may_touch(view, block, &writable, &owner);
+        lo = block->base;
+        hi = block_end(block);
+    }
+    pthread_rwlock_unlock(&mem_lock);
+    if (block == NULL)
+        return; /* unmapped or freed: the access itself faults */
+    if (allowed && (writable || !is_write)) {
+        view->lo = lo;
+        view->hi = hi;
+        view->writable = writable;
+        view->generation = generation;
+        if (address + bytes <= hi)
+            return;
+        /* A range over several blocks: check the rest too. */
+        sim_kernel_touch_check(hi, address + bytes - hi, is_write);
+        return;
+    }
+    char line[256];
+    int n = snprintf(line, sizeof line,
+                     "simcuda: kernel %s on device %d %s 0x%lx, memory of device %d it has no %s to: illegal address\n",
+                     view->kernel != NULL ? view->kernel : "?", view->ctx->device->ordinal,
+                     is_write ? "wrote" : "read", (unsigned long)address, owner,
+                     allowed ? "write access" : "peer access or cuMemSetAccess grant");
+    if (n > 0)
+        (void)write(STDERR_FILENO, line, (size_t)n < sizeof line ? (size_t)n : sizeof line - 1);
+    raise(SIGSEGV);
+    /* A handler that returns does not make the access legal. */
+    signal(SIGSEGV, SIG_DFL);
+    raise(SIGSEGV);
 }

@@ -373,7 +373,12 @@ static void *stream_worker(void *arg)
             sim_dep_wait(&op->deps[i]);
         if (op->due_ns != 0)
             lag_until(op->due_ns);
+        /* A kernel touches memory as its context's device may (peer access,
+         * VMM grants): `sim_kernel_touch` asks this view. */
+        if (op->cmd.kind == SIM_CMD_KERNEL)
+            sim_kernel_view = (sim_kernel_view_t){.ctx = s->ctx, .kernel = op->cmd.u.launch.kernel->name};
         sim_cmd_execute(&op->cmd, op->event_gen);
+        sim_kernel_view.ctx = NULL;
 
         pthread_mutex_lock(&s->lock);
         s->completed_seq = op->seq;
