@@ -76,6 +76,7 @@ typedef enum sim_cmd_kind_e {
     SIM_CMD_HOST,
     SIM_CMD_EVENT_RECORD,
     SIM_CMD_EVENT_WAIT,
+    SIM_CMD_MEMOP,
 } sim_cmd_kind_t;
 
 /* A 3-D strided copy; a linear copy is width = bytes, height = depth = 1. */
@@ -95,6 +96,14 @@ typedef struct sim_set_desc_s {
     uint32_t value;
 } sim_set_desc_t;
 
+/* A batch of stream memory operations (`cuStreamWriteValue*`,
+ * `cuStreamWaitValue*`, `cuStreamBatchMemOp`), validated at submission;
+ * `ops` is owned. */
+typedef struct sim_memop_desc_s {
+    CUstreamBatchMemOpParams *ops;
+    unsigned count;
+} sim_memop_desc_t;
+
 typedef struct sim_launch_desc_s {
     sim_kernel_t *kernel;
     unsigned grid[3], block[3], shared_bytes;
@@ -109,6 +118,7 @@ typedef struct sim_cmd_s {
         sim_launch_desc_t launch;
         sim_copy_desc_t copy;
         sim_set_desc_t set;
+        sim_memop_desc_t memop;
         struct { void (*fn)(void *); void *arg; } host;
         struct CUevent_st *event; /* RECORD and WAIT hold a reference */
     } u;
@@ -127,6 +137,9 @@ SIM_HIDDEN uint64_t sim_launch_cost_ns(const sim_launch_desc_t *launch);
 SIM_HIDDEN void sim_copy_execute(const sim_copy_desc_t *copy);
 SIM_HIDDEN void sim_set_execute(const sim_set_desc_t *set);
 SIM_HIDDEN uint64_t sim_copy_bytes(const sim_copy_desc_t *copy);
+/* Runs a batch of stream memory operations on the worker (sim_memop.c):
+ * waits poll the memory until their condition holds. */
+SIM_HIDDEN void sim_memop_execute(const sim_memop_desc_t *memop);
 
 /* ------------------------------------------------------------------------
  * Streams (sim_stream.c)

@@ -731,6 +731,9 @@ SIM_EXPORT CUresult cuGraphNodeGetType(CUgraphNode hNode, CUgraphNodeType *type)
     case SIM_CMD_EVENT_WAIT:
         *type = CU_GRAPH_NODE_TYPE_WAIT_EVENT;
         break;
+    case SIM_CMD_MEMOP:
+        *type = CU_GRAPH_NODE_TYPE_BATCH_MEM_OP;
+        break;
     case SIM_CMD_EMPTY:
         *type = CU_GRAPH_NODE_TYPE_EMPTY;
         break;

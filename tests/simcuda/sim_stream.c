@@ -219,6 +219,9 @@ void sim_cmd_release(sim_cmd_t *cmd)
         free(cmd->u.launch.args);
         free(cmd->u.launch.param_ptrs);
         break;
+    case SIM_CMD_MEMOP:
+        free(cmd->u.memop.ops);
+        break;
     case SIM_CMD_EVENT_RECORD:
     case SIM_CMD_EVENT_WAIT:
         if (cmd->u.event != NULL)
@@ -251,6 +254,16 @@ CUresult sim_cmd_clone(sim_cmd_t *dst, const sim_cmd_t *src)
             to->param_ptrs[i] = to->args + from->kernel->param_offsets[i];
         break;
     }
+    case SIM_CMD_MEMOP: {
+        size_t bytes = src->u.memop.count * sizeof(*src->u.memop.ops);
+        dst->u.memop.ops = malloc(bytes ? bytes : 1);
+        if (dst->u.memop.ops == NULL) {
+            memset(dst, 0, sizeof(*dst));
+            return CUDA_ERROR_OUT_OF_MEMORY;
+        }
+        memcpy(dst->u.memop.ops, src->u.memop.ops, bytes);
+        break;
+    }
     case SIM_CMD_EVENT_RECORD:
     case SIM_CMD_EVENT_WAIT:
         sim_event_ref(src->u.event);
@@ -275,6 +288,9 @@ void sim_cmd_execute(const sim_cmd_t *cmd, uint64_t event_gen)
         break;
     case SIM_CMD_HOST:
         cmd->u.host.fn(cmd->u.host.arg);
+        break;
+    case SIM_CMD_MEMOP:
+        sim_memop_execute(&cmd->u.memop);
         break;
     case SIM_CMD_EVENT_RECORD:
         sim_event_stamp(cmd->u.event, event_gen);
