@@ -354,6 +354,170 @@ static void test_added_kernel_node_replays(void **state)
     cuMemFree_v2(d);
 }
 
+static uint32_t read_u32(CUdeviceptr d)
+{
+    uint32_t v;
+    assert_int_equal(cuMemcpyDtoH_v2(&v, d, 4), CUDA_SUCCESS);
+    return v;
+}
+
+/* Memcpy and memset nodes: built, read back, replayed, and re-pointed in
+ * the executable graph only (the template and earlier launches keep
+ * theirs); what cuda.h says must be refused is refused. */
+static void test_memcpy_and_memset_nodes_set_params_in_exec(void **state)
+{
+    (void)state;
+    enum { N = 64 };
+    CUstream s;
+    CUdeviceptr a, b, c, d, managed;
+    CUgraph graph;
+    CUgraphExec exec;
+    CUgraphNode set_node, copy_node;
+    assert_int_equal(cuStreamCreate(&s, CU_STREAM_NON_BLOCKING), CUDA_SUCCESS);
+    assert_int_equal(cuMemAlloc_v2(&a, N * 4), CUDA_SUCCESS);
+    assert_int_equal(cuMemAlloc_v2(&b, N * 4), CUDA_SUCCESS);
+    assert_int_equal(cuMemAlloc_v2(&c, N * 4), CUDA_SUCCESS);
+    assert_int_equal(cuMemAlloc_v2(&d, N * 4), CUDA_SUCCESS);
+    assert_int_equal(cuMemAllocManaged(&managed, N * 4, CU_MEM_ATTACH_GLOBAL), CUDA_SUCCESS);
+    assert_int_equal(cuGraphCreate(&graph, 0), CUDA_SUCCESS);
+    CUDA_MEMSET_NODE_PARAMS set = {.dst = a, .value = 5, .elementSize = 4, .width = N, .height = 1};
+    assert_int_equal(cuGraphAddMemsetNode(&set_node, graph, NULL, 0, &set, ctx), CUDA_SUCCESS);
+    CUDA_MEMCPY3D copy;
+    memset(&copy, 0, sizeof copy);
+    copy.srcMemoryType = CU_MEMORYTYPE_DEVICE;
+    copy.srcDevice = a;
+    copy.dstMemoryType = CU_MEMORYTYPE_DEVICE;
+    copy.dstDevice = b;
+    copy.WidthInBytes = N * 4;
+    copy.Height = 1;
+    copy.Depth = 1;
+    assert_int_equal(cuGraphAddMemcpyNode(&copy_node, graph, &set_node, 1, &copy, ctx), CUDA_SUCCESS);
+
+    /* Read back. */
+    CUDA_MEMSET_NODE_PARAMS got_set;
+    CUDA_MEMCPY3D got_copy;
+    assert_int_equal(cuGraphMemsetNodeGetParams(set_node, &got_set), CUDA_SUCCESS);
+    assert_true(got_set.dst == a && got_set.value == 5 && got_set.elementSize == 4 && got_set.width == N &&
+                got_set.height == 1);
+    assert_int_equal(cuGraphMemcpyNodeGetParams(copy_node, &got_copy), CUDA_SUCCESS);
+    assert_true(got_copy.srcMemoryType == CU_MEMORYTYPE_DEVICE && got_copy.srcDevice == a &&
+                got_copy.dstMemoryType == CU_MEMORYTYPE_DEVICE && got_copy.dstDevice == b &&
+                got_copy.WidthInBytes == N * 4 && got_copy.Height == 1 && got_copy.Depth == 1);
+    assert_int_equal(cuGraphMemsetNodeGetParams(copy_node, &got_set), CUDA_ERROR_INVALID_VALUE);
+    assert_int_equal(cuGraphMemcpyNodeGetParams(set_node, &got_copy), CUDA_ERROR_INVALID_VALUE);
+
+    assert_int_equal(cuGraphInstantiateWithFlags(&exec, graph, 0), CUDA_SUCCESS);
+    assert_int_equal(cuGraphLaunch(exec, s), CUDA_SUCCESS);
+    assert_int_equal(cuStreamSynchronize(s), CUDA_SUCCESS);
+    assert_int_equal(read_u32(b + 4 * (N - 1)), 5);
+
+    /* Re-point both nodes at c and d with another value. */
+    CUDA_MEMSET_NODE_PARAMS set2 = set;
+    set2.dst = c;
+    set2.value = 9;
+    assert_int_equal(cuGraphExecMemsetNodeSetParams(exec, set_node, &set2, ctx), CUDA_SUCCESS);
+    CUDA_MEMCPY3D copy2 = copy;
+    copy2.srcDevice = c;
+    copy2.dstDevice = d;
+    assert_int_equal(cuGraphExecMemcpyNodeSetParams(exec, copy_node, &copy2, ctx), CUDA_SUCCESS);
+    assert_int_equal(cuGraphLaunch(exec, s), CUDA_SUCCESS);
+    assert_int_equal(cuStreamSynchronize(s), CUDA_SUCCESS);
+    assert_int_equal(read_u32(d), 9);
+    assert_int_equal(read_u32(b), 5);
+    /* The template is untouched. */
+    assert_int_equal(cuGraphMemsetNodeGetParams(set_node, &got_set), CUDA_SUCCESS);
+    assert_true(got_set.dst == a && got_set.value == 5);
+
+    /* Refused: the wrong node type, a multidimensional or empty copy, a
+     * changed memory type (device to managed), a changed height. */
+    assert_int_equal(cuGraphExecMemsetNodeSetParams(exec, copy_node, &set2, ctx), CUDA_ERROR_INVALID_VALUE);
+    assert_int_equal(cuGraphExecMemcpyNodeSetParams(exec, set_node, &copy2, ctx), CUDA_ERROR_INVALID_VALUE);
+    CUDA_MEMCPY3D bad = copy2;
+    bad.Height = 2;
+    bad.srcPitch = bad.dstPitch = N * 2;
+    bad.WidthInBytes = N * 2;
+    assert_int_equal(cuGraphExecMemcpyNodeSetParams(exec, copy_node, &bad, ctx), CUDA_ERROR_INVALID_VALUE);
+    bad = copy2;
+    bad.WidthInBytes = 0;
+    assert_int_equal(cuGraphExecMemcpyNodeSetParams(exec, copy_node, &bad, ctx), CUDA_ERROR_INVALID_VALUE);
+    bad = copy2;
+    bad.dstDevice = managed;
+    assert_int_equal(cuGraphExecMemcpyNodeSetParams(exec, copy_node, &bad, ctx), CUDA_ERROR_INVALID_VALUE);
+    CUDA_MEMSET_NODE_PARAMS bad_set = set2;
+    bad_set.height = 2;
+    bad_set.pitch = N * 4;
+    bad_set.width = N / 2;
+    assert_int_equal(cuGraphExecMemsetNodeSetParams(exec, set_node, &bad_set, ctx), CUDA_ERROR_INVALID_VALUE);
+    bad_set = set2;
+    bad_set.elementSize = 3;
+    assert_int_equal(cuGraphExecMemsetNodeSetParams(exec, set_node, &bad_set, ctx), CUDA_ERROR_INVALID_VALUE);
+
+    assert_int_equal(cuGraphExecDestroy(exec), CUDA_SUCCESS);
+    assert_int_equal(cuGraphDestroy(graph), CUDA_SUCCESS);
+    assert_int_equal(cuMemFree_v2(a), CUDA_SUCCESS);
+    assert_int_equal(cuMemFree_v2(b), CUDA_SUCCESS);
+    assert_int_equal(cuMemFree_v2(c), CUDA_SUCCESS);
+    assert_int_equal(cuMemFree_v2(d), CUDA_SUCCESS);
+    assert_int_equal(cuMemFree_v2(managed), CUDA_SUCCESS);
+    assert_int_equal(cuStreamDestroy_v2(s), CUDA_SUCCESS);
+}
+
+/* cuGraphExecUpdate refuses a changed topology (same node count and kinds,
+ * other edges) and a memcpy whose operand changed memory type. */
+static void test_exec_update_checks_topology_and_operands(void **state)
+{
+    (void)state;
+    CUdeviceptr a, b, managed;
+    assert_int_equal(cuMemAlloc_v2(&a, 256), CUDA_SUCCESS);
+    assert_int_equal(cuMemAlloc_v2(&b, 256), CUDA_SUCCESS);
+    assert_int_equal(cuMemAllocManaged(&managed, 256, CU_MEM_ATTACH_GLOBAL), CUDA_SUCCESS);
+    CUDA_MEMSET_NODE_PARAMS set = {.dst = a, .value = 1, .elementSize = 4, .width = 64, .height = 1};
+    CUgraph g1, g2, g3;
+    CUgraphNode n1a, n1b, n2a, n2b, n3a, n3b;
+    assert_int_equal(cuGraphCreate(&g1, 0), CUDA_SUCCESS);
+    assert_int_equal(cuGraphAddMemsetNode(&n1a, g1, NULL, 0, &set, ctx), CUDA_SUCCESS);
+    assert_int_equal(cuGraphAddMemsetNode(&n1b, g1, &n1a, 1, &set, ctx), CUDA_SUCCESS);
+    assert_int_equal(cuGraphCreate(&g2, 0), CUDA_SUCCESS);
+    assert_int_equal(cuGraphAddMemsetNode(&n2a, g2, NULL, 0, &set, ctx), CUDA_SUCCESS);
+    assert_int_equal(cuGraphAddMemsetNode(&n2b, g2, NULL, 0, &set, ctx), CUDA_SUCCESS);
+    CUgraphExec exec;
+    assert_int_equal(cuGraphInstantiateWithFlags(&exec, g1, 0), CUDA_SUCCESS);
+    CUgraphExecUpdateResultInfo info;
+    assert_int_equal(cuGraphExecUpdate_v2(exec, g2, &info), CUDA_ERROR_GRAPH_EXEC_UPDATE_FAILURE);
+    assert_int_equal(info.result, CU_GRAPH_EXEC_UPDATE_ERROR_TOPOLOGY_CHANGED);
+    /* Same topology, the second memset now on managed memory. */
+    assert_int_equal(cuGraphCreate(&g3, 0), CUDA_SUCCESS);
+    assert_int_equal(cuGraphAddMemsetNode(&n3a, g3, NULL, 0, &set, ctx), CUDA_SUCCESS);
+    CUDA_MEMSET_NODE_PARAMS moved = set;
+    moved.dst = managed;
+    assert_int_equal(cuGraphAddMemsetNode(&n3b, g3, &n3a, 1, &moved, ctx), CUDA_SUCCESS);
+    assert_int_equal(cuGraphExecUpdate_v2(exec, g3, &info), CUDA_ERROR_GRAPH_EXEC_UPDATE_FAILURE);
+    assert_int_equal(info.result, CU_GRAPH_EXEC_UPDATE_ERROR_PARAMETERS_CHANGED);
+    assert_ptr_equal(info.errorNode, n3b);
+    /* A legal update: another device address and value. */
+    CUDA_MEMSET_NODE_PARAMS other = set;
+    other.dst = b;
+    other.value = 7;
+    CUgraph g4;
+    CUgraphNode n4a, n4b;
+    assert_int_equal(cuGraphCreate(&g4, 0), CUDA_SUCCESS);
+    assert_int_equal(cuGraphAddMemsetNode(&n4a, g4, NULL, 0, &set, ctx), CUDA_SUCCESS);
+    assert_int_equal(cuGraphAddMemsetNode(&n4b, g4, &n4a, 1, &other, ctx), CUDA_SUCCESS);
+    assert_int_equal(cuGraphExecUpdate_v2(exec, g4, &info), CUDA_SUCCESS);
+    assert_int_equal(info.result, CU_GRAPH_EXEC_UPDATE_SUCCESS);
+    assert_int_equal(cuGraphLaunch(exec, NULL), CUDA_SUCCESS);
+    assert_int_equal(cuCtxSynchronize(), CUDA_SUCCESS);
+    assert_int_equal(read_u32(b + 252), 7);
+    assert_int_equal(cuGraphExecDestroy(exec), CUDA_SUCCESS);
+    assert_int_equal(cuGraphDestroy(g1), CUDA_SUCCESS);
+    assert_int_equal(cuGraphDestroy(g2), CUDA_SUCCESS);
+    assert_int_equal(cuGraphDestroy(g3), CUDA_SUCCESS);
+    assert_int_equal(cuGraphDestroy(g4), CUDA_SUCCESS);
+    assert_int_equal(cuMemFree_v2(a), CUDA_SUCCESS);
+    assert_int_equal(cuMemFree_v2(b), CUDA_SUCCESS);
+    assert_int_equal(cuMemFree_v2(managed), CUDA_SUCCESS);
+}
+
 int main(void)
 {
     const struct CMUnitTest tests[] = {
@@ -365,6 +529,8 @@ int main(void)
         cmocka_unit_test(test_wait_on_outside_event_breaks_isolation),
         cmocka_unit_test(test_legacy_stream_work_during_blocking_capture_is_implicit_sync),
         cmocka_unit_test(test_added_kernel_node_replays),
+        cmocka_unit_test(test_memcpy_and_memset_nodes_set_params_in_exec),
+        cmocka_unit_test(test_exec_update_checks_topology_and_operands),
     };
     return cmocka_run_group_tests_name("simcuda capture and graphs", tests, setup, NULL);
 }

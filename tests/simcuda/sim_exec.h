@@ -137,6 +137,12 @@ SIM_HIDDEN uint64_t sim_launch_cost_ns(const sim_launch_desc_t *launch);
 SIM_HIDDEN void sim_copy_execute(const sim_copy_desc_t *copy);
 SIM_HIDDEN void sim_set_execute(const sim_set_desc_t *set);
 SIM_HIDDEN uint64_t sim_copy_bytes(const sim_copy_desc_t *copy);
+/* The command of a 3-D copy, checked as `cuMemcpy3D` checks it; *empty
+ * when it copies nothing (then `*copy` is untouched). */
+SIM_HIDDEN CUresult sim_copy_desc_from_3d(const CUDA_MEMCPY3D *params, sim_copy_desc_t *copy, bool *empty);
+/* The command of a memset, checked as `cuMemsetD2D*` check it. */
+SIM_HIDDEN CUresult sim_set_desc_build(CUdeviceptr dst, size_t pitch, uint32_t value, unsigned elem_size, size_t width,
+                                       size_t height, sim_set_desc_t *set, bool *empty);
 /* Runs a batch of stream memory operations on the worker (sim_memop.c):
  * waits poll the memory until their condition holds. */
 SIM_HIDDEN void sim_memop_execute(const sim_memop_desc_t *memop);

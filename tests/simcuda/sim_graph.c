@@ -40,9 +40,17 @@ struct CUgraph_st {
     size_t count, capacity;
 };
 
+/* The dependencies of one node, as indices: what `cuGraphExecUpdate`
+ * compares the new graph's topology against. */
+typedef struct sim_exec_deps_s {
+    size_t *index;
+    size_t count;
+} sim_exec_deps_t;
+
 struct CUgraphExec_st {
     uint32_t magic;
     sim_cmd_t *cmds;
+    sim_exec_deps_t *deps; /* one per command */
     size_t count;
 };
 
@@ -809,9 +817,12 @@ SIM_EXPORT CUresult cuGraphAddKernelNode_v2(CUgraphNode *phGraphNode, CUgraph hG
 
 static void exec_free(CUgraphExec exec)
 {
-    for (size_t i = 0; i < exec->count; i++)
+    for (size_t i = 0; i < exec->count; i++) {
         sim_cmd_release(&exec->cmds[i]);
+        free(exec->deps[i].index);
+    }
     exec->magic = 0;
+    free(exec->deps);
     free(exec->cmds);
     free(exec);
 }
@@ -826,17 +837,28 @@ static CUresult instantiate(CUgraphExec *out, CUgraph handle)
         return CUDA_ERROR_OUT_OF_MEMORY;
     exec->magic = SIM_GRAPH_EXEC_MAGIC;
     exec->cmds = calloc(graph->count ? graph->count : 1, sizeof(*exec->cmds));
-    if (exec->cmds == NULL) {
+    exec->deps = calloc(graph->count ? graph->count : 1, sizeof(*exec->deps));
+    if (exec->cmds == NULL || exec->deps == NULL) {
+        free(exec->cmds);
+        free(exec->deps);
         free(exec);
         return CUDA_ERROR_OUT_OF_MEMORY;
     }
     /* Creation order is topological (see the top of this file). The
      * executable owns copies, so the graph may be destroyed after. */
     for (size_t i = 0; i < graph->count; i++) {
-        if (sim_cmd_clone(&exec->cmds[i], &graph->nodes[i]->cmd) != CUDA_SUCCESS) {
+        CUgraphNode node = graph->nodes[i];
+        sim_exec_deps_t *deps = &exec->deps[i];
+        deps->index = malloc((node->dep_count ? node->dep_count : 1) * sizeof(*deps->index));
+        if (deps->index == NULL || sim_cmd_clone(&exec->cmds[i], &node->cmd) != CUDA_SUCCESS) {
+            free(deps->index);
+            deps->index = NULL;
             exec_free(exec);
             return CUDA_ERROR_OUT_OF_MEMORY;
         }
+        for (size_t d = 0; d < node->dep_count; d++)
+            deps->index[d] = node->deps[d]->index;
+        deps->count = node->dep_count;
         exec->count++;
     }
     *out = exec;
@@ -940,6 +962,23 @@ SIM_EXPORT CUresult cuGraphLaunch_ptsz(CUgraphExec hGraphExec, CUstream hStream)
  * launches already submitted keep theirs.
  * ------------------------------------------------------------------------ */
 
+/* Whether `node` depends on exactly the nodes at `deps` (in any order). */
+static bool same_dependencies(CUgraphNode node, const sim_exec_deps_t *deps)
+{
+    if (node->dep_count != deps->count)
+        return false;
+    for (size_t a = 0; a < node->dep_count; a++) {
+        bool found = false;
+        for (size_t b = 0; b < deps->count && !found; b++)
+            found = node->deps[a]->index == deps->index[b];
+        if (!found)
+            return false;
+    }
+    return true;
+}
+
+static bool update_allowed(const sim_cmd_t *old, const sim_cmd_t *next);
+
 SIM_EXPORT CUresult cuGraphExecUpdate_v2(CUgraphExec hGraphExec, CUgraph hGraph, CUgraphExecUpdateResultInfo *resultInfo)
 {
     CUresult entry = SIM_ENTER(cuGraphExecUpdate_v2, SIM_NEED_NOTHING);
@@ -959,10 +998,17 @@ SIM_EXPORT CUresult cuGraphExecUpdate_v2(CUgraphExec hGraphExec, CUgraph hGraph,
         goto out;
     }
     for (size_t i = 0; i < hGraph->count; i++) {
-        if (hGraph->nodes[i]->cmd.kind != hGraphExec->cmds[i].kind) {
+        CUgraphExecUpdateResult why = CU_GRAPH_EXEC_UPDATE_SUCCESS;
+        if (!same_dependencies(hGraph->nodes[i], &hGraphExec->deps[i]))
+            why = CU_GRAPH_EXEC_UPDATE_ERROR_TOPOLOGY_CHANGED;
+        else if (hGraph->nodes[i]->cmd.kind != hGraphExec->cmds[i].kind)
+            why = CU_GRAPH_EXEC_UPDATE_ERROR_NODE_TYPE_CHANGED;
+        else if (!update_allowed(&hGraphExec->cmds[i], &hGraph->nodes[i]->cmd))
+            why = CU_GRAPH_EXEC_UPDATE_ERROR_PARAMETERS_CHANGED;
+        if (why != CU_GRAPH_EXEC_UPDATE_SUCCESS) {
             result = CUDA_ERROR_GRAPH_EXEC_UPDATE_FAILURE;
             if (resultInfo != NULL) {
-                resultInfo->result = CU_GRAPH_EXEC_UPDATE_ERROR_NODE_TYPE_CHANGED;
+                resultInfo->result = why;
                 resultInfo->errorNode = hGraph->nodes[i];
             }
             goto out;
@@ -997,7 +1043,10 @@ SIM_EXPORT CUresult cuGraphExecKernelNodeSetParams_v2(CUgraphExec hGraphExec, CU
     size_t i = hNode->index;
     sim_kernel_t *kernel = sim_kernel_from_handle(nodeParams->func != NULL ? (const void *)nodeParams->func
                                                                            : (const void *)nodeParams->kern);
-    if (i < hGraphExec->count && hGraphExec->cmds[i].kind == SIM_CMD_KERNEL && kernel != NULL) {
+    bool dims_ok = nodeParams->gridDimX && nodeParams->gridDimY && nodeParams->gridDimZ && nodeParams->blockDimX &&
+                   nodeParams->blockDimY && nodeParams->blockDimZ;
+    if (i < hGraphExec->count && hGraphExec->cmds[i].kind == SIM_CMD_KERNEL && kernel != NULL && dims_ok &&
+        hGraphExec->count > 0 && hNode->graph != NULL) {
         sim_cmd_t cmd = {.kind = SIM_CMD_KERNEL};
         result = sim_launch_build(&cmd.u.launch, kernel, nodeParams->kernelParams, nodeParams->extra);
         if (result == CUDA_SUCCESS) {
@@ -1010,6 +1059,262 @@ SIM_EXPORT CUresult cuGraphExecKernelNodeSetParams_v2(CUgraphExec hGraphExec, CU
             cmd.u.launch.shared_bytes = nodeParams->sharedMemBytes;
             sim_cmd_release(&hGraphExec->cmds[i]);
             hGraphExec->cmds[i] = cmd;
+        }
+    }
+    pthread_mutex_unlock(&sim_submit_lock);
+    return result;
+}
+
+/* ------------------------------------------------------------------------
+ * Memcpy and memset nodes: built, read back and replaced in an executable
+ * graph. A node keeps the command, so reading it back gives an equivalent
+ * description (positions folded into the addresses, each side typed by the
+ * memory it points into).
+ * ------------------------------------------------------------------------ */
+
+static void copy_side(uintptr_t address, CUmemorytype *type, const void **host, CUdeviceptr *device)
+{
+    sim_mem_kind_t kind = sim_mem_classify(address, NULL);
+    if (kind == SIM_MEM_DEVICE || kind == SIM_MEM_MANAGED) {
+        *type = CU_MEMORYTYPE_DEVICE;
+        *device = (CUdeviceptr)address;
+    } else {
+        *type = CU_MEMORYTYPE_HOST;
+        *host = (const void *)address;
+    }
+}
+
+SIM_EXPORT CUresult cuGraphMemcpyNodeGetParams(CUgraphNode hNode, CUDA_MEMCPY3D *nodeParams)
+{
+    CUresult entry = SIM_ENTER(cuGraphMemcpyNodeGetParams, SIM_NEED_NOTHING);
+    if (entry != CUDA_SUCCESS)
+        return entry;
+    CUgraphNode node = node_from_handle(hNode);
+    if (node == NULL || nodeParams == NULL || node->cmd.kind != SIM_CMD_COPY)
+        return CUDA_ERROR_INVALID_VALUE;
+    const sim_copy_desc_t *c = &node->cmd.u.copy;
+    memset(nodeParams, 0, sizeof(*nodeParams));
+    copy_side(c->src, &nodeParams->srcMemoryType, &nodeParams->srcHost, &nodeParams->srcDevice);
+    void *dst_host = NULL;
+    copy_side(c->dst, &nodeParams->dstMemoryType, (const void **)&dst_host, &nodeParams->dstDevice);
+    nodeParams->dstHost = dst_host;
+    nodeParams->srcPitch = c->src_pitch;
+    nodeParams->srcHeight = c->src_height;
+    nodeParams->dstPitch = c->dst_pitch;
+    nodeParams->dstHeight = c->dst_height;
+    nodeParams->WidthInBytes = c->width;
+    nodeParams->Height = c->height;
+    nodeParams->Depth = c->depth;
+    return CUDA_SUCCESS;
+}
+
+SIM_EXPORT CUresult cuGraphMemsetNodeGetParams(CUgraphNode hNode, CUDA_MEMSET_NODE_PARAMS *nodeParams)
+{
+    CUresult entry = SIM_ENTER(cuGraphMemsetNodeGetParams, SIM_NEED_NOTHING);
+    if (entry != CUDA_SUCCESS)
+        return entry;
+    CUgraphNode node = node_from_handle(hNode);
+    if (node == NULL || nodeParams == NULL || node->cmd.kind != SIM_CMD_SET)
+        return CUDA_ERROR_INVALID_VALUE;
+    const sim_set_desc_t *set = &node->cmd.u.set;
+    memset(nodeParams, 0, sizeof(*nodeParams));
+    nodeParams->dst = (CUdeviceptr)set->dst;
+    nodeParams->pitch = set->pitch;
+    nodeParams->value = set->value;
+    nodeParams->elementSize = set->elem_size;
+    nodeParams->width = set->width;
+    nodeParams->height = set->height;
+    return CUDA_SUCCESS;
+}
+
+static CUresult check_deps(CUgraph graph, const CUgraphNode *dependencies, size_t count)
+{
+    if (count > 0 && dependencies == NULL)
+        return CUDA_ERROR_INVALID_VALUE;
+    for (size_t i = 0; i < count; i++)
+        if (node_from_handle(dependencies[i]) == NULL || dependencies[i]->graph != graph)
+            return CUDA_ERROR_INVALID_VALUE;
+    return CUDA_SUCCESS;
+}
+
+static CUresult add_cmd_node(CUgraphNode *out, CUgraph graph, const CUgraphNode *dependencies, size_t count,
+                             sim_cmd_t *cmd)
+{
+    pthread_mutex_lock(&sim_submit_lock);
+    CUgraphNode node = graph_add(graph, cmd, dependencies, count);
+    pthread_mutex_unlock(&sim_submit_lock);
+    if (node == NULL) {
+        sim_cmd_release(cmd);
+        return CUDA_ERROR_OUT_OF_MEMORY;
+    }
+    *out = node;
+    return CUDA_SUCCESS;
+}
+
+SIM_EXPORT CUresult cuGraphAddMemcpyNode(CUgraphNode *phGraphNode, CUgraph hGraph, const CUgraphNode *dependencies,
+                                         size_t numDependencies, const CUDA_MEMCPY3D *copyParams, CUcontext ctx)
+{
+    CUresult entry = SIM_ENTER(cuGraphAddMemcpyNode, SIM_NEED_NOTHING);
+    if (entry != CUDA_SUCCESS)
+        return entry;
+    CUgraph graph = graph_from_handle(hGraph);
+    if (phGraphNode == NULL || graph == NULL || copyParams == NULL)
+        return CUDA_ERROR_INVALID_VALUE;
+    if (!sim_ctx_valid(ctx))
+        return CUDA_ERROR_INVALID_CONTEXT;
+    CUresult result = check_deps(graph, dependencies, numDependencies);
+    if (result != CUDA_SUCCESS)
+        return result;
+    sim_cmd_t cmd = {.kind = SIM_CMD_COPY};
+    bool empty;
+    result = sim_copy_desc_from_3d(copyParams, &cmd.u.copy, &empty);
+    if (result != CUDA_SUCCESS)
+        return result;
+    if (empty) /* "Zero-length operations are not supported." */
+        return CUDA_ERROR_INVALID_VALUE;
+    return add_cmd_node(phGraphNode, graph, dependencies, numDependencies, &cmd);
+}
+
+SIM_EXPORT CUresult cuGraphAddMemsetNode(CUgraphNode *phGraphNode, CUgraph hGraph, const CUgraphNode *dependencies,
+                                         size_t numDependencies, const CUDA_MEMSET_NODE_PARAMS *memsetParams,
+                                         CUcontext ctx)
+{
+    CUresult entry = SIM_ENTER(cuGraphAddMemsetNode, SIM_NEED_NOTHING);
+    if (entry != CUDA_SUCCESS)
+        return entry;
+    CUgraph graph = graph_from_handle(hGraph);
+    if (phGraphNode == NULL || graph == NULL || memsetParams == NULL)
+        return CUDA_ERROR_INVALID_VALUE;
+    if (!sim_ctx_valid(ctx))
+        return CUDA_ERROR_INVALID_CONTEXT;
+    CUresult result = check_deps(graph, dependencies, numDependencies);
+    if (result != CUDA_SUCCESS)
+        return result;
+    const CUDA_MEMSET_NODE_PARAMS *p = memsetParams;
+    sim_cmd_t cmd = {.kind = SIM_CMD_SET};
+    bool empty;
+    result = sim_set_desc_build(p->dst, p->pitch, p->value, p->elementSize, p->width, p->height, &cmd.u.set, &empty);
+    if (result != CUDA_SUCCESS)
+        return result;
+    if (empty)
+        return CUDA_ERROR_INVALID_VALUE;
+    return add_cmd_node(phGraphNode, graph, dependencies, numDependencies, &cmd);
+}
+
+/* The device an address's memory lives on (-1 for host memory). */
+static int side_device(uintptr_t address, sim_mem_kind_t *kind)
+{
+    int device = -1;
+    *kind = sim_mem_classify(address, &device);
+    return *kind == SIM_MEM_DEVICE ? device : -1;
+}
+
+/* The command `hNode` became in `exec`, when it is of `kind`. Caller holds
+ * `sim_submit_lock`. */
+static sim_cmd_t *exec_cmd_of(CUgraphExec exec, CUgraphNode node, sim_cmd_kind_t kind)
+{
+    if (exec == NULL || exec->magic != SIM_GRAPH_EXEC_MAGIC || node_from_handle(node) == NULL)
+        return NULL;
+    if (node->index >= exec->count || exec->cmds[node->index].kind != kind)
+        return NULL;
+    return &exec->cmds[node->index];
+}
+
+/* For a 2-D memset only the address and the value may change; for a 1-D
+ * one the height may not (the width and the element size may: simcuda
+ * has no per-node work resources they could fail to fit). */
+static bool set_shape_allowed(const sim_set_desc_t *old, const sim_set_desc_t *next)
+{
+    if (old->height != next->height)
+        return false;
+    return old->height == 1 ||
+           (old->width == next->width && old->elem_size == next->elem_size && old->pitch == next->pitch);
+}
+
+static bool copy_mapping_same(const sim_copy_desc_t *old, const sim_copy_desc_t *next)
+{
+    sim_mem_kind_t old_src, old_dst, new_src, new_dst;
+    int old_src_dev = side_device(old->src, &old_src), old_dst_dev = side_device(old->dst, &old_dst);
+    int new_src_dev = side_device(next->src, &new_src), new_dst_dev = side_device(next->dst, &new_dst);
+    return old_src == new_src && old_dst == new_dst && old_src_dev == new_src_dev && old_dst_dev == new_dst_dev;
+}
+
+/* cuGraphExecUpdate's limits on memcpy and memset nodes (cuda.h). */
+static bool update_allowed(const sim_cmd_t *old, const sim_cmd_t *next)
+{
+    sim_mem_kind_t old_kind, new_kind;
+    switch (old->kind) {
+    case SIM_CMD_COPY:
+        return copy_mapping_same(&old->u.copy, &next->u.copy);
+    case SIM_CMD_SET:
+        return side_device(old->u.set.dst, &old_kind) == side_device(next->u.set.dst, &new_kind) &&
+               old_kind == new_kind && set_shape_allowed(&old->u.set, &next->u.set);
+    default:
+        return true;
+    }
+}
+
+SIM_EXPORT CUresult cuGraphExecMemcpyNodeSetParams(CUgraphExec hGraphExec, CUgraphNode hNode,
+                                                   const CUDA_MEMCPY3D *copyParams, CUcontext ctx)
+{
+    CUresult entry = SIM_ENTER(cuGraphExecMemcpyNodeSetParams, SIM_NEED_NOTHING);
+    if (entry != CUDA_SUCCESS)
+        return entry;
+    if (copyParams == NULL)
+        return CUDA_ERROR_INVALID_VALUE;
+    if (!sim_ctx_valid(ctx))
+        return CUDA_ERROR_INVALID_CONTEXT;
+    sim_copy_desc_t copy;
+    bool empty;
+    CUresult result = sim_copy_desc_from_3d(copyParams, &copy, &empty);
+    if (result != CUDA_SUCCESS)
+        return result;
+    /* Zero-length and multidimensional operations are refused. */
+    if (empty || copy.height != 1 || copy.depth != 1)
+        return CUDA_ERROR_INVALID_VALUE;
+    pthread_mutex_lock(&sim_submit_lock);
+    sim_cmd_t *cmd = exec_cmd_of(hGraphExec, hNode, SIM_CMD_COPY);
+    result = CUDA_ERROR_INVALID_VALUE;
+    if (cmd != NULL && cmd->u.copy.height == 1 && cmd->u.copy.depth == 1) {
+        /* The operands' mappings may not change: same kind of memory on
+         * the same device on each side. */
+        if (copy_mapping_same(&cmd->u.copy, &copy)) {
+            cmd->u.copy = copy;
+            result = CUDA_SUCCESS;
+        }
+    }
+    pthread_mutex_unlock(&sim_submit_lock);
+    return result;
+}
+
+SIM_EXPORT CUresult cuGraphExecMemsetNodeSetParams(CUgraphExec hGraphExec, CUgraphNode hNode,
+                                                   const CUDA_MEMSET_NODE_PARAMS *memsetParams, CUcontext ctx)
+{
+    CUresult entry = SIM_ENTER(cuGraphExecMemsetNodeSetParams, SIM_NEED_NOTHING);
+    if (entry != CUDA_SUCCESS)
+        return entry;
+    if (memsetParams == NULL)
+        return CUDA_ERROR_INVALID_VALUE;
+    if (!sim_ctx_valid(ctx))
+        return CUDA_ERROR_INVALID_CONTEXT;
+    const CUDA_MEMSET_NODE_PARAMS *p = memsetParams;
+    sim_set_desc_t set;
+    bool empty;
+    CUresult result = sim_set_desc_build(p->dst, p->pitch, p->value, p->elementSize, p->width, p->height, &set, &empty);
+    if (result != CUDA_SUCCESS)
+        return result;
+    if (empty)
+        return CUDA_ERROR_INVALID_VALUE;
+    pthread_mutex_lock(&sim_submit_lock);
+    sim_cmd_t *cmd = exec_cmd_of(hGraphExec, hNode, SIM_CMD_SET);
+    result = CUDA_ERROR_INVALID_VALUE;
+    if (cmd != NULL) {
+        const sim_set_desc_t *old = &cmd->u.set;
+        sim_mem_kind_t old_kind, new_kind;
+        bool same_mapping = side_device(old->dst, &old_kind) == side_device(set.dst, &new_kind) && old_kind == new_kind;
+        if (same_mapping && set_shape_allowed(old, &set)) {
+            cmd->u.set = set;
+            result = CUDA_SUCCESS;
         }
     }
     pthread_mutex_unlock(&sim_submit_lock);
