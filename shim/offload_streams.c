@@ -57,6 +57,24 @@ typedef struct vs_marker_ring_s {
 } vs_marker_ring_t;
 static vs_marker_ring_t vs_streams_markers[VS_STREAM_SLOTS];
 
+/* Gates: a stream that has a stream memory wait (`cuStreamWaitValue*`,
+ * a wait in `cuStreamBatchMemOp`) submitted may not run past it until some
+ * later operation of the program writes the value, perhaps one that needs
+ * room first. Nothing may then wait on the host for that stream's work
+ * submitted after the wait: `first_epoch` is the epoch the marker recorded
+ * just before the oldest wait still pending closed, `event` is recorded
+ * after the newest wait (the stream is past every wait once it completes).
+ * Work of epochs up to `first_epoch` is waited for through markers, which
+ * precede the wait. Guarded by the engine lock. */
+typedef struct vs_gate_s {
+    CUevent event;
+    uint64_t first_epoch;
+    bool pending;
+} vs_gate_t;
+static vs_gate_t vs_streams_gates[VS_STREAM_SLOTS];
+
+static bool vs_streams_any_gate_pending(void);
+
 static __thread struct {
     CUstream stream;
     bool per_thread;
@@ -261,6 +279,10 @@ int vs_streams_fence(uint64_t mask, CUstream waiter, uint64_t epoch)
         }
         vs_engine_event_put(ev);
     }
+    /* A context-wide wait would also wait behind every pending stream
+     * memory wait. */
+    if (context_sync && vs_streams_any_gate_pending())
+        return -EBUSY;
     if (context_sync && VS_CALL(cuCtxSynchronize, ()) != CUDA_SUCCESS)
         return -EIO;
     return 0;
@@ -299,18 +321,18 @@ static void vs_streams_marker_record_registry_wrlocked(void *arg)
 
 /* Records a marker on `stream` (numbered `bit`) before the operation
  * preparing on it submits anything. Engine lock held. */
-void vs_streams_marker_record(CUstream stream, uint64_t bit)
+uint64_t vs_streams_marker_record(CUstream stream, uint64_t bit)
 {
     VS_ASSERT_HELD(&vs_engine.lock);
     if (bit == 0 || bit == VS_STREAM_BIT_OVERFLOW)
-        return;
+        return 0;
     int slot = __builtin_ctzll(bit);
     vs_marker_ring_t *ring = &vs_streams_markers[slot];
     uint32_t at = ring->next;
     if (ring->event[at] == NULL
         && VS_CALL(cuEventCreate, (&ring->event[at], CU_EVENT_DISABLE_TIMING)) != CUDA_SUCCESS) {
         ring->event[at] = NULL;
-        return;
+        return 0;
     }
     vs_streams_marker_arg_t m = {.stream = stream, .event = ring->event[at]};
     /* Re-recording an event a fence already waits for is safe: the wait
@@ -320,8 +342,106 @@ void vs_streams_marker_record(CUstream stream, uint64_t bit)
         ring->count--;
     uint64_t epoch = vs_registry_epoch_close(vs_streams_marker_record_registry_wrlocked, &m);
     if (!m.recorded)
-        return;
+        return 0;
     ring->epoch[at] = epoch;
     ring->next = (at + 1) % VS_MARKERS;
     ring->count++;
+    return epoch;
+}
+
+/* ---- Gates: stream memory waits ------------------------------------------ */
+
+/* Whether the gate of `slot` is still closed (its event not yet reached). */
+static bool vs_streams_gate_pending(int slot)
+{
+    VS_ASSERT_HELD(&vs_engine.lock);
+    vs_gate_t *g = &vs_streams_gates[slot];
+    if (!g->pending)
+        return false;
+    if (VS_CALL(cuEventQuery, (g->event)) == CUDA_ERROR_NOT_READY)
+        return true;
+    g->pending = false; /* passed (or failed: nothing more will run there) */
+    return false;
+}
+
+static bool vs_streams_any_gate_pending(void)
+{
+    VS_ASSERT_HELD(&vs_engine.lock);
+    bool pending = false;
+    for (int i = 0; i < VS_STREAM_SLOTS; i++)
+        pending |= vs_streams_gate_pending(i);
+    return pending;
+}
+
+bool vs_streams_gated(uint64_t mask, uint64_t epoch)
+{
+    VS_ASSERT_HELD(&vs_engine.lock);
+    if ((mask & VS_STREAM_BIT_OVERFLOW) != 0)
+        return vs_streams_any_gate_pending(); /* only a context-wide wait could cover it */
+    for (int i = 0; i < VS_STREAM_SLOTS; i++) {
+        if ((mask & (1ull << i)) == 0 || !vs_streams_gate_pending(i))
+            continue;
+        const vs_gate_t *g = &vs_streams_gates[i];
+        if (epoch == 0 || epoch > g->first_epoch)
+            return true; /* used after the wait */
+        /* Used before it: fine while a marker from before the wait covers
+         * the use (the fence waits for the oldest marker at or after it). */
+        const vs_marker_ring_t *ring = &vs_streams_markers[i];
+        bool covered = false;
+        for (uint32_t k = 0; k < ring->count && !covered; k++) {
+            uint32_t at = (ring->next + VS_MARKERS - ring->count + k) % VS_MARKERS;
+            if (ring->epoch[at] >= epoch) {
+                covered = ring->epoch[at] <= g->first_epoch;
+                break;
+            }
+        }
+        if (!covered)
+            return true;
+    }
+    return false;
+}
+
+uint64_t vs_offload_stream_wait_begin(CUstream stream, bool per_thread)
+{
+    CUstreamCaptureMode mode;
+    if (!vs_offload_enabled())
+        return 0;
+    uint64_t bit = vs_streams_bit(stream, per_thread);
+    CUstream resolved = vs_streams_resolve(stream, per_thread);
+    vs_engine_lock(&mode);
+    uint64_t epoch = 0;
+    CUstreamCaptureStatus status = CU_STREAM_CAPTURE_STATUS_NONE;
+    /* A captured wait runs at the graph's launches, not now. */
+    if (VS_CALL(cuStreamIsCapturing, (resolved, &status)) == CUDA_SUCCESS && status == CU_STREAM_CAPTURE_STATUS_NONE)
+        epoch = vs_streams_marker_record(resolved, bit);
+    vs_engine_unlock(mode);
+    return epoch;
+}
+
+void vs_offload_stream_wait_end(CUstream stream, bool per_thread, uint64_t epoch)
+{
+    CUstreamCaptureMode mode;
+    if (!vs_offload_enabled() || epoch == 0)
+        return;
+    uint64_t bit = vs_streams_bit(stream, per_thread);
+    if (bit == 0 || bit == VS_STREAM_BIT_OVERFLOW)
+        return;
+    int slot = __builtin_ctzll(bit);
+    vs_engine_lock(&mode);
+    vs_gate_t *g = &vs_streams_gates[slot];
+    bool pending = vs_streams_gate_pending(slot);
+    if (g->event == NULL && VS_CALL(cuEventCreate, (&g->event, CU_EVENT_DISABLE_TIMING)) != CUDA_SUCCESS)
+        g->event = NULL;
+    if (g->event != NULL && VS_CALL(cuEventRecord, (g->event, vs_streams_resolve(stream, per_thread))) == CUDA_SUCCESS) {
+        if (!pending)
+            g->first_epoch = epoch;
+        g->pending = true;
+    } else if (pending) {
+        /* The newest wait cannot be followed: keep the gate closed for
+         * good rather than trust the older event. */
+        g->first_epoch = g->first_epoch < epoch ? g->first_epoch : epoch;
+    } else {
+        vs_log(VS_LOG_WARN, "cannot follow a stream memory wait; evictions may wait for it");
+    }
+    vs_engine_unlock(mode);
 }

@@ -1320,3 +1320,19 @@ SIM_EXPORT CUresult cuGraphExecMemsetNodeSetParams(CUgraphExec hGraphExec, CUgra
     pthread_mutex_unlock(&sim_submit_lock);
     return result;
 }
+
+/* A batch-mem-op node (captured `cuStreamWriteValue*`/`WaitValue*`/
+ * `BatchMemOp`): its operations, in the node's own array. */
+SIM_EXPORT CUresult cuGraphBatchMemOpNodeGetParams(CUgraphNode hNode, CUDA_BATCH_MEM_OP_NODE_PARAMS *nodeParams_out)
+{
+    CUresult entry = SIM_ENTER(cuGraphBatchMemOpNodeGetParams, SIM_NEED_NOTHING);
+    if (entry != CUDA_SUCCESS)
+        return entry;
+    CUgraphNode node = node_from_handle(hNode);
+    if (node == NULL || nodeParams_out == NULL || node->cmd.kind != SIM_CMD_MEMOP)
+        return CUDA_ERROR_INVALID_VALUE;
+    memset(nodeParams_out, 0, sizeof(*nodeParams_out));
+    nodeParams_out->count = node->cmd.u.memop.count;
+    nodeParams_out->paramArray = node->cmd.u.memop.ops;
+    return CUDA_SUCCESS;
+}
