@@ -21,7 +21,11 @@
  *   buffers that are evicted when the graph launches: restored first, the
  *   bytes exact; the buffers the graph no longer references are evictable
  *   again.
- * - `device_pointers` (`VRAMSHIM_PIN_DEVICE_POINTERS=1`): a kernel follows
+ * - `graph_bodies`: a WHILE node whose body checksums an evicted buffer,
+ *   and a child graph node whose memset fills another, re-pointed with
+ *   `cuGraphExecChildGraphNodeSetParams`: the bodies' pointers count for
+ *   the graph and are restored before each launch.
+ * - `device_pointers` (`VRAMSHIM_PIN_DEVICE_POINTERS=on`): a kernel follows
  *   a table of pointers it reads from device memory (written with a small
  *   `cuMemcpyHtoD_v2`, as `cudaMemcpyToSymbol` does); the pointed-to
  *   buffers are pinned by the shim, so the kernel stays byte-exact under
@@ -182,6 +186,11 @@ static int case_memops(void)
                   (unsigned long long)want);
     }
     free(host);
+    /* cuMemAlloc memory has no VMM handle to the program, evicted or not
+     * (the shim's mapping behind it is its own). */
+    CUmemGenericAllocationHandle phys;
+    VS_EXPECT(cuMemRetainAllocationHandle(&phys, (void *)(uintptr_t)(buf[0] + 100)) == CUDA_ERROR_INVALID_VALUE,
+              "cuMemRetainAllocationHandle of cuMemAlloc memory should be CUDA_ERROR_INVALID_VALUE");
     return 0;
 }
 
@@ -466,6 +475,96 @@ static int case_graph_update(void)
     return 0;
 }
 
+/* ---- graph_bodies --------------------------------------------------------- */
+
+/* A WHILE node whose body checksums a buffer (twice), and a child graph
+ * node whose memset fills another, then re-pointed to a third with
+ * cuGraphExecChildGraphNodeSetParams: what the bodies reference is
+ * restored before each launch. */
+static int case_graph_bodies(void)
+{
+    enum { N = 6 };
+    CUdeviceptr buf[N], sums, counter;
+    CUstream s;
+    CUmodule module;
+    CUfunction fn_countdown;
+    VS_CHECK(cuModuleLoadData(&module, "image"));
+    VS_CHECK(cuModuleGetFunction(&fn_countdown, module, "sim_while_countdown"));
+    VS_CHECK(cuStreamCreate(&s, CU_STREAM_NON_BLOCKING));
+    for (int i = 0; i < N; i++) {
+        VS_CHECK(cuMemAlloc_v2(&buf[i], BUF_BYTES));
+        fill(buf[i], BUF_WORDS, 800 + i, s);
+    }
+    VS_CHECK(cuMemAlloc_v2(&sums, 8));
+    VS_CHECK(cuMemAlloc_v2(&counter, 4));
+    CUgraph graph, child, child2;
+    CUgraphConditionalHandle h;
+    VS_CHECK(cuGraphCreate(&graph, 0));
+    VS_CHECK(cuGraphConditionalHandleCreate(&h, graph, context, 1, CU_GRAPH_COND_ASSIGN_DEFAULT));
+    CUDA_MEMSET_NODE_PARAMS reset = {.dst = counter, .value = 2, .elementSize = 4, .width = 1, .height = 1};
+    CUgraphNode reset_node, while_node, child_node;
+    VS_CHECK(cuGraphAddMemsetNode(&reset_node, graph, NULL, 0, &reset, context));
+    CUgraphNodeParams p;
+    memset(&p, 0, sizeof p);
+    p.type = CU_GRAPH_NODE_TYPE_CONDITIONAL;
+    p.conditional.handle = h;
+    p.conditional.type = CU_GRAPH_COND_TYPE_WHILE;
+    p.conditional.size = 1;
+    p.conditional.ctx = context;
+    VS_CHECK(cuGraphAddNode(&while_node, graph, &reset_node, NULL, 1, &p));
+    CUgraph body = p.conditional.phGraph_out[0];
+    uint64_t handle_arg = h, words = BUF_WORDS;
+    void *countdown_args[] = {&handle_arg, &counter};
+    void *checksum_args[] = {&buf[0], &words, &sums};
+    CUgraphNodeParams k;
+    memset(&k, 0, sizeof k);
+    k.type = CU_GRAPH_NODE_TYPE_KERNEL;
+    k.kernel.gridDimX = k.kernel.gridDimY = k.kernel.gridDimZ = 1;
+    k.kernel.blockDimX = k.kernel.blockDimY = k.kernel.blockDimZ = 1;
+    CUgraphNode countdown_node, checksum_node;
+    k.kernel.func = fn_countdown;
+    k.kernel.kernelParams = countdown_args;
+    VS_CHECK(cuGraphAddNode(&countdown_node, body, NULL, NULL, 0, &k));
+    k.kernel.func = fn_checksum;
+    k.kernel.kernelParams = checksum_args;
+    VS_CHECK(cuGraphAddNode(&checksum_node, body, &countdown_node, NULL, 1, &k));
+    VS_CHECK(cuGraphCreate(&child, 0));
+    CUgraphNode m;
+    CUDA_MEMSET_NODE_PARAMS set = {.dst = buf[1], .value = 3, .elementSize = 4, .width = BUF_WORDS, .height = 1};
+    VS_CHECK(cuGraphAddMemsetNode(&m, child, NULL, 0, &set, context));
+    VS_CHECK(cuGraphAddChildGraphNode(&child_node, graph, &while_node, 1, child));
+    CUgraphExec exec;
+    VS_CHECK(cuGraphInstantiateWithFlags(&exec, graph, 0));
+    /* Push everything out, then launch. */
+    for (int round = 0; round < 2; round++) {
+        for (int i = 2; i < N; i++)
+            fill(buf[i], BUF_WORDS, 800 + i, s);
+        VS_CHECK(cuGraphLaunch(exec, s));
+        VS_CHECK(cuStreamSynchronize(s));
+        uint64_t got = read_u64(sums), want = fill_checksum(800, BUF_WORDS);
+        VS_EXPECT(got == want, "round %d: checksum in the WHILE body %llx, expected %llx", round,
+                  (unsigned long long)got, (unsigned long long)want);
+        VS_EXPECT(read_u32(buf[1] + BUF_BYTES - 4) == 3, "round %d: the child graph's memset did not land", round);
+    }
+    /* The child graph now sets buf5. */
+    VS_CHECK(cuGraphCreate(&child2, 0));
+    set.dst = buf[5];
+    set.value = 4;
+    VS_CHECK(cuGraphAddMemsetNode(&m, child2, NULL, 0, &set, context));
+    VS_CHECK(cuGraphExecChildGraphNodeSetParams(exec, child_node, child2));
+    for (int i = 1; i < 5; i++)
+        fill(buf[i], BUF_WORDS, 800 + i, s);
+    VS_CHECK(cuGraphLaunch(exec, s));
+    VS_CHECK(cuStreamSynchronize(s));
+    VS_EXPECT(read_u32(buf[5]) == 4 && read_u32(buf[5] + BUF_BYTES - 4) == 4,
+              "the re-pointed child graph's memset did not land");
+    VS_CHECK(cuGraphExecDestroy(exec));
+    VS_CHECK(cuGraphDestroy(graph));
+    VS_CHECK(cuGraphDestroy(child));
+    VS_CHECK(cuGraphDestroy(child2));
+    return 0;
+}
+
 /* ---- device_pointers ------------------------------------------------------ */
 
 static int case_device_pointers(void)
@@ -510,7 +609,7 @@ static int case_device_pointers(void)
 int main(int argc, char **argv)
 {
     if (argc != 2) {
-        fprintf(stderr, "usage: preload_offload_memops memops|no_deadlock|ranges|graph_update|device_pointers\n");
+        fprintf(stderr, "usage: preload_offload_memops memops|no_deadlock|ranges|graph_update|graph_bodies|device_pointers\n");
         return 2;
     }
     vs_test_watchdog_start(100);
@@ -525,6 +624,8 @@ int main(int argc, char **argv)
         rc = case_ranges();
     else if (strcmp(argv[1], "graph_update") == 0)
         rc = case_graph_update();
+    else if (strcmp(argv[1], "graph_bodies") == 0)
+        rc = case_graph_bodies();
     else if (strcmp(argv[1], "device_pointers") == 0)
         rc = case_device_pointers();
     else {

@@ -518,6 +518,207 @@ static void test_exec_update_checks_topology_and_operands(void **state)
     assert_int_equal(cuMemFree_v2(managed), CUDA_SUCCESS);
 }
 
+static CUgraphNode add_memset(CUgraph g, const CUgraphNode *deps, size_t n, CUdeviceptr dst, unsigned value, size_t words)
+{
+    CUgraphNode node;
+    CUDA_MEMSET_NODE_PARAMS m = {.dst = dst, .value = value, .elementSize = 4, .width = words, .height = 1};
+    assert_int_equal(cuGraphAddMemsetNode(&node, g, deps, n, &m, ctx), CUDA_SUCCESS);
+    return node;
+}
+
+static CUgraphNode add_kernel(CUgraph g, const CUgraphNode *deps, size_t n, CUfunction f, void **args)
+{
+    CUgraphNodeParams p;
+    memset(&p, 0, sizeof p);
+    p.type = CU_GRAPH_NODE_TYPE_KERNEL;
+    p.kernel.func = f;
+    p.kernel.gridDimX = p.kernel.gridDimY = p.kernel.gridDimZ = 1;
+    p.kernel.blockDimX = p.kernel.blockDimY = p.kernel.blockDimZ = 1;
+    p.kernel.kernelParams = args;
+    CUgraphNode node;
+    assert_int_equal(cuGraphAddNode_v2(&node, g, deps, NULL, n, &p), CUDA_SUCCESS);
+    return node;
+}
+
+static CUgraph *add_conditional(CUgraph g, const CUgraphNode *deps, size_t n, CUgraphConditionalHandle h,
+                                CUgraphConditionalNodeType type, unsigned size, CUgraphNode *out)
+{
+    CUgraphNodeParams p;
+    memset(&p, 0, sizeof p);
+    p.type = CU_GRAPH_NODE_TYPE_CONDITIONAL;
+    p.conditional.handle = h;
+    p.conditional.type = type;
+    p.conditional.size = size;
+    p.conditional.ctx = ctx;
+    assert_int_equal(cuGraphAddNode_v2(out, g, deps, NULL, n, &p), CUDA_SUCCESS);
+    assert_non_null(p.conditional.phGraph_out);
+    return p.conditional.phGraph_out;
+}
+
+/* IF/ELSE, WHILE and SWITCH nodes run their bodies as the handle's value
+ * says when they run: set by a kernel before them, or the launch default
+ * (CU_GRAPH_COND_ASSIGN_DEFAULT) applied at the start of every launch. */
+static void test_conditional_nodes_run_bodies_by_value(void **state)
+{
+    (void)state;
+    CUmodule m;
+    CUfunction fn_set, fn_countdown;
+    assert_int_equal(cuModuleLoadData(&m, "image"), CUDA_SUCCESS);
+    assert_int_equal(cuModuleGetFunction(&fn_set, m, "sim_set_conditional"), CUDA_SUCCESS);
+    assert_int_equal(cuModuleGetFunction(&fn_countdown, m, "sim_while_countdown"), CUDA_SUCCESS);
+    CUdeviceptr out, counter, x, y;
+    assert_int_equal(cuMemAlloc_v2(&out, 16), CUDA_SUCCESS);
+    assert_int_equal(cuMemAlloc_v2(&counter, 4), CUDA_SUCCESS);
+    assert_int_equal(cuMemAlloc_v2(&x, 4), CUDA_SUCCESS);
+    assert_int_equal(cuMemAlloc_v2(&y, 4), CUDA_SUCCESS);
+    float one = 1.0f, zero = 0.0f;
+    assert_int_equal(cuMemcpyHtoD_v2(x, &one, 4), CUDA_SUCCESS);
+    assert_int_equal(cuMemcpyHtoD_v2(y, &zero, 4), CUDA_SUCCESS);
+
+    /* IF/ELSE: a kernel sets the value, then the node picks a body. */
+    CUgraph g;
+    CUgraphConditionalHandle h;
+    assert_int_equal(cuGraphCreate(&g, 0), CUDA_SUCCESS);
+    assert_int_equal(cuGraphConditionalHandleCreate(&h, g, ctx, 0, 0), CUDA_SUCCESS);
+    uint64_t handle_arg = h;
+    uint32_t value = 1;
+    void *set_args[] = {&handle_arg, &value};
+    CUgraphNode set_node = add_kernel(g, NULL, 0, fn_set, set_args), if_node;
+    CUgraph *bodies = add_conditional(g, &set_node, 1, h, CU_GRAPH_COND_TYPE_IF, 2, &if_node);
+    add_memset(bodies[0], NULL, 0, out, 11, 1);
+    add_memset(bodies[1], NULL, 0, out, 22, 1);
+    CUgraphNodeType type;
+    assert_int_equal(cuGraphNodeGetType(if_node, &type), CUDA_SUCCESS);
+    assert_int_equal(type, CU_GRAPH_NODE_TYPE_CONDITIONAL);
+    CUgraphExec exec;
+    assert_int_equal(cuGraphInstantiateWithFlags(&exec, g, 0), CUDA_SUCCESS);
+    assert_int_equal(cuGraphLaunch(exec, NULL), CUDA_SUCCESS);
+    assert_int_equal(cuCtxSynchronize(), CUDA_SUCCESS);
+    assert_int_equal(read_u32(out), 11);
+    value = 0;
+    CUDA_KERNEL_NODE_PARAMS kp;
+    assert_int_equal(cuGraphKernelNodeGetParams_v2(set_node, &kp), CUDA_SUCCESS);
+    kp.kernelParams = set_args;
+    assert_int_equal(cuGraphExecKernelNodeSetParams_v2(exec, set_node, &kp), CUDA_SUCCESS);
+    assert_int_equal(cuGraphLaunch(exec, NULL), CUDA_SUCCESS);
+    assert_int_equal(cuCtxSynchronize(), CUDA_SUCCESS);
+    assert_int_equal(read_u32(out), 22);
+    assert_int_equal(cuGraphExecDestroy(exec), CUDA_SUCCESS);
+    assert_int_equal(cuGraphDestroy(g), CUDA_SUCCESS);
+
+    /* WHILE: the body counts a device counter down from 4 and adds 1 to y
+     * each pass; the default (1, assigned at each launch) enters the loop. */
+    assert_int_equal(cuGraphCreate(&g, 0), CUDA_SUCCESS);
+    assert_int_equal(cuGraphConditionalHandleCreate(&h, g, ctx, 1, CU_GRAPH_COND_ASSIGN_DEFAULT), CUDA_SUCCESS);
+    handle_arg = h;
+    CUgraphNode reset = add_memset(g, NULL, 0, counter, 4, 1), while_node;
+    bodies = add_conditional(g, &reset, 1, h, CU_GRAPH_COND_TYPE_WHILE, 1, &while_node);
+    void *countdown_args[] = {&handle_arg, &counter};
+    CUgraphNode countdown = add_kernel(bodies[0], NULL, 0, fn_countdown, countdown_args);
+    float a = 1.0f;
+    uint64_t n = 1;
+    void *axpy_args[] = {&a, &x, &y, &n};
+    add_kernel(bodies[0], &countdown, 1, fn_axpy, axpy_args);
+    assert_int_equal(cuGraphInstantiateWithFlags(&exec, g, 0), CUDA_SUCCESS);
+    assert_int_equal(cuGraphLaunch(exec, NULL), CUDA_SUCCESS);
+    assert_int_equal(cuGraphLaunch(exec, NULL), CUDA_SUCCESS);
+    assert_int_equal(cuCtxSynchronize(), CUDA_SUCCESS);
+    assert_true(read_float(y, 0) == 8.0f);
+    assert_int_equal(cuGraphExecDestroy(exec), CUDA_SUCCESS);
+    assert_int_equal(cuGraphDestroy(g), CUDA_SUCCESS);
+
+    /* SWITCH: body n for value n, none past the end. */
+    assert_int_equal(cuGraphCreate(&g, 0), CUDA_SUCCESS);
+    assert_int_equal(cuGraphConditionalHandleCreate(&h, g, ctx, 2, CU_GRAPH_COND_ASSIGN_DEFAULT), CUDA_SUCCESS);
+    CUgraphNode switch_node;
+    bodies = add_conditional(g, NULL, 0, h, CU_GRAPH_COND_TYPE_SWITCH, 3, &switch_node);
+    for (unsigned b = 0; b < 3; b++)
+        add_memset(bodies[b], NULL, 0, out + 4, 100 + b, 1);
+    assert_int_equal(cuMemsetD32_v2(out + 4, 0, 1), CUDA_SUCCESS);
+    assert_int_equal(cuGraphInstantiateWithFlags(&exec, g, 0), CUDA_SUCCESS);
+    assert_int_equal(cuGraphLaunch(exec, NULL), CUDA_SUCCESS);
+    assert_int_equal(cuCtxSynchronize(), CUDA_SUCCESS);
+    assert_int_equal(read_u32(out + 4), 102);
+    assert_int_equal(cuGraphExecDestroy(exec), CUDA_SUCCESS);
+
+    /* Refused: sizes outside what each type allows, a handle of another
+     * graph, unknown handle flags. */
+    CUgraph other;
+    CUgraphConditionalHandle foreign;
+    CUgraphNode bad;
+    assert_int_equal(cuGraphCreate(&other, 0), CUDA_SUCCESS);
+    assert_int_equal(cuGraphConditionalHandleCreate(&foreign, other, ctx, 0, 0), CUDA_SUCCESS);
+    assert_int_equal(cuGraphConditionalHandleCreate(&foreign, other, ctx, 0, 2), CUDA_ERROR_INVALID_VALUE);
+    CUgraphNodeParams p;
+    memset(&p, 0, sizeof p);
+    p.type = CU_GRAPH_NODE_TYPE_CONDITIONAL;
+    p.conditional.handle = h;
+    p.conditional.ctx = ctx;
+    p.conditional.type = CU_GRAPH_COND_TYPE_IF;
+    p.conditional.size = 3;
+    assert_int_equal(cuGraphAddNode_v2(&bad, g, NULL, NULL, 0, &p), CUDA_ERROR_INVALID_VALUE);
+    p.conditional.type = CU_GRAPH_COND_TYPE_WHILE;
+    p.conditional.size = 2;
+    assert_int_equal(cuGraphAddNode_v2(&bad, g, NULL, NULL, 0, &p), CUDA_ERROR_INVALID_VALUE);
+    p.conditional.size = 1;
+    p.conditional.handle = foreign;
+    assert_int_equal(cuGraphAddNode_v2(&bad, g, NULL, NULL, 0, &p), CUDA_ERROR_INVALID_VALUE);
+    assert_int_equal(cuGraphDestroy(other), CUDA_SUCCESS);
+    assert_int_equal(cuGraphDestroy(g), CUDA_SUCCESS);
+    assert_int_equal(cuMemFree_v2(out), CUDA_SUCCESS);
+    assert_int_equal(cuMemFree_v2(counter), CUDA_SUCCESS);
+    assert_int_equal(cuMemFree_v2(x), CUDA_SUCCESS);
+    assert_int_equal(cuMemFree_v2(y), CUDA_SUCCESS);
+}
+
+/* A child graph node runs its own clone of the child graph; the executable
+ * graph's copy can be re-pointed with cuGraphExecChildGraphNodeSetParams
+ * (same topology only). */
+static void test_child_graph_node_clones_and_updates(void **state)
+{
+    (void)state;
+    CUdeviceptr a, b;
+    assert_int_equal(cuMemAlloc_v2(&a, 64), CUDA_SUCCESS);
+    assert_int_equal(cuMemAlloc_v2(&b, 64), CUDA_SUCCESS);
+    CUgraph child, parent, child2, child3;
+    assert_int_equal(cuGraphCreate(&child, 0), CUDA_SUCCESS);
+    add_memset(child, NULL, 0, a, 5, 16);
+    assert_int_equal(cuGraphCreate(&parent, 0), CUDA_SUCCESS);
+    CUgraphNode node, got_set;
+    assert_int_equal(cuGraphAddChildGraphNode(&node, parent, NULL, 0, child), CUDA_SUCCESS);
+    CUgraph embedded;
+    assert_int_equal(cuGraphChildGraphNodeGetGraph(node, &embedded), CUDA_SUCCESS);
+    assert_ptr_not_equal(embedded, child);
+    size_t count = 1;
+    assert_int_equal(cuGraphGetNodes(embedded, &got_set, &count), CUDA_SUCCESS);
+    assert_int_equal(count, 1);
+    /* The clone is independent: destroying the original changes nothing. */
+    assert_int_equal(cuGraphDestroy(child), CUDA_SUCCESS);
+    CUgraphExec exec;
+    assert_int_equal(cuGraphInstantiateWithFlags(&exec, parent, 0), CUDA_SUCCESS);
+    assert_int_equal(cuGraphLaunch(exec, NULL), CUDA_SUCCESS);
+    assert_int_equal(cuCtxSynchronize(), CUDA_SUCCESS);
+    assert_int_equal(read_u32(a + 60), 5);
+    assert_int_equal(cuGraphCreate(&child2, 0), CUDA_SUCCESS);
+    add_memset(child2, NULL, 0, b, 6, 16);
+    assert_int_equal(cuGraphExecChildGraphNodeSetParams(exec, node, child2), CUDA_SUCCESS);
+    assert_int_equal(cuGraphLaunch(exec, NULL), CUDA_SUCCESS);
+    assert_int_equal(cuCtxSynchronize(), CUDA_SUCCESS);
+    assert_int_equal(read_u32(b + 60), 6);
+    /* Another topology: refused. */
+    assert_int_equal(cuGraphCreate(&child3, 0), CUDA_SUCCESS);
+    CUgraphNode first = add_memset(child3, NULL, 0, b, 7, 16);
+    add_memset(child3, &first, 1, a, 7, 16);
+    assert_int_equal(cuGraphExecChildGraphNodeSetParams(exec, node, child3), CUDA_ERROR_INVALID_VALUE);
+    assert_int_equal(cuGraphChildGraphNodeGetGraph(got_set, &embedded), CUDA_ERROR_INVALID_VALUE);
+    assert_int_equal(cuGraphExecDestroy(exec), CUDA_SUCCESS);
+    assert_int_equal(cuGraphDestroy(parent), CUDA_SUCCESS);
+    assert_int_equal(cuGraphDestroy(child2), CUDA_SUCCESS);
+    assert_int_equal(cuGraphDestroy(child3), CUDA_SUCCESS);
+    assert_int_equal(cuMemFree_v2(a), CUDA_SUCCESS);
+    assert_int_equal(cuMemFree_v2(b), CUDA_SUCCESS);
+}
+
 int main(void)
 {
     const struct CMUnitTest tests[] = {
@@ -531,6 +732,8 @@ int main(void)
         cmocka_unit_test(test_added_kernel_node_replays),
         cmocka_unit_test(test_memcpy_and_memset_nodes_set_params_in_exec),
         cmocka_unit_test(test_exec_update_checks_topology_and_operands),
+        cmocka_unit_test(test_conditional_nodes_run_bodies_by_value),
+        cmocka_unit_test(test_child_graph_node_clones_and_updates),
     };
     return cmocka_run_group_tests_name("simcuda capture and graphs", tests, setup, NULL);
 }

@@ -77,7 +77,35 @@ typedef enum sim_cmd_kind_e {
     SIM_CMD_EVENT_RECORD,
     SIM_CMD_EVENT_WAIT,
     SIM_CMD_MEMOP,
+    SIM_CMD_GRAPH,      /* a child graph: its body runs inline on the worker */
+    SIM_CMD_COND,       /* a conditional node: which body runs is decided there */
+    SIM_CMD_COND_RESET, /* the start of a graph launch: defaults of its handles */
 } sim_cmd_kind_t;
+
+struct sim_cmd_s;
+struct sim_cond_handle_s;
+
+/* The commands of a child graph or a conditional node's body, in creation
+ * (topological) order, run one after the other on the worker. */
+typedef struct sim_body_s {
+    struct sim_cmd_s *cmds;
+    size_t count;
+} sim_body_t;
+
+/* A conditional handle (`cuGraphConditionalHandleCreate`): the value
+ * device code sets and conditional nodes read. Handles live until the
+ * process exits (an executable graph may outlive its graph). */
+typedef struct sim_cond_handle_s {
+    uint32_t magic;
+    void *graph; /* the CUgraph it was created for */
+    unsigned default_value;
+    unsigned flags;
+    _Atomic unsigned value;
+} sim_cond_handle_t;
+
+/* Sets a handle's value from device code (the built-in kernel
+ * `sim_set_conditional`); false for an unknown handle. */
+SIM_HIDDEN bool sim_cond_set(uint64_t handle, unsigned value);
 
 /* A 3-D strided copy; a linear copy is width = bytes, height = depth = 1. */
 typedef struct sim_copy_desc_s {
@@ -119,10 +147,25 @@ typedef struct sim_cmd_s {
         sim_copy_desc_t copy;
         sim_set_desc_t set;
         sim_memop_desc_t memop;
+        sim_body_t graph; /* SIM_CMD_GRAPH */
+        struct {
+            sim_cond_handle_t *handle;
+            CUgraphConditionalNodeType type;
+            unsigned size;
+            sim_body_t *bodies; /* `size` of them, owned */
+        } cond;
+        struct {
+            sim_cond_handle_t **handles; /* owned array */
+            size_t count;
+        } reset;
         struct { void (*fn)(void *); void *arg; } host;
         struct CUevent_st *event; /* RECORD and WAIT hold a reference */
     } u;
 } sim_cmd_t;
+
+/* Frees and deep-copies a body. */
+SIM_HIDDEN void sim_body_release(sim_body_t *body);
+SIM_HIDDEN CUresult sim_body_clone(sim_body_t *dst, const sim_body_t *src);
 
 /* Frees what a command owns (argument copies, event references). */
 SIM_HIDDEN void sim_cmd_release(sim_cmd_t *cmd);

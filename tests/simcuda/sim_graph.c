@@ -32,12 +32,18 @@ struct CUgraphNode_st {
     sim_cmd_t cmd;
     CUgraphNode *deps;
     size_t dep_count;
+    /* A child graph node (one: its clone of the child graph) or a
+     * conditional node (its bodies, created with it); owned. The node's
+     * command gets its bodies from these at instantiation. */
+    CUgraph *graphs;
+    unsigned graph_count;
 };
 
 struct CUgraph_st {
     uint32_t magic;
     CUgraphNode *nodes;
     size_t count, capacity;
+    CUgraph parent; /* a conditional body: the graph of its node */
 };
 
 /* The dependencies of one node, as indices: what `cuGraphExecUpdate`
@@ -52,6 +58,7 @@ struct CUgraphExec_st {
     sim_cmd_t *cmds;
     sim_exec_deps_t *deps; /* one per command */
     size_t count;
+    sim_cmd_t reset; /* SIM_CMD_COND_RESET, submitted first; EMPTY when none */
 };
 
 typedef struct sim_capture_s {
@@ -90,6 +97,9 @@ static void graph_free(CUgraph graph)
     for (size_t i = 0; i < graph->count; i++) {
         CUgraphNode node = graph->nodes[i];
         sim_cmd_release(&node->cmd);
+        for (unsigned g = 0; g < node->graph_count; g++)
+            graph_free(node->graphs[g]);
+        free(node->graphs);
         free(node->deps);
         node->magic = 0;
         free(node);
@@ -742,6 +752,15 @@ SIM_EXPORT CUresult cuGraphNodeGetType(CUgraphNode hNode, CUgraphNodeType *type)
     case SIM_CMD_MEMOP:
         *type = CU_GRAPH_NODE_TYPE_BATCH_MEM_OP;
         break;
+    case SIM_CMD_GRAPH:
+        *type = CU_GRAPH_NODE_TYPE_GRAPH;
+        break;
+    case SIM_CMD_COND:
+        *type = CU_GRAPH_NODE_TYPE_CONDITIONAL;
+        break;
+    case SIM_CMD_COND_RESET:
+        *type = CU_GRAPH_NODE_TYPE_EMPTY;
+        break;
     case SIM_CMD_EMPTY:
         *type = CU_GRAPH_NODE_TYPE_EMPTY;
         break;
@@ -821,11 +840,14 @@ static void exec_free(CUgraphExec exec)
         sim_cmd_release(&exec->cmds[i]);
         free(exec->deps[i].index);
     }
+    sim_cmd_release(&exec->reset);
     exec->magic = 0;
     free(exec->deps);
     free(exec->cmds);
     free(exec);
 }
+
+static CUresult node_build_cmd(CUgraphNode node, sim_cmd_t *out, sim_cmd_t *reset);
 
 static CUresult instantiate(CUgraphExec *out, CUgraph handle)
 {
@@ -850,11 +872,12 @@ static CUresult instantiate(CUgraphExec *out, CUgraph handle)
         CUgraphNode node = graph->nodes[i];
         sim_exec_deps_t *deps = &exec->deps[i];
         deps->index = malloc((node->dep_count ? node->dep_count : 1) * sizeof(*deps->index));
-        if (deps->index == NULL || sim_cmd_clone(&exec->cmds[i], &node->cmd) != CUDA_SUCCESS) {
+        CUresult built = deps->index == NULL ? CUDA_ERROR_OUT_OF_MEMORY : node_build_cmd(node, &exec->cmds[i], &exec->reset);
+        if (built != CUDA_SUCCESS) {
             free(deps->index);
             deps->index = NULL;
             exec_free(exec);
-            return CUDA_ERROR_OUT_OF_MEMORY;
+            return built;
         }
         for (size_t d = 0; d < node->dep_count; d++)
             deps->index[d] = node->deps[d]->index;
@@ -922,6 +945,14 @@ static CUresult graph_launch(CUgraphExec exec, CUstream handle, bool per_thread)
         return result;
     result = CUDA_SUCCESS;
     pthread_mutex_lock(&sim_submit_lock);
+    if (exec->reset.kind == SIM_CMD_COND_RESET) {
+        /* CU_GRAPH_COND_ASSIGN_DEFAULT: "applied at the beginning of each
+         * graph execution". */
+        sim_cmd_t reset;
+        result = sim_cmd_clone(&reset, &exec->reset);
+        if (result == CUDA_SUCCESS)
+            result = sim_submit_locked(s, &reset);
+    }
     for (size_t i = 0; i < exec->count && result == CUDA_SUCCESS; i++) {
         sim_cmd_t cmd;
         result = sim_cmd_clone(&cmd, &exec->cmds[i]);
@@ -1003,7 +1034,7 @@ SIM_EXPORT CUresult cuGraphExecUpdate_v2(CUgraphExec hGraphExec, CUgraph hGraph,
             why = CU_GRAPH_EXEC_UPDATE_ERROR_TOPOLOGY_CHANGED;
         else if (hGraph->nodes[i]->cmd.kind != hGraphExec->cmds[i].kind)
             why = CU_GRAPH_EXEC_UPDATE_ERROR_NODE_TYPE_CHANGED;
-        else if (!update_allowed(&hGraphExec->cmds[i], &hGraph->nodes[i]->cmd))
+        else if (hGraph->nodes[i]->graph_count == 0 && !update_allowed(&hGraphExec->cmds[i], &hGraph->nodes[i]->cmd))
             why = CU_GRAPH_EXEC_UPDATE_ERROR_PARAMETERS_CHANGED;
         if (why != CU_GRAPH_EXEC_UPDATE_SUCCESS) {
             result = CUDA_ERROR_GRAPH_EXEC_UPDATE_FAILURE;
@@ -1014,14 +1045,39 @@ SIM_EXPORT CUresult cuGraphExecUpdate_v2(CUgraphExec hGraphExec, CUgraph hGraph,
             goto out;
         }
     }
-    for (size_t i = 0; i < hGraph->count; i++) {
-        sim_cmd_t copy;
-        result = sim_cmd_clone(&copy, &hGraph->nodes[i]->cmd);
-        if (result != CUDA_SUCCESS)
-            goto out;
-        sim_cmd_release(&hGraphExec->cmds[i]);
-        hGraphExec->cmds[i] = copy;
+    sim_cmd_t *built = calloc(hGraph->count ? hGraph->count : 1, sizeof(*built));
+    sim_cmd_t reset = {.kind = SIM_CMD_EMPTY};
+    if (built == NULL) {
+        result = CUDA_ERROR_OUT_OF_MEMORY;
+        goto out;
     }
+    size_t made = 0;
+    for (; made < hGraph->count && result == CUDA_SUCCESS; made++) {
+        result = node_build_cmd(hGraph->nodes[made], &built[made], &reset);
+        if (result == CUDA_SUCCESS && !update_allowed(&hGraphExec->cmds[made], &built[made])) {
+            result = CUDA_ERROR_GRAPH_EXEC_UPDATE_FAILURE;
+            if (resultInfo != NULL) {
+                resultInfo->result = CU_GRAPH_EXEC_UPDATE_ERROR_PARAMETERS_CHANGED;
+                resultInfo->errorNode = hGraph->nodes[made];
+            }
+            made++;
+            break;
+        }
+    }
+    if (result != CUDA_SUCCESS) {
+        for (size_t i = 0; i < made; i++)
+            sim_cmd_release(&built[i]);
+        sim_cmd_release(&reset);
+        free(built);
+        goto out;
+    }
+    for (size_t i = 0; i < hGraph->count; i++) {
+        sim_cmd_release(&hGraphExec->cmds[i]);
+        hGraphExec->cmds[i] = built[i];
+    }
+    free(built);
+    sim_cmd_release(&hGraphExec->reset);
+    hGraphExec->reset = reset;
     if (resultInfo != NULL)
         resultInfo->result = CU_GRAPH_EXEC_UPDATE_SUCCESS;
 out:
@@ -1239,7 +1295,10 @@ static bool copy_mapping_same(const sim_copy_desc_t *old, const sim_copy_desc_t 
     return old_src == new_src && old_dst == new_dst && old_src_dev == new_src_dev && old_dst_dev == new_dst_dev;
 }
 
-/* cuGraphExecUpdate's limits on memcpy and memset nodes (cuda.h). */
+static bool body_update_allowed(const sim_body_t *old, const sim_body_t *next);
+
+/* cuGraphExecUpdate's limits on memcpy, memset and conditional nodes
+ * (cuda.h). */
 static bool update_allowed(const sim_cmd_t *old, const sim_cmd_t *next)
 {
     sim_mem_kind_t old_kind, new_kind;
@@ -1249,9 +1308,33 @@ static bool update_allowed(const sim_cmd_t *old, const sim_cmd_t *next)
     case SIM_CMD_SET:
         return side_device(old->u.set.dst, &old_kind) == side_device(next->u.set.dst, &new_kind) &&
                old_kind == new_kind && set_shape_allowed(&old->u.set, &next->u.set);
+    case SIM_CMD_COND:
+        /* "Changing node parameters is not supported"; the bodies follow
+         * the rules above, node by node. */
+        if (old->u.cond.handle != next->u.cond.handle || old->u.cond.type != next->u.cond.type ||
+            old->u.cond.size != next->u.cond.size)
+            return false;
+        for (unsigned b = 0; b < old->u.cond.size; b++)
+            if (!body_update_allowed(&old->u.cond.bodies[b], &next->u.cond.bodies[b]))
+                return false;
+        return true;
+    case SIM_CMD_GRAPH:
+        return body_update_allowed(&old->u.graph, &next->u.graph);
     default:
         return true;
     }
+}
+
+/* Same nodes in the same order, each updatable (edges inside bodies are
+ * not compared). */
+static bool body_update_allowed(const sim_body_t *old, const sim_body_t *next)
+{
+    if (old->count != next->count)
+        return false;
+    for (size_t i = 0; i < old->count; i++)
+        if (old->cmds[i].kind != next->cmds[i].kind || !update_allowed(&old->cmds[i], &next->cmds[i]))
+            return false;
+    return true;
 }
 
 SIM_EXPORT CUresult cuGraphExecMemcpyNodeSetParams(CUgraphExec hGraphExec, CUgraphNode hNode,
@@ -1335,4 +1418,426 @@ SIM_EXPORT CUresult cuGraphBatchMemOpNodeGetParams(CUgraphNode hNode, CUDA_BATCH
     nodeParams_out->count = node->cmd.u.memop.count;
     nodeParams_out->paramArray = node->cmd.u.memop.ops;
     return CUDA_SUCCESS;
+}
+
+/* ------------------------------------------------------------------------
+ * Child graph and conditional nodes.
+ *
+ * A child graph node owns a clone of the child graph; a conditional node
+ * owns the body graphs the driver creates with it (empty, for the program
+ * to fill). At instantiation each becomes one command whose bodies are
+ * the graphs' commands in creation order, run inline on the stream's
+ * worker: a child graph's every time, a conditional node's as its handle's
+ * value says when it runs (IF: body 0 when non-zero, else body 1 if any;
+ * WHILE: body 0 again and again while non-zero; SWITCH: body n for value
+ * n). The value is set by device code (the built-in `sim_set_conditional`
+ * or `sim_while_countdown`, standing for `cudaGraphSetConditional`), and
+ * with CU_GRAPH_COND_ASSIGN_DEFAULT reset to the default at the start of
+ * every launch.
+ * ------------------------------------------------------------------------ */
+
+#define SIM_COND_HANDLE_MAGIC 0x434f4e44u /* "COND" */
+
+bool sim_cond_set(uint64_t handle, unsigned value)
+{
+    sim_cond_handle_t *h = (sim_cond_handle_t *)(uintptr_t)handle;
+    if (h == NULL || h->magic != SIM_COND_HANDLE_MAGIC)
+        return false;
+    atomic_store(&h->value, value);
+    return true;
+}
+
+static sim_cond_handle_t *cond_handle_from(CUgraphConditionalHandle handle)
+{
+    sim_cond_handle_t *h = (sim_cond_handle_t *)(uintptr_t)handle;
+    return h != NULL && h->magic == SIM_COND_HANDLE_MAGIC ? h : NULL;
+}
+
+SIM_EXPORT CUresult cuGraphConditionalHandleCreate(CUgraphConditionalHandle *pHandle_out, CUgraph hGraph, CUcontext ctx,
+                                                   unsigned int defaultLaunchValue, unsigned int flags)
+{
+    CUresult entry = SIM_ENTER(cuGraphConditionalHandleCreate, SIM_NEED_INIT);
+    if (entry != CUDA_SUCCESS)
+        return entry;
+    if (pHandle_out == NULL || graph_from_handle(hGraph) == NULL || (flags & ~CU_GRAPH_COND_ASSIGN_DEFAULT) != 0)
+        return CUDA_ERROR_INVALID_VALUE;
+    if (!sim_ctx_valid(ctx))
+        return CUDA_ERROR_INVALID_CONTEXT;
+    sim_cond_handle_t *h = calloc(1, sizeof(*h));
+    if (h == NULL)
+        return CUDA_ERROR_OUT_OF_MEMORY;
+    h->magic = SIM_COND_HANDLE_MAGIC;
+    h->graph = hGraph;
+    h->default_value = defaultLaunchValue;
+    h->flags = flags;
+    atomic_store(&h->value, defaultLaunchValue);
+    *pHandle_out = (CUgraphConditionalHandle)(uintptr_t)h;
+    return CUDA_SUCCESS;
+}
+
+/* A deep copy of `graph` (edges by position; bodies of its own child and
+ * conditional nodes copied too). Caller holds `sim_submit_lock`. */
+static CUgraph graph_clone(CUgraph graph)
+{
+    CUgraph copy = graph_new();
+    if (copy == NULL)
+        return NULL;
+    copy->parent = graph->parent;
+    for (size_t i = 0; i < graph->count; i++) {
+        CUgraphNode from = graph->nodes[i];
+        sim_cmd_t cmd;
+        CUgraphNode deps[from->dep_count ? from->dep_count : 1];
+        for (size_t d = 0; d < from->dep_count; d++)
+            deps[d] = copy->nodes[from->deps[d]->index];
+        if (sim_cmd_clone(&cmd, &from->cmd) != CUDA_SUCCESS)
+            goto fail;
+        CUgraphNode node = graph_add(copy, &cmd, deps, from->dep_count);
+        if (node == NULL) {
+            sim_cmd_release(&cmd);
+            goto fail;
+        }
+        if (from->graph_count > 0) {
+            node->graphs = calloc(from->graph_count, sizeof(CUgraph));
+            if (node->graphs == NULL)
+                goto fail;
+            for (unsigned g = 0; g < from->graph_count; g++) {
+                node->graphs[g] = graph_clone(from->graphs[g]);
+                if (node->graphs[g] == NULL)
+                    goto fail;
+                node->graph_count++;
+            }
+        }
+    }
+    return copy;
+fail:
+    graph_free(copy);
+    return NULL;
+}
+
+/* Whether `graph` holds only what a conditional body may (kernel, empty,
+ * memset, memcpy, child graph and conditional nodes, recursively). */
+static bool body_kinds_allowed(CUgraph graph, bool conditional)
+{
+    for (size_t i = 0; i < graph->count; i++) {
+        CUgraphNode node = graph->nodes[i];
+        switch (node->cmd.kind) {
+        case SIM_CMD_KERNEL:
+        case SIM_CMD_EMPTY:
+        case SIM_CMD_SET:
+        case SIM_CMD_COPY:
+            break;
+        case SIM_CMD_HOST:
+        case SIM_CMD_MEMOP:
+            if (conditional)
+                return false;
+            break;
+        case SIM_CMD_GRAPH:
+        case SIM_CMD_COND:
+            for (unsigned g = 0; g < node->graph_count; g++)
+                if (!body_kinds_allowed(node->graphs[g], conditional))
+                    return false;
+            break;
+        default: /* event nodes cannot run inline on a worker */
+            return false;
+        }
+    }
+    return true;
+}
+
+static CUresult graph_build_body(CUgraph graph, sim_body_t *body, sim_cmd_t *reset)
+{
+    body->count = 0;
+    body->cmds = calloc(graph->count ? graph->count : 1, sizeof(*body->cmds));
+    if (body->cmds == NULL)
+        return CUDA_ERROR_OUT_OF_MEMORY;
+    for (size_t i = 0; i < graph->count; i++) {
+        CUresult result = node_build_cmd(graph->nodes[i], &body->cmds[i], reset);
+        if (result != CUDA_SUCCESS) {
+            sim_body_release(body);
+            return result;
+        }
+        body->count++;
+    }
+    return CUDA_SUCCESS;
+}
+
+/* Adds a handle to the launch-start reset (no duplicates). */
+static CUresult reset_add(sim_cmd_t *reset, sim_cond_handle_t *h)
+{
+    if ((h->flags & CU_GRAPH_COND_ASSIGN_DEFAULT) == 0)
+        return CUDA_SUCCESS;
+    if (reset->kind != SIM_CMD_COND_RESET) {
+        memset(reset, 0, sizeof(*reset));
+        reset->kind = SIM_CMD_COND_RESET;
+    }
+    for (size_t i = 0; i < reset->u.reset.count; i++)
+        if (reset->u.reset.handles[i] == h)
+            return CUDA_SUCCESS;
+    sim_cond_handle_t **grown =
+        realloc(reset->u.reset.handles, (reset->u.reset.count + 1) * sizeof(*reset->u.reset.handles));
+    if (grown == NULL)
+        return CUDA_ERROR_OUT_OF_MEMORY;
+    grown[reset->u.reset.count++] = h;
+    reset->u.reset.handles = grown;
+    return CUDA_SUCCESS;
+}
+
+/* The command an executable graph runs for `node`: a copy of its command,
+ * with the bodies of a child graph or conditional node built in. */
+static CUresult node_build_cmd(CUgraphNode node, sim_cmd_t *out, sim_cmd_t *reset)
+{
+    if (node->cmd.kind == SIM_CMD_GRAPH) {
+        if (!body_kinds_allowed(node->graphs[0], false))
+            return CUDA_ERROR_NOT_SUPPORTED; /* event nodes inside a child graph */
+        memset(out, 0, sizeof(*out));
+        out->kind = SIM_CMD_GRAPH;
+        return graph_build_body(node->graphs[0], &out->u.graph, reset);
+    }
+    if (node->cmd.kind == SIM_CMD_COND) {
+        for (unsigned g = 0; g < node->graph_count; g++)
+            if (!body_kinds_allowed(node->graphs[g], true))
+                return CUDA_ERROR_INVALID_VALUE;
+        CUresult result = reset_add(reset, node->cmd.u.cond.handle);
+        if (result != CUDA_SUCCESS)
+            return result;
+        *out = node->cmd;
+        out->u.cond.bodies = calloc(node->graph_count, sizeof(sim_body_t));
+        if (out->u.cond.bodies == NULL) {
+            memset(out, 0, sizeof(*out));
+            return CUDA_ERROR_OUT_OF_MEMORY;
+        }
+        for (unsigned g = 0; g < node->graph_count; g++) {
+            result = graph_build_body(node->graphs[g], &out->u.cond.bodies[g], reset);
+            if (result != CUDA_SUCCESS) {
+                out->u.cond.size = g;
+                sim_cmd_release(out);
+                return result;
+            }
+        }
+        return CUDA_SUCCESS;
+    }
+    return sim_cmd_clone(out, &node->cmd);
+}
+
+/* Whether `handle` was created for `graph` or a graph it is a body of. */
+static bool handle_belongs(const sim_cond_handle_t *h, CUgraph graph)
+{
+    for (CUgraph g = graph; g != NULL; g = g->parent)
+        if (h->graph == g)
+            return true;
+    return false;
+}
+
+static CUresult add_graph_node(CUgraphNode *out, CUgraph graph, const CUgraphNode *dependencies, size_t count,
+                               sim_cmd_t *cmd, CUgraph *graphs, unsigned graph_count)
+{
+    pthread_mutex_lock(&sim_submit_lock);
+    CUgraphNode node = graph_add(graph, cmd, dependencies, count);
+    if (node != NULL) {
+        node->graphs = graphs;
+        node->graph_count = graph_count;
+    }
+    pthread_mutex_unlock(&sim_submit_lock);
+    if (node == NULL)
+        return CUDA_ERROR_OUT_OF_MEMORY;
+    *out = node;
+    return CUDA_SUCCESS;
+}
+
+static CUresult add_child_node(CUgraphNode *out, CUgraph graph, const CUgraphNode *dependencies, size_t count,
+                               CUgraph child)
+{
+    CUgraph from = graph_from_handle(child);
+    if (from == NULL || from == graph)
+        return CUDA_ERROR_INVALID_VALUE;
+    CUgraph *graphs = malloc(sizeof(*graphs));
+    if (graphs == NULL)
+        return CUDA_ERROR_OUT_OF_MEMORY;
+    pthread_mutex_lock(&sim_submit_lock);
+    graphs[0] = graph_clone(from);
+    pthread_mutex_unlock(&sim_submit_lock);
+    if (graphs[0] == NULL) {
+        free(graphs);
+        return CUDA_ERROR_OUT_OF_MEMORY;
+    }
+    graphs[0]->parent = graph;
+    sim_cmd_t cmd = {.kind = SIM_CMD_GRAPH};
+    CUresult result = add_graph_node(out, graph, dependencies, count, &cmd, graphs, 1);
+    if (result != CUDA_SUCCESS) {
+        graph_free(graphs[0]);
+        free(graphs);
+    }
+    return result;
+}
+
+static CUresult add_conditional_node(CUgraphNode *out, CUgraph graph, const CUgraphNode *dependencies, size_t count,
+                                     CUDA_CONDITIONAL_NODE_PARAMS *p)
+{
+    sim_cond_handle_t *h = cond_handle_from(p->handle);
+    if (h == NULL || !handle_belongs(h, graph))
+        return CUDA_ERROR_INVALID_VALUE;
+    bool size_ok = (p->type == CU_GRAPH_COND_TYPE_IF && (p->size == 1 || p->size == 2)) ||
+                   (p->type == CU_GRAPH_COND_TYPE_WHILE && p->size == 1) ||
+                   (p->type == CU_GRAPH_COND_TYPE_SWITCH && p->size >= 1);
+    if (!size_ok)
+        return CUDA_ERROR_INVALID_VALUE;
+    if (!sim_ctx_valid(p->ctx))
+        return CUDA_ERROR_INVALID_CONTEXT;
+    CUgraph *graphs = calloc(p->size, sizeof(*graphs));
+    if (graphs == NULL)
+        return CUDA_ERROR_OUT_OF_MEMORY;
+    for (unsigned g = 0; g < p->size; g++) {
+        graphs[g] = graph_new();
+        if (graphs[g] == NULL) {
+            for (unsigned k = 0; k < g; k++)
+                graph_free(graphs[k]);
+            free(graphs);
+            return CUDA_ERROR_OUT_OF_MEMORY;
+        }
+        graphs[g]->parent = graph;
+    }
+    sim_cmd_t cmd = {.kind = SIM_CMD_COND};
+    cmd.u.cond.handle = h;
+    cmd.u.cond.type = p->type;
+    cmd.u.cond.size = p->size;
+    CUresult result = add_graph_node(out, graph, dependencies, count, &cmd, graphs, p->size);
+    if (result != CUDA_SUCCESS) {
+        for (unsigned g = 0; g < p->size; g++)
+            graph_free(graphs[g]);
+        free(graphs);
+        return result;
+    }
+    /* "CUDA-owned array populated with conditional node child graphs". */
+    p->phGraph_out = (*out)->graphs;
+    return CUDA_SUCCESS;
+}
+
+static CUresult add_node(CUgraphNode *phGraphNode, CUgraph hGraph, const CUgraphNode *dependencies,
+                         size_t numDependencies, CUgraphNodeParams *p)
+{
+    CUgraph graph = graph_from_handle(hGraph);
+    if (phGraphNode == NULL || graph == NULL || p == NULL)
+        return CUDA_ERROR_INVALID_VALUE;
+    CUresult result = check_deps(graph, dependencies, numDependencies);
+    if (result != CUDA_SUCCESS)
+        return result;
+    switch (p->type) {
+    case CU_GRAPH_NODE_TYPE_KERNEL: {
+        CUDA_KERNEL_NODE_PARAMS k;
+        memset(&k, 0, sizeof(k));
+        k.func = p->kernel.func;
+        k.kern = p->kernel.kern;
+        k.gridDimX = p->kernel.gridDimX;
+        k.gridDimY = p->kernel.gridDimY;
+        k.gridDimZ = p->kernel.gridDimZ;
+        k.blockDimX = p->kernel.blockDimX;
+        k.blockDimY = p->kernel.blockDimY;
+        k.blockDimZ = p->kernel.blockDimZ;
+        k.sharedMemBytes = p->kernel.sharedMemBytes;
+        k.kernelParams = p->kernel.kernelParams;
+        k.extra = p->kernel.extra;
+        return cuGraphAddKernelNode_v2(phGraphNode, hGraph, dependencies, numDependencies, &k);
+    }
+    case CU_GRAPH_NODE_TYPE_MEMCPY:
+        return cuGraphAddMemcpyNode(phGraphNode, hGraph, dependencies, numDependencies, &p->memcpy.copyParams,
+                                    p->memcpy.copyCtx);
+    case CU_GRAPH_NODE_TYPE_MEMSET: {
+        CUDA_MEMSET_NODE_PARAMS m = {.dst = p->memset.dst, .pitch = p->memset.pitch, .value = p->memset.value,
+                                     .elementSize = p->memset.elementSize, .width = p->memset.width,
+                                     .height = p->memset.height};
+        return cuGraphAddMemsetNode(phGraphNode, hGraph, dependencies, numDependencies, &m, p->memset.ctx);
+    }
+    case CU_GRAPH_NODE_TYPE_EMPTY: {
+        sim_cmd_t cmd = {.kind = SIM_CMD_EMPTY};
+        return add_graph_node(phGraphNode, graph, dependencies, numDependencies, &cmd, NULL, 0);
+    }
+    case CU_GRAPH_NODE_TYPE_GRAPH:
+        return add_child_node(phGraphNode, graph, dependencies, numDependencies, p->graph.graph);
+    case CU_GRAPH_NODE_TYPE_CONDITIONAL:
+        return add_conditional_node(phGraphNode, graph, dependencies, numDependencies, &p->conditional);
+    default:
+        /* Host, event, semaphore, allocation and mem-op nodes are made by
+         * capture or their own calls in simcuda. */
+        return CUDA_ERROR_NOT_SUPPORTED;
+    }
+}
+
+SIM_EXPORT CUresult cuGraphAddNode(CUgraphNode *phGraphNode, CUgraph hGraph, const CUgraphNode *dependencies,
+                                   size_t numDependencies, CUgraphNodeParams *nodeParams)
+{
+    CUresult entry = SIM_ENTER(cuGraphAddNode, SIM_NEED_NOTHING);
+    if (entry != CUDA_SUCCESS)
+        return entry;
+    return add_node(phGraphNode, hGraph, dependencies, numDependencies, nodeParams);
+}
+
+SIM_EXPORT CUresult cuGraphAddNode_v2(CUgraphNode *phGraphNode, CUgraph hGraph, const CUgraphNode *dependencies,
+                                      const CUgraphEdgeData *dependencyData, size_t numDependencies,
+                                      CUgraphNodeParams *nodeParams)
+{
+    CUresult entry = SIM_ENTER(cuGraphAddNode_v2, SIM_NEED_NOTHING);
+    if (entry != CUDA_SUCCESS)
+        return entry;
+    /* Only default edges: simcuda runs a graph in creation order. */
+    for (size_t i = 0; dependencyData != NULL && i < numDependencies; i++)
+        if (dependencyData[i].type != CU_GRAPH_DEPENDENCY_TYPE_DEFAULT || dependencyData[i].from_port != 0 ||
+            dependencyData[i].to_port != 0)
+            return CUDA_ERROR_NOT_SUPPORTED;
+    return add_node(phGraphNode, hGraph, dependencies, numDependencies, nodeParams);
+}
+
+SIM_EXPORT CUresult cuGraphAddChildGraphNode(CUgraphNode *phGraphNode, CUgraph hGraph, const CUgraphNode *dependencies,
+                                             size_t numDependencies, CUgraph childGraph)
+{
+    CUresult entry = SIM_ENTER(cuGraphAddChildGraphNode, SIM_NEED_NOTHING);
+    if (entry != CUDA_SUCCESS)
+        return entry;
+    CUgraph graph = graph_from_handle(hGraph);
+    if (phGraphNode == NULL || graph == NULL)
+        return CUDA_ERROR_INVALID_VALUE;
+    CUresult result = check_deps(graph, dependencies, numDependencies);
+    if (result != CUDA_SUCCESS)
+        return result;
+    return add_child_node(phGraphNode, graph, dependencies, numDependencies, childGraph);
+}
+
+SIM_EXPORT CUresult cuGraphChildGraphNodeGetGraph(CUgraphNode hNode, CUgraph *phGraph)
+{
+    CUresult entry = SIM_ENTER(cuGraphChildGraphNodeGetGraph, SIM_NEED_NOTHING);
+    if (entry != CUDA_SUCCESS)
+        return entry;
+    CUgraphNode node = node_from_handle(hNode);
+    if (node == NULL || phGraph == NULL || node->cmd.kind != SIM_CMD_GRAPH)
+        return CUDA_ERROR_INVALID_VALUE;
+    *phGraph = node->graphs[0]; /* the node's own clone, as documented */
+    return CUDA_SUCCESS;
+}
+
+SIM_EXPORT CUresult cuGraphExecChildGraphNodeSetParams(CUgraphExec hGraphExec, CUgraphNode hNode, CUgraph childGraph)
+{
+    CUresult entry = SIM_ENTER(cuGraphExecChildGraphNodeSetParams, SIM_NEED_NOTHING);
+    if (entry != CUDA_SUCCESS)
+        return entry;
+    CUgraph child = graph_from_handle(childGraph);
+    if (child == NULL || !body_kinds_allowed(child, false))
+        return CUDA_ERROR_INVALID_VALUE;
+    pthread_mutex_lock(&sim_submit_lock);
+    sim_cmd_t *cmd = exec_cmd_of(hGraphExec, hNode, SIM_CMD_GRAPH);
+    CUresult result = CUDA_ERROR_INVALID_VALUE;
+    sim_cmd_t next = {.kind = SIM_CMD_GRAPH};
+    sim_cmd_t reset = {.kind = SIM_CMD_EMPTY};
+    if (cmd != NULL && graph_build_body(child, &next.u.graph, &reset) == CUDA_SUCCESS) {
+        /* The topology (node count, kinds, order) must match; the update
+         * rules apply node by node. */
+        if (update_allowed(cmd, &next) && reset.kind == SIM_CMD_EMPTY) {
+            sim_cmd_release(cmd);
+            *cmd = next;
+            next.kind = SIM_CMD_EMPTY;
+            result = CUDA_SUCCESS;
+        }
+        sim_cmd_release(&next);
+        sim_cmd_release(&reset);
+    }
+    pthread_mutex_unlock(&sim_submit_lock);
+    return result;
 }

@@ -212,9 +212,45 @@ void sim_stream_host_wait(struct CUstream_st *stream)
  * Commands
  * ------------------------------------------------------------------------ */
 
+void sim_body_release(sim_body_t *body)
+{
+    for (size_t i = 0; i < body->count; i++)
+        sim_cmd_release(&body->cmds[i]);
+    free(body->cmds);
+    body->cmds = NULL;
+    body->count = 0;
+}
+
+CUresult sim_body_clone(sim_body_t *dst, const sim_body_t *src)
+{
+    dst->count = 0;
+    dst->cmds = calloc(src->count ? src->count : 1, sizeof(*dst->cmds));
+    if (dst->cmds == NULL)
+        return CUDA_ERROR_OUT_OF_MEMORY;
+    for (size_t i = 0; i < src->count; i++) {
+        if (sim_cmd_clone(&dst->cmds[i], &src->cmds[i]) != CUDA_SUCCESS) {
+            sim_body_release(dst);
+            return CUDA_ERROR_OUT_OF_MEMORY;
+        }
+        dst->count++;
+    }
+    return CUDA_SUCCESS;
+}
+
 void sim_cmd_release(sim_cmd_t *cmd)
 {
     switch (cmd->kind) {
+    case SIM_CMD_GRAPH:
+        sim_body_release(&cmd->u.graph);
+        break;
+    case SIM_CMD_COND:
+        for (unsigned i = 0; cmd->u.cond.bodies != NULL && i < cmd->u.cond.size; i++)
+            sim_body_release(&cmd->u.cond.bodies[i]);
+        free(cmd->u.cond.bodies);
+        break;
+    case SIM_CMD_COND_RESET:
+        free(cmd->u.reset.handles);
+        break;
     case SIM_CMD_KERNEL:
         free(cmd->u.launch.args);
         free(cmd->u.launch.param_ptrs);
@@ -254,6 +290,40 @@ CUresult sim_cmd_clone(sim_cmd_t *dst, const sim_cmd_t *src)
             to->param_ptrs[i] = to->args + from->kernel->param_offsets[i];
         break;
     }
+    case SIM_CMD_GRAPH:
+        if (sim_body_clone(&dst->u.graph, &src->u.graph) != CUDA_SUCCESS) {
+            memset(dst, 0, sizeof(*dst));
+            return CUDA_ERROR_OUT_OF_MEMORY;
+        }
+        break;
+    case SIM_CMD_COND: {
+        unsigned size = src->u.cond.size;
+        if (src->u.cond.bodies == NULL)
+            break; /* a graph's node: its bodies are graphs until instantiation */
+        dst->u.cond.bodies = calloc(size ? size : 1, sizeof(sim_body_t));
+        bool ok = dst->u.cond.bodies != NULL;
+        unsigned done = 0;
+        for (; ok && done < size; done++)
+            ok = sim_body_clone(&dst->u.cond.bodies[done], &src->u.cond.bodies[done]) == CUDA_SUCCESS;
+        if (!ok) {
+            for (unsigned i = 0; dst->u.cond.bodies != NULL && i + 1 < done; i++)
+                sim_body_release(&dst->u.cond.bodies[i]);
+            free(dst->u.cond.bodies);
+            memset(dst, 0, sizeof(*dst));
+            return CUDA_ERROR_OUT_OF_MEMORY;
+        }
+        break;
+    }
+    case SIM_CMD_COND_RESET: {
+        size_t bytes = src->u.reset.count * sizeof(*src->u.reset.handles);
+        dst->u.reset.handles = malloc(bytes ? bytes : 1);
+        if (dst->u.reset.handles == NULL) {
+            memset(dst, 0, sizeof(*dst));
+            return CUDA_ERROR_OUT_OF_MEMORY;
+        }
+        memcpy(dst->u.reset.handles, src->u.reset.handles, bytes);
+        break;
+    }
     case SIM_CMD_MEMOP: {
         size_t bytes = src->u.memop.count * sizeof(*src->u.memop.ops);
         dst->u.memop.ops = malloc(bytes ? bytes : 1);
@@ -291,6 +361,39 @@ void sim_cmd_execute(const sim_cmd_t *cmd, uint64_t event_gen)
         break;
     case SIM_CMD_MEMOP:
         sim_memop_execute(&cmd->u.memop);
+        break;
+    case SIM_CMD_GRAPH:
+        for (size_t i = 0; i < cmd->u.graph.count; i++)
+            sim_cmd_execute(&cmd->u.graph.cmds[i], event_gen);
+        break;
+    case SIM_CMD_COND: {
+        /* The value the handle holds when the node runs (device code
+         * before it, or the launch's default). */
+        const sim_cond_handle_t *h = cmd->u.cond.handle;
+        unsigned value = atomic_load(&h->value);
+        const sim_body_t *run = NULL;
+        switch (cmd->u.cond.type) {
+        case CU_GRAPH_COND_TYPE_IF:
+            run = value != 0 ? &cmd->u.cond.bodies[0] : cmd->u.cond.size == 2 ? &cmd->u.cond.bodies[1] : NULL;
+            break;
+        case CU_GRAPH_COND_TYPE_SWITCH:
+            run = value < cmd->u.cond.size ? &cmd->u.cond.bodies[value] : NULL;
+            break;
+        case CU_GRAPH_COND_TYPE_WHILE:
+            /* The body runs while the value is non-zero, read again after
+             * each pass. */
+            while (atomic_load(&h->value) != 0)
+                for (size_t i = 0; i < cmd->u.cond.bodies[0].count; i++)
+                    sim_cmd_execute(&cmd->u.cond.bodies[0].cmds[i], event_gen);
+            break;
+        }
+        for (size_t i = 0; run != NULL && i < run->count; i++)
+            sim_cmd_execute(&run->cmds[i], event_gen);
+        break;
+    }
+    case SIM_CMD_COND_RESET:
+        for (size_t i = 0; i < cmd->u.reset.count; i++)
+            atomic_store(&cmd->u.reset.handles[i]->value, cmd->u.reset.handles[i]->default_value);
         break;
     case SIM_CMD_EVENT_RECORD:
         sim_event_stamp(cmd->u.event, event_gen);
