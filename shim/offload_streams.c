@@ -25,12 +25,14 @@ typedef enum vs_stream_kind_e {
     VS_STREAM_LEGACY,     /* the legacy default stream (NULL in plain variants) */
     VS_STREAM_PER_THREAD, /* one thread's per-thread default stream */
     VS_STREAM_HANDLE,     /* a created stream */
+    VS_STREAM_RETIRING,   /* destroyed behind a pending stream memory wait: `retire` tells when it is done */
 } vs_stream_kind_t;
 
 typedef struct vs_stream_entry_s {
     vs_stream_kind_t kind;
     CUstream handle;
     pthread_t owner; /* VS_STREAM_PER_THREAD */
+    CUevent retire;  /* VS_STREAM_RETIRING: recorded after its last work */
 } vs_stream_entry_t;
 
 /* The stream table: slot i is bit 1 << i of an allocation's stream mask.
@@ -74,6 +76,7 @@ typedef struct vs_gate_s {
 static vs_gate_t vs_streams_gates[VS_STREAM_SLOTS];
 
 static bool vs_streams_any_gate_pending(void);
+static bool vs_streams_gate_pending(int slot);
 
 static __thread struct {
     CUstream stream;
@@ -163,7 +166,36 @@ void vs_offload_stream_destroyed(CUstream stream)
     if (!known)
         return;
     /* Allocations may still name this stream's bit: its work must be over
-     * before the bit can mean another stream. */
+     * before the bit can mean another stream. Behind a pending stream
+     * memory wait, waiting here could wait for an operation the program
+     * makes after this call: the slot retires instead, with an event after
+     * the stream's last work, and is emptied once that event has passed. */
+    CUevent retire = NULL;
+    CUstreamCaptureMode mode;
+    vs_engine_lock(&mode);
+    int slot = -1;
+    for (int i = 0; i < VS_STREAM_SLOTS; i++) {
+        vs_stream_entry_t e = vs_streams_entry_copy(i);
+        if (e.kind == VS_STREAM_HANDLE && e.handle == stream)
+            slot = i;
+    }
+    if (slot >= 0 && vs_streams_gate_pending(slot)) {
+        retire = vs_engine_event_get();
+        if (retire != NULL && VS_CALL(cuEventRecord, (retire, stream)) != CUDA_SUCCESS) {
+            vs_engine_event_put(retire);
+            retire = NULL;
+        }
+    }
+    if (retire != NULL) {
+        vs_mutex_lock(&vs_streams.lock);
+        vs_streams.table[slot].kind = VS_STREAM_RETIRING;
+        vs_streams.table[slot].retire = retire;
+        atomic_fetch_add_explicit(&vs_streams.generation, 1, memory_order_acq_rel);
+        vs_mutex_unlock(&vs_streams.lock);
+        vs_engine_unlock(mode);
+        return;
+    }
+    vs_engine_unlock(mode);
     (void)VS_CALL(cuStreamSynchronize, (stream));
     vs_mutex_lock(&vs_streams.lock);
     int cleared = -1;
@@ -261,6 +293,17 @@ int vs_streams_fence(uint64_t mask, CUstream waiter, uint64_t epoch)
         case VS_STREAM_HANDLE:
             target = e.handle;
             break;
+        case VS_STREAM_RETIRING: {
+            /* Destroyed: a marker covering the use if there is one (before
+             * a pending wait), else its last work, which ends with its
+             * retire event. */
+            CUevent marker = epoch != 0 ? vs_streams_marker_find(i, epoch) : NULL;
+            if (marker == NULL || VS_CALL(cuStreamWaitEvent, (waiter, marker, 0)) != CUDA_SUCCESS) {
+                if (VS_CALL(cuStreamWaitEvent, (waiter, e.retire, 0)) != CUDA_SUCCESS)
+                    context_sync = true;
+            }
+            continue;
+        }
         default:
             continue; /* destroyed: its work was waited for then */
         }
@@ -364,6 +407,26 @@ static bool vs_streams_gate_pending(int slot)
     return false;
 }
 
+/* Empties the slots of destroyed streams whose last work has completed.
+ * Engine lock held (the streams lock is taken under it, as a leaf). */
+static void vs_streams_reap_retired(void)
+{
+    VS_ASSERT_HELD(&vs_engine.lock);
+    for (int i = 0; i < VS_STREAM_SLOTS; i++) {
+        vs_stream_entry_t e = vs_streams_entry_copy(i);
+        if (e.kind != VS_STREAM_RETIRING || VS_CALL(cuEventQuery, (e.retire)) == CUDA_ERROR_NOT_READY)
+            continue;
+        vs_mutex_lock(&vs_streams.lock);
+        vs_streams.table[i].kind = VS_STREAM_EMPTY;
+        vs_streams.table[i].retire = NULL;
+        atomic_fetch_add_explicit(&vs_streams.generation, 1, memory_order_acq_rel);
+        vs_mutex_unlock(&vs_streams.lock);
+        vs_streams_markers[i].count = 0;
+        vs_streams_gates[i].pending = false;
+        vs_engine_event_put(e.retire);
+    }
+}
+
 static bool vs_streams_any_gate_pending(void)
 {
     VS_ASSERT_HELD(&vs_engine.lock);
@@ -376,6 +439,7 @@ static bool vs_streams_any_gate_pending(void)
 bool vs_streams_gated(uint64_t mask, uint64_t epoch)
 {
     VS_ASSERT_HELD(&vs_engine.lock);
+    vs_streams_reap_retired();
     if ((mask & VS_STREAM_BIT_OVERFLOW) != 0)
         return vs_streams_any_gate_pending(); /* only a context-wide wait could cover it */
     for (int i = 0; i < VS_STREAM_SLOTS; i++) {
@@ -410,6 +474,7 @@ uint64_t vs_offload_stream_wait_begin(CUstream stream, bool per_thread)
     CUstream resolved = vs_streams_resolve(stream, per_thread);
     vs_engine_lock(&mode);
     uint64_t epoch = 0;
+    vs_streams_reap_retired();
     CUstreamCaptureStatus status = CU_STREAM_CAPTURE_STATUS_NONE;
     /* A captured wait runs at the graph's launches, not now. */
     if (VS_CALL(cuStreamIsCapturing, (resolved, &status)) == CUDA_SUCCESS && status == CU_STREAM_CAPTURE_STATUS_NONE)

@@ -11,8 +11,8 @@
  *   (`cuStreamWaitValue32_v2`) on a flag that thread B writes
  *   (`cuStreamWriteValue32_v2`) only after B's own next launches, which
  *   need room: evictions must not wait on the host for A's work behind the
- *   wait (a hang, caught by the watchdog). Everything completes and
- *   checksums exactly.
+ *   wait (a hang, caught by the watchdog), nor may destroying A while it
+ *   waits (odd rounds). Everything completes and checksums exactly.
  * - `ranges`: 2-D copies, a 2-D memset and a 1-D copy whose bytes span
  *   two adjacent evicted allocations: both are restored (a fault
  *   otherwise), and the bytes land exactly.
@@ -242,10 +242,16 @@ static int case_no_deadlock(void)
             fill(a_bufs[i], BUF_WORDS, 300 + i, a);
         VS_CHECK(cuStreamWaitValue32_v2(a, flag, 1, CU_STREAM_WAIT_VALUE_GEQ));
         checksum(a_bufs[round % A_BUFS], BUF_WORDS, sums + 8 * (round % A_BUFS), a);
+        /* Odd rounds destroy the waiting stream at once (legal: its work
+         * completes later); the destroy must not wait for it either. */
+        if (round % 2 == 1) {
+            VS_CHECK(cuStreamDestroy_v2(a));
+            VS_CHECK(cuStreamCreate(&a, CU_STREAM_NON_BLOCKING));
+        }
         pthread_create(&thread, NULL, peer_thread, &peer);
         pthread_barrier_wait(&barrier);
         pthread_join(thread, NULL);
-        VS_CHECK(cuStreamSynchronize(a));
+        VS_CHECK(cuCtxSynchronize());
         uint64_t want = fill_checksum(300 + round % A_BUFS, BUF_WORDS);
         uint64_t got = read_u64(sums + 8 * (round % A_BUFS));
         VS_EXPECT(got == want, "round %d: checksum behind the wait %llx, expected %llx", round,
