@@ -289,6 +289,33 @@ static void test_capture_records_a_batch_mem_op_node(void **state)
     assert_int_equal(cuStreamDestroy_v2(s), CUDA_SUCCESS);
 }
 
+/* A stream destroyed while it waits keeps its work: cuCtxSynchronize
+ * (and the legacy stream) still wait for it, as on the real driver. */
+static void test_destroyed_waiting_stream_is_covered_by_context_sync(void **state)
+{
+    (void)state;
+    CUstream a, b;
+    CUdeviceptr flag, out;
+    /* Non-blocking: the legacy stream's copies below do not wait for it. */
+    assert_int_equal(cuStreamCreate(&a, CU_STREAM_NON_BLOCKING), CUDA_SUCCESS);
+    assert_int_equal(cuStreamCreate(&b, CU_STREAM_NON_BLOCKING), CUDA_SUCCESS);
+    assert_int_equal(cuMemAlloc_v2(&flag, 4), CUDA_SUCCESS);
+    assert_int_equal(cuMemAlloc_v2(&out, 4), CUDA_SUCCESS);
+    assert_int_equal(cuMemsetD32_v2(flag, 0, 1), CUDA_SUCCESS);
+    assert_int_equal(cuMemsetD32_v2(out, 0, 1), CUDA_SUCCESS);
+    assert_int_equal(cuStreamWaitValue32_v2(a, flag, 1, CU_STREAM_WAIT_VALUE_EQ), CUDA_SUCCESS);
+    assert_int_equal(cuStreamWriteValue32_v2(a, out, 5, 0), CUDA_SUCCESS);
+    assert_int_equal(cuStreamDestroy_v2(a), CUDA_SUCCESS);
+    sleep_ms(20);
+    assert_int_equal(read32(out), 0);
+    assert_int_equal(cuStreamWriteValue32_v2(b, flag, 1, 0), CUDA_SUCCESS);
+    assert_int_equal(cuCtxSynchronize(), CUDA_SUCCESS);
+    assert_int_equal(read32(out), 5);
+    assert_int_equal(cuMemFree_v2(flag), CUDA_SUCCESS);
+    assert_int_equal(cuMemFree_v2(out), CUDA_SUCCESS);
+    assert_int_equal(cuStreamDestroy_v2(b), CUDA_SUCCESS);
+}
+
 static void test_procaddr_resolves_the_v2_symbols(void **state)
 {
     (void)state;
@@ -321,6 +348,7 @@ int main(void)
         cmocka_unit_test(test_pinned_host_memory_is_accepted),
         cmocka_unit_test(test_errors_are_the_documented_ones),
         cmocka_unit_test(test_capture_records_a_batch_mem_op_node),
+        cmocka_unit_test(test_destroyed_waiting_stream_is_covered_by_context_sync),
         cmocka_unit_test(test_procaddr_resolves_the_v2_symbols),
     };
     return cmocka_run_group_tests_name("simcuda stream memory operations", tests, setup, NULL);

@@ -104,15 +104,76 @@ static void ctx_remove_stream_locked(CUcontext ctx, struct CUstream_st *s)
     pthread_mutex_unlock(&ctx->streams_lock);
 }
 
+/* Whether `s` has work not yet completed. Caller holds `sim_submit_lock`. */
+static bool stream_pending_locked(struct CUstream_st *s)
+{
+    pthread_mutex_lock(&s->lock);
+    bool pending = s->completed_seq < s->enqueued_seq;
+    pthread_mutex_unlock(&s->lock);
+    return pending;
+}
+
+/* Keeps a destroyed stream with pending work in its context's retired
+ * list (with a reference). Caller holds `sim_submit_lock`. */
+static void ctx_add_retired_locked(CUcontext ctx, struct CUstream_st *s)
+{
+    pthread_mutex_lock(&ctx->streams_lock);
+    if (ctx->retired_count == ctx->retired_capacity) {
+        size_t capacity = ctx->retired_capacity ? ctx->retired_capacity * 2 : 8;
+        struct CUstream_st **grown = realloc(ctx->retired, capacity * sizeof(*grown));
+        if (grown == NULL) {
+            pthread_mutex_unlock(&ctx->streams_lock);
+            return; /* a host wait then misses its work: out of memory */
+        }
+        ctx->retired = grown;
+        ctx->retired_capacity = capacity;
+    }
+    sim_stream_ref(s);
+    ctx->retired[ctx->retired_count++] = s;
+    pthread_mutex_unlock(&ctx->streams_lock);
+}
+
+/* Drops the retired streams that have drained (all of them with `all`).
+ * Caller holds `sim_submit_lock`; the references are dropped after. */
+static void ctx_prune_retired(CUcontext ctx, bool all)
+{
+    struct CUstream_st *drop[16];
+    size_t n = 0;
+    pthread_mutex_lock(&sim_submit_lock);
+    pthread_mutex_lock(&ctx->streams_lock);
+    for (size_t i = 0; i < ctx->retired_count && n < 16;) {
+        struct CUstream_st *r = ctx->retired[i];
+        if (all || !stream_pending_locked(r)) {
+            drop[n++] = r;
+            ctx->retired[i] = ctx->retired[--ctx->retired_count];
+        } else {
+            i++;
+        }
+    }
+    if (all && ctx->retired_count == 0) {
+        free(ctx->retired);
+        ctx->retired = NULL;
+        ctx->retired_capacity = 0;
+    }
+    pthread_mutex_unlock(&ctx->streams_lock);
+    pthread_mutex_unlock(&sim_submit_lock);
+    for (size_t i = 0; i < n; i++)
+        sim_stream_unref(drop[i]);
+}
+
 /* Makes the handle invalid and lets the worker exit once its queue is
- * drained: pending work still completes, as with the real driver. Caller
- * holds `sim_submit_lock`; the caller's reference is still to be dropped. */
+ * drained: pending work still completes, as with the real driver (and
+ * context-wide waits still cover it). Caller holds `sim_submit_lock`; the
+ * caller's reference is still to be dropped. */
 static void stream_retire_locked(struct CUstream_st *s)
 {
     if (s->capture != NULL)
         sim_capture_forget_stream_locked(s);
-    if (!s->is_legacy)
+    if (!s->is_legacy) {
         ctx_remove_stream_locked(s->ctx, s);
+        if (!s->is_per_thread && s->ctx->legacy_stream != NULL && stream_pending_locked(s))
+            ctx_add_retired_locked(s->ctx, s);
+    }
     s->magic = SIM_STREAM_DEAD;
     pthread_mutex_lock(&s->lock);
     s->destroyed = true;
@@ -161,7 +222,7 @@ static int collect_wait_deps_locked(struct CUstream_st *s, sim_dep_t **out, size
     size_t n = 1, cap = 1;
     if (s->is_legacy) {
         pthread_mutex_lock(&s->ctx->streams_lock);
-        cap += s->ctx->stream_count;
+        cap += s->ctx->stream_count + s->ctx->retired_count;
         pthread_mutex_unlock(&s->ctx->streams_lock);
     }
     sim_dep_t *deps = calloc(cap, sizeof(*deps));
@@ -173,6 +234,9 @@ static int collect_wait_deps_locked(struct CUstream_st *s, sim_dep_t **out, size
         for (size_t i = 0; i < s->ctx->stream_count && n < cap; i++)
             if (sim_stream_is_blocking(s->ctx->streams[i]))
                 deps[n++] = sim_stream_tail_dep(s->ctx->streams[i]);
+        for (size_t i = 0; i < s->ctx->retired_count && n < cap; i++)
+            if (sim_stream_is_blocking(s->ctx->retired[i]))
+                deps[n++] = sim_stream_tail_dep(s->ctx->retired[i]);
         pthread_mutex_unlock(&s->ctx->streams_lock);
     }
     *out = deps;
@@ -564,8 +628,11 @@ static CUresult submit_locked(struct CUstream_st *s, sim_cmd_t *cmd, const sim_d
 
     if (s->is_legacy) {
         pthread_mutex_lock(&s->ctx->streams_lock);
-        for (size_t i = 0; i < s->ctx->stream_count && rc == 0; i++) {
-            struct CUstream_st *t = s->ctx->streams[i];
+        /* Destroyed blocking streams' pending work counts too. */
+        size_t total = s->ctx->stream_count + s->ctx->retired_count;
+        for (size_t i = 0; i < total && rc == 0; i++) {
+            struct CUstream_st *t = i < s->ctx->stream_count ? s->ctx->streams[i]
+                                                             : s->ctx->retired[i - s->ctx->stream_count];
             if (sim_stream_is_blocking(t) && t->enqueued_seq > 0) {
                 if (t->vt_tail_ns > ready_ns)
                     ready_ns = t->vt_tail_ns;
@@ -802,6 +869,8 @@ void sim_exec_ctx_destroying(CUcontext ctx)
     ctx->streams = NULL;
     ctx->stream_capacity = 0;
     pthread_mutex_unlock(&ctx->streams_lock);
+    while (ctx->retired_count > 0)
+        ctx_prune_retired(ctx, true);
 }
 
 CUresult sim_exec_ctx_synchronize(CUcontext ctx)
@@ -821,12 +890,15 @@ CUresult sim_exec_ctx_synchronize(CUcontext ctx)
     size_t extra = 0;
     if (rc == 0) {
         pthread_mutex_lock(&ctx->streams_lock);
-        all = realloc(deps, (count + ctx->stream_count) * sizeof(*all));
+        all = realloc(deps, (count + ctx->stream_count + ctx->retired_count) * sizeof(*all));
         if (all != NULL) {
             deps = all;
             for (size_t i = 0; i < ctx->stream_count; i++)
                 if (!sim_stream_is_blocking(ctx->streams[i]))
                     deps[count + extra++] = sim_stream_tail_dep(ctx->streams[i]);
+            for (size_t i = 0; i < ctx->retired_count; i++)
+                if (!sim_stream_is_blocking(ctx->retired[i]))
+                    deps[count + extra++] = sim_stream_tail_dep(ctx->retired[i]);
         }
         pthread_mutex_unlock(&ctx->streams_lock);
     }
@@ -834,6 +906,7 @@ CUresult sim_exec_ctx_synchronize(CUcontext ctx)
     if (rc != 0)
         return CUDA_ERROR_OUT_OF_MEMORY;
     wait_and_release_deps(deps, count + extra);
+    ctx_prune_retired(ctx, false);
     return CUDA_SUCCESS;
 }
 
