@@ -104,7 +104,7 @@ static size_t vs_copy_pin_scan(vs_words_t *w, CUdeviceptr dst, const void *host,
  * memory (asked of the driver, only for copies small enough to scan). */
 static void vs_copy_pin_scan_unified(vs_words_t *w, CUdeviceptr dst, CUdeviceptr src, uint64_t bytes)
 {
-    if (bytes < 8 || bytes > (64u << 10) || !vs_offload_enabled())
+    if (bytes < 8 || bytes > (64u << 10) || !vs_offload_pin_scan_enabled())
         return;
     unsigned int type = 0;
     CUresult rc = VS_CALL(cuPointerGetAttribute, (&type, CU_POINTER_ATTRIBUTE_MEMORY_TYPE, src));

@@ -86,6 +86,8 @@ void vs_offload_hold(const uintptr_t *addrs, size_t count, int delta);
  * first. Returns how many words were found (0 when off). */
 size_t vs_offload_pin_named(uintptr_t dst, const void *host, uint64_t bytes, void (*found)(uintptr_t word, void *arg),
                             void *arg);
+/* Whether that scan is on (a cheap check for the hooks). */
+bool vs_offload_pin_scan_enabled(void);
 
 /* Marks the allocation containing `addr` never evictable (IPC export). */
 void vs_offload_pin(uintptr_t addr, const char *reason);

@@ -99,6 +99,11 @@ void vs_offload_pin(uintptr_t addr, const char *reason)
  * tables and `__device__` variables are small; bulk data is not scanned). */
 #define VS_PIN_SCAN_MAX_BYTES (64u << 10)
 
+bool vs_offload_pin_scan_enabled(void)
+{
+    return vs_offload_enabled() && vs_config_get()->pin_device_pointers;
+}
+
 size_t vs_offload_pin_named(uintptr_t dst, const void *host, uint64_t bytes, void (*found)(uintptr_t word, void *arg),
                             void *arg)
 {

@@ -74,6 +74,11 @@ typedef struct vs_gate_s {
     bool pending;
 } vs_gate_t;
 static vs_gate_t vs_streams_gates[VS_STREAM_SLOTS];
+/* How many gates are pending: read without the engine lock, so that a
+ * program without stream memory waits never takes it for them. */
+static _Atomic int vs_streams_gates_pending;
+/* How many slots are retiring (VS_STREAM_RETIRING). */
+static _Atomic int vs_streams_retiring;
 
 static bool vs_streams_any_gate_pending(void);
 static bool vs_streams_gate_pending(int slot);
@@ -172,6 +177,8 @@ void vs_offload_stream_destroyed(CUstream stream)
      * the stream's last work, and is emptied once that event has passed. */
     CUevent retire = NULL;
     CUstreamCaptureMode mode;
+    if (atomic_load_explicit(&vs_streams_gates_pending, memory_order_relaxed) == 0)
+        goto synchronize;
     vs_engine_lock(&mode);
     int slot = -1;
     for (int i = 0; i < VS_STREAM_SLOTS; i++) {
@@ -190,12 +197,14 @@ void vs_offload_stream_destroyed(CUstream stream)
         vs_mutex_lock(&vs_streams.lock);
         vs_streams.table[slot].kind = VS_STREAM_RETIRING;
         vs_streams.table[slot].retire = retire;
+        atomic_fetch_add_explicit(&vs_streams_retiring, 1, memory_order_relaxed);
         atomic_fetch_add_explicit(&vs_streams.generation, 1, memory_order_acq_rel);
         vs_mutex_unlock(&vs_streams.lock);
         vs_engine_unlock(mode);
         return;
     }
     vs_engine_unlock(mode);
+synchronize:
     (void)VS_CALL(cuStreamSynchronize, (stream));
     vs_mutex_lock(&vs_streams.lock);
     int cleared = -1;
@@ -404,6 +413,7 @@ static bool vs_streams_gate_pending(int slot)
     if (VS_CALL(cuEventQuery, (g->event)) == CUDA_ERROR_NOT_READY)
         return true;
     g->pending = false; /* passed (or failed: nothing more will run there) */
+    atomic_fetch_sub_explicit(&vs_streams_gates_pending, 1, memory_order_relaxed);
     return false;
 }
 
@@ -412,6 +422,8 @@ static bool vs_streams_gate_pending(int slot)
 static void vs_streams_reap_retired(void)
 {
     VS_ASSERT_HELD(&vs_engine.lock);
+    if (atomic_load_explicit(&vs_streams_retiring, memory_order_relaxed) == 0)
+        return;
     for (int i = 0; i < VS_STREAM_SLOTS; i++) {
         vs_stream_entry_t e = vs_streams_entry_copy(i);
         if (e.kind != VS_STREAM_RETIRING || VS_CALL(cuEventQuery, (e.retire)) == CUDA_ERROR_NOT_READY)
@@ -421,8 +433,12 @@ static void vs_streams_reap_retired(void)
         vs_streams.table[i].retire = NULL;
         atomic_fetch_add_explicit(&vs_streams.generation, 1, memory_order_acq_rel);
         vs_mutex_unlock(&vs_streams.lock);
+        atomic_fetch_sub_explicit(&vs_streams_retiring, 1, memory_order_relaxed);
         vs_streams_markers[i].count = 0;
-        vs_streams_gates[i].pending = false;
+        if (vs_streams_gates[i].pending) {
+            vs_streams_gates[i].pending = false;
+            atomic_fetch_sub_explicit(&vs_streams_gates_pending, 1, memory_order_relaxed);
+        }
         vs_engine_event_put(e.retire);
     }
 }
@@ -440,6 +456,8 @@ bool vs_streams_gated(uint64_t mask, uint64_t epoch)
 {
     VS_ASSERT_HELD(&vs_engine.lock);
     vs_streams_reap_retired();
+    if (atomic_load_explicit(&vs_streams_gates_pending, memory_order_relaxed) == 0)
+        return false;
     if ((mask & VS_STREAM_BIT_OVERFLOW) != 0)
         return vs_streams_any_gate_pending(); /* only a context-wide wait could cover it */
     for (int i = 0; i < VS_STREAM_SLOTS; i++) {
@@ -498,8 +516,10 @@ void vs_offload_stream_wait_end(CUstream stream, bool per_thread, uint64_t epoch
     if (g->event == NULL && VS_CALL(cuEventCreate, (&g->event, CU_EVENT_DISABLE_TIMING)) != CUDA_SUCCESS)
         g->event = NULL;
     if (g->event != NULL && VS_CALL(cuEventRecord, (g->event, vs_streams_resolve(stream, per_thread))) == CUDA_SUCCESS) {
-        if (!pending)
+        if (!pending) {
             g->first_epoch = epoch;
+            atomic_fetch_add_explicit(&vs_streams_gates_pending, 1, memory_order_relaxed);
+        }
         g->pending = true;
     } else if (pending) {
         /* The newest wait cannot be followed: keep the gate closed for
