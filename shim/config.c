@@ -323,6 +323,12 @@ static int vs_config_apply(vs_config_t *cfg, const char *name, const char *value
         cfg->meminfo_device = strcmp(value, "device") == 0;
         return 0;
     }
+    if (strcmp(name, "VRAMSHIM_PIN_DEVICE_POINTERS") == 0) {
+        if (strcmp(value, "on") != 0 && strcmp(value, "off") != 0)
+            return -EINVAL;
+        cfg->pin_device_pointers = strcmp(value, "on") == 0;
+        return 0;
+    }
     if (strcmp(name, "VRAMSHIM_LOG") == 0)
         return vs_parse_log_level(value, &cfg->log_level);
     if (strcmp(name, "VRAMSHIM_LOG_FILE") == 0)

@@ -43,6 +43,7 @@
     X(policy, "VRAMSHIM_POLICY", "lru|cyclic|learned")                                             \
     X(prefetch, "VRAMSHIM_PREFETCH", "on|off")                                             \
     X(meminfo, "VRAMSHIM_MEMINFO", "limit|device")                                                 \
+    X(pin_device_pointers, "VRAMSHIM_PIN_DEVICE_POINTERS", "on|off")                               \
     X(log, "VRAMSHIM_LOG", "error|warn|info|debug")                                                \
     X(log_file, "VRAMSHIM_LOG_FILE", "a writable file path")                                       \
     X(driver, "VRAMSHIM_DRIVER", VS_DRIVER_FORMS)                                                  \
@@ -85,6 +86,7 @@ typedef struct vs_config_s {
     int policy;                         /* a vs_policy_kind_t */
     bool prefetch;                      /* VRAMSHIM_PREFETCH: restore ahead from the learned order */
     bool meminfo_device;                /* VRAMSHIM_MEMINFO=device: cuMemGetInfo answers the driver's figures */
+    bool pin_device_pointers;           /* VRAMSHIM_PIN_DEVICE_POINTERS: pin what small host-to-device copies name */
     vs_log_level_t log_level;
     char log_file[VS_CONFIG_PATH_MAX];
     char driver[VS_CONFIG_PATH_MAX];    /* "" = libcuda.so.1 from the search path */

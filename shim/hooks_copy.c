@@ -1,10 +1,13 @@
 /* hooks_copy.c: copies and memsets of every family and variant
  * (`VS_COPY_HOOK`).
  *
- * Each goes through `VS_OPERATE` with its device operands, like a launch:
- * they are marked as used and restored first when evicted. An operand
- * given as a host pointer, an array or a pointer outside every registered
- * allocation is simply not found in the registry. Arrays are not tracked.
+ * Each goes through `VS_OPERATE` with the whole byte range of each device
+ * operand, like a launch: every allocation the range touches is marked as
+ * used and restored first when evicted (a copy may span two allocations; a
+ * 2-D copy touches base .. base + pitch * (height - 1) + width). A range is
+ * given to the registry as the words `vs_words_add_range` (launch.c) picks. An operand given as a
+ * host pointer, an array or a pointer outside every registered allocation
+ * is simply not found in the registry. Arrays are not tracked.
  */
 #include <stddef.h>
 #include <stdlib.h>
@@ -14,31 +17,101 @@
 #include "hooks.h"
 #include "launch.h"
 
-/* The device-side address of a 2-D/3-D operand: device and unified
- * operands carry it in the `*Device` field. */
-#define VS_OPERAND(p, side)                                                                        \
-    ((p) != NULL && ((p)->side##MemoryType == CU_MEMORYTYPE_DEVICE || (p)->side##MemoryType == CU_MEMORYTYPE_UNIFIED) \
-         ? (uintptr_t)(p)->side##Device                                                            \
-         : (uintptr_t)0)
+/* One side of a 2-D/3-D copy: device and unified operands carry their
+ * address in the `*Device` field. */
+#define VS_SIDE_3D(w, p, side, rows)                                                               \
+    do {                                                                                           \
+        if ((p)->side##MemoryType == CU_MEMORYTYPE_DEVICE || (p)->side##MemoryType == CU_MEMORYTYPE_UNIFIED) { \
+            uint64_t vs_depth_ = (p)->Depth ? (p)->Depth : 1;                                      \
+            uintptr_t vs_first_ = (uintptr_t)(p)->side##Device +                                   \
+                                  ((p)->side##Z * (uint64_t)(rows) + (p)->side##Y) * (p)->side##Pitch + (p)->side##XInBytes; \
+            vs_words_add_range((w), vs_first_,                                                          \
+                          vs_strided_extent((p)->WidthInBytes, (p)->Height, vs_depth_, (p)->side##Pitch, (rows))); \
+        }                                                                                          \
+    } while (0)
+
+static void vs_copy2d_words(vs_words_t *w, const CUDA_MEMCPY2D *p)
+{
+    if (p == NULL)
+        return;
+    if (p->dstMemoryType == CU_MEMORYTYPE_DEVICE || p->dstMemoryType == CU_MEMORYTYPE_UNIFIED)
+        vs_words_add_range(w, (uintptr_t)p->dstDevice + p->dstY * p->dstPitch + p->dstXInBytes,
+                      vs_strided_extent(p->WidthInBytes, p->Height, 1, p->dstPitch, p->Height));
+    if (p->srcMemoryType == CU_MEMORYTYPE_DEVICE || p->srcMemoryType == CU_MEMORYTYPE_UNIFIED)
+        vs_words_add_range(w, (uintptr_t)p->srcDevice + p->srcY * p->srcPitch + p->srcXInBytes,
+                      vs_strided_extent(p->WidthInBytes, p->Height, 1, p->srcPitch, p->Height));
+}
+
+static void vs_copy3d_words(vs_words_t *w, const CUDA_MEMCPY3D *p)
+{
+    if (p == NULL)
+        return;
+    VS_SIDE_3D(w, p, dst, p->dstHeight);
+    VS_SIDE_3D(w, p, src, p->srcHeight);
+}
+
+static void vs_copy3d_peer_words(vs_words_t *w, const CUDA_MEMCPY3D_PEER *p)
+{
+    if (p == NULL)
+        return;
+    VS_SIDE_3D(w, p, dst, p->dstHeight);
+    VS_SIDE_3D(w, p, src, p->srcHeight);
+}
 
 /* What VRAMSHIM_TRACE records a wrapper counted under `stat` as. */
 #define VS_OP_NAME_copies "copy"
 #define VS_OP_NAME_memsets "memset"
 
-/* Defines one wrapper: count it under `stat`, then forward once the
- * allocations holding `first` and `second` (expressions over the
- * parameters; 0 for none) are resident. `stream` is the stream it runs on
- * (NULL for the synchronous forms). */
-#define VS_COPY_HOOK(stat, symbol, params, args, first, second, stream)                            \
+/* Defines one wrapper: count it under `stat`, gather the words of its
+ * device ranges with `gather` (statements over the parameters and `vs_w_`),
+ * then forward once everything they touch is resident. `stream` is the
+ * stream it runs on (NULL for the synchronous forms). */
+#define VS_COPY_HOOK(stat, symbol, params, args, gather, stream)                                   \
     CUresult CUDAAPI symbol params                                                                 \
     {                                                                                              \
-        uintptr_t vs_words_[2] = {(uintptr_t)(first), (uintptr_t)(second)};                       \
+        uintptr_t vs_buffer_[32];                                                                  \
+        vs_words_t vs_w_ = VS_WORDS_INIT(vs_buffer_);                                              \
         CUresult vs_rc_;                                                                           \
         vs_driver_ready();                                                                           \
         VS_COUNT(stat);                                                                            \
-        VS_OPERATE(vs_rc_, VS_OP_NAME_##stat, (stream), VS_PER_THREAD_SYMBOL(symbol), vs_words_, 2, VS_CALL(symbol, args)); \
+        gather;                                                                                    \
+        VS_OPERATE(vs_rc_, VS_OP_NAME_##stat, (stream), VS_PER_THREAD_SYMBOL(symbol), vs_w_.words, vs_w_.count, \
+                   VS_CALL(symbol, args));                                                         \
+        free(vs_w_.heap);                                                                          \
         return vs_rc_;                                                                             \
     }
+
+/* Two linear ranges of `ByteCount` bytes (0: none). */
+#define VS_LINEAR(first, second)                                                                   \
+    do {                                                                                           \
+        vs_words_add_range(&vs_w_, (uintptr_t)(first), ByteCount);                                      \
+        vs_words_add_range(&vs_w_, (uintptr_t)(second), ByteCount);                                     \
+    } while (0)
+
+static void vs_copy_found_word(uintptr_t word, void *arg)
+{
+    vs_words_add(arg, word);
+}
+
+/* VRAMSHIM_PIN_DEVICE_POINTERS: what a host-to-device copy names (offload.h);
+ * the found words join the copy's, so it restores them before it runs. */
+static size_t vs_copy_pin_scan(vs_words_t *w, CUdeviceptr dst, const void *host, uint64_t bytes)
+{
+    return vs_offload_pin_named((uintptr_t)dst, host, bytes, vs_copy_found_word, w);
+}
+
+/* The same for a unified-addressing copy: only when the source is host
+ * memory (asked of the driver, only for copies small enough to scan). */
+static void vs_copy_pin_scan_unified(vs_words_t *w, CUdeviceptr dst, CUdeviceptr src, uint64_t bytes)
+{
+    if (bytes < 8 || bytes > (64u << 10) || !vs_offload_pin_scan_enabled())
+        return;
+    unsigned int type = 0;
+    CUresult rc = VS_CALL(cuPointerGetAttribute, (&type, CU_POINTER_ATTRIBUTE_MEMORY_TYPE, src));
+    /* Pageable memory is unknown to the driver (CUDA_ERROR_INVALID_VALUE). */
+    if (rc == CUDA_ERROR_INVALID_VALUE || (rc == CUDA_SUCCESS && type == CU_MEMORYTYPE_HOST))
+        (void)vs_copy_pin_scan(w, dst, (const void *)(uintptr_t)src, bytes);
+}
 
 /* Synchronous copies between the host and an allocation that is on the
  * host side are done on its host copy (`vs_offload_copy_host`): loading
@@ -46,39 +119,58 @@
 #define VS_HOST_COPY_HOOK(symbol, params, args, device, host, to_device)                           \
     CUresult CUDAAPI symbol params                                                                 \
     {                                                                                              \
-        uintptr_t vs_words_[2] = {(uintptr_t)(device), 0};                                         \
+        uintptr_t vs_buffer_[32];                                                                  \
+        vs_words_t vs_w_ = VS_WORDS_INIT(vs_buffer_);                                              \
         CUresult vs_rc_;                                                                           \
         vs_driver_ready();                                                                           \
         VS_COUNT(copies);                                                                          \
-        if (vs_offload_copy_host((device), (void *)(uintptr_t)(host), ByteCount, (to_device),      \
-                                 VS_PER_THREAD_SYMBOL(symbol), &vs_rc_))                           \
+        size_t vs_named_ = (to_device) ? vs_copy_pin_scan(&vs_w_, (device), (const void *)(uintptr_t)(host), ByteCount) : 0; \
+        /* A copy that names pinned allocations goes to the device: it restores them. */           \
+        if (vs_named_ == 0 && vs_offload_copy_host((device), (void *)(uintptr_t)(host), ByteCount, (to_device), \
+                                                   VS_PER_THREAD_SYMBOL(symbol), &vs_rc_)) {       \
+            free(vs_w_.heap);                                                                      \
             return vs_rc_;                                                                         \
-        VS_OPERATE(vs_rc_, "copy", NULL, VS_PER_THREAD_SYMBOL(symbol), vs_words_, 2, VS_CALL(symbol, args)); \
+        }                                                                                          \
+        vs_words_add_range(&vs_w_, (uintptr_t)(device), ByteCount);                                     \
+        VS_OPERATE(vs_rc_, "copy", NULL, VS_PER_THREAD_SYMBOL(symbol), vs_w_.words, vs_w_.count, VS_CALL(symbol, args)); \
+        free(vs_w_.heap);                                                                          \
         return vs_rc_;                                                                             \
     }
 
+#define VS_HTOD_ASYNC(dst, src)                                                                    \
+    do {                                                                                           \
+        VS_LINEAR(dst, 0);                                                                         \
+        (void)vs_copy_pin_scan(&vs_w_, (dst), (src), ByteCount);                                   \
+    } while (0)
+#define VS_UNIFIED(dst, src)                                                                       \
+    do {                                                                                           \
+        VS_LINEAR(dst, src);                                                                       \
+        vs_copy_pin_scan_unified(&vs_w_, (dst), (src), ByteCount);                                 \
+    } while (0)
+
 /* Unified-addressing copies: either side may be device memory. */
-VS_COPY_HOOK(copies, cuMemcpy, (CUdeviceptr dst, CUdeviceptr src, size_t ByteCount), (dst, src, ByteCount), dst, src, NULL)
-VS_COPY_HOOK(copies, cuMemcpy_ptds, (CUdeviceptr dst, CUdeviceptr src, size_t ByteCount), (dst, src, ByteCount), dst,
-             src, NULL)
+VS_COPY_HOOK(copies, cuMemcpy, (CUdeviceptr dst, CUdeviceptr src, size_t ByteCount),
+             (dst, src, ByteCount), VS_UNIFIED(dst, src), NULL)
+VS_COPY_HOOK(copies, cuMemcpy_ptds, (CUdeviceptr dst, CUdeviceptr src, size_t ByteCount),
+             (dst, src, ByteCount), VS_UNIFIED(dst, src), NULL)
 VS_COPY_HOOK(copies, cuMemcpyAsync, (CUdeviceptr dst, CUdeviceptr src, size_t ByteCount, CUstream hStream),
-             (dst, src, ByteCount, hStream), dst, src, hStream)
+             (dst, src, ByteCount, hStream), VS_UNIFIED(dst, src), hStream)
 VS_COPY_HOOK(copies, cuMemcpyAsync_ptsz, (CUdeviceptr dst, CUdeviceptr src, size_t ByteCount, CUstream hStream),
-             (dst, src, ByteCount, hStream), dst, src, hStream)
+             (dst, src, ByteCount, hStream), VS_UNIFIED(dst, src), hStream)
 
 #define VS_PEER_PARAMS                                                                             \
     (CUdeviceptr dstDevice, CUcontext dstContext, CUdeviceptr srcDevice, CUcontext srcContext, size_t ByteCount)
 #define VS_PEER_ASYNC_PARAMS                                                                       \
     (CUdeviceptr dstDevice, CUcontext dstContext, CUdeviceptr srcDevice, CUcontext srcContext, size_t ByteCount, \
      CUstream hStream)
-VS_COPY_HOOK(copies, cuMemcpyPeer, VS_PEER_PARAMS, (dstDevice, dstContext, srcDevice, srcContext, ByteCount),
-             dstDevice, srcDevice, NULL)
-VS_COPY_HOOK(copies, cuMemcpyPeer_ptds, VS_PEER_PARAMS, (dstDevice, dstContext, srcDevice, srcContext, ByteCount),
-             dstDevice, srcDevice, NULL)
+VS_COPY_HOOK(copies, cuMemcpyPeer, VS_PEER_PARAMS,
+             (dstDevice, dstContext, srcDevice, srcContext, ByteCount), VS_LINEAR(dstDevice, srcDevice), NULL)
+VS_COPY_HOOK(copies, cuMemcpyPeer_ptds, VS_PEER_PARAMS,
+             (dstDevice, dstContext, srcDevice, srcContext, ByteCount), VS_LINEAR(dstDevice, srcDevice), NULL)
 VS_COPY_HOOK(copies, cuMemcpyPeerAsync, VS_PEER_ASYNC_PARAMS,
-             (dstDevice, dstContext, srcDevice, srcContext, ByteCount, hStream), dstDevice, srcDevice, hStream)
+             (dstDevice, dstContext, srcDevice, srcContext, ByteCount, hStream), VS_LINEAR(dstDevice, srcDevice), hStream)
 VS_COPY_HOOK(copies, cuMemcpyPeerAsync_ptsz, VS_PEER_ASYNC_PARAMS,
-             (dstDevice, dstContext, srcDevice, srcContext, ByteCount, hStream), dstDevice, srcDevice, hStream)
+             (dstDevice, dstContext, srcDevice, srcContext, ByteCount, hStream), VS_LINEAR(dstDevice, srcDevice), hStream)
 
 /* Typed 1-D copies. */
 VS_HOST_COPY_HOOK(cuMemcpyHtoD_v2, (CUdeviceptr dstDevice, const void *srcHost, size_t ByteCount), (dstDevice, srcHost, ByteCount), dstDevice, srcHost, true)
@@ -86,76 +178,71 @@ VS_HOST_COPY_HOOK(cuMemcpyHtoD_v2_ptds, (CUdeviceptr dstDevice, const void *srcH
 VS_HOST_COPY_HOOK(cuMemcpyDtoH_v2, (void *dstHost, CUdeviceptr srcDevice, size_t ByteCount), (dstHost, srcDevice, ByteCount), srcDevice, dstHost, false)
 VS_HOST_COPY_HOOK(cuMemcpyDtoH_v2_ptds, (void *dstHost, CUdeviceptr srcDevice, size_t ByteCount), (dstHost, srcDevice, ByteCount), srcDevice, dstHost, false)
 VS_COPY_HOOK(copies, cuMemcpyDtoD_v2, (CUdeviceptr dstDevice, CUdeviceptr srcDevice, size_t ByteCount),
-             (dstDevice, srcDevice, ByteCount), dstDevice, srcDevice, NULL)
+             (dstDevice, srcDevice, ByteCount), VS_LINEAR(dstDevice, srcDevice), NULL)
 VS_COPY_HOOK(copies, cuMemcpyDtoD_v2_ptds, (CUdeviceptr dstDevice, CUdeviceptr srcDevice, size_t ByteCount),
-             (dstDevice, srcDevice, ByteCount), dstDevice, srcDevice, NULL)
+             (dstDevice, srcDevice, ByteCount), VS_LINEAR(dstDevice, srcDevice), NULL)
 VS_COPY_HOOK(copies, cuMemcpyDtoA_v2, (CUarray dstArray, size_t dstOffset, CUdeviceptr srcDevice, size_t ByteCount),
-             (dstArray, dstOffset, srcDevice, ByteCount), srcDevice, 0, NULL)
-VS_COPY_HOOK(copies, cuMemcpyDtoA_v2_ptds,
-             (CUarray dstArray, size_t dstOffset, CUdeviceptr srcDevice, size_t ByteCount),
-             (dstArray, dstOffset, srcDevice, ByteCount), srcDevice, 0, NULL)
+             (dstArray, dstOffset, srcDevice, ByteCount), VS_LINEAR(srcDevice, 0), NULL)
+VS_COPY_HOOK(copies, cuMemcpyDtoA_v2_ptds, (CUarray dstArray, size_t dstOffset, CUdeviceptr srcDevice, size_t ByteCount),
+             (dstArray, dstOffset, srcDevice, ByteCount), VS_LINEAR(srcDevice, 0), NULL)
 VS_COPY_HOOK(copies, cuMemcpyAtoD_v2, (CUdeviceptr dstDevice, CUarray srcArray, size_t srcOffset, size_t ByteCount),
-             (dstDevice, srcArray, srcOffset, ByteCount), dstDevice, 0, NULL)
-VS_COPY_HOOK(copies, cuMemcpyAtoD_v2_ptds,
-             (CUdeviceptr dstDevice, CUarray srcArray, size_t srcOffset, size_t ByteCount),
-             (dstDevice, srcArray, srcOffset, ByteCount), dstDevice, 0, NULL)
-VS_COPY_HOOK(copies, cuMemcpyHtoDAsync_v2,
-             (CUdeviceptr dstDevice, const void *srcHost, size_t ByteCount, CUstream hStream),
-             (dstDevice, srcHost, ByteCount, hStream), dstDevice, 0, hStream)
-VS_COPY_HOOK(copies, cuMemcpyHtoDAsync_v2_ptsz,
-             (CUdeviceptr dstDevice, const void *srcHost, size_t ByteCount, CUstream hStream),
-             (dstDevice, srcHost, ByteCount, hStream), dstDevice, 0, hStream)
+             (dstDevice, srcArray, srcOffset, ByteCount), VS_LINEAR(dstDevice, 0), NULL)
+VS_COPY_HOOK(copies, cuMemcpyAtoD_v2_ptds, (CUdeviceptr dstDevice, CUarray srcArray, size_t srcOffset, size_t ByteCount),
+             (dstDevice, srcArray, srcOffset, ByteCount), VS_LINEAR(dstDevice, 0), NULL)
+VS_COPY_HOOK(copies, cuMemcpyHtoDAsync_v2, (CUdeviceptr dstDevice, const void *srcHost, size_t ByteCount, CUstream hStream),
+             (dstDevice, srcHost, ByteCount, hStream), VS_HTOD_ASYNC(dstDevice, srcHost), hStream)
+VS_COPY_HOOK(copies, cuMemcpyHtoDAsync_v2_ptsz, (CUdeviceptr dstDevice, const void *srcHost, size_t ByteCount, CUstream hStream),
+             (dstDevice, srcHost, ByteCount, hStream), VS_HTOD_ASYNC(dstDevice, srcHost), hStream)
 VS_COPY_HOOK(copies, cuMemcpyDtoHAsync_v2, (void *dstHost, CUdeviceptr srcDevice, size_t ByteCount, CUstream hStream),
-             (dstHost, srcDevice, ByteCount, hStream), srcDevice, 0, hStream)
-VS_COPY_HOOK(copies, cuMemcpyDtoHAsync_v2_ptsz,
-             (void *dstHost, CUdeviceptr srcDevice, size_t ByteCount, CUstream hStream),
-             (dstHost, srcDevice, ByteCount, hStream), srcDevice, 0, hStream)
-VS_COPY_HOOK(copies, cuMemcpyDtoDAsync_v2,
-             (CUdeviceptr dstDevice, CUdeviceptr srcDevice, size_t ByteCount, CUstream hStream),
-             (dstDevice, srcDevice, ByteCount, hStream), dstDevice, srcDevice, hStream)
-VS_COPY_HOOK(copies, cuMemcpyDtoDAsync_v2_ptsz,
-             (CUdeviceptr dstDevice, CUdeviceptr srcDevice, size_t ByteCount, CUstream hStream),
-             (dstDevice, srcDevice, ByteCount, hStream), dstDevice, srcDevice, hStream)
+             (dstHost, srcDevice, ByteCount, hStream), VS_LINEAR(srcDevice, 0), hStream)
+VS_COPY_HOOK(copies, cuMemcpyDtoHAsync_v2_ptsz, (void *dstHost, CUdeviceptr srcDevice, size_t ByteCount, CUstream hStream),
+             (dstHost, srcDevice, ByteCount, hStream), VS_LINEAR(srcDevice, 0), hStream)
+VS_COPY_HOOK(copies, cuMemcpyDtoDAsync_v2, (CUdeviceptr dstDevice, CUdeviceptr srcDevice, size_t ByteCount, CUstream hStream),
+             (dstDevice, srcDevice, ByteCount, hStream), VS_LINEAR(dstDevice, srcDevice), hStream)
+VS_COPY_HOOK(copies, cuMemcpyDtoDAsync_v2_ptsz, (CUdeviceptr dstDevice, CUdeviceptr srcDevice, size_t ByteCount, CUstream hStream),
+             (dstDevice, srcDevice, ByteCount, hStream), VS_LINEAR(dstDevice, srcDevice), hStream)
 
 /* 2-D and 3-D copies described by a struct. */
-VS_COPY_HOOK(copies, cuMemcpy2D_v2, (const CUDA_MEMCPY2D *pCopy), (pCopy), VS_OPERAND(pCopy, dst),
-             VS_OPERAND(pCopy, src), NULL)
-VS_COPY_HOOK(copies, cuMemcpy2D_v2_ptds, (const CUDA_MEMCPY2D *pCopy), (pCopy), VS_OPERAND(pCopy, dst),
-             VS_OPERAND(pCopy, src), NULL)
-VS_COPY_HOOK(copies, cuMemcpy2DUnaligned_v2, (const CUDA_MEMCPY2D *pCopy), (pCopy), VS_OPERAND(pCopy, dst),
-             VS_OPERAND(pCopy, src), NULL)
-VS_COPY_HOOK(copies, cuMemcpy2DUnaligned_v2_ptds, (const CUDA_MEMCPY2D *pCopy), (pCopy), VS_OPERAND(pCopy, dst),
-             VS_OPERAND(pCopy, src), NULL)
-VS_COPY_HOOK(copies, cuMemcpy2DAsync_v2, (const CUDA_MEMCPY2D *pCopy, CUstream hStream), (pCopy, hStream),
-             VS_OPERAND(pCopy, dst), VS_OPERAND(pCopy, src), hStream)
-VS_COPY_HOOK(copies, cuMemcpy2DAsync_v2_ptsz, (const CUDA_MEMCPY2D *pCopy, CUstream hStream), (pCopy, hStream),
-             VS_OPERAND(pCopy, dst), VS_OPERAND(pCopy, src), hStream)
-VS_COPY_HOOK(copies, cuMemcpy3D_v2, (const CUDA_MEMCPY3D *pCopy), (pCopy), VS_OPERAND(pCopy, dst),
-             VS_OPERAND(pCopy, src), NULL)
-VS_COPY_HOOK(copies, cuMemcpy3D_v2_ptds, (const CUDA_MEMCPY3D *pCopy), (pCopy), VS_OPERAND(pCopy, dst),
-             VS_OPERAND(pCopy, src), NULL)
-VS_COPY_HOOK(copies, cuMemcpy3DAsync_v2, (const CUDA_MEMCPY3D *pCopy, CUstream hStream), (pCopy, hStream),
-             VS_OPERAND(pCopy, dst), VS_OPERAND(pCopy, src), hStream)
-VS_COPY_HOOK(copies, cuMemcpy3DAsync_v2_ptsz, (const CUDA_MEMCPY3D *pCopy, CUstream hStream), (pCopy, hStream),
-             VS_OPERAND(pCopy, dst), VS_OPERAND(pCopy, src), hStream)
-VS_COPY_HOOK(copies, cuMemcpy3DPeer, (const CUDA_MEMCPY3D_PEER *pCopy), (pCopy), VS_OPERAND(pCopy, dst),
-             VS_OPERAND(pCopy, src), NULL)
-VS_COPY_HOOK(copies, cuMemcpy3DPeer_ptds, (const CUDA_MEMCPY3D_PEER *pCopy), (pCopy), VS_OPERAND(pCopy, dst),
-             VS_OPERAND(pCopy, src), NULL)
-VS_COPY_HOOK(copies, cuMemcpy3DPeerAsync, (const CUDA_MEMCPY3D_PEER *pCopy, CUstream hStream), (pCopy, hStream),
-             VS_OPERAND(pCopy, dst), VS_OPERAND(pCopy, src), hStream)
+VS_COPY_HOOK(copies, cuMemcpy2D_v2, (const CUDA_MEMCPY2D *pCopy),
+             (pCopy), vs_copy2d_words(&vs_w_, pCopy), NULL)
+VS_COPY_HOOK(copies, cuMemcpy2D_v2_ptds, (const CUDA_MEMCPY2D *pCopy),
+             (pCopy), vs_copy2d_words(&vs_w_, pCopy), NULL)
+VS_COPY_HOOK(copies, cuMemcpy2DUnaligned_v2, (const CUDA_MEMCPY2D *pCopy),
+             (pCopy), vs_copy2d_words(&vs_w_, pCopy), NULL)
+VS_COPY_HOOK(copies, cuMemcpy2DUnaligned_v2_ptds, (const CUDA_MEMCPY2D *pCopy),
+             (pCopy), vs_copy2d_words(&vs_w_, pCopy), NULL)
+VS_COPY_HOOK(copies, cuMemcpy2DAsync_v2, (const CUDA_MEMCPY2D *pCopy, CUstream hStream),
+             (pCopy, hStream), vs_copy2d_words(&vs_w_, pCopy), hStream)
+VS_COPY_HOOK(copies, cuMemcpy2DAsync_v2_ptsz, (const CUDA_MEMCPY2D *pCopy, CUstream hStream),
+             (pCopy, hStream), vs_copy2d_words(&vs_w_, pCopy), hStream)
+VS_COPY_HOOK(copies, cuMemcpy3D_v2, (const CUDA_MEMCPY3D *pCopy),
+             (pCopy), vs_copy3d_words(&vs_w_, pCopy), NULL)
+VS_COPY_HOOK(copies, cuMemcpy3D_v2_ptds, (const CUDA_MEMCPY3D *pCopy),
+             (pCopy), vs_copy3d_words(&vs_w_, pCopy), NULL)
+VS_COPY_HOOK(copies, cuMemcpy3DAsync_v2, (const CUDA_MEMCPY3D *pCopy, CUstream hStream),
+             (pCopy, hStream), vs_copy3d_words(&vs_w_, pCopy), hStream)
+VS_COPY_HOOK(copies, cuMemcpy3DAsync_v2_ptsz, (const CUDA_MEMCPY3D *pCopy, CUstream hStream),
+             (pCopy, hStream), vs_copy3d_words(&vs_w_, pCopy), hStream)
+VS_COPY_HOOK(copies, cuMemcpy3DPeer, (const CUDA_MEMCPY3D_PEER *pCopy),
+             (pCopy), vs_copy3d_peer_words(&vs_w_, pCopy), NULL)
+VS_COPY_HOOK(copies, cuMemcpy3DPeer_ptds, (const CUDA_MEMCPY3D_PEER *pCopy),
+             (pCopy), vs_copy3d_peer_words(&vs_w_, pCopy), NULL)
+VS_COPY_HOOK(copies, cuMemcpy3DPeerAsync, (const CUDA_MEMCPY3D_PEER *pCopy, CUstream hStream),
+             (pCopy, hStream), vs_copy3d_peer_words(&vs_w_, pCopy), hStream)
 VS_COPY_HOOK(copies, cuMemcpy3DPeerAsync_ptsz, (const CUDA_MEMCPY3D_PEER *pCopy, CUstream hStream),
-             (pCopy, hStream), VS_OPERAND(pCopy, dst), VS_OPERAND(pCopy, src), hStream)
+             (pCopy, hStream), vs_copy3d_peer_words(&vs_w_, pCopy), hStream)
 
 /* Batches: every pair of every operation. */
-static void vs_copy_batch_words(CUdeviceptr *dsts, CUdeviceptr *srcs, size_t count, vs_words_t *w)
+static void vs_copy_batch_words(CUdeviceptr *dsts, CUdeviceptr *srcs, const size_t *sizes, size_t count,
+                                vs_words_t *w)
 {
     VS_COUNT(copies);
     for (size_t i = 0; i < count; i++) {
+        uint64_t bytes = sizes != NULL ? sizes[i] : 1;
         if (dsts != NULL)
-            vs_words_add(w, (uintptr_t)dsts[i]);
+            vs_words_add_range(w, (uintptr_t)dsts[i], bytes);
         if (srcs != NULL)
-            vs_words_add(w, (uintptr_t)srcs[i]);
+            vs_words_add_range(w, (uintptr_t)srcs[i], bytes);
     }
 }
 
@@ -189,7 +276,7 @@ CUresult CUDAAPI cuMemcpyBatchAsync(CUdeviceptr *dsts, CUdeviceptr *srcs, size_t
                                     CUmemcpyAttributes *attrs, size_t *attrsIdxs, size_t numAttrs, size_t *failIdx,
                                     CUstream hStream)
 {
-    VS_BATCH(cuMemcpyBatchAsync, vs_copy_batch_words(dsts, srcs, count, &vs_words_),
+    VS_BATCH(cuMemcpyBatchAsync, vs_copy_batch_words(dsts, srcs, sizes, count, &vs_words_),
              VS_CALL(cuMemcpyBatchAsync, (dsts, srcs, sizes, count, attrs, attrsIdxs, numAttrs, failIdx, hStream)));
 }
 
@@ -197,7 +284,7 @@ CUresult CUDAAPI cuMemcpyBatchAsync_ptsz(CUdeviceptr *dsts, CUdeviceptr *srcs, s
                                          CUmemcpyAttributes *attrs, size_t *attrsIdxs, size_t numAttrs,
                                          size_t *failIdx, CUstream hStream)
 {
-    VS_BATCH(cuMemcpyBatchAsync_ptsz, vs_copy_batch_words(dsts, srcs, count, &vs_words_),
+    VS_BATCH(cuMemcpyBatchAsync_ptsz, vs_copy_batch_words(dsts, srcs, sizes, count, &vs_words_),
              VS_CALL(cuMemcpyBatchAsync_ptsz,
                    (dsts, srcs, sizes, count, attrs, attrsIdxs, numAttrs, failIdx, hStream)));
 }
@@ -206,7 +293,7 @@ CUresult CUDAAPI cuMemcpyBatchAsync_v2(CUdeviceptr *dsts, CUdeviceptr *srcs, siz
                                        CUmemcpyAttributes *attrs, size_t *attrsIdxs, size_t numAttrs,
                                        CUstream hStream)
 {
-    VS_BATCH(cuMemcpyBatchAsync_v2, vs_copy_batch_words(dsts, srcs, count, &vs_words_),
+    VS_BATCH(cuMemcpyBatchAsync_v2, vs_copy_batch_words(dsts, srcs, sizes, count, &vs_words_),
              VS_CALL(cuMemcpyBatchAsync_v2, (dsts, srcs, sizes, count, attrs, attrsIdxs, numAttrs, hStream)));
 }
 
@@ -214,7 +301,7 @@ CUresult CUDAAPI cuMemcpyBatchAsync_v2_ptsz(CUdeviceptr *dsts, CUdeviceptr *srcs
                                             CUmemcpyAttributes *attrs, size_t *attrsIdxs, size_t numAttrs,
                                             CUstream hStream)
 {
-    VS_BATCH(cuMemcpyBatchAsync_v2_ptsz, vs_copy_batch_words(dsts, srcs, count, &vs_words_),
+    VS_BATCH(cuMemcpyBatchAsync_v2_ptsz, vs_copy_batch_words(dsts, srcs, sizes, count, &vs_words_),
              VS_CALL(cuMemcpyBatchAsync_v2_ptsz, (dsts, srcs, sizes, count, attrs, attrsIdxs, numAttrs, hStream)));
 }
 
@@ -249,19 +336,23 @@ CUresult CUDAAPI cuMemcpy3DBatchAsync_v2_ptsz(size_t numOps, CUDA_MEMCPY3D_BATCH
 /* Memsets: one device operand. */
 #define VS_MEMSET_HOOK(symbol, value_type)                                                         \
     VS_COPY_HOOK(memsets, symbol, (CUdeviceptr dstDevice, value_type value, size_t N), (dstDevice, value, N), \
-                 dstDevice, 0, NULL)
+                 vs_words_add_range(&vs_w_, (uintptr_t)dstDevice, (uint64_t)N * sizeof(value_type)), NULL)
 #define VS_MEMSET_ASYNC_HOOK(symbol, value_type)                                                   \
     VS_COPY_HOOK(memsets, symbol, (CUdeviceptr dstDevice, value_type value, size_t N, CUstream hStream), \
-                 (dstDevice, value, N, hStream), dstDevice, 0, hStream)
+                 (dstDevice, value, N, hStream),                                                   \
+                 vs_words_add_range(&vs_w_, (uintptr_t)dstDevice, (uint64_t)N * sizeof(value_type)), hStream)
+#define VS_MEMSET2D_RANGE(value_type)                                                              \
+    vs_words_add_range(&vs_w_, (uintptr_t)dstDevice,                                                    \
+                  vs_strided_extent((uint64_t)Width * sizeof(value_type), Height, 1, dstPitch, Height))
 #define VS_MEMSET2D_HOOK(symbol, value_type)                                                       \
     VS_COPY_HOOK(memsets, symbol,                                                                  \
                  (CUdeviceptr dstDevice, size_t dstPitch, value_type value, size_t Width, size_t Height), \
-                 (dstDevice, dstPitch, value, Width, Height), dstDevice, 0, NULL)
+                 (dstDevice, dstPitch, value, Width, Height), VS_MEMSET2D_RANGE(value_type), NULL)
 #define VS_MEMSET2D_ASYNC_HOOK(symbol, value_type)                                                 \
     VS_COPY_HOOK(memsets, symbol,                                                                  \
                  (CUdeviceptr dstDevice, size_t dstPitch, value_type value, size_t Width, size_t Height, \
                   CUstream hStream),                                                               \
-                 (dstDevice, dstPitch, value, Width, Height, hStream), dstDevice, 0, hStream)
+                 (dstDevice, dstPitch, value, Width, Height, hStream), VS_MEMSET2D_RANGE(value_type), hStream)
 
 VS_MEMSET_HOOK(cuMemsetD8_v2, unsigned char)
 VS_MEMSET_HOOK(cuMemsetD8_v2_ptds, unsigned char)

@@ -3,9 +3,14 @@
  * Replaying a graph never goes through `cuLaunchKernel`, so what a graph
  * touches is learned when it is instantiated: the shim walks the template
  * (kernel nodes through their parameter layouts, memcpy and memset nodes,
- * child graphs) and keeps, per executable graph, the addresses that fell in
- * registered allocations. Each `cuGraphLaunch` stamps all of them.
- * `cuGraphExecUpdate` re-walks; `cuGraphExecKernelNodeSetParams` adds.
+ * child graphs, conditional nodes' bodies, stream memory operations) and
+ * keeps, per executable graph and per node, the addresses that fell in
+ * registered allocations. Each `cuGraphLaunch` stamps all of them, and the
+ * union is held (never evicted) while the executable graph lives.
+ * `cuGraphExecUpdate` re-walks the new graph; each `cuGraphExec*SetParams`
+ * replaces its node's set, and the union is recomputed (what the graph no
+ * longer references is let go). A graph with a stream memory wait is
+ * launched like a wait (hooks_memop.c).
  */
 #include <errno.h>
 #include <pthread.h>
@@ -21,10 +26,26 @@
 #include "hooks.h"
 #include "launch.h"
 
+/* What one node of the instantiated graph references: its words that fell
+ * in registered allocations (a child graph's or a conditional node's body
+ * counted in). `node` is the node of the graph the executable graph was
+ * instantiated from, the handle the `cuGraphExec*SetParams` calls name. */
+typedef struct vs_exec_node_s {
+    CUgraphNode node;
+    uintptr_t *addrs;
+    size_t count;
+} vs_exec_node_t;
+
+/* One executable graph: its nodes (in `cuGraphGetNodes` order), the union
+ * of their words, which holds one hold on each allocation it names, and
+ * whether it contains a stream memory wait. */
 typedef struct vs_exec_s {
     const void *exec;
-    size_t count, capacity;
-    uintptr_t *addrs; /* words that pointed into allocations */
+    vs_exec_node_t *nodes;
+    size_t node_count;
+    uintptr_t *addrs;
+    size_t count;
+    bool waits;
     UT_hash_handle hh;
 } vs_exec_t;
 
@@ -32,11 +53,13 @@ typedef struct vs_exec_s {
 static pthread_rwlock_t vs_execs_lock = PTHREAD_RWLOCK_INITIALIZER;
 static vs_exec_t *vs_execs;
 
-/* Collects into a growable array; `failed` notes an allocation failure. */
+/* Collects into a growable array; `failed` notes an allocation failure,
+ * `waits` a stream memory wait. */
 typedef struct vs_collect_s {
     uintptr_t *addrs;
     size_t count, capacity;
     bool failed;
+    bool waits;
 } vs_collect_t;
 
 static void vs_collect_add(vs_collect_t *c, uintptr_t addr)
@@ -68,117 +91,311 @@ static void vs_collect_kernel(vs_collect_t *c, const CUDA_KERNEL_NODE_PARAMS *p)
         vs_log(VS_LOG_WARN, "a kernel node's parameters cannot be scanned; its pointers are not tracked");
 }
 
-static void vs_collect_graph(vs_collect_t *c, CUgraph graph, int depth)
+static void vs_collect_memops(vs_collect_t *c, const CUstreamBatchMemOpParams *ops, unsigned count)
 {
-    size_t count = 0;
-    CUgraphNode *nodes = NULL;
-
-    if (depth > 16 || VS_CALL(cuGraphGetNodes, (graph, NULL, &count)) != CUDA_SUCCESS || count == 0)
-        return;
-    nodes = calloc(count, sizeof *nodes);
-    if (nodes == NULL) {
-        c->failed = true;
-        return;
-    }
-    if (VS_CALL(cuGraphGetNodes, (graph, nodes, &count)) != CUDA_SUCCESS)
-        goto out;
-    for (size_t i = 0; i < count; i++) {
-        CUgraphNodeType type;
-        if (VS_CALL(cuGraphNodeGetType, (nodes[i], &type)) != CUDA_SUCCESS)
-            continue;
-        switch (type) {
-        case CU_GRAPH_NODE_TYPE_KERNEL: {
-            CUDA_KERNEL_NODE_PARAMS p;
-            memset(&p, 0, sizeof p);
-            if (VS_CALL(cuGraphKernelNodeGetParams_v2, (nodes[i], &p)) == CUDA_SUCCESS)
-                vs_collect_kernel(c, &p);
+    for (unsigned i = 0; ops != NULL && i < count; i++) {
+        switch (ops[i].operation) {
+        case CU_STREAM_MEM_OP_WAIT_VALUE_32:
+        case CU_STREAM_MEM_OP_WAIT_VALUE_64:
+            c->waits = true;
+            vs_collect_add(c, (uintptr_t)ops[i].waitValue.address);
             break;
-        }
-        case CU_GRAPH_NODE_TYPE_MEMCPY: {
-            CUDA_MEMCPY3D p;
-            memset(&p, 0, sizeof p);
-            if (VS_CALL(cuGraphMemcpyNodeGetParams, (nodes[i], &p)) == CUDA_SUCCESS) {
-                vs_collect_add(c, (uintptr_t)p.srcDevice);
-                vs_collect_add(c, (uintptr_t)p.dstDevice);
-            }
+        case CU_STREAM_MEM_OP_WRITE_VALUE_32:
+        case CU_STREAM_MEM_OP_WRITE_VALUE_64:
+            vs_collect_add(c, (uintptr_t)ops[i].writeValue.address);
             break;
-        }
-        case CU_GRAPH_NODE_TYPE_MEMSET: {
-            CUDA_MEMSET_NODE_PARAMS p;
-            memset(&p, 0, sizeof p);
-            if (VS_CALL(cuGraphMemsetNodeGetParams, (nodes[i], &p)) == CUDA_SUCCESS)
-                vs_collect_add(c, (uintptr_t)p.dst);
-            break;
-        }
-        case CU_GRAPH_NODE_TYPE_GRAPH: {
-            CUgraph child;
-            if (VS_CALL(cuGraphChildGraphNodeGetGraph, (nodes[i], &child)) == CUDA_SUCCESS)
-                vs_collect_graph(c, child, depth + 1);
-            break;
-        }
         default:
             break;
         }
     }
-out:
+}
+
+static void vs_collect_graph(vs_collect_t *c, CUgraph graph, int depth);
+
+/* Conditional nodes' bodies, as `cuGraphAddNode` returned them (the driver
+ * has no call that tells them later). Entries live as long as the process:
+ * a node handle is not reused while its graph lives, and a stale entry
+ * only makes a later node's set larger. Guarded by `vs_execs_lock`. */
+#define VS_COND_MAX_BODIES 64
+typedef struct vs_cond_s {
+    const void *node;
+    CUgraph bodies[VS_COND_MAX_BODIES];
+    size_t count;
+    UT_hash_handle hh;
+} vs_cond_t;
+static vs_cond_t *vs_conds;
+
+static void vs_cond_remember(CUgraphNode node, const CUgraphNodeParams *p)
+{
+    if (p == NULL || p->type != CU_GRAPH_NODE_TYPE_CONDITIONAL || p->conditional.phGraph_out == NULL)
+        return;
+    vs_cond_t *c = calloc(1, sizeof *c);
+    if (c == NULL)
+        return;
+    c->node = node;
+    c->count = p->conditional.size < VS_COND_MAX_BODIES ? p->conditional.size : VS_COND_MAX_BODIES;
+    memcpy(c->bodies, p->conditional.phGraph_out, c->count * sizeof *c->bodies);
+    pthread_rwlock_wrlock(&vs_execs_lock);
+    vs_cond_t *old;
+    HASH_FIND_PTR(vs_conds, &c->node, old);
+    if (old != NULL) {
+        HASH_DEL(vs_conds, old);
+        free(old);
+    }
+    HASH_ADD_PTR(vs_conds, node, c);
+    if (c->hh.tbl == NULL)
+        free(c);
+    pthread_rwlock_unlock(&vs_execs_lock);
+}
+
+/* Copies the bodies of conditional node `node` to `out`; how many. Takes
+ * `vs_execs_lock` for reading: not called with it held for writing. */
+static size_t vs_cond_bodies(CUgraphNode node, CUgraph *out, size_t cap)
+{
+    const void *key = node;
+    vs_cond_t *c;
+    size_t n = 0;
+    pthread_rwlock_rdlock(&vs_execs_lock);
+    HASH_FIND_PTR(vs_conds, &key, c);
+    if (c != NULL) {
+        n = c->count < cap ? c->count : cap;
+        memcpy(out, c->bodies, n * sizeof *out);
+    }
+    pthread_rwlock_unlock(&vs_execs_lock);
+    return n;
+}
+
+CUresult CUDAAPI cuGraphAddNode(CUgraphNode *phGraphNode, CUgraph hGraph, const CUgraphNode *dependencies,
+                                size_t numDependencies, CUgraphNodeParams *nodeParams)
+{
+    vs_driver_ready();
+    CUresult rc = VS_CALL(cuGraphAddNode, (phGraphNode, hGraph, dependencies, numDependencies, nodeParams));
+    if (rc == CUDA_SUCCESS && phGraphNode != NULL)
+        vs_cond_remember(*phGraphNode, nodeParams);
+    return rc;
+}
+
+CUresult CUDAAPI cuGraphAddNode_v2(CUgraphNode *phGraphNode, CUgraph hGraph, const CUgraphNode *dependencies,
+                                   const CUgraphEdgeData *dependencyData, size_t numDependencies,
+                                   CUgraphNodeParams *nodeParams)
+{
+    vs_driver_ready();
+    CUresult rc =
+        VS_CALL(cuGraphAddNode_v2, (phGraphNode, hGraph, dependencies, dependencyData, numDependencies, nodeParams));
+    if (rc == CUDA_SUCCESS && phGraphNode != NULL)
+        vs_cond_remember(*phGraphNode, nodeParams);
+    return rc;
+}
+
+/* What node `node` references, into `c`. */
+static void vs_collect_node(vs_collect_t *c, CUgraphNode node, int depth)
+{
+    CUgraphNodeType type;
+    if (VS_CALL(cuGraphNodeGetType, (node, &type)) != CUDA_SUCCESS)
+        return;
+    switch (type) {
+    case CU_GRAPH_NODE_TYPE_KERNEL: {
+        CUDA_KERNEL_NODE_PARAMS p;
+        memset(&p, 0, sizeof p);
+        if (VS_CALL(cuGraphKernelNodeGetParams_v2, (node, &p)) == CUDA_SUCCESS)
+            vs_collect_kernel(c, &p);
+        break;
+    }
+    case CU_GRAPH_NODE_TYPE_MEMCPY: {
+        CUDA_MEMCPY3D p;
+        memset(&p, 0, sizeof p);
+        if (VS_CALL(cuGraphMemcpyNodeGetParams, (node, &p)) == CUDA_SUCCESS)
+            vs_copy3d_visit(&p, vs_collect_word, c);
+        break;
+    }
+    case CU_GRAPH_NODE_TYPE_MEMSET: {
+        CUDA_MEMSET_NODE_PARAMS p;
+        memset(&p, 0, sizeof p);
+        if (VS_CALL(cuGraphMemsetNodeGetParams, (node, &p)) == CUDA_SUCCESS)
+            vs_memset_visit(&p, vs_collect_word, c);
+        break;
+    }
+    case CU_GRAPH_NODE_TYPE_BATCH_MEM_OP: {
+        CUDA_BATCH_MEM_OP_NODE_PARAMS p;
+        memset(&p, 0, sizeof p);
+        if (VS_CALL(cuGraphBatchMemOpNodeGetParams, (node, &p)) == CUDA_SUCCESS)
+            vs_collect_memops(c, p.paramArray, p.count);
+        else
+            c->waits = true; /* unknown operations: assume they may wait */
+        break;
+    }
+    case CU_GRAPH_NODE_TYPE_GRAPH: {
+        CUgraph child;
+        if (VS_CALL(cuGraphChildGraphNodeGetGraph, (node, &child)) == CUDA_SUCCESS)
+            vs_collect_graph(c, child, depth + 1);
+        break;
+    }
+    case CU_GRAPH_NODE_TYPE_CONDITIONAL: {
+        /* Every body may run at a launch: all of them count. The driver
+         * tells a conditional node's bodies only when it is added
+         * (`cuGraphAddNode`), where the shim recorded them. */
+        CUgraph bodies[VS_COND_MAX_BODIES];
+        size_t n = vs_cond_bodies(node, bodies, VS_COND_MAX_BODIES);
+        if (n == 0)
+            vs_log(VS_LOG_WARN, "a conditional node's bodies are unknown; their pointers are not tracked");
+        for (size_t i = 0; i < n; i++)
+            vs_collect_graph(c, bodies[i], depth + 1);
+        break;
+    }
+    default:
+        break;
+    }
+}
+
+/* The nodes of `graph` (malloc'd, *count of them), or NULL. */
+static CUgraphNode *vs_graph_nodes(CUgraph graph, size_t *count)
+{
+    *count = 0;
+    if (VS_CALL(cuGraphGetNodes, (graph, NULL, count)) != CUDA_SUCCESS || *count == 0)
+        return NULL;
+    CUgraphNode *nodes = calloc(*count, sizeof *nodes);
+    if (nodes != NULL && VS_CALL(cuGraphGetNodes, (graph, nodes, count)) != CUDA_SUCCESS) {
+        free(nodes);
+        nodes = NULL;
+    }
+    if (nodes == NULL)
+        *count = 0;
+    return nodes;
+}
+
+static void vs_collect_graph(vs_collect_t *c, CUgraph graph, int depth)
+{
+    size_t count = 0;
+    if (depth > 16)
+        return;
+    CUgraphNode *nodes = vs_graph_nodes(graph, &count);
+    for (size_t i = 0; i < count; i++)
+        vs_collect_node(c, nodes[i], depth);
     free(nodes);
 }
 
-/* Stores (replace) or extends (append) the set of an executable graph. */
-static void vs_exec_store(CUgraphExec exec, vs_collect_t *c, bool append)
+/* Rebuilds the union of `e`'s nodes and moves the holds to it: the new set
+ * is held before the old one is let go, so nothing both reference can be
+ * evicted in between. Write lock held. */
+static void vs_exec_rehold(vs_exec_t *e)
+{
+    size_t total = 0;
+    for (size_t i = 0; i < e->node_count; i++)
+        total += e->nodes[i].count;
+    uintptr_t *addrs = malloc((total ? total : 1) * sizeof *addrs);
+    if (addrs == NULL) {
+        vs_log(VS_LOG_WARN, "out of memory while tracking a graph; it keeps its old pointer set");
+        return;
+    }
+    size_t n = 0;
+    for (size_t i = 0; i < e->node_count; i++)
+        for (size_t j = 0; j < e->nodes[i].count; j++)
+            addrs[n++] = e->nodes[i].addrs[j];
+    vs_offload_hold(addrs, n, +1);
+    vs_offload_hold(e->addrs, e->count, -1);
+    free(e->addrs);
+    e->addrs = addrs;
+    e->count = n;
+}
+
+static void vs_exec_nodes_free(vs_exec_node_t *nodes, size_t count)
+{
+    for (size_t i = 0; i < count; i++)
+        free(nodes[i].addrs);
+    free(nodes);
+}
+
+/* (Re)learns what an executable graph references from `graph`: at
+ * instantiation and after `cuGraphExecUpdate` (where `graph`'s nodes stand
+ * in position for the original nodes, whose handles the set-params calls
+ * keep using). */
+static void vs_exec_learn(CUgraphExec exec, CUgraph graph)
 {
     const void *key = exec;
-    vs_exec_t *e;
+    size_t count = 0;
+    CUgraphNode *nodes = vs_graph_nodes(graph, &count);
+    vs_exec_node_t *learned = calloc(count ? count : 1, sizeof *learned);
+    bool waits = false, failed = learned == NULL;
+    for (size_t i = 0; learned != NULL && i < count; i++) {
+        vs_collect_t c = {0};
+        vs_collect_node(&c, nodes[i], 0);
+        learned[i] = (vs_exec_node_t){.node = nodes[i], .addrs = c.addrs, .count = c.count};
+        waits |= c.waits;
+        failed |= c.failed;
+    }
+    free(nodes);
+    if (failed)
+        vs_log(VS_LOG_WARN, "out of memory while scanning graph %p: some of its pointers are not tracked", (void *)graph);
+    if (learned == NULL)
+        return;
 
+    vs_exec_t *e;
     pthread_rwlock_wrlock(&vs_execs_lock);
     HASH_FIND_PTR(vs_execs, &key, e);
     if (e == NULL) {
         e = calloc(1, sizeof *e);
-        if (e == NULL)
-            goto out;
-        e->exec = key;
-        HASH_ADD_PTR(vs_execs, exec, e);
-        if (e->hh.tbl == NULL) {
-            free(e);
-            goto out;
-        }
-    }
-    /* What a live graph references stays resident while it lives. */
-    vs_offload_hold(c->addrs, c->count, +1);
-    if (!append || e->addrs == NULL) {
-        vs_offload_hold(e->addrs, e->count, -1);
-        free(e->addrs);
-        e->addrs = c->addrs;
-        e->count = c->count;
-        e->capacity = c->capacity;
-        c->addrs = NULL;
-    } else {
-        for (size_t i = 0; i < c->count; i++) {
-            if (e->count == e->capacity) {
-                size_t capacity = e->capacity ? e->capacity * 2 : 16;
-                uintptr_t *grown = realloc(e->addrs, capacity * sizeof *grown);
-                if (grown == NULL)
-                    break;
-                e->addrs = grown;
-                e->capacity = capacity;
+        if (e != NULL) {
+            e->exec = key;
+            HASH_ADD_PTR(vs_execs, exec, e);
+            if (e->hh.tbl == NULL) {
+                free(e);
+                e = NULL;
             }
-            e->addrs[e->count++] = c->addrs[i];
+        }
+    } else if (e->node_count == count) {
+        for (size_t i = 0; i < count; i++)
+            learned[i].node = e->nodes[i].node; /* an update: same topology */
+    }
+    if (e != NULL) {
+        vs_exec_node_t *old = e->nodes;
+        size_t old_count = e->node_count;
+        e->nodes = learned;
+        e->node_count = count;
+        e->waits = waits;
+        vs_exec_rehold(e);
+        learned = NULL;
+        vs_exec_nodes_free(old, old_count);
+    }
+    pthread_rwlock_unlock(&vs_execs_lock);
+    if (learned != NULL)
+        vs_exec_nodes_free(learned, count);
+}
+
+/* A `cuGraphExec*SetParams` changed what `node` references in `exec` to
+ * what `c` holds: the graph's set is recomputed. */
+static void vs_exec_set_node(CUgraphExec exec, CUgraphNode node, vs_collect_t *c)
+{
+    const void *key = exec;
+    vs_exec_t *e;
+    pthread_rwlock_wrlock(&vs_execs_lock);
+    HASH_FIND_PTR(vs_execs, &key, e);
+    if (e != NULL) {
+        vs_exec_node_t *slot = NULL;
+        for (size_t i = 0; i < e->node_count && slot == NULL; i++)
+            if (e->nodes[i].node == node)
+                slot = &e->nodes[i];
+        if (slot == NULL) {
+            /* Not a node we know (it cannot be, for a live graph): keep the
+             * words as one more node, a superset. */
+            vs_exec_node_t *grown = realloc(e->nodes, (e->node_count + 1) * sizeof *grown);
+            if (grown != NULL) {
+                e->nodes = grown;
+                slot = &e->nodes[e->node_count++];
+                *slot = (vs_exec_node_t){.node = node};
+            }
+        }
+        if (slot != NULL) {
+            free(slot->addrs);
+            slot->addrs = c->addrs;
+            slot->count = c->count;
+            c->addrs = NULL;
+            e->waits |= c->waits;
+            vs_exec_rehold(e);
         }
     }
-out:
     pthread_rwlock_unlock(&vs_execs_lock);
     free(c->addrs);
     c->addrs = NULL;
-}
-
-static void vs_exec_learn(CUgraphExec exec, CUgraph graph)
-{
-    vs_collect_t c = {0};
-
-    vs_collect_graph(&c, graph, 0);
-    if (c.failed)
-        vs_log(VS_LOG_WARN, "out of memory while scanning graph %p: some of its pointers are not tracked", (void *)graph);
-    vs_exec_store(exec, &c, false);
 }
 
 CUresult CUDAAPI cuGraphInstantiate(CUgraphExec *phGraphExec, CUgraph hGraph, CUgraphNode *phErrorNode,
@@ -259,11 +476,68 @@ CUresult CUDAAPI cuGraphExecKernelNodeSetParams_v2(CUgraphExec hGraphExec, CUgra
     vs_driver_ready();
     rc = VS_CALL(cuGraphExecKernelNodeSetParams_v2, (hGraphExec, hNode, nodeParams));
     if (rc == CUDA_SUCCESS && nodeParams != NULL) {
-        /* The old parameters stay in the set: a superset only makes the
-         * graph's allocations look used, never unused. */
         vs_collect_t c = {0};
         vs_collect_kernel(&c, nodeParams);
-        vs_exec_store(hGraphExec, &c, true);
+        vs_exec_set_node(hGraphExec, hNode, &c);
+    }
+    return rc;
+}
+
+CUresult CUDAAPI cuGraphExecMemcpyNodeSetParams(CUgraphExec hGraphExec, CUgraphNode hNode,
+                                                const CUDA_MEMCPY3D *copyParams, CUcontext ctx)
+{
+    CUresult rc;
+
+    vs_driver_ready();
+    rc = VS_CALL(cuGraphExecMemcpyNodeSetParams, (hGraphExec, hNode, copyParams, ctx));
+    if (rc == CUDA_SUCCESS && copyParams != NULL) {
+        vs_collect_t c = {0};
+        vs_copy3d_visit(copyParams, vs_collect_word, &c);
+        vs_exec_set_node(hGraphExec, hNode, &c);
+    }
+    return rc;
+}
+
+CUresult CUDAAPI cuGraphExecMemsetNodeSetParams(CUgraphExec hGraphExec, CUgraphNode hNode,
+                                                const CUDA_MEMSET_NODE_PARAMS *memsetParams, CUcontext ctx)
+{
+    CUresult rc;
+
+    vs_driver_ready();
+    rc = VS_CALL(cuGraphExecMemsetNodeSetParams, (hGraphExec, hNode, memsetParams, ctx));
+    if (rc == CUDA_SUCCESS && memsetParams != NULL) {
+        vs_collect_t c = {0};
+        vs_memset_visit(memsetParams, vs_collect_word, &c);
+        vs_exec_set_node(hGraphExec, hNode, &c);
+    }
+    return rc;
+}
+
+CUresult CUDAAPI cuGraphExecChildGraphNodeSetParams(CUgraphExec hGraphExec, CUgraphNode hNode, CUgraph childGraph)
+{
+    CUresult rc;
+
+    vs_driver_ready();
+    rc = VS_CALL(cuGraphExecChildGraphNodeSetParams, (hGraphExec, hNode, childGraph));
+    if (rc == CUDA_SUCCESS) {
+        vs_collect_t c = {0};
+        vs_collect_graph(&c, childGraph, 1);
+        vs_exec_set_node(hGraphExec, hNode, &c);
+    }
+    return rc;
+}
+
+CUresult CUDAAPI cuGraphExecBatchMemOpNodeSetParams(CUgraphExec hGraphExec, CUgraphNode hNode,
+                                                    const CUDA_BATCH_MEM_OP_NODE_PARAMS *nodeParams)
+{
+    CUresult rc;
+
+    vs_driver_ready();
+    rc = VS_CALL(cuGraphExecBatchMemOpNodeSetParams, (hGraphExec, hNode, nodeParams));
+    if (rc == CUDA_SUCCESS && nodeParams != NULL) {
+        vs_collect_t c = {0};
+        vs_collect_memops(&c, nodeParams->paramArray, nodeParams->count);
+        vs_exec_set_node(hGraphExec, hNode, &c);
     }
     return rc;
 }
@@ -286,16 +560,19 @@ CUresult CUDAAPI cuGraphExecDestroy(CUgraphExec hGraphExec)
     if (e != NULL) {
         vs_offload_hold(e->addrs, e->count, -1);
         free(e->addrs);
+        vs_exec_nodes_free(e->nodes, e->node_count);
         free(e);
     }
     return rc;
 }
 
-/* Copies the addresses an executable graph references into `w`. */
-static void vs_graph_words(CUgraphExec exec, vs_words_t *w)
+/* Copies the addresses an executable graph references into `w`; returns
+ * whether it holds a stream memory wait. */
+static bool vs_graph_words(CUgraphExec exec, vs_words_t *w)
 {
     const void *key = exec;
     vs_exec_t *e;
+    bool waits = false;
 
     VS_COUNT(graph_launches);
     pthread_rwlock_rdlock(&vs_execs_lock);
@@ -303,8 +580,10 @@ static void vs_graph_words(CUgraphExec exec, vs_words_t *w)
     if (e != NULL) {
         for (size_t i = 0; i < e->count; i++)
             vs_words_add(w, e->addrs[i]);
+        waits = e->waits;
     }
     pthread_rwlock_unlock(&vs_execs_lock);
+    return waits;
 }
 
 /* A replay never calls cuLaunchKernel: everything the graph references is
@@ -316,9 +595,13 @@ static void vs_graph_words(CUgraphExec exec, vs_words_t *w)
         vs_words_t vs_words_ = VS_WORDS_INIT(vs_buffer_);                                          \
         CUresult vs_rc_;                                                                           \
         vs_driver_ready();                                                                           \
-        vs_graph_words(hGraphExec, &vs_words_);                                                    \
-        VS_OPERATE(vs_rc_, "graph", hStream, VS_PER_THREAD_SYMBOL(symbol), vs_words_.words, vs_words_.count, \
+        bool vs_waits_ = vs_graph_words(hGraphExec, &vs_words_);                                   \
+        bool vs_per_thread_ = VS_PER_THREAD_SYMBOL(symbol);                                        \
+        uint64_t vs_epoch_ = vs_waits_ ? vs_offload_stream_wait_begin(hStream, vs_per_thread_) : 0; \
+        VS_OPERATE(vs_rc_, "graph", hStream, vs_per_thread_, vs_words_.words, vs_words_.count,     \
                    VS_CALL(symbol, (hGraphExec, hStream)));                                        \
+        if (vs_rc_ == CUDA_SUCCESS && vs_waits_)                                                   \
+            vs_offload_stream_wait_end(hStream, vs_per_thread_, vs_epoch_);                        \
         free(vs_words_.heap);                                                                      \
         return vs_rc_;                                                                             \
     }

@@ -761,3 +761,18 @@ CUresult CUDAAPI cuCtxDisablePeerAccess(CUcontext peerContext)
         vs_offload_peer_changed(vs_memory_ctx_device(NULL), vs_memory_ctx_device(peerContext), false);
     return rc;
 }
+
+/* The program asks for the physical handle behind an address. Evictable
+ * allocations are `cuMemAlloc` memory to the program (the shim's own VMM
+ * mapping behind it is an implementation detail, and changes at every
+ * eviction): the real driver refuses `cuMemAlloc` memory, and so does the
+ * shim, whether the allocation is resident or not. */
+CUresult CUDAAPI cuMemRetainAllocationHandle(CUmemGenericAllocationHandle *handle, void *addr)
+{
+    vs_offload_range_t range;
+
+    vs_driver_ready();
+    if (handle != NULL && vs_offload_range((uintptr_t)addr, &range))
+        return CUDA_ERROR_INVALID_VALUE;
+    return VS_CALL(cuMemRetainAllocationHandle, (handle, addr));
+}

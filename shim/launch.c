@@ -265,6 +265,62 @@ void vs_words_add(vs_words_t *w, uintptr_t word)
     w->words[w->count++] = word;
 }
 
+void vs_range_visit(uintptr_t addr, uint64_t bytes, void (*visit)(uintptr_t word, void *arg), void *arg)
+{
+    if (addr == 0)
+        return;
+    visit(addr, arg);
+    if (bytes <= 1)
+        return;
+    uintptr_t last = addr + bytes - 1;
+    if (last < addr)
+        last = UINTPTR_MAX; /* a range past the end of the address space */
+    for (uintptr_t p = addr + VS_EVICT_MIN_BYTES; p < last && p > addr; p += VS_EVICT_MIN_BYTES)
+        visit(p, arg);
+    visit(last, arg);
+}
+
+static void vs_words_visit(uintptr_t word, void *arg)
+{
+    vs_words_add(arg, word);
+}
+
+void vs_words_add_range(vs_words_t *w, uintptr_t addr, uint64_t bytes)
+{
+    vs_range_visit(addr, bytes, vs_words_visit, w);
+}
+
+uint64_t vs_strided_extent(uint64_t width, uint64_t height, uint64_t depth, uint64_t pitch, uint64_t rows)
+{
+    if (width == 0 || height == 0 || depth == 0)
+        return 0;
+    if (height == 1 && depth == 1)
+        return width;
+    return ((depth - 1) * rows + (height - 1)) * pitch + width;
+}
+
+void vs_copy3d_visit(const CUDA_MEMCPY3D *p, void (*visit)(uintptr_t word, void *arg), void *arg)
+{
+    if (p == NULL)
+        return;
+    uint64_t depth = p->Depth ? p->Depth : 1;
+    if (p->dstMemoryType == CU_MEMORYTYPE_DEVICE || p->dstMemoryType == CU_MEMORYTYPE_UNIFIED)
+        vs_range_visit((uintptr_t)p->dstDevice + (p->dstZ * p->dstHeight + p->dstY) * p->dstPitch + p->dstXInBytes,
+                       vs_strided_extent(p->WidthInBytes, p->Height, depth, p->dstPitch, p->dstHeight), visit, arg);
+    if (p->srcMemoryType == CU_MEMORYTYPE_DEVICE || p->srcMemoryType == CU_MEMORYTYPE_UNIFIED)
+        vs_range_visit((uintptr_t)p->srcDevice + (p->srcZ * p->srcHeight + p->srcY) * p->srcPitch + p->srcXInBytes,
+                       vs_strided_extent(p->WidthInBytes, p->Height, depth, p->srcPitch, p->srcHeight), visit, arg);
+}
+
+void vs_memset_visit(const CUDA_MEMSET_NODE_PARAMS *p, void (*visit)(uintptr_t word, void *arg), void *arg)
+{
+    if (p == NULL)
+        return;
+    uint64_t height = p->height ? p->height : 1;
+    vs_range_visit((uintptr_t)p->dst,
+                   vs_strided_extent((uint64_t)p->width * p->elementSize, height, 1, p->pitch, height), visit, arg);
+}
+
 void vs_launch_gather(CUfunction f, void **kernel_params, void **extra, vs_words_t *w)
 {
     const vs_layout_t *layout;

@@ -22,6 +22,20 @@ typedef struct vs_words_s {
 /* Appends a word. */
 void vs_words_add(vs_words_t *w, uintptr_t word);
 
+/* Visits the words that find every evictable allocation overlapping
+ * [addr, addr + bytes): the first and last byte and one word every
+ * `VS_EVICT_MIN_BYTES` (no evictable allocation is smaller, so each one
+ * the range overlaps holds one of them). Nothing for addr 0. */
+void vs_range_visit(uintptr_t addr, uint64_t bytes, void (*visit)(uintptr_t word, void *arg), void *arg);
+/* The same, appended to `w`. */
+void vs_words_add_range(vs_words_t *w, uintptr_t addr, uint64_t bytes);
+/* The bytes a strided operand spans from its first byte: `depth` slices of
+ * `rows` rows, `height` of them used, `pitch` apart, `width` bytes each. */
+uint64_t vs_strided_extent(uint64_t width, uint64_t height, uint64_t depth, uint64_t pitch, uint64_t rows);
+/* Visits the device ranges of both sides of a 3-D copy, and of a memset. */
+void vs_copy3d_visit(const CUDA_MEMCPY3D *p, void (*visit)(uintptr_t word, void *arg), void *arg);
+void vs_memset_visit(const CUDA_MEMSET_NODE_PARAMS *p, void (*visit)(uintptr_t word, void *arg), void *arg);
+
 /* The parameter scan. Gathers every 8-byte word of the parameters (layout
  * from the driver) and of the `extra` buffer into `w`. */
 void vs_launch_gather(CUfunction f, void **kernel_params, void **extra, vs_words_t *w);

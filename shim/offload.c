@@ -534,6 +534,14 @@ uint64_t vs_engine_evict(vs_region_t **victims, size_t count, bool *host_full)
             victims[i] = NULL; /* used by a capture in progress: not now */
             continue;
         }
+        vs_alloc_info_t used;
+        if (vs_registry_find(r->base, &used) == 0 && vs_streams_gated(streams, used.last_use_epoch)) {
+            /* Its users may be waiting behind a stream memory wait that a
+             * later operation releases: not now. */
+            vs_log(VS_LOG_DEBUG, "not evicting 0x%" PRIxPTR ": used behind a pending stream memory wait", r->base);
+            victims[i] = NULL;
+            continue;
+        }
         had_copy[i] = r->host.count > 0;
         if (!had_copy[i] && vs_tier_host_take(r->size, &r->host) != 0) {
             *host_full = true;

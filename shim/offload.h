@@ -87,6 +87,16 @@ bool vs_offload_range(uintptr_t addr, vs_offload_range_t *out);
  * what they reference resident while they live). */
 void vs_offload_hold(const uintptr_t *addrs, size_t count, int delta);
 
+/* `VRAMSHIM_PIN_DEVICE_POINTERS=on`: scans a small host-to-device copy of
+ * `bytes` from `host` to `dst` for 8-byte words (aligned in device memory)
+ * that point into evictable allocations, pins each such allocation for
+ * good and calls `found` with the word, so that the copy restores it
+ * first. Returns how many words were found (0 when off). */
+size_t vs_offload_pin_named(uintptr_t dst, const void *host, uint64_t bytes, void (*found)(uintptr_t word, void *arg),
+                            void *arg);
+/* Whether that scan is on (a cheap check for the hooks). */
+bool vs_offload_pin_scan_enabled(void);
+
 /* Marks the allocation containing `addr` never evictable (IPC export). */
 void vs_offload_pin(uintptr_t addr, const char *reason);
 
@@ -97,6 +107,16 @@ void vs_offload_peer_changed(int accessor, int owner, bool enabled);
 /* The stream-destruction hook: work on `stream` must be complete before its
  * number in the stream table may go to another stream. */
 void vs_offload_stream_destroyed(CUstream stream);
+
+/* Around the submission of a stream memory wait on `stream`: `begin`
+ * records a marker before it (returns its epoch, 0 when none) so that
+ * evictions can wait for the work before the wait without waiting for the
+ * wait; `end` records, after it, the event that tells when the stream is
+ * past it. Until then nothing used on that stream after the marker is
+ * evicted, and no context-wide wait is made: a host wait there could wait
+ * for work that depends on a later operation of the program. */
+uint64_t vs_offload_stream_wait_begin(CUstream stream, bool per_thread);
+void vs_offload_stream_wait_end(CUstream stream, bool per_thread, uint64_t epoch);
 
 /* One operation being submitted. */
 #define VS_OP_MISSING_CAP 64

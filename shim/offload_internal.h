@@ -220,8 +220,15 @@ int vs_streams_fence(uint64_t mask, CUstream waiter, uint64_t epoch);
 /* Whether any stream of `mask` is capturing now. */
 bool vs_streams_mask_capturing(uint64_t mask);
 
-/* Records a marker on `stream` (numbered `bit`), closing a registry epoch. */
-void vs_streams_marker_record(CUstream stream, uint64_t bit);
+/* Records a marker on `stream` (numbered `bit`), closing a registry epoch.
+ * Returns that epoch, 0 when no marker was recorded. */
+uint64_t vs_streams_marker_record(CUstream stream, uint64_t bit);
+
+/* Whether an allocation last used in `epoch` by the streams of `mask` may
+ * sit behind a stream memory wait that has not passed yet (a gate): then
+ * waiting for its users on the host could wait for work that depends on a
+ * later operation of the program, and it must not be evicted now. */
+bool vs_streams_gated(uint64_t mask, uint64_t epoch);
 
 /* The engine's pool of events, per context: `vs_engine_event_get(ctx)`
  * gives an event of `ctx` (created there when the pool has none), to be

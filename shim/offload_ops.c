@@ -15,7 +15,9 @@
 #include <errno.h>
 #include <inttypes.h>
 #include <stdlib.h>
+#include <string.h>
 
+#include "config.h"
 #include "driver.h"
 #include "log.h"
 #include "trace_writer.h"
@@ -88,6 +90,43 @@ void vs_offload_pin(uintptr_t addr, const char *reason)
         (void)vs_registry_pin(r->base, reason);
     }
     vs_engine_unlock(mode);
+}
+
+/* VRAMSHIM_PIN_DEVICE_POINTERS: the words of a small host-to-device copy
+ * that point into an evictable allocation are pointers the program stores
+ * in device memory, where no launch scan will see them: those allocations
+ * are pinned for good. Only copies up to this size are scanned (pointer
+ * tables and `__device__` variables are small; bulk data is not scanned). */
+#define VS_PIN_SCAN_MAX_BYTES (64u << 10)
+
+bool vs_offload_pin_scan_enabled(void)
+{
+    return vs_offload_enabled() && vs_config_get()->pin_device_pointers;
+}
+
+size_t vs_offload_pin_named(uintptr_t dst, const void *host, uint64_t bytes, void (*found)(uintptr_t word, void *arg),
+                            void *arg)
+{
+    if (!vs_offload_enabled() || !vs_config_get()->pin_device_pointers || host == NULL || bytes < 8
+        || bytes > VS_PIN_SCAN_MAX_BYTES)
+        return 0;
+    size_t pinned = 0;
+    /* Words aligned in device memory: where a kernel would read a pointer. */
+    uint64_t first = (8 - (dst & 7)) & 7;
+    for (uint64_t off = first; off + 8 <= bytes; off += 8) {
+        uint64_t word;
+        memcpy(&word, (const unsigned char *)host + off, sizeof word);
+        vs_alloc_info_t info;
+        if (word == 0 || vs_registry_find((uintptr_t)word, &info) != 0 || !info.evictable
+            || !vs_registry_kind_device_side(info.kind))
+            continue;
+        vs_log(VS_LOG_INFO, "pinning the allocation at 0x%" PRIxPTR ": its address is copied into device memory",
+               info.base);
+        vs_offload_pin((uintptr_t)word, "its address was copied into device memory");
+        found((uintptr_t)word, arg);
+        pinned++;
+    }
+    return pinned;
 }
 
 /* ---- Operations ---------------------------------------------------------- */

@@ -33,6 +33,7 @@ typedef enum vs_stream_kind_e {
     VS_STREAM_LEGACY,     /* the legacy default stream (NULL in plain variants) */
     VS_STREAM_PER_THREAD, /* one thread's per-thread default stream */
     VS_STREAM_HANDLE,     /* a created stream */
+    VS_STREAM_RETIRING,   /* destroyed behind a pending stream memory wait: `retire` tells when it is done */
 } vs_stream_kind_t;
 
 typedef struct vs_stream_entry_s {
@@ -40,6 +41,7 @@ typedef struct vs_stream_entry_s {
     CUstream handle;
     pthread_t owner; /* VS_STREAM_PER_THREAD */
     CUcontext ctx;   /* default streams: their context (see vs_streams_entry_ctx) */
+    CUevent retire;  /* VS_STREAM_RETIRING: recorded after its last work */
 } vs_stream_entry_t;
 
 /* The stream table: slot i is bit 1 << i of an allocation's stream mask.
@@ -66,6 +68,31 @@ typedef struct vs_marker_ring_s {
     uint32_t next, count;
 } vs_marker_ring_t;
 static vs_marker_ring_t vs_streams_markers[VS_STREAM_SLOTS];
+
+/* Gates: a stream that has a stream memory wait (`cuStreamWaitValue*`,
+ * a wait in `cuStreamBatchMemOp`) submitted may not run past it until some
+ * later operation of the program writes the value, perhaps one that needs
+ * room first. Nothing may then wait on the host for that stream's work
+ * submitted after the wait: `first_epoch` is the epoch the marker recorded
+ * just before the oldest wait still pending closed, `event` is recorded
+ * after the newest wait (the stream is past every wait once it completes).
+ * Work of epochs up to `first_epoch` is waited for through markers, which
+ * precede the wait. Guarded by the engine lock. */
+typedef struct vs_gate_s {
+    CUevent event;
+    CUcontext ctx; /* the event's */
+    uint64_t first_epoch;
+    bool pending;
+} vs_gate_t;
+static vs_gate_t vs_streams_gates[VS_STREAM_SLOTS];
+/* How many gates are pending: read without the engine lock, so that a
+ * program without stream memory waits never takes it for them. */
+static _Atomic int vs_streams_gates_pending;
+/* How many slots are retiring (VS_STREAM_RETIRING). */
+static _Atomic int vs_streams_retiring;
+
+static bool vs_streams_any_gate_pending(void);
+static bool vs_streams_gate_pending(int slot);
 
 static __thread struct {
     CUstream stream;
@@ -185,7 +212,43 @@ void vs_offload_stream_destroyed(CUstream stream)
     if (!known)
         return;
     /* Allocations may still name this stream's bit: its work must be over
-     * before the bit can mean another stream. */
+     * before the bit can mean another stream. Behind a pending stream
+     * memory wait, waiting here could wait for an operation the program
+     * makes after this call: the slot retires instead, with an event after
+     * the stream's last work, and is emptied once that event has passed. */
+    CUevent retire = NULL;
+    CUstreamCaptureMode mode;
+    if (atomic_load_explicit(&vs_streams_gates_pending, memory_order_relaxed) == 0)
+        goto synchronize;
+    vs_engine_lock(&mode);
+    int slot = -1;
+    for (int i = 0; i < VS_STREAM_SLOTS; i++) {
+        vs_stream_entry_t e = vs_streams_entry_copy(i);
+        if (e.kind == VS_STREAM_HANDLE && e.handle == stream)
+            slot = i;
+    }
+    CUcontext retire_ctx = NULL;
+    if (slot >= 0 && vs_streams_gate_pending(slot)
+        && VS_CALL(cuStreamGetCtx, (stream, &retire_ctx)) == CUDA_SUCCESS) {
+        retire = vs_engine_event_get(retire_ctx);
+        if (retire != NULL && VS_CALL(cuEventRecord, (retire, stream)) != CUDA_SUCCESS) {
+            vs_engine_event_put(retire_ctx, retire);
+            retire = NULL;
+        }
+    }
+    if (retire != NULL) {
+        vs_mutex_lock(&vs_streams.lock);
+        vs_streams.table[slot].kind = VS_STREAM_RETIRING;
+        vs_streams.table[slot].retire = retire;
+        vs_streams.table[slot].ctx = retire_ctx; /* its waits and its event are that context's */
+        atomic_fetch_add_explicit(&vs_streams_retiring, 1, memory_order_relaxed);
+        atomic_fetch_add_explicit(&vs_streams.generation, 1, memory_order_acq_rel);
+        vs_mutex_unlock(&vs_streams.lock);
+        vs_engine_unlock(mode);
+        return;
+    }
+    vs_engine_unlock(mode);
+synchronize:
     (void)VS_CALL(cuStreamSynchronize, (stream));
     vs_mutex_lock(&vs_streams.lock);
     int cleared = -1;
@@ -296,6 +359,17 @@ int vs_streams_fence(uint64_t mask, CUstream waiter, uint64_t epoch)
         case VS_STREAM_HANDLE:
             target = e.handle;
             break;
+        case VS_STREAM_RETIRING: {
+            /* Destroyed: a marker covering the use if there is one (before
+             * a pending wait), else its last work, which ends with its
+             * retire event. */
+            CUevent marker = epoch != 0 ? vs_streams_marker_find(i, epoch) : NULL;
+            if (marker == NULL || VS_CALL(cuStreamWaitEvent, (waiter, marker, 0)) != CUDA_SUCCESS) {
+                if (VS_CALL(cuStreamWaitEvent, (waiter, e.retire, 0)) != CUDA_SUCCESS)
+                    sync_ctx[sync_count++] = e.ctx;
+            }
+            continue;
+        }
         default:
             continue; /* destroyed: its work was waited for then */
         }
@@ -330,6 +404,10 @@ int vs_streams_fence(uint64_t mask, CUstream waiter, uint64_t epoch)
             if (vs_engine.devices[device].ready && vs_engine.devices[device].ctx != current)
                 sync_ctx[sync_count++] = vs_engine.devices[device].ctx;
     }
+    /* A context-wide wait would also wait behind every pending stream
+     * memory wait. */
+    if (sync_count > 0 && vs_streams_any_gate_pending())
+        return -EBUSY;
     for (size_t k = 0; k < sync_count; k++) {
         bool pushed = vs_streams_ctx_enter(sync_ctx[k]);
         CUresult rc = VS_CALL(cuCtxSynchronize, ());
@@ -373,11 +451,11 @@ static void vs_streams_marker_record_registry_wrlocked(void *arg)
 
 /* Records a marker on `stream` (numbered `bit`) before the operation
  * preparing on it submits anything. Engine lock held. */
-void vs_streams_marker_record(CUstream stream, uint64_t bit)
+uint64_t vs_streams_marker_record(CUstream stream, uint64_t bit)
 {
     VS_ASSERT_HELD(&vs_engine.lock);
     if (bit == 0 || bit == VS_STREAM_BIT_OVERFLOW)
-        return;
+        return 0;
     int slot = __builtin_ctzll(bit);
     vs_marker_ring_t *ring = &vs_streams_markers[slot];
     vs_stream_entry_t e = vs_streams_entry_copy(slot);
@@ -400,7 +478,7 @@ void vs_streams_marker_record(CUstream stream, uint64_t bit)
             ring->event[at] = NULL;
         vs_streams_ctx_leave(pushed);
         if (ring->event[at] == NULL)
-            return;
+            return 0;
     }
     vs_streams_marker_arg_t m = {.stream = stream, .event = ring->event[at]};
     /* Re-recording an event a fence already waits for is safe: the wait
@@ -410,8 +488,153 @@ void vs_streams_marker_record(CUstream stream, uint64_t bit)
         ring->count--;
     uint64_t epoch = vs_registry_epoch_close(vs_streams_marker_record_registry_wrlocked, &m);
     if (!m.recorded)
-        return;
+        return 0;
     ring->epoch[at] = epoch;
     ring->next = (at + 1) % VS_MARKERS;
     ring->count++;
+    return epoch;
+}
+
+/* ---- Gates: stream memory waits ------------------------------------------ */
+
+/* Whether the gate of `slot` is still closed (its event not yet reached). */
+static bool vs_streams_gate_pending(int slot)
+{
+    VS_ASSERT_HELD(&vs_engine.lock);
+    vs_gate_t *g = &vs_streams_gates[slot];
+    if (!g->pending)
+        return false;
+    if (VS_CALL(cuEventQuery, (g->event)) == CUDA_ERROR_NOT_READY)
+        return true;
+    g->pending = false; /* passed (or failed: nothing more will run there) */
+    atomic_fetch_sub_explicit(&vs_streams_gates_pending, 1, memory_order_relaxed);
+    return false;
+}
+
+/* Empties the slots of destroyed streams whose last work has completed.
+ * Engine lock held (the streams lock is taken under it, as a leaf). */
+static void vs_streams_reap_retired(void)
+{
+    VS_ASSERT_HELD(&vs_engine.lock);
+    if (atomic_load_explicit(&vs_streams_retiring, memory_order_relaxed) == 0)
+        return;
+    for (int i = 0; i < VS_STREAM_SLOTS; i++) {
+        vs_stream_entry_t e = vs_streams_entry_copy(i);
+        if (e.kind != VS_STREAM_RETIRING || VS_CALL(cuEventQuery, (e.retire)) == CUDA_ERROR_NOT_READY)
+            continue;
+        vs_mutex_lock(&vs_streams.lock);
+        vs_streams.table[i].kind = VS_STREAM_EMPTY;
+        vs_streams.table[i].retire = NULL;
+        atomic_fetch_add_explicit(&vs_streams.generation, 1, memory_order_acq_rel);
+        vs_mutex_unlock(&vs_streams.lock);
+        atomic_fetch_sub_explicit(&vs_streams_retiring, 1, memory_order_relaxed);
+        vs_streams_markers[i].count = 0;
+        if (vs_streams_gates[i].pending) {
+            vs_streams_gates[i].pending = false;
+            atomic_fetch_sub_explicit(&vs_streams_gates_pending, 1, memory_order_relaxed);
+        }
+        vs_engine_event_put(e.ctx, e.retire);
+    }
+}
+
+static bool vs_streams_any_gate_pending(void)
+{
+    VS_ASSERT_HELD(&vs_engine.lock);
+    bool pending = false;
+    for (int i = 0; i < VS_STREAM_SLOTS; i++)
+        pending |= vs_streams_gate_pending(i);
+    return pending;
+}
+
+bool vs_streams_gated(uint64_t mask, uint64_t epoch)
+{
+    VS_ASSERT_HELD(&vs_engine.lock);
+    vs_streams_reap_retired();
+    if (atomic_load_explicit(&vs_streams_gates_pending, memory_order_relaxed) == 0)
+        return false;
+    if ((mask & VS_STREAM_BIT_OVERFLOW) != 0)
+        return vs_streams_any_gate_pending(); /* only a context-wide wait could cover it */
+    for (int i = 0; i < VS_STREAM_SLOTS; i++) {
+        if ((mask & (1ull << i)) == 0 || !vs_streams_gate_pending(i))
+            continue;
+        const vs_gate_t *g = &vs_streams_gates[i];
+        if (epoch == 0 || epoch > g->first_epoch)
+            return true; /* used after the wait */
+        /* Used before it: fine while a marker from before the wait covers
+         * the use (the fence waits for the oldest marker at or after it). */
+        const vs_marker_ring_t *ring = &vs_streams_markers[i];
+        bool covered = false;
+        for (uint32_t k = 0; k < ring->count && !covered; k++) {
+            uint32_t at = (ring->next + VS_MARKERS - ring->count + k) % VS_MARKERS;
+            if (ring->epoch[at] >= epoch) {
+                covered = ring->epoch[at] <= g->first_epoch;
+                break;
+            }
+        }
+        if (!covered)
+            return true;
+    }
+    return false;
+}
+
+uint64_t vs_offload_stream_wait_begin(CUstream stream, bool per_thread)
+{
+    CUstreamCaptureMode mode;
+    if (!vs_offload_enabled())
+        return 0;
+    uint64_t bit = vs_streams_bit(stream, per_thread);
+    CUstream resolved = vs_streams_resolve(stream, per_thread);
+    vs_engine_lock(&mode);
+    uint64_t epoch = 0;
+    vs_streams_reap_retired();
+    CUstreamCaptureStatus status = CU_STREAM_CAPTURE_STATUS_NONE;
+    /* A captured wait runs at the graph's launches, not now. */
+    if (VS_CALL(cuStreamIsCapturing, (resolved, &status)) == CUDA_SUCCESS && status == CU_STREAM_CAPTURE_STATUS_NONE)
+        epoch = vs_streams_marker_record(resolved, bit);
+    vs_engine_unlock(mode);
+    return epoch;
+}
+
+void vs_offload_stream_wait_end(CUstream stream, bool per_thread, uint64_t epoch)
+{
+    CUstreamCaptureMode mode;
+    if (!vs_offload_enabled() || epoch == 0)
+        return;
+    uint64_t bit = vs_streams_bit(stream, per_thread);
+    if (bit == 0 || bit == VS_STREAM_BIT_OVERFLOW)
+        return;
+    int slot = __builtin_ctzll(bit);
+    vs_engine_lock(&mode);
+    vs_gate_t *g = &vs_streams_gates[slot];
+    bool pending = vs_streams_gate_pending(slot);
+    /* The gate's event must be of the stream's context: a slot may have
+     * numbered a stream of another context before. */
+    CUstream resolved = vs_streams_resolve(stream, per_thread);
+    CUcontext ctx = NULL;
+    (void)VS_CALL(cuStreamGetCtx, (resolved, &ctx));
+    if (g->event != NULL && g->ctx != ctx && !pending) {
+        (void)VS_CALL(cuEventDestroy_v2, (g->event));
+        g->event = NULL;
+    }
+    if (g->event == NULL) {
+        bool pushed = vs_streams_ctx_enter(ctx);
+        if (VS_CALL(cuEventCreate, (&g->event, CU_EVENT_DISABLE_TIMING)) != CUDA_SUCCESS)
+            g->event = NULL;
+        vs_streams_ctx_leave(pushed);
+        g->ctx = ctx;
+    }
+    if (g->event != NULL && VS_CALL(cuEventRecord, (g->event, resolved)) == CUDA_SUCCESS) {
+        if (!pending) {
+            g->first_epoch = epoch;
+            atomic_fetch_add_explicit(&vs_streams_gates_pending, 1, memory_order_relaxed);
+        }
+        g->pending = true;
+    } else if (pending) {
+        /* The newest wait cannot be followed: keep the gate closed for
+         * good rather than trust the older event. */
+        g->first_epoch = g->first_epoch < epoch ? g->first_epoch : epoch;
+    } else {
+        vs_log(VS_LOG_WARN, "cannot follow a stream memory wait; evictions may wait for it");
+    }
+    vs_engine_unlock(mode);
 }

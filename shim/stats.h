@@ -18,6 +18,7 @@
     X(graph_launches, "graph launches seen")                                                       \
     X(copies, "copies seen")                                                                       \
     X(memsets, "memsets seen")                                                                     \
+    X(memops, "stream memory operations seen")                                                     \
     X(refused, "allocations refused by the cap")
 
 typedef struct vs_stats_s {

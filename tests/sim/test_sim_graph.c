@@ -354,6 +354,371 @@ static void test_added_kernel_node_replays(void **state)
     cuMemFree_v2(d);
 }
 
+static uint32_t read_u32(CUdeviceptr d)
+{
+    uint32_t v;
+    assert_int_equal(cuMemcpyDtoH_v2(&v, d, 4), CUDA_SUCCESS);
+    return v;
+}
+
+/* Memcpy and memset nodes: built, read back, replayed, and re-pointed in
+ * the executable graph only (the template and earlier launches keep
+ * theirs); what cuda.h says must be refused is refused. */
+static void test_memcpy_and_memset_nodes_set_params_in_exec(void **state)
+{
+    (void)state;
+    enum { N = 64 };
+    CUstream s;
+    CUdeviceptr a, b, c, d, managed;
+    CUgraph graph;
+    CUgraphExec exec;
+    CUgraphNode set_node, copy_node;
+    assert_int_equal(cuStreamCreate(&s, CU_STREAM_NON_BLOCKING), CUDA_SUCCESS);
+    assert_int_equal(cuMemAlloc_v2(&a, N * 4), CUDA_SUCCESS);
+    assert_int_equal(cuMemAlloc_v2(&b, N * 4), CUDA_SUCCESS);
+    assert_int_equal(cuMemAlloc_v2(&c, N * 4), CUDA_SUCCESS);
+    assert_int_equal(cuMemAlloc_v2(&d, N * 4), CUDA_SUCCESS);
+    assert_int_equal(cuMemAllocManaged(&managed, N * 4, CU_MEM_ATTACH_GLOBAL), CUDA_SUCCESS);
+    assert_int_equal(cuGraphCreate(&graph, 0), CUDA_SUCCESS);
+    CUDA_MEMSET_NODE_PARAMS set = {.dst = a, .value = 5, .elementSize = 4, .width = N, .height = 1};
+    assert_int_equal(cuGraphAddMemsetNode(&set_node, graph, NULL, 0, &set, ctx), CUDA_SUCCESS);
+    CUDA_MEMCPY3D copy;
+    memset(&copy, 0, sizeof copy);
+    copy.srcMemoryType = CU_MEMORYTYPE_DEVICE;
+    copy.srcDevice = a;
+    copy.dstMemoryType = CU_MEMORYTYPE_DEVICE;
+    copy.dstDevice = b;
+    copy.WidthInBytes = N * 4;
+    copy.Height = 1;
+    copy.Depth = 1;
+    assert_int_equal(cuGraphAddMemcpyNode(&copy_node, graph, &set_node, 1, &copy, ctx), CUDA_SUCCESS);
+
+    /* Read back. */
+    CUDA_MEMSET_NODE_PARAMS got_set;
+    CUDA_MEMCPY3D got_copy;
+    assert_int_equal(cuGraphMemsetNodeGetParams(set_node, &got_set), CUDA_SUCCESS);
+    assert_true(got_set.dst == a && got_set.value == 5 && got_set.elementSize == 4 && got_set.width == N &&
+                got_set.height == 1);
+    assert_int_equal(cuGraphMemcpyNodeGetParams(copy_node, &got_copy), CUDA_SUCCESS);
+    assert_true(got_copy.srcMemoryType == CU_MEMORYTYPE_DEVICE && got_copy.srcDevice == a &&
+                got_copy.dstMemoryType == CU_MEMORYTYPE_DEVICE && got_copy.dstDevice == b &&
+                got_copy.WidthInBytes == N * 4 && got_copy.Height == 1 && got_copy.Depth == 1);
+    assert_int_equal(cuGraphMemsetNodeGetParams(copy_node, &got_set), CUDA_ERROR_INVALID_VALUE);
+    assert_int_equal(cuGraphMemcpyNodeGetParams(set_node, &got_copy), CUDA_ERROR_INVALID_VALUE);
+
+    assert_int_equal(cuGraphInstantiateWithFlags(&exec, graph, 0), CUDA_SUCCESS);
+    assert_int_equal(cuGraphLaunch(exec, s), CUDA_SUCCESS);
+    assert_int_equal(cuStreamSynchronize(s), CUDA_SUCCESS);
+    assert_int_equal(read_u32(b + 4 * (N - 1)), 5);
+
+    /* Re-point both nodes at c and d with another value. */
+    CUDA_MEMSET_NODE_PARAMS set2 = set;
+    set2.dst = c;
+    set2.value = 9;
+    assert_int_equal(cuGraphExecMemsetNodeSetParams(exec, set_node, &set2, ctx), CUDA_SUCCESS);
+    CUDA_MEMCPY3D copy2 = copy;
+    copy2.srcDevice = c;
+    copy2.dstDevice = d;
+    assert_int_equal(cuGraphExecMemcpyNodeSetParams(exec, copy_node, &copy2, ctx), CUDA_SUCCESS);
+    assert_int_equal(cuGraphLaunch(exec, s), CUDA_SUCCESS);
+    assert_int_equal(cuStreamSynchronize(s), CUDA_SUCCESS);
+    assert_int_equal(read_u32(d), 9);
+    assert_int_equal(read_u32(b), 5);
+    /* The template is untouched. */
+    assert_int_equal(cuGraphMemsetNodeGetParams(set_node, &got_set), CUDA_SUCCESS);
+    assert_true(got_set.dst == a && got_set.value == 5);
+
+    /* Refused: the wrong node type, a multidimensional or empty copy, a
+     * changed memory type (device to managed), a changed height. */
+    assert_int_equal(cuGraphExecMemsetNodeSetParams(exec, copy_node, &set2, ctx), CUDA_ERROR_INVALID_VALUE);
+    assert_int_equal(cuGraphExecMemcpyNodeSetParams(exec, set_node, &copy2, ctx), CUDA_ERROR_INVALID_VALUE);
+    CUDA_MEMCPY3D bad = copy2;
+    bad.Height = 2;
+    bad.srcPitch = bad.dstPitch = N * 2;
+    bad.WidthInBytes = N * 2;
+    assert_int_equal(cuGraphExecMemcpyNodeSetParams(exec, copy_node, &bad, ctx), CUDA_ERROR_INVALID_VALUE);
+    bad = copy2;
+    bad.WidthInBytes = 0;
+    assert_int_equal(cuGraphExecMemcpyNodeSetParams(exec, copy_node, &bad, ctx), CUDA_ERROR_INVALID_VALUE);
+    bad = copy2;
+    bad.dstDevice = managed;
+    assert_int_equal(cuGraphExecMemcpyNodeSetParams(exec, copy_node, &bad, ctx), CUDA_ERROR_INVALID_VALUE);
+    CUDA_MEMSET_NODE_PARAMS bad_set = set2;
+    bad_set.height = 2;
+    bad_set.pitch = N * 4;
+    bad_set.width = N / 2;
+    assert_int_equal(cuGraphExecMemsetNodeSetParams(exec, set_node, &bad_set, ctx), CUDA_ERROR_INVALID_VALUE);
+    bad_set = set2;
+    bad_set.elementSize = 3;
+    assert_int_equal(cuGraphExecMemsetNodeSetParams(exec, set_node, &bad_set, ctx), CUDA_ERROR_INVALID_VALUE);
+
+    assert_int_equal(cuGraphExecDestroy(exec), CUDA_SUCCESS);
+    assert_int_equal(cuGraphDestroy(graph), CUDA_SUCCESS);
+    assert_int_equal(cuMemFree_v2(a), CUDA_SUCCESS);
+    assert_int_equal(cuMemFree_v2(b), CUDA_SUCCESS);
+    assert_int_equal(cuMemFree_v2(c), CUDA_SUCCESS);
+    assert_int_equal(cuMemFree_v2(d), CUDA_SUCCESS);
+    assert_int_equal(cuMemFree_v2(managed), CUDA_SUCCESS);
+    assert_int_equal(cuStreamDestroy_v2(s), CUDA_SUCCESS);
+}
+
+/* cuGraphExecUpdate refuses a changed topology (same node count and kinds,
+ * other edges) and a memcpy whose operand changed memory type. */
+static void test_exec_update_checks_topology_and_operands(void **state)
+{
+    (void)state;
+    CUdeviceptr a, b, managed;
+    assert_int_equal(cuMemAlloc_v2(&a, 256), CUDA_SUCCESS);
+    assert_int_equal(cuMemAlloc_v2(&b, 256), CUDA_SUCCESS);
+    assert_int_equal(cuMemAllocManaged(&managed, 256, CU_MEM_ATTACH_GLOBAL), CUDA_SUCCESS);
+    CUDA_MEMSET_NODE_PARAMS set = {.dst = a, .value = 1, .elementSize = 4, .width = 64, .height = 1};
+    CUgraph g1, g2, g3;
+    CUgraphNode n1a, n1b, n2a, n2b, n3a, n3b;
+    assert_int_equal(cuGraphCreate(&g1, 0), CUDA_SUCCESS);
+    assert_int_equal(cuGraphAddMemsetNode(&n1a, g1, NULL, 0, &set, ctx), CUDA_SUCCESS);
+    assert_int_equal(cuGraphAddMemsetNode(&n1b, g1, &n1a, 1, &set, ctx), CUDA_SUCCESS);
+    assert_int_equal(cuGraphCreate(&g2, 0), CUDA_SUCCESS);
+    assert_int_equal(cuGraphAddMemsetNode(&n2a, g2, NULL, 0, &set, ctx), CUDA_SUCCESS);
+    assert_int_equal(cuGraphAddMemsetNode(&n2b, g2, NULL, 0, &set, ctx), CUDA_SUCCESS);
+    CUgraphExec exec;
+    assert_int_equal(cuGraphInstantiateWithFlags(&exec, g1, 0), CUDA_SUCCESS);
+    CUgraphExecUpdateResultInfo info;
+    assert_int_equal(cuGraphExecUpdate_v2(exec, g2, &info), CUDA_ERROR_GRAPH_EXEC_UPDATE_FAILURE);
+    assert_int_equal(info.result, CU_GRAPH_EXEC_UPDATE_ERROR_TOPOLOGY_CHANGED);
+    /* Same topology, the second memset now on managed memory. */
+    assert_int_equal(cuGraphCreate(&g3, 0), CUDA_SUCCESS);
+    assert_int_equal(cuGraphAddMemsetNode(&n3a, g3, NULL, 0, &set, ctx), CUDA_SUCCESS);
+    CUDA_MEMSET_NODE_PARAMS moved = set;
+    moved.dst = managed;
+    assert_int_equal(cuGraphAddMemsetNode(&n3b, g3, &n3a, 1, &moved, ctx), CUDA_SUCCESS);
+    assert_int_equal(cuGraphExecUpdate_v2(exec, g3, &info), CUDA_ERROR_GRAPH_EXEC_UPDATE_FAILURE);
+    assert_int_equal(info.result, CU_GRAPH_EXEC_UPDATE_ERROR_PARAMETERS_CHANGED);
+    assert_ptr_equal(info.errorNode, n3b);
+    /* A legal update: another device address and value. */
+    CUDA_MEMSET_NODE_PARAMS other = set;
+    other.dst = b;
+    other.value = 7;
+    CUgraph g4;
+    CUgraphNode n4a, n4b;
+    assert_int_equal(cuGraphCreate(&g4, 0), CUDA_SUCCESS);
+    assert_int_equal(cuGraphAddMemsetNode(&n4a, g4, NULL, 0, &set, ctx), CUDA_SUCCESS);
+    assert_int_equal(cuGraphAddMemsetNode(&n4b, g4, &n4a, 1, &other, ctx), CUDA_SUCCESS);
+    assert_int_equal(cuGraphExecUpdate_v2(exec, g4, &info), CUDA_SUCCESS);
+    assert_int_equal(info.result, CU_GRAPH_EXEC_UPDATE_SUCCESS);
+    assert_int_equal(cuGraphLaunch(exec, NULL), CUDA_SUCCESS);
+    assert_int_equal(cuCtxSynchronize(), CUDA_SUCCESS);
+    assert_int_equal(read_u32(b + 252), 7);
+    assert_int_equal(cuGraphExecDestroy(exec), CUDA_SUCCESS);
+    assert_int_equal(cuGraphDestroy(g1), CUDA_SUCCESS);
+    assert_int_equal(cuGraphDestroy(g2), CUDA_SUCCESS);
+    assert_int_equal(cuGraphDestroy(g3), CUDA_SUCCESS);
+    assert_int_equal(cuGraphDestroy(g4), CUDA_SUCCESS);
+    assert_int_equal(cuMemFree_v2(a), CUDA_SUCCESS);
+    assert_int_equal(cuMemFree_v2(b), CUDA_SUCCESS);
+    assert_int_equal(cuMemFree_v2(managed), CUDA_SUCCESS);
+}
+
+static CUgraphNode add_memset(CUgraph g, const CUgraphNode *deps, size_t n, CUdeviceptr dst, unsigned value, size_t words)
+{
+    CUgraphNode node;
+    CUDA_MEMSET_NODE_PARAMS m = {.dst = dst, .value = value, .elementSize = 4, .width = words, .height = 1};
+    assert_int_equal(cuGraphAddMemsetNode(&node, g, deps, n, &m, ctx), CUDA_SUCCESS);
+    return node;
+}
+
+static CUgraphNode add_kernel(CUgraph g, const CUgraphNode *deps, size_t n, CUfunction f, void **args)
+{
+    CUgraphNodeParams p;
+    memset(&p, 0, sizeof p);
+    p.type = CU_GRAPH_NODE_TYPE_KERNEL;
+    p.kernel.func = f;
+    p.kernel.gridDimX = p.kernel.gridDimY = p.kernel.gridDimZ = 1;
+    p.kernel.blockDimX = p.kernel.blockDimY = p.kernel.blockDimZ = 1;
+    p.kernel.kernelParams = args;
+    CUgraphNode node;
+    assert_int_equal(cuGraphAddNode_v2(&node, g, deps, NULL, n, &p), CUDA_SUCCESS);
+    return node;
+}
+
+static CUgraph *add_conditional(CUgraph g, const CUgraphNode *deps, size_t n, CUgraphConditionalHandle h,
+                                CUgraphConditionalNodeType type, unsigned size, CUgraphNode *out)
+{
+    CUgraphNodeParams p;
+    memset(&p, 0, sizeof p);
+    p.type = CU_GRAPH_NODE_TYPE_CONDITIONAL;
+    p.conditional.handle = h;
+    p.conditional.type = type;
+    p.conditional.size = size;
+    p.conditional.ctx = ctx;
+    assert_int_equal(cuGraphAddNode_v2(out, g, deps, NULL, n, &p), CUDA_SUCCESS);
+    assert_non_null(p.conditional.phGraph_out);
+    return p.conditional.phGraph_out;
+}
+
+/* IF/ELSE, WHILE and SWITCH nodes run their bodies as the handle's value
+ * says when they run: set by a kernel before them, or the launch default
+ * (CU_GRAPH_COND_ASSIGN_DEFAULT) applied at the start of every launch. */
+static void test_conditional_nodes_run_bodies_by_value(void **state)
+{
+    (void)state;
+    CUmodule m;
+    CUfunction fn_set, fn_countdown;
+    assert_int_equal(cuModuleLoadData(&m, "image"), CUDA_SUCCESS);
+    assert_int_equal(cuModuleGetFunction(&fn_set, m, "sim_set_conditional"), CUDA_SUCCESS);
+    assert_int_equal(cuModuleGetFunction(&fn_countdown, m, "sim_while_countdown"), CUDA_SUCCESS);
+    CUdeviceptr out, counter, x, y;
+    assert_int_equal(cuMemAlloc_v2(&out, 16), CUDA_SUCCESS);
+    assert_int_equal(cuMemAlloc_v2(&counter, 4), CUDA_SUCCESS);
+    assert_int_equal(cuMemAlloc_v2(&x, 4), CUDA_SUCCESS);
+    assert_int_equal(cuMemAlloc_v2(&y, 4), CUDA_SUCCESS);
+    float one = 1.0f, zero = 0.0f;
+    assert_int_equal(cuMemcpyHtoD_v2(x, &one, 4), CUDA_SUCCESS);
+    assert_int_equal(cuMemcpyHtoD_v2(y, &zero, 4), CUDA_SUCCESS);
+
+    /* IF/ELSE: a kernel sets the value, then the node picks a body. */
+    CUgraph g;
+    CUgraphConditionalHandle h;
+    assert_int_equal(cuGraphCreate(&g, 0), CUDA_SUCCESS);
+    assert_int_equal(cuGraphConditionalHandleCreate(&h, g, ctx, 0, 0), CUDA_SUCCESS);
+    uint64_t handle_arg = h;
+    uint32_t value = 1;
+    void *set_args[] = {&handle_arg, &value};
+    CUgraphNode set_node = add_kernel(g, NULL, 0, fn_set, set_args), if_node;
+    CUgraph *bodies = add_conditional(g, &set_node, 1, h, CU_GRAPH_COND_TYPE_IF, 2, &if_node);
+    add_memset(bodies[0], NULL, 0, out, 11, 1);
+    add_memset(bodies[1], NULL, 0, out, 22, 1);
+    CUgraphNodeType type;
+    assert_int_equal(cuGraphNodeGetType(if_node, &type), CUDA_SUCCESS);
+    assert_int_equal(type, CU_GRAPH_NODE_TYPE_CONDITIONAL);
+    CUgraphExec exec;
+    assert_int_equal(cuGraphInstantiateWithFlags(&exec, g, 0), CUDA_SUCCESS);
+    assert_int_equal(cuGraphLaunch(exec, NULL), CUDA_SUCCESS);
+    assert_int_equal(cuCtxSynchronize(), CUDA_SUCCESS);
+    assert_int_equal(read_u32(out), 11);
+    value = 0;
+    CUDA_KERNEL_NODE_PARAMS kp;
+    assert_int_equal(cuGraphKernelNodeGetParams_v2(set_node, &kp), CUDA_SUCCESS);
+    kp.kernelParams = set_args;
+    assert_int_equal(cuGraphExecKernelNodeSetParams_v2(exec, set_node, &kp), CUDA_SUCCESS);
+    assert_int_equal(cuGraphLaunch(exec, NULL), CUDA_SUCCESS);
+    assert_int_equal(cuCtxSynchronize(), CUDA_SUCCESS);
+    assert_int_equal(read_u32(out), 22);
+    assert_int_equal(cuGraphExecDestroy(exec), CUDA_SUCCESS);
+    assert_int_equal(cuGraphDestroy(g), CUDA_SUCCESS);
+
+    /* WHILE: the body counts a device counter down from 4 and adds 1 to y
+     * each pass; the default (1, assigned at each launch) enters the loop. */
+    assert_int_equal(cuGraphCreate(&g, 0), CUDA_SUCCESS);
+    assert_int_equal(cuGraphConditionalHandleCreate(&h, g, ctx, 1, CU_GRAPH_COND_ASSIGN_DEFAULT), CUDA_SUCCESS);
+    handle_arg = h;
+    CUgraphNode reset = add_memset(g, NULL, 0, counter, 4, 1), while_node;
+    bodies = add_conditional(g, &reset, 1, h, CU_GRAPH_COND_TYPE_WHILE, 1, &while_node);
+    void *countdown_args[] = {&handle_arg, &counter};
+    CUgraphNode countdown = add_kernel(bodies[0], NULL, 0, fn_countdown, countdown_args);
+    float a = 1.0f;
+    uint64_t n = 1;
+    void *axpy_args[] = {&a, &x, &y, &n};
+    add_kernel(bodies[0], &countdown, 1, fn_axpy, axpy_args);
+    assert_int_equal(cuGraphInstantiateWithFlags(&exec, g, 0), CUDA_SUCCESS);
+    assert_int_equal(cuGraphLaunch(exec, NULL), CUDA_SUCCESS);
+    assert_int_equal(cuGraphLaunch(exec, NULL), CUDA_SUCCESS);
+    assert_int_equal(cuCtxSynchronize(), CUDA_SUCCESS);
+    assert_true(read_float(y, 0) == 8.0f);
+    assert_int_equal(cuGraphExecDestroy(exec), CUDA_SUCCESS);
+    assert_int_equal(cuGraphDestroy(g), CUDA_SUCCESS);
+
+    /* SWITCH: body n for value n, none past the end. */
+    assert_int_equal(cuGraphCreate(&g, 0), CUDA_SUCCESS);
+    assert_int_equal(cuGraphConditionalHandleCreate(&h, g, ctx, 2, CU_GRAPH_COND_ASSIGN_DEFAULT), CUDA_SUCCESS);
+    CUgraphNode switch_node;
+    bodies = add_conditional(g, NULL, 0, h, CU_GRAPH_COND_TYPE_SWITCH, 3, &switch_node);
+    for (unsigned b = 0; b < 3; b++)
+        add_memset(bodies[b], NULL, 0, out + 4, 100 + b, 1);
+    assert_int_equal(cuMemsetD32_v2(out + 4, 0, 1), CUDA_SUCCESS);
+    assert_int_equal(cuGraphInstantiateWithFlags(&exec, g, 0), CUDA_SUCCESS);
+    assert_int_equal(cuGraphLaunch(exec, NULL), CUDA_SUCCESS);
+    assert_int_equal(cuCtxSynchronize(), CUDA_SUCCESS);
+    assert_int_equal(read_u32(out + 4), 102);
+    assert_int_equal(cuGraphExecDestroy(exec), CUDA_SUCCESS);
+
+    /* Refused: sizes outside what each type allows, a handle of another
+     * graph, unknown handle flags. */
+    CUgraph other;
+    CUgraphConditionalHandle foreign;
+    CUgraphNode bad;
+    assert_int_equal(cuGraphCreate(&other, 0), CUDA_SUCCESS);
+    assert_int_equal(cuGraphConditionalHandleCreate(&foreign, other, ctx, 0, 0), CUDA_SUCCESS);
+    assert_int_equal(cuGraphConditionalHandleCreate(&foreign, other, ctx, 0, 2), CUDA_ERROR_INVALID_VALUE);
+    CUgraphNodeParams p;
+    memset(&p, 0, sizeof p);
+    p.type = CU_GRAPH_NODE_TYPE_CONDITIONAL;
+    p.conditional.handle = h;
+    p.conditional.ctx = ctx;
+    p.conditional.type = CU_GRAPH_COND_TYPE_IF;
+    p.conditional.size = 3;
+    assert_int_equal(cuGraphAddNode_v2(&bad, g, NULL, NULL, 0, &p), CUDA_ERROR_INVALID_VALUE);
+    p.conditional.type = CU_GRAPH_COND_TYPE_WHILE;
+    p.conditional.size = 2;
+    assert_int_equal(cuGraphAddNode_v2(&bad, g, NULL, NULL, 0, &p), CUDA_ERROR_INVALID_VALUE);
+    p.conditional.size = 1;
+    p.conditional.handle = foreign;
+    assert_int_equal(cuGraphAddNode_v2(&bad, g, NULL, NULL, 0, &p), CUDA_ERROR_INVALID_VALUE);
+    assert_int_equal(cuGraphDestroy(other), CUDA_SUCCESS);
+    assert_int_equal(cuGraphDestroy(g), CUDA_SUCCESS);
+    assert_int_equal(cuMemFree_v2(out), CUDA_SUCCESS);
+    assert_int_equal(cuMemFree_v2(counter), CUDA_SUCCESS);
+    assert_int_equal(cuMemFree_v2(x), CUDA_SUCCESS);
+    assert_int_equal(cuMemFree_v2(y), CUDA_SUCCESS);
+}
+
+/* A child graph node runs its own clone of the child graph; the executable
+ * graph's copy can be re-pointed with cuGraphExecChildGraphNodeSetParams
+ * (same topology only). */
+static void test_child_graph_node_clones_and_updates(void **state)
+{
+    (void)state;
+    CUdeviceptr a, b;
+    assert_int_equal(cuMemAlloc_v2(&a, 64), CUDA_SUCCESS);
+    assert_int_equal(cuMemAlloc_v2(&b, 64), CUDA_SUCCESS);
+    CUgraph child, parent, child2, child3;
+    assert_int_equal(cuGraphCreate(&child, 0), CUDA_SUCCESS);
+    add_memset(child, NULL, 0, a, 5, 16);
+    assert_int_equal(cuGraphCreate(&parent, 0), CUDA_SUCCESS);
+    CUgraphNode node, got_set;
+    assert_int_equal(cuGraphAddChildGraphNode(&node, parent, NULL, 0, child), CUDA_SUCCESS);
+    CUgraph embedded;
+    assert_int_equal(cuGraphChildGraphNodeGetGraph(node, &embedded), CUDA_SUCCESS);
+    assert_ptr_not_equal(embedded, child);
+    size_t count = 1;
+    assert_int_equal(cuGraphGetNodes(embedded, &got_set, &count), CUDA_SUCCESS);
+    assert_int_equal(count, 1);
+    /* The clone is independent: destroying the original changes nothing. */
+    assert_int_equal(cuGraphDestroy(child), CUDA_SUCCESS);
+    CUgraphExec exec;
+    assert_int_equal(cuGraphInstantiateWithFlags(&exec, parent, 0), CUDA_SUCCESS);
+    assert_int_equal(cuGraphLaunch(exec, NULL), CUDA_SUCCESS);
+    assert_int_equal(cuCtxSynchronize(), CUDA_SUCCESS);
+    assert_int_equal(read_u32(a + 60), 5);
+    assert_int_equal(cuGraphCreate(&child2, 0), CUDA_SUCCESS);
+    add_memset(child2, NULL, 0, b, 6, 16);
+    assert_int_equal(cuGraphExecChildGraphNodeSetParams(exec, node, child2), CUDA_SUCCESS);
+    assert_int_equal(cuGraphLaunch(exec, NULL), CUDA_SUCCESS);
+    assert_int_equal(cuCtxSynchronize(), CUDA_SUCCESS);
+    assert_int_equal(read_u32(b + 60), 6);
+    /* Another topology: refused. */
+    assert_int_equal(cuGraphCreate(&child3, 0), CUDA_SUCCESS);
+    CUgraphNode first = add_memset(child3, NULL, 0, b, 7, 16);
+    add_memset(child3, &first, 1, a, 7, 16);
+    assert_int_equal(cuGraphExecChildGraphNodeSetParams(exec, node, child3), CUDA_ERROR_INVALID_VALUE);
+    assert_int_equal(cuGraphChildGraphNodeGetGraph(got_set, &embedded), CUDA_ERROR_INVALID_VALUE);
+    assert_int_equal(cuGraphExecDestroy(exec), CUDA_SUCCESS);
+    assert_int_equal(cuGraphDestroy(parent), CUDA_SUCCESS);
+    assert_int_equal(cuGraphDestroy(child2), CUDA_SUCCESS);
+    assert_int_equal(cuGraphDestroy(child3), CUDA_SUCCESS);
+    assert_int_equal(cuMemFree_v2(a), CUDA_SUCCESS);
+    assert_int_equal(cuMemFree_v2(b), CUDA_SUCCESS);
+}
+
 int main(void)
 {
     const struct CMUnitTest tests[] = {
@@ -365,6 +730,10 @@ int main(void)
         cmocka_unit_test(test_wait_on_outside_event_breaks_isolation),
         cmocka_unit_test(test_legacy_stream_work_during_blocking_capture_is_implicit_sync),
         cmocka_unit_test(test_added_kernel_node_replays),
+        cmocka_unit_test(test_memcpy_and_memset_nodes_set_params_in_exec),
+        cmocka_unit_test(test_exec_update_checks_topology_and_operands),
+        cmocka_unit_test(test_conditional_nodes_run_bodies_by_value),
+        cmocka_unit_test(test_child_graph_node_clones_and_updates),
     };
     return cmocka_run_group_tests_name("simcuda capture and graphs", tests, setup, NULL);
 }

@@ -61,6 +61,37 @@ static void test_picks_highest_version_not_above_request(void **state)
                      FN(cuDevicePrimaryCtxRelease_v2));
 }
 
+/* The graph and stream-memory entry points added for issue 14, at the
+ * versions cudaTypedefs.h gives them. */
+static void test_graph_and_memop_entry_points_resolve_at_their_versions(void **state)
+{
+    (void)state;
+    assert_ptr_equal(resolve("cuGraphAddNode", 12020, 0, CUDA_SUCCESS, CU_GET_PROC_ADDRESS_SUCCESS), FN(cuGraphAddNode));
+    assert_ptr_equal(resolve("cuGraphAddNode", 12030, 0, CUDA_SUCCESS, CU_GET_PROC_ADDRESS_SUCCESS),
+                     FN(cuGraphAddNode_v2));
+    assert_null(resolve("cuGraphConditionalHandleCreate", 12020, 0, CUDA_ERROR_NOT_FOUND,
+                        CU_GET_PROC_ADDRESS_VERSION_NOT_SUFFICIENT));
+    assert_ptr_equal(resolve("cuGraphConditionalHandleCreate", 12030, 0, CUDA_SUCCESS, CU_GET_PROC_ADDRESS_SUCCESS),
+                     FN(cuGraphConditionalHandleCreate));
+    assert_ptr_equal(resolve("cuGraphExecMemcpyNodeSetParams", 10020, 0, CUDA_SUCCESS, CU_GET_PROC_ADDRESS_SUCCESS),
+                     FN(cuGraphExecMemcpyNodeSetParams));
+    assert_ptr_equal(resolve("cuGraphExecMemsetNodeSetParams", 10020, 0, CUDA_SUCCESS, CU_GET_PROC_ADDRESS_SUCCESS),
+                     FN(cuGraphExecMemsetNodeSetParams));
+    assert_ptr_equal(resolve("cuGraphExecChildGraphNodeSetParams", 11010, 0, CUDA_SUCCESS,
+                             CU_GET_PROC_ADDRESS_SUCCESS),
+                     FN(cuGraphExecChildGraphNodeSetParams));
+    assert_ptr_equal(resolve("cuGraphMemcpyNodeGetParams", 10000, 0, CUDA_SUCCESS, CU_GET_PROC_ADDRESS_SUCCESS),
+                     FN(cuGraphMemcpyNodeGetParams));
+    assert_ptr_equal(resolve("cuGraphMemsetNodeGetParams", 10000, 0, CUDA_SUCCESS, CU_GET_PROC_ADDRESS_SUCCESS),
+                     FN(cuGraphMemsetNodeGetParams));
+    assert_ptr_equal(resolve("cuGraphBatchMemOpNodeGetParams", 11070, 0, CUDA_SUCCESS, CU_GET_PROC_ADDRESS_SUCCESS),
+                     FN(cuGraphBatchMemOpNodeGetParams));
+    assert_ptr_equal(resolve("cuStreamWaitValue32", 11070, 2, CUDA_SUCCESS, CU_GET_PROC_ADDRESS_SUCCESS),
+                     FN(cuStreamWaitValue32_v2_ptsz));
+    assert_ptr_equal(resolve("cuMemRetainAllocationHandle", 11000, 0, CUDA_SUCCESS, CU_GET_PROC_ADDRESS_SUCCESS),
+                     FN(cuMemRetainAllocationHandle));
+}
+
 static void test_per_thread_flag_selects_ptsz_variant(void **state)
 {
     (void)state;
@@ -131,6 +162,7 @@ int main(void)
         cmocka_unit_test(test_resolves_before_init_and_itself),
         cmocka_unit_test(test_picks_highest_version_not_above_request),
         cmocka_unit_test(test_per_thread_flag_selects_ptsz_variant),
+        cmocka_unit_test(test_graph_and_memop_entry_points_resolve_at_their_versions),
         cmocka_unit_test(test_unknown_and_too_old_requests_are_not_found),
         cmocka_unit_test(test_cudart_startup_requests_of_implemented_functions_resolve),
     };

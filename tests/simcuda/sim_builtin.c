@@ -9,6 +9,7 @@
 #include "sim_exec.h"
 
 #include <stdio.h>
+#include <stdlib.h>
 
 #include "content_hash.h"
 
@@ -177,6 +178,36 @@ static uint64_t content_hash_cost(void **args, const simcuda_launch_t *launch, v
     return sim_clock_transfer_ns(SIM_ENGINE_COMPUTE, ARG(uint64_t, args, 1) + 16);
 }
 
+/* sim_set_conditional(uint64_t handle, uint32_t value): what
+ * `cudaGraphSetConditional` does in a real kernel. An unknown handle is an
+ * unrecoverable error of the kernel, as on a GPU. */
+static void set_conditional(void **args, const simcuda_launch_t *launch, void *user)
+{
+    if (!sim_cond_set(ARG(uint64_t, args, 0), ARG(uint32_t, args, 1))) {
+        fprintf(stderr, "simcuda: sim_set_conditional: not a conditional handle\n");
+        abort();
+    }
+}
+
+/* sim_while_countdown(uint64_t handle, uint32_t *counter): decrements
+ * `*counter` and sets the condition to whether it is still non-zero: the
+ * body of a WHILE node that runs `*counter` times. */
+static void while_countdown(void **args, const simcuda_launch_t *launch, void *user)
+{
+    uint32_t *counter = ARG(uint32_t *, args, 1);
+    uint32_t left = *counter > 0 ? *counter - 1 : 0;
+    *counter = left;
+    if (!sim_cond_set(ARG(uint64_t, args, 0), left != 0)) {
+        fprintf(stderr, "simcuda: sim_while_countdown: not a conditional handle\n");
+        abort();
+    }
+}
+
+static uint64_t tiny_cost(void **args, const simcuda_launch_t *launch, void *user)
+{
+    return sim_clock_transfer_ns(SIM_ENGINE_COMPUTE, 8);
+}
+
 /* name, parameter sizes, body, cost */
 #define SIM_BUILTIN_LIST(X)                                                                               \
     X(sim_fill_u32, ((size_t[]){sizeof(uint32_t *), 8, 4}), fill_u32, fill_u32_cost)                     \
@@ -186,6 +217,8 @@ static uint64_t content_hash_cost(void **args, const simcuda_launch_t *launch, v
     X(sim_add_u32_struct, ((size_t[]){sizeof(sim_add_args_t)}), add_u32_struct, add_cost)               \
     X(sim_gather_checksum, ((size_t[]){sizeof(void *), 8, 8, sizeof(void *)}), gather_checksum, gather_cost) \
     X(sim_spin, ((size_t[]){8}), spin, spin_cost)                                                        \
+    X(sim_set_conditional, ((size_t[]){8, 4}), set_conditional, tiny_cost)                              \
+    X(sim_while_countdown, ((size_t[]){8, sizeof(void *)}), while_countdown, tiny_cost)                 \
     X(vramshim_content_hash, ((size_t[]){sizeof(void *), 8, sizeof(void *)}), content_hash_kernel, content_hash_cost)
 
 void sim_builtin_register_all(void)

@@ -160,15 +160,16 @@ static CUresult side_address(CUmemorytype type, const void *host, CUdeviceptr de
     return CUDA_SUCCESS;
 }
 
-static CUresult copy_3d(const CUDA_MEMCPY3D *p, CUstream hStream, bool async, bool per_thread)
+CUresult sim_copy_desc_from_3d(const CUDA_MEMCPY3D *p, sim_copy_desc_t *c, bool *empty)
 {
+    *empty = false;
     if (p == NULL)
         return CUDA_ERROR_INVALID_VALUE;
-    sim_cmd_t cmd = {.kind = SIM_CMD_COPY};
-    sim_copy_desc_t *c = &cmd.u.copy;
     size_t depth = p->Depth ? p->Depth : 1, height = p->Height ? p->Height : 1;
-    if (p->WidthInBytes == 0 || p->Height == 0 || p->Depth == 0)
+    if (p->WidthInBytes == 0 || p->Height == 0 || p->Depth == 0) {
+        *empty = true;
         return CUDA_SUCCESS;
+    }
     if ((height > 1 || depth > 1) && (p->srcPitch < p->WidthInBytes || p->dstPitch < p->WidthInBytes))
         return CUDA_ERROR_INVALID_VALUE;
     if (depth > 1 && (p->srcHeight < height || p->dstHeight < height))
@@ -188,6 +189,16 @@ static CUresult copy_3d(const CUDA_MEMCPY3D *p, CUstream hStream, bool async, bo
     c->width = p->WidthInBytes;
     c->height = height;
     c->depth = depth;
+    return CUDA_SUCCESS;
+}
+
+static CUresult copy_3d(const CUDA_MEMCPY3D *p, CUstream hStream, bool async, bool per_thread)
+{
+    sim_cmd_t cmd = {.kind = SIM_CMD_COPY};
+    bool empty;
+    CUresult result = sim_copy_desc_from_3d(p, &cmd.u.copy, &empty);
+    if (result != CUDA_SUCCESS || empty)
+        return result;
     return submit_work(&cmd, hStream, async, per_thread);
 }
 
@@ -207,20 +218,32 @@ static CUresult copy_2d(const CUDA_MEMCPY2D *p, CUstream hStream, bool async, bo
     return copy_3d(&p3, hStream, async, per_thread);
 }
 
-static CUresult memset_2d(CUdeviceptr dst, size_t pitch, uint32_t value, unsigned elem_size, size_t width,
-                          size_t height, CUstream hStream, bool async, bool per_thread)
+CUresult sim_set_desc_build(CUdeviceptr dst, size_t pitch, uint32_t value, unsigned elem_size, size_t width,
+                            size_t height, sim_set_desc_t *out, bool *empty)
 {
-    if (width == 0 || height == 0)
+    *empty = width == 0 || height == 0;
+    if (*empty)
         return CUDA_SUCCESS;
-    if (dst == 0 || dst % elem_size != 0 || (height > 1 && pitch < width * elem_size))
+    if ((elem_size != 1 && elem_size != 2 && elem_size != 4) || dst == 0 || dst % elem_size != 0 ||
+        (height > 1 && pitch < width * elem_size))
         return CUDA_ERROR_INVALID_VALUE;
     if (!device_accessible(dst))
         return CUDA_ERROR_INVALID_VALUE;
-    sim_cmd_t cmd = {.kind = SIM_CMD_SET};
-    cmd.u.set = (sim_set_desc_t){
+    *out = (sim_set_desc_t){
         .dst = dst, .pitch = height > 1 ? pitch : width * elem_size, .width = width, .height = height,
         .elem_size = elem_size, .value = value,
     };
+    return CUDA_SUCCESS;
+}
+
+static CUresult memset_2d(CUdeviceptr dst, size_t pitch, uint32_t value, unsigned elem_size, size_t width,
+                          size_t height, CUstream hStream, bool async, bool per_thread)
+{
+    sim_cmd_t cmd = {.kind = SIM_CMD_SET};
+    bool empty;
+    CUresult result = sim_set_desc_build(dst, pitch, value, elem_size, width, height, &cmd.u.set, &empty);
+    if (result != CUDA_SUCCESS || empty)
+        return result;
     return submit_work(&cmd, hStream, async, per_thread);
 }
 

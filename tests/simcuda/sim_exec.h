@@ -76,7 +76,36 @@ typedef enum sim_cmd_kind_e {
     SIM_CMD_HOST,
     SIM_CMD_EVENT_RECORD,
     SIM_CMD_EVENT_WAIT,
+    SIM_CMD_MEMOP,
+    SIM_CMD_GRAPH,      /* a child graph: its body runs inline on the worker */
+    SIM_CMD_COND,       /* a conditional node: which body runs is decided there */
+    SIM_CMD_COND_RESET, /* the start of a graph launch: defaults of its handles */
 } sim_cmd_kind_t;
+
+struct sim_cmd_s;
+struct sim_cond_handle_s;
+
+/* The commands of a child graph or a conditional node's body, in creation
+ * (topological) order, run one after the other on the worker. */
+typedef struct sim_body_s {
+    struct sim_cmd_s *cmds;
+    size_t count;
+} sim_body_t;
+
+/* A conditional handle (`cuGraphConditionalHandleCreate`): the value
+ * device code sets and conditional nodes read. Handles live until the
+ * process exits (an executable graph may outlive its graph). */
+typedef struct sim_cond_handle_s {
+    uint32_t magic;
+    void *graph; /* the CUgraph it was created for */
+    unsigned default_value;
+    unsigned flags;
+    _Atomic unsigned value;
+} sim_cond_handle_t;
+
+/* Sets a handle's value from device code (the built-in kernel
+ * `sim_set_conditional`); false for an unknown handle. */
+SIM_HIDDEN bool sim_cond_set(uint64_t handle, unsigned value);
 
 /* A 3-D strided copy; a linear copy is width = bytes, height = depth = 1. */
 typedef struct sim_copy_desc_s {
@@ -95,6 +124,14 @@ typedef struct sim_set_desc_s {
     uint32_t value;
 } sim_set_desc_t;
 
+/* A batch of stream memory operations (`cuStreamWriteValue*`,
+ * `cuStreamWaitValue*`, `cuStreamBatchMemOp`), validated at submission;
+ * `ops` is owned. */
+typedef struct sim_memop_desc_s {
+    CUstreamBatchMemOpParams *ops;
+    unsigned count;
+} sim_memop_desc_t;
+
 typedef struct sim_launch_desc_s {
     sim_kernel_t *kernel;
     unsigned grid[3], block[3], shared_bytes;
@@ -109,10 +146,26 @@ typedef struct sim_cmd_s {
         sim_launch_desc_t launch;
         sim_copy_desc_t copy;
         sim_set_desc_t set;
+        sim_memop_desc_t memop;
+        sim_body_t graph; /* SIM_CMD_GRAPH */
+        struct {
+            sim_cond_handle_t *handle;
+            CUgraphConditionalNodeType type;
+            unsigned size;
+            sim_body_t *bodies; /* `size` of them, owned */
+        } cond;
+        struct {
+            sim_cond_handle_t **handles; /* owned array */
+            size_t count;
+        } reset;
         struct { void (*fn)(void *); void *arg; } host;
         struct CUevent_st *event; /* RECORD and WAIT hold a reference */
     } u;
 } sim_cmd_t;
+
+/* Frees and deep-copies a body. */
+SIM_HIDDEN void sim_body_release(sim_body_t *body);
+SIM_HIDDEN CUresult sim_body_clone(sim_body_t *dst, const sim_body_t *src);
 
 /* Frees what a command owns (argument copies, event references). */
 SIM_HIDDEN void sim_cmd_release(sim_cmd_t *cmd);
@@ -127,6 +180,15 @@ SIM_HIDDEN uint64_t sim_launch_cost_ns(const sim_launch_desc_t *launch);
 SIM_HIDDEN void sim_copy_execute(const sim_copy_desc_t *copy);
 SIM_HIDDEN void sim_set_execute(const sim_set_desc_t *set);
 SIM_HIDDEN uint64_t sim_copy_bytes(const sim_copy_desc_t *copy);
+/* The command of a 3-D copy, checked as `cuMemcpy3D` checks it; *empty
+ * when it copies nothing (then `*copy` is untouched). */
+SIM_HIDDEN CUresult sim_copy_desc_from_3d(const CUDA_MEMCPY3D *params, sim_copy_desc_t *copy, bool *empty);
+/* The command of a memset, checked as `cuMemsetD2D*` check it. */
+SIM_HIDDEN CUresult sim_set_desc_build(CUdeviceptr dst, size_t pitch, uint32_t value, unsigned elem_size, size_t width,
+                                       size_t height, sim_set_desc_t *set, bool *empty);
+/* Runs a batch of stream memory operations on the worker (sim_memop.c):
+ * waits poll the memory until their condition holds. */
+SIM_HIDDEN void sim_memop_execute(const sim_memop_desc_t *memop);
 
 /* ------------------------------------------------------------------------
  * Streams (sim_stream.c)

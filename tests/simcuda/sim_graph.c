@@ -32,18 +32,33 @@ struct CUgraphNode_st {
     sim_cmd_t cmd;
     CUgraphNode *deps;
     size_t dep_count;
+    /* A child graph node (one: its clone of the child graph) or a
+     * conditional node (its bodies, created with it); owned. The node's
+     * command gets its bodies from these at instantiation. */
+    CUgraph *graphs;
+    unsigned graph_count;
 };
 
 struct CUgraph_st {
     uint32_t magic;
     CUgraphNode *nodes;
     size_t count, capacity;
+    CUgraph parent; /* a conditional body: the graph of its node */
 };
+
+/* The dependencies of one node, as indices: what `cuGraphExecUpdate`
+ * compares the new graph's topology against. */
+typedef struct sim_exec_deps_s {
+    size_t *index;
+    size_t count;
+} sim_exec_deps_t;
 
 struct CUgraphExec_st {
     uint32_t magic;
     sim_cmd_t *cmds;
+    sim_exec_deps_t *deps; /* one per command */
     size_t count;
+    sim_cmd_t reset; /* SIM_CMD_COND_RESET, submitted first; EMPTY when none */
 };
 
 typedef struct sim_capture_s {
@@ -82,6 +97,9 @@ static void graph_free(CUgraph graph)
     for (size_t i = 0; i < graph->count; i++) {
         CUgraphNode node = graph->nodes[i];
         sim_cmd_release(&node->cmd);
+        for (unsigned g = 0; g < node->graph_count; g++)
+            graph_free(node->graphs[g]);
+        free(node->graphs);
         free(node->deps);
         node->magic = 0;
         free(node);
@@ -731,6 +749,18 @@ SIM_EXPORT CUresult cuGraphNodeGetType(CUgraphNode hNode, CUgraphNodeType *type)
     case SIM_CMD_EVENT_WAIT:
         *type = CU_GRAPH_NODE_TYPE_WAIT_EVENT;
         break;
+    case SIM_CMD_MEMOP:
+        *type = CU_GRAPH_NODE_TYPE_BATCH_MEM_OP;
+        break;
+    case SIM_CMD_GRAPH:
+        *type = CU_GRAPH_NODE_TYPE_GRAPH;
+        break;
+    case SIM_CMD_COND:
+        *type = CU_GRAPH_NODE_TYPE_CONDITIONAL;
+        break;
+    case SIM_CMD_COND_RESET:
+        *type = CU_GRAPH_NODE_TYPE_EMPTY;
+        break;
     case SIM_CMD_EMPTY:
         *type = CU_GRAPH_NODE_TYPE_EMPTY;
         break;
@@ -806,12 +836,18 @@ SIM_EXPORT CUresult cuGraphAddKernelNode_v2(CUgraphNode *phGraphNode, CUgraph hG
 
 static void exec_free(CUgraphExec exec)
 {
-    for (size_t i = 0; i < exec->count; i++)
+    for (size_t i = 0; i < exec->count; i++) {
         sim_cmd_release(&exec->cmds[i]);
+        free(exec->deps[i].index);
+    }
+    sim_cmd_release(&exec->reset);
     exec->magic = 0;
+    free(exec->deps);
     free(exec->cmds);
     free(exec);
 }
+
+static CUresult node_build_cmd(CUgraphNode node, sim_cmd_t *out, sim_cmd_t *reset);
 
 static CUresult instantiate(CUgraphExec *out, CUgraph handle)
 {
@@ -823,17 +859,29 @@ static CUresult instantiate(CUgraphExec *out, CUgraph handle)
         return CUDA_ERROR_OUT_OF_MEMORY;
     exec->magic = SIM_GRAPH_EXEC_MAGIC;
     exec->cmds = calloc(graph->count ? graph->count : 1, sizeof(*exec->cmds));
-    if (exec->cmds == NULL) {
+    exec->deps = calloc(graph->count ? graph->count : 1, sizeof(*exec->deps));
+    if (exec->cmds == NULL || exec->deps == NULL) {
+        free(exec->cmds);
+        free(exec->deps);
         free(exec);
         return CUDA_ERROR_OUT_OF_MEMORY;
     }
     /* Creation order is topological (see the top of this file). The
      * executable owns copies, so the graph may be destroyed after. */
     for (size_t i = 0; i < graph->count; i++) {
-        if (sim_cmd_clone(&exec->cmds[i], &graph->nodes[i]->cmd) != CUDA_SUCCESS) {
+        CUgraphNode node = graph->nodes[i];
+        sim_exec_deps_t *deps = &exec->deps[i];
+        deps->index = malloc((node->dep_count ? node->dep_count : 1) * sizeof(*deps->index));
+        CUresult built = deps->index == NULL ? CUDA_ERROR_OUT_OF_MEMORY : node_build_cmd(node, &exec->cmds[i], &exec->reset);
+        if (built != CUDA_SUCCESS) {
+            free(deps->index);
+            deps->index = NULL;
             exec_free(exec);
-            return CUDA_ERROR_OUT_OF_MEMORY;
+            return built;
         }
+        for (size_t d = 0; d < node->dep_count; d++)
+            deps->index[d] = node->deps[d]->index;
+        deps->count = node->dep_count;
         exec->count++;
     }
     *out = exec;
@@ -897,6 +945,14 @@ static CUresult graph_launch(CUgraphExec exec, CUstream handle, bool per_thread)
         return result;
     result = CUDA_SUCCESS;
     pthread_mutex_lock(&sim_submit_lock);
+    if (exec->reset.kind == SIM_CMD_COND_RESET) {
+        /* CU_GRAPH_COND_ASSIGN_DEFAULT: "applied at the beginning of each
+         * graph execution". */
+        sim_cmd_t reset;
+        result = sim_cmd_clone(&reset, &exec->reset);
+        if (result == CUDA_SUCCESS)
+            result = sim_submit_locked(s, &reset);
+    }
     for (size_t i = 0; i < exec->count && result == CUDA_SUCCESS; i++) {
         sim_cmd_t cmd;
         result = sim_cmd_clone(&cmd, &exec->cmds[i]);
@@ -937,6 +993,23 @@ SIM_EXPORT CUresult cuGraphLaunch_ptsz(CUgraphExec hGraphExec, CUstream hStream)
  * launches already submitted keep theirs.
  * ------------------------------------------------------------------------ */
 
+/* Whether `node` depends on exactly the nodes at `deps` (in any order). */
+static bool same_dependencies(CUgraphNode node, const sim_exec_deps_t *deps)
+{
+    if (node->dep_count != deps->count)
+        return false;
+    for (size_t a = 0; a < node->dep_count; a++) {
+        bool found = false;
+        for (size_t b = 0; b < deps->count && !found; b++)
+            found = node->deps[a]->index == deps->index[b];
+        if (!found)
+            return false;
+    }
+    return true;
+}
+
+static bool update_allowed(const sim_cmd_t *old, const sim_cmd_t *next);
+
 SIM_EXPORT CUresult cuGraphExecUpdate_v2(CUgraphExec hGraphExec, CUgraph hGraph, CUgraphExecUpdateResultInfo *resultInfo)
 {
     CUresult entry = SIM_ENTER(cuGraphExecUpdate_v2, SIM_NEED_NOTHING);
@@ -956,23 +1029,55 @@ SIM_EXPORT CUresult cuGraphExecUpdate_v2(CUgraphExec hGraphExec, CUgraph hGraph,
         goto out;
     }
     for (size_t i = 0; i < hGraph->count; i++) {
-        if (hGraph->nodes[i]->cmd.kind != hGraphExec->cmds[i].kind) {
+        CUgraphExecUpdateResult why = CU_GRAPH_EXEC_UPDATE_SUCCESS;
+        if (!same_dependencies(hGraph->nodes[i], &hGraphExec->deps[i]))
+            why = CU_GRAPH_EXEC_UPDATE_ERROR_TOPOLOGY_CHANGED;
+        else if (hGraph->nodes[i]->cmd.kind != hGraphExec->cmds[i].kind)
+            why = CU_GRAPH_EXEC_UPDATE_ERROR_NODE_TYPE_CHANGED;
+        else if (hGraph->nodes[i]->graph_count == 0 && !update_allowed(&hGraphExec->cmds[i], &hGraph->nodes[i]->cmd))
+            why = CU_GRAPH_EXEC_UPDATE_ERROR_PARAMETERS_CHANGED;
+        if (why != CU_GRAPH_EXEC_UPDATE_SUCCESS) {
             result = CUDA_ERROR_GRAPH_EXEC_UPDATE_FAILURE;
             if (resultInfo != NULL) {
-                resultInfo->result = CU_GRAPH_EXEC_UPDATE_ERROR_NODE_TYPE_CHANGED;
+                resultInfo->result = why;
                 resultInfo->errorNode = hGraph->nodes[i];
             }
             goto out;
         }
     }
-    for (size_t i = 0; i < hGraph->count; i++) {
-        sim_cmd_t copy;
-        result = sim_cmd_clone(&copy, &hGraph->nodes[i]->cmd);
-        if (result != CUDA_SUCCESS)
-            goto out;
-        sim_cmd_release(&hGraphExec->cmds[i]);
-        hGraphExec->cmds[i] = copy;
+    sim_cmd_t *built = calloc(hGraph->count ? hGraph->count : 1, sizeof(*built));
+    sim_cmd_t reset = {.kind = SIM_CMD_EMPTY};
+    if (built == NULL) {
+        result = CUDA_ERROR_OUT_OF_MEMORY;
+        goto out;
     }
+    size_t made = 0;
+    for (; made < hGraph->count && result == CUDA_SUCCESS; made++) {
+        result = node_build_cmd(hGraph->nodes[made], &built[made], &reset);
+        if (result == CUDA_SUCCESS && !update_allowed(&hGraphExec->cmds[made], &built[made])) {
+            result = CUDA_ERROR_GRAPH_EXEC_UPDATE_FAILURE;
+            if (resultInfo != NULL) {
+                resultInfo->result = CU_GRAPH_EXEC_UPDATE_ERROR_PARAMETERS_CHANGED;
+                resultInfo->errorNode = hGraph->nodes[made];
+            }
+            made++;
+            break;
+        }
+    }
+    if (result != CUDA_SUCCESS) {
+        for (size_t i = 0; i < made; i++)
+            sim_cmd_release(&built[i]);
+        sim_cmd_release(&reset);
+        free(built);
+        goto out;
+    }
+    for (size_t i = 0; i < hGraph->count; i++) {
+        sim_cmd_release(&hGraphExec->cmds[i]);
+        hGraphExec->cmds[i] = built[i];
+    }
+    free(built);
+    sim_cmd_release(&hGraphExec->reset);
+    hGraphExec->reset = reset;
     if (resultInfo != NULL)
         resultInfo->result = CU_GRAPH_EXEC_UPDATE_SUCCESS;
 out:
@@ -994,7 +1099,10 @@ SIM_EXPORT CUresult cuGraphExecKernelNodeSetParams_v2(CUgraphExec hGraphExec, CU
     size_t i = hNode->index;
     sim_kernel_t *kernel = sim_kernel_from_handle(nodeParams->func != NULL ? (const void *)nodeParams->func
                                                                            : (const void *)nodeParams->kern);
-    if (i < hGraphExec->count && hGraphExec->cmds[i].kind == SIM_CMD_KERNEL && kernel != NULL) {
+    bool dims_ok = nodeParams->gridDimX && nodeParams->gridDimY && nodeParams->gridDimZ && nodeParams->blockDimX &&
+                   nodeParams->blockDimY && nodeParams->blockDimZ;
+    if (i < hGraphExec->count && hGraphExec->cmds[i].kind == SIM_CMD_KERNEL && kernel != NULL && dims_ok &&
+        hGraphExec->count > 0 && hNode->graph != NULL) {
         sim_cmd_t cmd = {.kind = SIM_CMD_KERNEL};
         result = sim_launch_build(&cmd.u.launch, kernel, nodeParams->kernelParams, nodeParams->extra);
         if (result == CUDA_SUCCESS) {
@@ -1008,6 +1116,727 @@ SIM_EXPORT CUresult cuGraphExecKernelNodeSetParams_v2(CUgraphExec hGraphExec, CU
             sim_cmd_release(&hGraphExec->cmds[i]);
             hGraphExec->cmds[i] = cmd;
         }
+    }
+    pthread_mutex_unlock(&sim_submit_lock);
+    return result;
+}
+
+/* ------------------------------------------------------------------------
+ * Memcpy and memset nodes: built, read back and replaced in an executable
+ * graph. A node keeps the command, so reading it back gives an equivalent
+ * description (positions folded into the addresses, each side typed by the
+ * memory it points into).
+ * ------------------------------------------------------------------------ */
+
+static void copy_side(uintptr_t address, CUmemorytype *type, const void **host, CUdeviceptr *device)
+{
+    sim_mem_kind_t kind = sim_mem_classify(address, NULL);
+    if (kind == SIM_MEM_DEVICE || kind == SIM_MEM_MANAGED) {
+        *type = CU_MEMORYTYPE_DEVICE;
+        *device = (CUdeviceptr)address;
+    } else {
+        *type = CU_MEMORYTYPE_HOST;
+        *host = (const void *)address;
+    }
+}
+
+SIM_EXPORT CUresult cuGraphMemcpyNodeGetParams(CUgraphNode hNode, CUDA_MEMCPY3D *nodeParams)
+{
+    CUresult entry = SIM_ENTER(cuGraphMemcpyNodeGetParams, SIM_NEED_NOTHING);
+    if (entry != CUDA_SUCCESS)
+        return entry;
+    CUgraphNode node = node_from_handle(hNode);
+    if (node == NULL || nodeParams == NULL || node->cmd.kind != SIM_CMD_COPY)
+        return CUDA_ERROR_INVALID_VALUE;
+    const sim_copy_desc_t *c = &node->cmd.u.copy;
+    memset(nodeParams, 0, sizeof(*nodeParams));
+    copy_side(c->src, &nodeParams->srcMemoryType, &nodeParams->srcHost, &nodeParams->srcDevice);
+    void *dst_host = NULL;
+    copy_side(c->dst, &nodeParams->dstMemoryType, (const void **)&dst_host, &nodeParams->dstDevice);
+    nodeParams->dstHost = dst_host;
+    nodeParams->srcPitch = c->src_pitch;
+    nodeParams->srcHeight = c->src_height;
+    nodeParams->dstPitch = c->dst_pitch;
+    nodeParams->dstHeight = c->dst_height;
+    nodeParams->WidthInBytes = c->width;
+    nodeParams->Height = c->height;
+    nodeParams->Depth = c->depth;
+    return CUDA_SUCCESS;
+}
+
+SIM_EXPORT CUresult cuGraphMemsetNodeGetParams(CUgraphNode hNode, CUDA_MEMSET_NODE_PARAMS *nodeParams)
+{
+    CUresult entry = SIM_ENTER(cuGraphMemsetNodeGetParams, SIM_NEED_NOTHING);
+    if (entry != CUDA_SUCCESS)
+        return entry;
+    CUgraphNode node = node_from_handle(hNode);
+    if (node == NULL || nodeParams == NULL || node->cmd.kind != SIM_CMD_SET)
+        return CUDA_ERROR_INVALID_VALUE;
+    const sim_set_desc_t *set = &node->cmd.u.set;
+    memset(nodeParams, 0, sizeof(*nodeParams));
+    nodeParams->dst = (CUdeviceptr)set->dst;
+    nodeParams->pitch = set->pitch;
+    nodeParams->value = set->value;
+    nodeParams->elementSize = set->elem_size;
+    nodeParams->width = set->width;
+    nodeParams->height = set->height;
+    return CUDA_SUCCESS;
+}
+
+static CUresult check_deps(CUgraph graph, const CUgraphNode *dependencies, size_t count)
+{
+    if (count > 0 && dependencies == NULL)
+        return CUDA_ERROR_INVALID_VALUE;
+    for (size_t i = 0; i < count; i++)
+        if (node_from_handle(dependencies[i]) == NULL || dependencies[i]->graph != graph)
+            return CUDA_ERROR_INVALID_VALUE;
+    return CUDA_SUCCESS;
+}
+
+static CUresult add_cmd_node(CUgraphNode *out, CUgraph graph, const CUgraphNode *dependencies, size_t count,
+                             sim_cmd_t *cmd)
+{
+    pthread_mutex_lock(&sim_submit_lock);
+    CUgraphNode node = graph_add(graph, cmd, dependencies, count);
+    pthread_mutex_unlock(&sim_submit_lock);
+    if (node == NULL) {
+        sim_cmd_release(cmd);
+        return CUDA_ERROR_OUT_OF_MEMORY;
+    }
+    *out = node;
+    return CUDA_SUCCESS;
+}
+
+SIM_EXPORT CUresult cuGraphAddMemcpyNode(CUgraphNode *phGraphNode, CUgraph hGraph, const CUgraphNode *dependencies,
+                                         size_t numDependencies, const CUDA_MEMCPY3D *copyParams, CUcontext ctx)
+{
+    CUresult entry = SIM_ENTER(cuGraphAddMemcpyNode, SIM_NEED_NOTHING);
+    if (entry != CUDA_SUCCESS)
+        return entry;
+    CUgraph graph = graph_from_handle(hGraph);
+    if (phGraphNode == NULL || graph == NULL || copyParams == NULL)
+        return CUDA_ERROR_INVALID_VALUE;
+    if (!sim_ctx_valid(ctx))
+        return CUDA_ERROR_INVALID_CONTEXT;
+    CUresult result = check_deps(graph, dependencies, numDependencies);
+    if (result != CUDA_SUCCESS)
+        return result;
+    sim_cmd_t cmd = {.kind = SIM_CMD_COPY};
+    bool empty;
+    result = sim_copy_desc_from_3d(copyParams, &cmd.u.copy, &empty);
+    if (result != CUDA_SUCCESS)
+        return result;
+    if (empty) /* "Zero-length operations are not supported." */
+        return CUDA_ERROR_INVALID_VALUE;
+    return add_cmd_node(phGraphNode, graph, dependencies, numDependencies, &cmd);
+}
+
+SIM_EXPORT CUresult cuGraphAddMemsetNode(CUgraphNode *phGraphNode, CUgraph hGraph, const CUgraphNode *dependencies,
+                                         size_t numDependencies, const CUDA_MEMSET_NODE_PARAMS *memsetParams,
+                                         CUcontext ctx)
+{
+    CUresult entry = SIM_ENTER(cuGraphAddMemsetNode, SIM_NEED_NOTHING);
+    if (entry != CUDA_SUCCESS)
+        return entry;
+    CUgraph graph = graph_from_handle(hGraph);
+    if (phGraphNode == NULL || graph == NULL || memsetParams == NULL)
+        return CUDA_ERROR_INVALID_VALUE;
+    if (!sim_ctx_valid(ctx))
+        return CUDA_ERROR_INVALID_CONTEXT;
+    CUresult result = check_deps(graph, dependencies, numDependencies);
+    if (result != CUDA_SUCCESS)
+        return result;
+    const CUDA_MEMSET_NODE_PARAMS *p = memsetParams;
+    sim_cmd_t cmd = {.kind = SIM_CMD_SET};
+    bool empty;
+    result = sim_set_desc_build(p->dst, p->pitch, p->value, p->elementSize, p->width, p->height, &cmd.u.set, &empty);
+    if (result != CUDA_SUCCESS)
+        return result;
+    if (empty)
+        return CUDA_ERROR_INVALID_VALUE;
+    return add_cmd_node(phGraphNode, graph, dependencies, numDependencies, &cmd);
+}
+
+/* The device an address's memory lives on (-1 for host memory). */
+static int side_device(uintptr_t address, sim_mem_kind_t *kind)
+{
+    int device = -1;
+    *kind = sim_mem_classify(address, &device);
+    return *kind == SIM_MEM_DEVICE ? device : -1;
+}
+
+/* The command `hNode` became in `exec`, when it is of `kind`. Caller holds
+ * `sim_submit_lock`. */
+static sim_cmd_t *exec_cmd_of(CUgraphExec exec, CUgraphNode node, sim_cmd_kind_t kind)
+{
+    if (exec == NULL || exec->magic != SIM_GRAPH_EXEC_MAGIC || node_from_handle(node) == NULL)
+        return NULL;
+    if (node->index >= exec->count || exec->cmds[node->index].kind != kind)
+        return NULL;
+    return &exec->cmds[node->index];
+}
+
+/* For a 2-D memset only the address and the value may change; for a 1-D
+ * one the height may not (the width and the element size may: simcuda
+ * has no per-node work resources they could fail to fit). */
+static bool set_shape_allowed(const sim_set_desc_t *old, const sim_set_desc_t *next)
+{
+    if (old->height != next->height)
+        return false;
+    return old->height == 1 ||
+           (old->width == next->width && old->elem_size == next->elem_size && old->pitch == next->pitch);
+}
+
+static bool copy_mapping_same(const sim_copy_desc_t *old, const sim_copy_desc_t *next)
+{
+    sim_mem_kind_t old_src, old_dst, new_src, new_dst;
+    int old_src_dev = side_device(old->src, &old_src), old_dst_dev = side_device(old->dst, &old_dst);
+    int new_src_dev = side_device(next->src, &new_src), new_dst_dev = side_device(next->dst, &new_dst);
+    return old_src == new_src && old_dst == new_dst && old_src_dev == new_src_dev && old_dst_dev == new_dst_dev;
+}
+
+static bool body_update_allowed(const sim_body_t *old, const sim_body_t *next);
+
+/* cuGraphExecUpdate's limits on memcpy, memset and conditional nodes
+ * (cuda.h). */
+static bool update_allowed(const sim_cmd_t *old, const sim_cmd_t *next)
+{
+    sim_mem_kind_t old_kind, new_kind;
+    switch (old->kind) {
+    case SIM_CMD_COPY:
+        return copy_mapping_same(&old->u.copy, &next->u.copy);
+    case SIM_CMD_SET:
+        return side_device(old->u.set.dst, &old_kind) == side_device(next->u.set.dst, &new_kind) &&
+               old_kind == new_kind && set_shape_allowed(&old->u.set, &next->u.set);
+    case SIM_CMD_COND:
+        /* "Changing node parameters is not supported"; the bodies follow
+         * the rules above, node by node. */
+        if (old->u.cond.handle != next->u.cond.handle || old->u.cond.type != next->u.cond.type ||
+            old->u.cond.size != next->u.cond.size)
+            return false;
+        for (unsigned b = 0; b < old->u.cond.size; b++)
+            if (!body_update_allowed(&old->u.cond.bodies[b], &next->u.cond.bodies[b]))
+                return false;
+        return true;
+    case SIM_CMD_GRAPH:
+        return body_update_allowed(&old->u.graph, &next->u.graph);
+    default:
+        return true;
+    }
+}
+
+/* Same nodes in the same order, each updatable (edges inside bodies are
+ * not compared). */
+static bool body_update_allowed(const sim_body_t *old, const sim_body_t *next)
+{
+    if (old->count != next->count)
+        return false;
+    for (size_t i = 0; i < old->count; i++)
+        if (old->cmds[i].kind != next->cmds[i].kind || !update_allowed(&old->cmds[i], &next->cmds[i]))
+            return false;
+    return true;
+}
+
+SIM_EXPORT CUresult cuGraphExecMemcpyNodeSetParams(CUgraphExec hGraphExec, CUgraphNode hNode,
+                                                   const CUDA_MEMCPY3D *copyParams, CUcontext ctx)
+{
+    CUresult entry = SIM_ENTER(cuGraphExecMemcpyNodeSetParams, SIM_NEED_NOTHING);
+    if (entry != CUDA_SUCCESS)
+        return entry;
+    if (copyParams == NULL)
+        return CUDA_ERROR_INVALID_VALUE;
+    if (!sim_ctx_valid(ctx))
+        return CUDA_ERROR_INVALID_CONTEXT;
+    sim_copy_desc_t copy;
+    bool empty;
+    CUresult result = sim_copy_desc_from_3d(copyParams, &copy, &empty);
+    if (result != CUDA_SUCCESS)
+        return result;
+    /* Zero-length and multidimensional operations are refused. */
+    if (empty || copy.height != 1 || copy.depth != 1)
+        return CUDA_ERROR_INVALID_VALUE;
+    pthread_mutex_lock(&sim_submit_lock);
+    sim_cmd_t *cmd = exec_cmd_of(hGraphExec, hNode, SIM_CMD_COPY);
+    result = CUDA_ERROR_INVALID_VALUE;
+    if (cmd != NULL && cmd->u.copy.height == 1 && cmd->u.copy.depth == 1) {
+        /* The operands' mappings may not change: same kind of memory on
+         * the same device on each side. */
+        if (copy_mapping_same(&cmd->u.copy, &copy)) {
+            cmd->u.copy = copy;
+            result = CUDA_SUCCESS;
+        }
+    }
+    pthread_mutex_unlock(&sim_submit_lock);
+    return result;
+}
+
+SIM_EXPORT CUresult cuGraphExecMemsetNodeSetParams(CUgraphExec hGraphExec, CUgraphNode hNode,
+                                                   const CUDA_MEMSET_NODE_PARAMS *memsetParams, CUcontext ctx)
+{
+    CUresult entry = SIM_ENTER(cuGraphExecMemsetNodeSetParams, SIM_NEED_NOTHING);
+    if (entry != CUDA_SUCCESS)
+        return entry;
+    if (memsetParams == NULL)
+        return CUDA_ERROR_INVALID_VALUE;
+    if (!sim_ctx_valid(ctx))
+        return CUDA_ERROR_INVALID_CONTEXT;
+    const CUDA_MEMSET_NODE_PARAMS *p = memsetParams;
+    sim_set_desc_t set;
+    bool empty;
+    CUresult result = sim_set_desc_build(p->dst, p->pitch, p->value, p->elementSize, p->width, p->height, &set, &empty);
+    if (result != CUDA_SUCCESS)
+        return result;
+    if (empty)
+        return CUDA_ERROR_INVALID_VALUE;
+    pthread_mutex_lock(&sim_submit_lock);
+    sim_cmd_t *cmd = exec_cmd_of(hGraphExec, hNode, SIM_CMD_SET);
+    result = CUDA_ERROR_INVALID_VALUE;
+    if (cmd != NULL) {
+        const sim_set_desc_t *old = &cmd->u.set;
+        sim_mem_kind_t old_kind, new_kind;
+        bool same_mapping = side_device(old->dst, &old_kind) == side_device(set.dst, &new_kind) && old_kind == new_kind;
+        if (same_mapping && set_shape_allowed(old, &set)) {
+            cmd->u.set = set;
+            result = CUDA_SUCCESS;
+        }
+    }
+    pthread_mutex_unlock(&sim_submit_lock);
+    return result;
+}
+
+/* A batch-mem-op node (captured `cuStreamWriteValue*`/`WaitValue*`/
+ * `BatchMemOp`): its operations, in the node's own array. */
+SIM_EXPORT CUresult cuGraphBatchMemOpNodeGetParams(CUgraphNode hNode, CUDA_BATCH_MEM_OP_NODE_PARAMS *nodeParams_out)
+{
+    CUresult entry = SIM_ENTER(cuGraphBatchMemOpNodeGetParams, SIM_NEED_NOTHING);
+    if (entry != CUDA_SUCCESS)
+        return entry;
+    CUgraphNode node = node_from_handle(hNode);
+    if (node == NULL || nodeParams_out == NULL || node->cmd.kind != SIM_CMD_MEMOP)
+        return CUDA_ERROR_INVALID_VALUE;
+    memset(nodeParams_out, 0, sizeof(*nodeParams_out));
+    nodeParams_out->count = node->cmd.u.memop.count;
+    nodeParams_out->paramArray = node->cmd.u.memop.ops;
+    return CUDA_SUCCESS;
+}
+
+/* ------------------------------------------------------------------------
+ * Child graph and conditional nodes.
+ *
+ * A child graph node owns a clone of the child graph; a conditional node
+ * owns the body graphs the driver creates with it (empty, for the program
+ * to fill). At instantiation each becomes one command whose bodies are
+ * the graphs' commands in creation order, run inline on the stream's
+ * worker: a child graph's every time, a conditional node's as its handle's
+ * value says when it runs (IF: body 0 when non-zero, else body 1 if any;
+ * WHILE: body 0 again and again while non-zero; SWITCH: body n for value
+ * n). The value is set by device code (the built-in `sim_set_conditional`
+ * or `sim_while_countdown`, standing for `cudaGraphSetConditional`), and
+ * with CU_GRAPH_COND_ASSIGN_DEFAULT reset to the default at the start of
+ * every launch.
+ * ------------------------------------------------------------------------ */
+
+#define SIM_COND_HANDLE_MAGIC 0x434f4e44u /* "COND" */
+
+bool sim_cond_set(uint64_t handle, unsigned value)
+{
+    sim_cond_handle_t *h = (sim_cond_handle_t *)(uintptr_t)handle;
+    if (h == NULL || h->magic != SIM_COND_HANDLE_MAGIC)
+        return false;
+    atomic_store(&h->value, value);
+    return true;
+}
+
+static sim_cond_handle_t *cond_handle_from(CUgraphConditionalHandle handle)
+{
+    sim_cond_handle_t *h = (sim_cond_handle_t *)(uintptr_t)handle;
+    return h != NULL && h->magic == SIM_COND_HANDLE_MAGIC ? h : NULL;
+}
+
+SIM_EXPORT CUresult cuGraphConditionalHandleCreate(CUgraphConditionalHandle *pHandle_out, CUgraph hGraph, CUcontext ctx,
+                                                   unsigned int defaultLaunchValue, unsigned int flags)
+{
+    CUresult entry = SIM_ENTER(cuGraphConditionalHandleCreate, SIM_NEED_INIT);
+    if (entry != CUDA_SUCCESS)
+        return entry;
+    if (pHandle_out == NULL || graph_from_handle(hGraph) == NULL || (flags & ~CU_GRAPH_COND_ASSIGN_DEFAULT) != 0)
+        return CUDA_ERROR_INVALID_VALUE;
+    if (!sim_ctx_valid(ctx))
+        return CUDA_ERROR_INVALID_CONTEXT;
+    sim_cond_handle_t *h = calloc(1, sizeof(*h));
+    if (h == NULL)
+        return CUDA_ERROR_OUT_OF_MEMORY;
+    h->magic = SIM_COND_HANDLE_MAGIC;
+    h->graph = hGraph;
+    h->default_value = defaultLaunchValue;
+    h->flags = flags;
+    atomic_store(&h->value, defaultLaunchValue);
+    *pHandle_out = (CUgraphConditionalHandle)(uintptr_t)h;
+    return CUDA_SUCCESS;
+}
+
+/* A deep copy of `graph` (edges by position; bodies of its own child and
+ * conditional nodes copied too). Caller holds `sim_submit_lock`. */
+static CUgraph graph_clone(CUgraph graph)
+{
+    CUgraph copy = graph_new();
+    if (copy == NULL)
+        return NULL;
+    copy->parent = graph->parent;
+    for (size_t i = 0; i < graph->count; i++) {
+        CUgraphNode from = graph->nodes[i];
+        sim_cmd_t cmd;
+        CUgraphNode deps[from->dep_count ? from->dep_count : 1];
+        for (size_t d = 0; d < from->dep_count; d++)
+            deps[d] = copy->nodes[from->deps[d]->index];
+        if (sim_cmd_clone(&cmd, &from->cmd) != CUDA_SUCCESS)
+            goto fail;
+        CUgraphNode node = graph_add(copy, &cmd, deps, from->dep_count);
+        if (node == NULL) {
+            sim_cmd_release(&cmd);
+            goto fail;
+        }
+        if (from->graph_count > 0) {
+            node->graphs = calloc(from->graph_count, sizeof(CUgraph));
+            if (node->graphs == NULL)
+                goto fail;
+            for (unsigned g = 0; g < from->graph_count; g++) {
+                node->graphs[g] = graph_clone(from->graphs[g]);
+                if (node->graphs[g] == NULL)
+                    goto fail;
+                node->graph_count++;
+            }
+        }
+    }
+    return copy;
+fail:
+    graph_free(copy);
+    return NULL;
+}
+
+/* Whether `graph` holds only what a conditional body may (kernel, empty,
+ * memset, memcpy, child graph and conditional nodes, recursively). */
+static bool body_kinds_allowed(CUgraph graph, bool conditional)
+{
+    for (size_t i = 0; i < graph->count; i++) {
+        CUgraphNode node = graph->nodes[i];
+        switch (node->cmd.kind) {
+        case SIM_CMD_KERNEL:
+        case SIM_CMD_EMPTY:
+        case SIM_CMD_SET:
+        case SIM_CMD_COPY:
+            break;
+        case SIM_CMD_HOST:
+        case SIM_CMD_MEMOP:
+            if (conditional)
+                return false;
+            break;
+        case SIM_CMD_GRAPH:
+        case SIM_CMD_COND:
+            for (unsigned g = 0; g < node->graph_count; g++)
+                if (!body_kinds_allowed(node->graphs[g], conditional))
+                    return false;
+            break;
+        default: /* event nodes cannot run inline on a worker */
+            return false;
+        }
+    }
+    return true;
+}
+
+static CUresult graph_build_body(CUgraph graph, sim_body_t *body, sim_cmd_t *reset)
+{
+    body->count = 0;
+    body->cmds = calloc(graph->count ? graph->count : 1, sizeof(*body->cmds));
+    if (body->cmds == NULL)
+        return CUDA_ERROR_OUT_OF_MEMORY;
+    for (size_t i = 0; i < graph->count; i++) {
+        CUresult result = node_build_cmd(graph->nodes[i], &body->cmds[i], reset);
+        if (result != CUDA_SUCCESS) {
+            sim_body_release(body);
+            return result;
+        }
+        body->count++;
+    }
+    return CUDA_SUCCESS;
+}
+
+/* Adds a handle to the launch-start reset (no duplicates). */
+static CUresult reset_add(sim_cmd_t *reset, sim_cond_handle_t *h)
+{
+    if ((h->flags & CU_GRAPH_COND_ASSIGN_DEFAULT) == 0)
+        return CUDA_SUCCESS;
+    if (reset->kind != SIM_CMD_COND_RESET) {
+        memset(reset, 0, sizeof(*reset));
+        reset->kind = SIM_CMD_COND_RESET;
+    }
+    for (size_t i = 0; i < reset->u.reset.count; i++)
+        if (reset->u.reset.handles[i] == h)
+            return CUDA_SUCCESS;
+    sim_cond_handle_t **grown =
+        realloc(reset->u.reset.handles, (reset->u.reset.count + 1) * sizeof(*reset->u.reset.handles));
+    if (grown == NULL)
+        return CUDA_ERROR_OUT_OF_MEMORY;
+    grown[reset->u.reset.count++] = h;
+    reset->u.reset.handles = grown;
+    return CUDA_SUCCESS;
+}
+
+/* The command an executable graph runs for `node`: a copy of its command,
+ * with the bodies of a child graph or conditional node built in. */
+static CUresult node_build_cmd(CUgraphNode node, sim_cmd_t *out, sim_cmd_t *reset)
+{
+    if (node->cmd.kind == SIM_CMD_GRAPH) {
+        if (!body_kinds_allowed(node->graphs[0], false))
+            return CUDA_ERROR_NOT_SUPPORTED; /* event nodes inside a child graph */
+        memset(out, 0, sizeof(*out));
+        out->kind = SIM_CMD_GRAPH;
+        return graph_build_body(node->graphs[0], &out->u.graph, reset);
+    }
+    if (node->cmd.kind == SIM_CMD_COND) {
+        for (unsigned g = 0; g < node->graph_count; g++)
+            if (!body_kinds_allowed(node->graphs[g], true))
+                return CUDA_ERROR_INVALID_VALUE;
+        CUresult result = reset_add(reset, node->cmd.u.cond.handle);
+        if (result != CUDA_SUCCESS)
+            return result;
+        *out = node->cmd;
+        out->u.cond.bodies = calloc(node->graph_count, sizeof(sim_body_t));
+        if (out->u.cond.bodies == NULL) {
+            memset(out, 0, sizeof(*out));
+            return CUDA_ERROR_OUT_OF_MEMORY;
+        }
+        for (unsigned g = 0; g < node->graph_count; g++) {
+            result = graph_build_body(node->graphs[g], &out->u.cond.bodies[g], reset);
+            if (result != CUDA_SUCCESS) {
+                out->u.cond.size = g;
+                sim_cmd_release(out);
+                return result;
+            }
+        }
+        return CUDA_SUCCESS;
+    }
+    return sim_cmd_clone(out, &node->cmd);
+}
+
+/* Whether `handle` was created for `graph` or a graph it is a body of. */
+static bool handle_belongs(const sim_cond_handle_t *h, CUgraph graph)
+{
+    for (CUgraph g = graph; g != NULL; g = g->parent)
+        if (h->graph == g)
+            return true;
+    return false;
+}
+
+static CUresult add_graph_node(CUgraphNode *out, CUgraph graph, const CUgraphNode *dependencies, size_t count,
+                               sim_cmd_t *cmd, CUgraph *graphs, unsigned graph_count)
+{
+    pthread_mutex_lock(&sim_submit_lock);
+    CUgraphNode node = graph_add(graph, cmd, dependencies, count);
+    if (node != NULL) {
+        node->graphs = graphs;
+        node->graph_count = graph_count;
+    }
+    pthread_mutex_unlock(&sim_submit_lock);
+    if (node == NULL)
+        return CUDA_ERROR_OUT_OF_MEMORY;
+    *out = node;
+    return CUDA_SUCCESS;
+}
+
+static CUresult add_child_node(CUgraphNode *out, CUgraph graph, const CUgraphNode *dependencies, size_t count,
+                               CUgraph child)
+{
+    CUgraph from = graph_from_handle(child);
+    if (from == NULL || from == graph)
+        return CUDA_ERROR_INVALID_VALUE;
+    CUgraph *graphs = malloc(sizeof(*graphs));
+    if (graphs == NULL)
+        return CUDA_ERROR_OUT_OF_MEMORY;
+    pthread_mutex_lock(&sim_submit_lock);
+    graphs[0] = graph_clone(from);
+    pthread_mutex_unlock(&sim_submit_lock);
+    if (graphs[0] == NULL) {
+        free(graphs);
+        return CUDA_ERROR_OUT_OF_MEMORY;
+    }
+    graphs[0]->parent = graph;
+    sim_cmd_t cmd = {.kind = SIM_CMD_GRAPH};
+    CUresult result = add_graph_node(out, graph, dependencies, count, &cmd, graphs, 1);
+    if (result != CUDA_SUCCESS) {
+        graph_free(graphs[0]);
+        free(graphs);
+    }
+    return result;
+}
+
+static CUresult add_conditional_node(CUgraphNode *out, CUgraph graph, const CUgraphNode *dependencies, size_t count,
+                                     CUDA_CONDITIONAL_NODE_PARAMS *p)
+{
+    sim_cond_handle_t *h = cond_handle_from(p->handle);
+    if (h == NULL || !handle_belongs(h, graph))
+        return CUDA_ERROR_INVALID_VALUE;
+    bool size_ok = (p->type == CU_GRAPH_COND_TYPE_IF && (p->size == 1 || p->size == 2)) ||
+                   (p->type == CU_GRAPH_COND_TYPE_WHILE && p->size == 1) ||
+                   (p->type == CU_GRAPH_COND_TYPE_SWITCH && p->size >= 1);
+    if (!size_ok)
+        return CUDA_ERROR_INVALID_VALUE;
+    if (!sim_ctx_valid(p->ctx))
+        return CUDA_ERROR_INVALID_CONTEXT;
+    CUgraph *graphs = calloc(p->size, sizeof(*graphs));
+    if (graphs == NULL)
+        return CUDA_ERROR_OUT_OF_MEMORY;
+    for (unsigned g = 0; g < p->size; g++) {
+        graphs[g] = graph_new();
+        if (graphs[g] == NULL) {
+            for (unsigned k = 0; k < g; k++)
+                graph_free(graphs[k]);
+            free(graphs);
+            return CUDA_ERROR_OUT_OF_MEMORY;
+        }
+        graphs[g]->parent = graph;
+    }
+    sim_cmd_t cmd = {.kind = SIM_CMD_COND};
+    cmd.u.cond.handle = h;
+    cmd.u.cond.type = p->type;
+    cmd.u.cond.size = p->size;
+    CUresult result = add_graph_node(out, graph, dependencies, count, &cmd, graphs, p->size);
+    if (result != CUDA_SUCCESS) {
+        for (unsigned g = 0; g < p->size; g++)
+            graph_free(graphs[g]);
+        free(graphs);
+        return result;
+    }
+    /* "CUDA-owned array populated with conditional node child graphs". */
+    p->phGraph_out = (*out)->graphs;
+    return CUDA_SUCCESS;
+}
+
+static CUresult add_node(CUgraphNode *phGraphNode, CUgraph hGraph, const CUgraphNode *dependencies,
+                         size_t numDependencies, CUgraphNodeParams *p)
+{
+    CUgraph graph = graph_from_handle(hGraph);
+    if (phGraphNode == NULL || graph == NULL || p == NULL)
+        return CUDA_ERROR_INVALID_VALUE;
+    CUresult result = check_deps(graph, dependencies, numDependencies);
+    if (result != CUDA_SUCCESS)
+        return result;
+    switch (p->type) {
+    case CU_GRAPH_NODE_TYPE_KERNEL: {
+        CUDA_KERNEL_NODE_PARAMS k;
+        memset(&k, 0, sizeof(k));
+        k.func = p->kernel.func;
+        k.kern = p->kernel.kern;
+        k.gridDimX = p->kernel.gridDimX;
+        k.gridDimY = p->kernel.gridDimY;
+        k.gridDimZ = p->kernel.gridDimZ;
+        k.blockDimX = p->kernel.blockDimX;
+        k.blockDimY = p->kernel.blockDimY;
+        k.blockDimZ = p->kernel.blockDimZ;
+        k.sharedMemBytes = p->kernel.sharedMemBytes;
+        k.kernelParams = p->kernel.kernelParams;
+        k.extra = p->kernel.extra;
+        return cuGraphAddKernelNode_v2(phGraphNode, hGraph, dependencies, numDependencies, &k);
+    }
+    case CU_GRAPH_NODE_TYPE_MEMCPY:
+        return cuGraphAddMemcpyNode(phGraphNode, hGraph, dependencies, numDependencies, &p->memcpy.copyParams,
+                                    p->memcpy.copyCtx);
+    case CU_GRAPH_NODE_TYPE_MEMSET: {
+        CUDA_MEMSET_NODE_PARAMS m = {.dst = p->memset.dst, .pitch = p->memset.pitch, .value = p->memset.value,
+                                     .elementSize = p->memset.elementSize, .width = p->memset.width,
+                                     .height = p->memset.height};
+        return cuGraphAddMemsetNode(phGraphNode, hGraph, dependencies, numDependencies, &m, p->memset.ctx);
+    }
+    case CU_GRAPH_NODE_TYPE_EMPTY: {
+        sim_cmd_t cmd = {.kind = SIM_CMD_EMPTY};
+        return add_graph_node(phGraphNode, graph, dependencies, numDependencies, &cmd, NULL, 0);
+    }
+    case CU_GRAPH_NODE_TYPE_GRAPH:
+        return add_child_node(phGraphNode, graph, dependencies, numDependencies, p->graph.graph);
+    case CU_GRAPH_NODE_TYPE_CONDITIONAL:
+        return add_conditional_node(phGraphNode, graph, dependencies, numDependencies, &p->conditional);
+    default:
+        /* Host, event, semaphore, allocation and mem-op nodes are made by
+         * capture or their own calls in simcuda. */
+        return CUDA_ERROR_NOT_SUPPORTED;
+    }
+}
+
+SIM_EXPORT CUresult cuGraphAddNode(CUgraphNode *phGraphNode, CUgraph hGraph, const CUgraphNode *dependencies,
+                                   size_t numDependencies, CUgraphNodeParams *nodeParams)
+{
+    CUresult entry = SIM_ENTER(cuGraphAddNode, SIM_NEED_NOTHING);
+    if (entry != CUDA_SUCCESS)
+        return entry;
+    return add_node(phGraphNode, hGraph, dependencies, numDependencies, nodeParams);
+}
+
+SIM_EXPORT CUresult cuGraphAddNode_v2(CUgraphNode *phGraphNode, CUgraph hGraph, const CUgraphNode *dependencies,
+                                      const CUgraphEdgeData *dependencyData, size_t numDependencies,
+                                      CUgraphNodeParams *nodeParams)
+{
+    CUresult entry = SIM_ENTER(cuGraphAddNode_v2, SIM_NEED_NOTHING);
+    if (entry != CUDA_SUCCESS)
+        return entry;
+    /* Only default edges: simcuda runs a graph in creation order. */
+    for (size_t i = 0; dependencyData != NULL && i < numDependencies; i++)
+        if (dependencyData[i].type != CU_GRAPH_DEPENDENCY_TYPE_DEFAULT || dependencyData[i].from_port != 0 ||
+            dependencyData[i].to_port != 0)
+            return CUDA_ERROR_NOT_SUPPORTED;
+    return add_node(phGraphNode, hGraph, dependencies, numDependencies, nodeParams);
+}
+
+SIM_EXPORT CUresult cuGraphAddChildGraphNode(CUgraphNode *phGraphNode, CUgraph hGraph, const CUgraphNode *dependencies,
+                                             size_t numDependencies, CUgraph childGraph)
+{
+    CUresult entry = SIM_ENTER(cuGraphAddChildGraphNode, SIM_NEED_NOTHING);
+    if (entry != CUDA_SUCCESS)
+        return entry;
+    CUgraph graph = graph_from_handle(hGraph);
+    if (phGraphNode == NULL || graph == NULL)
+        return CUDA_ERROR_INVALID_VALUE;
+    CUresult result = check_deps(graph, dependencies, numDependencies);
+    if (result != CUDA_SUCCESS)
+        return result;
+    return add_child_node(phGraphNode, graph, dependencies, numDependencies, childGraph);
+}
+
+SIM_EXPORT CUresult cuGraphChildGraphNodeGetGraph(CUgraphNode hNode, CUgraph *phGraph)
+{
+    CUresult entry = SIM_ENTER(cuGraphChildGraphNodeGetGraph, SIM_NEED_NOTHING);
+    if (entry != CUDA_SUCCESS)
+        return entry;
+    CUgraphNode node = node_from_handle(hNode);
+    if (node == NULL || phGraph == NULL || node->cmd.kind != SIM_CMD_GRAPH)
+        return CUDA_ERROR_INVALID_VALUE;
+    *phGraph = node->graphs[0]; /* the node's own clone, as documented */
+    return CUDA_SUCCESS;
+}
+
+SIM_EXPORT CUresult cuGraphExecChildGraphNodeSetParams(CUgraphExec hGraphExec, CUgraphNode hNode, CUgraph childGraph)
+{
+    CUresult entry = SIM_ENTER(cuGraphExecChildGraphNodeSetParams, SIM_NEED_NOTHING);
+    if (entry != CUDA_SUCCESS)
+        return entry;
+    CUgraph child = graph_from_handle(childGraph);
+    if (child == NULL || !body_kinds_allowed(child, false))
+        return CUDA_ERROR_INVALID_VALUE;
+    pthread_mutex_lock(&sim_submit_lock);
+    sim_cmd_t *cmd = exec_cmd_of(hGraphExec, hNode, SIM_CMD_GRAPH);
+    CUresult result = CUDA_ERROR_INVALID_VALUE;
+    sim_cmd_t next = {.kind = SIM_CMD_GRAPH};
+    sim_cmd_t reset = {.kind = SIM_CMD_EMPTY};
+    if (cmd != NULL && graph_build_body(child, &next.u.graph, &reset) == CUDA_SUCCESS) {
+        /* The topology (node count, kinds, order) must match; the update
+         * rules apply node by node. */
+        if (update_allowed(cmd, &next) && reset.kind == SIM_CMD_EMPTY) {
+            sim_cmd_release(cmd);
+            *cmd = next;
+            next.kind = SIM_CMD_EMPTY;
+            result = CUDA_SUCCESS;
+        }
+        sim_cmd_release(&next);
+        sim_cmd_release(&reset);
     }
     pthread_mutex_unlock(&sim_submit_lock);
     return result;

@@ -158,6 +158,11 @@ struct CUctx_st {
     pthread_mutex_t streams_lock;
     struct CUstream_st **streams;
     size_t stream_count, stream_capacity;
+    /* Destroyed streams whose work had not completed (referenced): a
+     * context-wide or legacy-stream host wait still covers their work, as
+     * on the real driver. Pruned once drained. Guarded by `streams_lock`. */
+    struct CUstream_st **retired;
+    size_t retired_count, retired_capacity;
     /* Default memory pool of `cuMemAllocAsync`. Owned by the platform half. */
     struct CUmemPoolHandle_st *default_pool;
     /* Contexts whose ordinary allocations this context's kernels may touch

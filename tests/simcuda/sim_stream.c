@@ -160,15 +160,76 @@ static void ctx_remove_stream_locked(CUcontext ctx, struct CUstream_st *s)
     pthread_mutex_unlock(&ctx->streams_lock);
 }
 
+/* Whether `s` has work not yet completed. Caller holds `sim_submit_lock`. */
+static bool stream_pending_locked(struct CUstream_st *s)
+{
+    pthread_mutex_lock(&s->lock);
+    bool pending = s->completed_seq < s->enqueued_seq;
+    pthread_mutex_unlock(&s->lock);
+    return pending;
+}
+
+/* Keeps a destroyed stream with pending work in its context's retired
+ * list (with a reference). Caller holds `sim_submit_lock`. */
+static void ctx_add_retired_locked(CUcontext ctx, struct CUstream_st *s)
+{
+    pthread_mutex_lock(&ctx->streams_lock);
+    if (ctx->retired_count == ctx->retired_capacity) {
+        size_t capacity = ctx->retired_capacity ? ctx->retired_capacity * 2 : 8;
+        struct CUstream_st **grown = realloc(ctx->retired, capacity * sizeof(*grown));
+        if (grown == NULL) {
+            pthread_mutex_unlock(&ctx->streams_lock);
+            return; /* a host wait then misses its work: out of memory */
+        }
+        ctx->retired = grown;
+        ctx->retired_capacity = capacity;
+    }
+    sim_stream_ref(s);
+    ctx->retired[ctx->retired_count++] = s;
+    pthread_mutex_unlock(&ctx->streams_lock);
+}
+
+/* Drops the retired streams that have drained (all of them with `all`).
+ * Caller holds `sim_submit_lock`; the references are dropped after. */
+static void ctx_prune_retired(CUcontext ctx, bool all)
+{
+    struct CUstream_st *drop[16];
+    size_t n = 0;
+    pthread_mutex_lock(&sim_submit_lock);
+    pthread_mutex_lock(&ctx->streams_lock);
+    for (size_t i = 0; i < ctx->retired_count && n < 16;) {
+        struct CUstream_st *r = ctx->retired[i];
+        if (all || !stream_pending_locked(r)) {
+            drop[n++] = r;
+            ctx->retired[i] = ctx->retired[--ctx->retired_count];
+        } else {
+            i++;
+        }
+    }
+    if (all && ctx->retired_count == 0) {
+        free(ctx->retired);
+        ctx->retired = NULL;
+        ctx->retired_capacity = 0;
+    }
+    pthread_mutex_unlock(&ctx->streams_lock);
+    pthread_mutex_unlock(&sim_submit_lock);
+    for (size_t i = 0; i < n; i++)
+        sim_stream_unref(drop[i]);
+}
+
 /* Makes the handle invalid and lets the worker exit once its queue is
- * drained: pending work still completes, as with the real driver. Caller
- * holds `sim_submit_lock`; the caller's reference is still to be dropped. */
+ * drained: pending work still completes, as with the real driver (and
+ * context-wide waits still cover it). Caller holds `sim_submit_lock`; the
+ * caller's reference is still to be dropped. */
 static void stream_retire_locked(struct CUstream_st *s)
 {
     if (s->capture != NULL)
         sim_capture_forget_stream_locked(s);
-    if (!s->is_legacy)
+    if (!s->is_legacy) {
         ctx_remove_stream_locked(s->ctx, s);
+        if (!s->is_per_thread && s->ctx->legacy_stream != NULL && stream_pending_locked(s))
+            ctx_add_retired_locked(s->ctx, s);
+    }
     s->magic = SIM_STREAM_DEAD;
     pthread_mutex_lock(&s->lock);
     s->destroyed = true;
@@ -217,7 +278,7 @@ static int collect_wait_deps_locked(struct CUstream_st *s, sim_dep_t **out, size
     size_t n = 1, cap = 1;
     if (s->is_legacy) {
         pthread_mutex_lock(&s->ctx->streams_lock);
-        cap += s->ctx->stream_count;
+        cap += s->ctx->stream_count + s->ctx->retired_count;
         pthread_mutex_unlock(&s->ctx->streams_lock);
     }
     sim_dep_t *deps = calloc(cap, sizeof(*deps));
@@ -229,6 +290,9 @@ static int collect_wait_deps_locked(struct CUstream_st *s, sim_dep_t **out, size
         for (size_t i = 0; i < s->ctx->stream_count && n < cap; i++)
             if (sim_stream_is_blocking(s->ctx->streams[i]))
                 deps[n++] = sim_stream_tail_dep(s->ctx->streams[i]);
+        for (size_t i = 0; i < s->ctx->retired_count && n < cap; i++)
+            if (sim_stream_is_blocking(s->ctx->retired[i]))
+                deps[n++] = sim_stream_tail_dep(s->ctx->retired[i]);
         pthread_mutex_unlock(&s->ctx->streams_lock);
     }
     *out = deps;
@@ -268,12 +332,51 @@ void sim_stream_host_wait(struct CUstream_st *stream)
  * Commands
  * ------------------------------------------------------------------------ */
 
+void sim_body_release(sim_body_t *body)
+{
+    for (size_t i = 0; i < body->count; i++)
+        sim_cmd_release(&body->cmds[i]);
+    free(body->cmds);
+    body->cmds = NULL;
+    body->count = 0;
+}
+
+CUresult sim_body_clone(sim_body_t *dst, const sim_body_t *src)
+{
+    dst->count = 0;
+    dst->cmds = calloc(src->count ? src->count : 1, sizeof(*dst->cmds));
+    if (dst->cmds == NULL)
+        return CUDA_ERROR_OUT_OF_MEMORY;
+    for (size_t i = 0; i < src->count; i++) {
+        if (sim_cmd_clone(&dst->cmds[i], &src->cmds[i]) != CUDA_SUCCESS) {
+            sim_body_release(dst);
+            return CUDA_ERROR_OUT_OF_MEMORY;
+        }
+        dst->count++;
+    }
+    return CUDA_SUCCESS;
+}
+
 void sim_cmd_release(sim_cmd_t *cmd)
 {
     switch (cmd->kind) {
+    case SIM_CMD_GRAPH:
+        sim_body_release(&cmd->u.graph);
+        break;
+    case SIM_CMD_COND:
+        for (unsigned i = 0; cmd->u.cond.bodies != NULL && i < cmd->u.cond.size; i++)
+            sim_body_release(&cmd->u.cond.bodies[i]);
+        free(cmd->u.cond.bodies);
+        break;
+    case SIM_CMD_COND_RESET:
+        free(cmd->u.reset.handles);
+        break;
     case SIM_CMD_KERNEL:
         free(cmd->u.launch.args);
         free(cmd->u.launch.param_ptrs);
+        break;
+    case SIM_CMD_MEMOP:
+        free(cmd->u.memop.ops);
         break;
     case SIM_CMD_EVENT_RECORD:
     case SIM_CMD_EVENT_WAIT:
@@ -307,6 +410,50 @@ CUresult sim_cmd_clone(sim_cmd_t *dst, const sim_cmd_t *src)
             to->param_ptrs[i] = to->args + from->kernel->param_offsets[i];
         break;
     }
+    case SIM_CMD_GRAPH:
+        if (sim_body_clone(&dst->u.graph, &src->u.graph) != CUDA_SUCCESS) {
+            memset(dst, 0, sizeof(*dst));
+            return CUDA_ERROR_OUT_OF_MEMORY;
+        }
+        break;
+    case SIM_CMD_COND: {
+        unsigned size = src->u.cond.size;
+        if (src->u.cond.bodies == NULL)
+            break; /* a graph's node: its bodies are graphs until instantiation */
+        dst->u.cond.bodies = calloc(size ? size : 1, sizeof(sim_body_t));
+        bool ok = dst->u.cond.bodies != NULL;
+        unsigned done = 0;
+        for (; ok && done < size; done++)
+            ok = sim_body_clone(&dst->u.cond.bodies[done], &src->u.cond.bodies[done]) == CUDA_SUCCESS;
+        if (!ok) {
+            for (unsigned i = 0; dst->u.cond.bodies != NULL && i + 1 < done; i++)
+                sim_body_release(&dst->u.cond.bodies[i]);
+            free(dst->u.cond.bodies);
+            memset(dst, 0, sizeof(*dst));
+            return CUDA_ERROR_OUT_OF_MEMORY;
+        }
+        break;
+    }
+    case SIM_CMD_COND_RESET: {
+        size_t bytes = src->u.reset.count * sizeof(*src->u.reset.handles);
+        dst->u.reset.handles = malloc(bytes ? bytes : 1);
+        if (dst->u.reset.handles == NULL) {
+            memset(dst, 0, sizeof(*dst));
+            return CUDA_ERROR_OUT_OF_MEMORY;
+        }
+        memcpy(dst->u.reset.handles, src->u.reset.handles, bytes);
+        break;
+    }
+    case SIM_CMD_MEMOP: {
+        size_t bytes = src->u.memop.count * sizeof(*src->u.memop.ops);
+        dst->u.memop.ops = malloc(bytes ? bytes : 1);
+        if (dst->u.memop.ops == NULL) {
+            memset(dst, 0, sizeof(*dst));
+            return CUDA_ERROR_OUT_OF_MEMORY;
+        }
+        memcpy(dst->u.memop.ops, src->u.memop.ops, bytes);
+        break;
+    }
     case SIM_CMD_EVENT_RECORD:
     case SIM_CMD_EVENT_WAIT:
         sim_event_ref(src->u.event);
@@ -331,6 +478,42 @@ void sim_cmd_execute(const sim_cmd_t *cmd, uint64_t event_gen)
         break;
     case SIM_CMD_HOST:
         cmd->u.host.fn(cmd->u.host.arg);
+        break;
+    case SIM_CMD_MEMOP:
+        sim_memop_execute(&cmd->u.memop);
+        break;
+    case SIM_CMD_GRAPH:
+        for (size_t i = 0; i < cmd->u.graph.count; i++)
+            sim_cmd_execute(&cmd->u.graph.cmds[i], event_gen);
+        break;
+    case SIM_CMD_COND: {
+        /* The value the handle holds when the node runs (device code
+         * before it, or the launch's default). */
+        const sim_cond_handle_t *h = cmd->u.cond.handle;
+        unsigned value = atomic_load(&h->value);
+        const sim_body_t *run = NULL;
+        switch (cmd->u.cond.type) {
+        case CU_GRAPH_COND_TYPE_IF:
+            run = value != 0 ? &cmd->u.cond.bodies[0] : cmd->u.cond.size == 2 ? &cmd->u.cond.bodies[1] : NULL;
+            break;
+        case CU_GRAPH_COND_TYPE_SWITCH:
+            run = value < cmd->u.cond.size ? &cmd->u.cond.bodies[value] : NULL;
+            break;
+        case CU_GRAPH_COND_TYPE_WHILE:
+            /* The body runs while the value is non-zero, read again after
+             * each pass. */
+            while (atomic_load(&h->value) != 0)
+                for (size_t i = 0; i < cmd->u.cond.bodies[0].count; i++)
+                    sim_cmd_execute(&cmd->u.cond.bodies[0].cmds[i], event_gen);
+            break;
+        }
+        for (size_t i = 0; run != NULL && i < run->count; i++)
+            sim_cmd_execute(&run->cmds[i], event_gen);
+        break;
+    }
+    case SIM_CMD_COND_RESET:
+        for (size_t i = 0; i < cmd->u.reset.count; i++)
+            atomic_store(&cmd->u.reset.handles[i]->value, cmd->u.reset.handles[i]->default_value);
         break;
     case SIM_CMD_EVENT_RECORD:
         sim_event_stamp(cmd->u.event, event_gen);
@@ -508,8 +691,11 @@ static CUresult submit_locked(struct CUstream_st *s, sim_cmd_t *cmd, const sim_d
 
     if (s->is_legacy) {
         pthread_mutex_lock(&s->ctx->streams_lock);
-        for (size_t i = 0; i < s->ctx->stream_count && rc == 0; i++) {
-            struct CUstream_st *t = s->ctx->streams[i];
+        /* Destroyed blocking streams' pending work counts too. */
+        size_t total = s->ctx->stream_count + s->ctx->retired_count;
+        for (size_t i = 0; i < total && rc == 0; i++) {
+            struct CUstream_st *t = i < s->ctx->stream_count ? s->ctx->streams[i]
+                                                             : s->ctx->retired[i - s->ctx->stream_count];
             if (sim_stream_is_blocking(t) && t->enqueued_seq > 0) {
                 if (t->vt_tail_ns > ready_ns)
                     ready_ns = t->vt_tail_ns;
@@ -748,6 +934,8 @@ void sim_exec_ctx_destroying(CUcontext ctx)
     ctx->streams = NULL;
     ctx->stream_capacity = 0;
     pthread_mutex_unlock(&ctx->streams_lock);
+    while (ctx->retired_count > 0)
+        ctx_prune_retired(ctx, true);
 }
 
 CUresult sim_exec_ctx_synchronize(CUcontext ctx)
@@ -767,12 +955,15 @@ CUresult sim_exec_ctx_synchronize(CUcontext ctx)
     size_t extra = 0;
     if (rc == 0) {
         pthread_mutex_lock(&ctx->streams_lock);
-        all = realloc(deps, (count + ctx->stream_count) * sizeof(*all));
+        all = realloc(deps, (count + ctx->stream_count + ctx->retired_count) * sizeof(*all));
         if (all != NULL) {
             deps = all;
             for (size_t i = 0; i < ctx->stream_count; i++)
                 if (!sim_stream_is_blocking(ctx->streams[i]))
                     deps[count + extra++] = sim_stream_tail_dep(ctx->streams[i]);
+            for (size_t i = 0; i < ctx->retired_count; i++)
+                if (!sim_stream_is_blocking(ctx->retired[i]))
+                    deps[count + extra++] = sim_stream_tail_dep(ctx->retired[i]);
         }
         pthread_mutex_unlock(&ctx->streams_lock);
     }
@@ -780,6 +971,7 @@ CUresult sim_exec_ctx_synchronize(CUcontext ctx)
     if (rc != 0)
         return CUDA_ERROR_OUT_OF_MEMORY;
     wait_and_release_deps(deps, count + extra);
+    ctx_prune_retired(ctx, false);
     return CUDA_SUCCESS;
 }
 

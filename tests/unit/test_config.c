@@ -473,6 +473,20 @@ static void test_parse_prefetch_is_on_by_default_and_switchable(void **state)
         assert_refused("VRAMSHIM_PREFETCH", bad[i], "on|off");
 }
 
+static void test_parse_pin_device_pointers_is_off_unless_on(void **state)
+{
+    (void)state;
+    const char *none[] = {"VRAM_LIMIT", "1G", NULL};
+    assert_false(parse_ok(none).pin_device_pointers);
+    const char *on[] = {"VRAM_LIMIT", "1G", "VRAMSHIM_PIN_DEVICE_POINTERS", "on", NULL};
+    assert_true(parse_ok(on).pin_device_pointers);
+    const char *off[] = {"VRAM_LIMIT", "1G", "VRAMSHIM_PIN_DEVICE_POINTERS", "off", NULL};
+    assert_false(parse_ok(off).pin_device_pointers);
+    static const char *const bad[] = {"", "ON", "1", "yes", "on ", "on,off"};
+    for (size_t i = 0; i < sizeof bad / sizeof bad[0]; i++)
+        assert_refused("VRAMSHIM_PIN_DEVICE_POINTERS", bad[i], "on|off");
+}
+
 static void test_parse_offload_variables_are_read_together(void **state)
 {
     const char *env[] = {"VRAM_LIMIT",         "512M", "VRAMSHIM_MODE",   "offload", "VRAMSHIM_HOST_LIMIT", "48G",
@@ -618,6 +632,7 @@ int main(void)
         cmocka_unit_test(test_parse_policy_names_select_their_order),
         cmocka_unit_test(test_parse_unknown_policy_is_refused_naming_every_policy),
         cmocka_unit_test(test_parse_prefetch_is_on_by_default_and_switchable),
+        cmocka_unit_test(test_parse_pin_device_pointers_is_off_unless_on),
         cmocka_unit_test(test_parse_offload_variables_are_read_together),
         cmocka_unit_test(test_parse_trace_unset_leaves_tracing_off),
         cmocka_unit_test(test_parse_trace_path_is_kept_verbatim),
