@@ -317,6 +317,7 @@ static void init_devices(void)
 static void init_once_fn(void)
 {
     sim_fault_check_config();
+    sim_clock_check_config();
     raise_file_limit();
     init_devices();
 }
