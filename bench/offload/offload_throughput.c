@@ -8,7 +8,7 @@
  *   device, VRAM_LIMIT=256M (offload mode) and the link of SIMCUDA_H2D_GBPS /
  *   SIMCUDA_D2H_GBPS (default 50 each, about an H100's PCIe Gen5 link). It
  *   prints the achieved bandwidth per direction against the link, the ideal
- *   time against the modeled one, and the PASS/FAIL line of the goal (at
+ *   time against the modeled one, and the met/MISSED line of the goal (at
  *   least 95% of the link each way). It exits 0 either way: a benchmark
  *   reports, it does not gate. It exits 1 only when something is broken (a
  *   child failed, data came back wrong, nothing moved, an output is missing).
@@ -185,6 +185,7 @@ typedef struct run_result_s {
     shim_counters_t window; /* the measured passes, from the snapshot */
     shim_counters_t whole;  /* the whole run, from the shim's exit summary */
     uint64_t htod, dtoh;    /* the whole run, from simcuda's report */
+    double gpu_idle;        /* the whole run's compute-engine idle fraction, from simcuda's report */
 } run_result_t;
 
 /* The whole of a small file, NUL-terminated (malloc'd), or NULL. */
@@ -275,7 +276,7 @@ static int run_child(const char *self, const char *shim, const char *dir, scenar
                       != 6) {
         fprintf(stderr, "offload_throughput: no result from the child in %s\n", result_path);
     } else if (report == NULL || !json_number(report, "htod", &result->htod)
-               || !json_number(report, "dtoh", &result->dtoh)) {
+               || !json_number(report, "dtoh", &result->dtoh) || strstr(report, "\"gpu_idle_fraction\": ") == NULL) {
         fprintf(stderr, "offload_throughput: no simcuda report in %s\n", report_path);
     } else if (summary == NULL
                || sscanf(summary,
@@ -286,6 +287,7 @@ static int run_child(const char *self, const char *shim, const char *dir, scenar
                       != 4) {
         fprintf(stderr, "offload_throughput: no offload summary from the shim in %s\n", log_path);
     } else {
+        result->gpu_idle = strtod(strstr(report, "\"gpu_idle_fraction\": ") + strlen("\"gpu_idle_fraction\": "), NULL);
         rc = 0;
     }
     free(text);
@@ -346,11 +348,13 @@ static int measure(const char *self, const char *shim, const char *dir, scenario
            (double)htod / MEASURED_PASSES / 1048576.0, dtoh, (double)dtoh / MEASURED_PASSES / 1048576.0,
            seconds * 1e3);
     printf("offload_throughput: [%s] H2D %.2f GB/s = %.1f%% of %.1f, D2H %.2f GB/s = %.1f%% of %.1f; ideal %.3f ms "
-           "with the directions overlapped, %.3f ms taking turns; modeled/ideal %.3f; %.3f ms per restore\n",
+           "with the directions overlapped, %.3f ms taking turns; modeled/ideal %.3f; %.3f ms per restore; "
+           "GPU idle %.1f%% of the whole run\n",
            name, h2d_achieved, 100.0 * h2d_fraction, h2d_gbps, d2h_achieved, 100.0 * d2h_fraction, d2h_gbps,
-           overlapped * 1e3, in_turn * 1e3, seconds / overlapped, seconds * 1e3 / (double)run.window.restores);
+           overlapped * 1e3, in_turn * 1e3, seconds / overlapped, seconds * 1e3 / (double)run.window.restores,
+           100.0 * run.gpu_idle);
     printf("offload_throughput: [%s] goal >= %.0f%% of the link each way: %s\n", name, 100.0 * GOAL_FRACTION,
-           met ? "PASS" : "FAIL");
+           met ? "met" : "MISSED");
     return 0;
 }
 
@@ -377,11 +381,13 @@ static int parent_run(const char *self, const char *shim)
         perror("offload_throughput: mkdtemp");
         return 1;
     }
+    const char *costs = getenv("SIMCUDA_HOST_COSTS");
     printf("offload_throughput: %d buffers of %llu MiB, VRAM_LIMIT=%s on a %s simulated device, offload mode, "
-           "VRAMSHIM_POLICY=%s; virtual clock, link H2D %.1f GB/s, D2H %.1f GB/s (one copy engine each way); "
+           "VRAMSHIM_POLICY=%s; virtual clock, SIMCUDA_HOST_COSTS=%s, link H2D %.1f GB/s, D2H %.1f GB/s (one copy "
+           "engine each way); "
            "%d warm-up and %d measured passes, each touching every buffer once in order with a %d ns kernel\n",
            BUFFERS, BUFFER_BYTES >> 20, LIMIT, DEVICE_MEM, policy != NULL ? policy : "(unset: the shim's default)",
-           h2d_gbps, d2h_gbps, WARMUP_PASSES, MEASURED_PASSES, TOUCH_COST_NS);
+           costs != NULL && costs[0] != '\0' ? costs : "default", h2d_gbps, d2h_gbps, WARMUP_PASSES, MEASURED_PASSES, TOUCH_COST_NS);
     int rc = 0;
     for (int s = 0; s < SCENARIO_COUNT && rc == 0; s++)
         rc = measure(self, shim, dir, (scenario_t)s, h2d_gbps, d2h_gbps);

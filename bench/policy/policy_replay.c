@@ -11,7 +11,9 @@
  * renders one trace's replay at one limit as a timeline (svg.c), a panel per
  * order asked for. The goal,
  * learned <= 1.02 x Belady bytes moved (H2D + D2H) at every limit, decides
- * the exit status: 0 met, 1 missed, 2 usage or input error.
+ * the summary line: "met" or "MISSED". Like every benchmark it reports and
+ * does not gate: it exits 0 whether the goal is met or missed, 1 when it is
+ * broken (a replay or the SVG failed), 2 on a usage or input error.
  */
 #include <errno.h>
 #include <stdio.h>
@@ -280,7 +282,7 @@ int main(int argc, char **argv)
             vs_bench_trace_fini(&traces[s]);
         return 2;
     }
-    int status = 0;
+    int status = 0; /* 0 met, 1 missed, 2 broken */
     if (dump_name) {
         for (size_t s = 0; s < n_traces; s++)
             if (strcmp(traces[s].name, dump_name) == 0 && (rc = dump_file(&traces[s], dump_path)) < 0)
@@ -315,5 +317,5 @@ int main(int argc, char **argv)
            status == 0 ? "met" : status == 1 ? "MISSED" : "not evaluated (error)");
     for (size_t s = 0; s < n_traces; s++)
         vs_bench_trace_fini(&traces[s]);
-    return status;
+    return status == 2 ? 1 : 0;
 }

@@ -72,6 +72,20 @@ def main():
     # Two copies of 2 MiB at 50 GB/s alone take 83,886 ns of modeled time.
     if not report["modeled_ns"] >= 2 * buffer_bytes * 1e9 / 50e9:
         failures.append(f"modeled_ns {report['modeled_ns']} is shorter than the copies alone")
+    # The clock's own figures: the default host costs, the compute engine's
+    # busy time within the run, the idle fraction from them, and the host
+    # time every call of the client was charged.
+    clock = report["clock"]
+    engines = clock["engines"][0]
+    if clock["host_costs"] != "default" or clock["modeled_ns"] != report["modeled_ns"]:
+        failures.append(f"clock {clock['host_costs']!r}, modeled {clock['modeled_ns']}")
+    if not 0 < engines["compute_busy_ns"] <= clock["modeled_ns"]:
+        failures.append(f"compute_busy_ns {engines['compute_busy_ns']} outside the run")
+    if abs(engines["gpu_idle_fraction"] - (1 - engines["compute_busy_ns"] / clock["modeled_ns"])) > 1e-6:
+        failures.append(f"gpu_idle_fraction {engines['gpu_idle_fraction']} is not 1 - busy / modeled")
+    threads = clock["host_threads"]
+    if sum(t["calls"] for t in threads) + clock["ended_threads"]["calls"] != sum(calls.values()):
+        failures.append("the host clocks were not charged for every call the report counts")
     if report["faults_injected"] != 0:
         failures.append(f"faults_injected {report['faults_injected']}")
     for f in failures:

@@ -3,9 +3,11 @@
  * direction, kernels on the compute engine overlapping copies, event waits
  * and host waits, and event timing in modeled milliseconds.
  *
- * Sets SIMCUDA_CLOCK=virtual, SIMCUDA_DEVICE_MEM=2G and SIMCUDA_TIMELINE (a
- * temporary file, checked by the last test) itself (before cuInit) and keeps the default bandwidths: 50 GB/s each way
- * (50e9 bytes/s), 2000 GB/s on the device.
+ * Sets SIMCUDA_CLOCK=virtual, SIMCUDA_HOST_COSTS=off (these are the figures
+ * of the model without host costs, which `off` must keep exactly),
+ * SIMCUDA_DEVICE_MEM=2G and SIMCUDA_TIMELINE (a temporary file, checked by
+ * the last test) itself (before cuInit) and keeps the default bandwidths:
+ * 50 GB/s each way (50e9 bytes/s), 2000 GB/s on the device.
  */
 #include <cuda.h>
 
@@ -239,6 +241,9 @@ int main(void)
     close(fd);
     setenv("SIMCUDA_TIMELINE", timeline_path, 1);
     setenv("SIMCUDA_CLOCK", "virtual", 1);
+    /* The engines' model alone: the host is free (host costs are
+     * test_sim_host_costs.c's), so every figure is the pre-host-cost one. */
+    setenv("SIMCUDA_HOST_COSTS", "off", 1);
     setenv("SIMCUDA_DEVICE_MEM", "2G", 1);
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(test_clock_is_virtual_when_configured),

@@ -372,6 +372,7 @@ static void init_once_fn(void)
     sim_fault_check_config();
     (void)sim_driver_version(); /* malformed values are reported at cuInit at the latest */
     (void)sim_vmm_supported();
+    sim_clock_check_config();
     raise_file_limit();
     init_devices();
 }

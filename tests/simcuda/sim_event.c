@@ -250,7 +250,10 @@ SIM_EXPORT CUresult cuEventQuery(CUevent hEvent)
     uint64_t gen;
     if (!event_snapshot(event, &dep, &gen))
         return CUDA_SUCCESS; /* never recorded: complete */
-    bool done = sim_dep_done(&dep);
+    /* With host costs, done on the modeled clock too: a GPU would not yet
+     * answer done to a host that has not reached the work's end. */
+    bool done = sim_dep_done(&dep) &&
+                (!sim_clock_host_polls_virtually(SIM_ID(cuEventQuery)) || sim_clock_host_reached(dep.vt_ns));
     sim_dep_release(&dep);
     return done ? CUDA_SUCCESS : CUDA_ERROR_NOT_READY;
 }

@@ -329,8 +329,17 @@ SIM_HIDDEN bool sim_clock_is_virtual(void);
 SIM_HIDDEN uint64_t sim_clock_schedule(int device, sim_engine_t engine, uint64_t ready_ns, uint64_t cost_ns,
                                        const char *what);
 /* A host wait for work that ends at `until_ns`. */
+/* A host wait for work that ends at `until_ns`: the calling thread's clock
+ * moves there, plus the wake-up when it had to wait. */
 SIM_HIDDEN void sim_clock_host_wait(uint64_t until_ns);
+/* The calling thread's host clock. */
 SIM_HIDDEN uint64_t sim_clock_host_now(void);
+/* Whether a poll (`cuEventQuery`, `cuStreamQuery`) answers on modeled time:
+ * with host costs on and a poll that costs something, work counts as done
+ * only once the polling thread's clock has reached its end, so a polling
+ * loop advances by the poll's cost until it does. */
+SIM_HIDDEN bool sim_clock_host_polls_virtually(sim_api_id_t id);
+SIM_HIDDEN bool sim_clock_host_reached(uint64_t at_ns);
 /* Modeled nanoseconds to move `bytes` on `engine`. */
 SIM_HIDDEN uint64_t sim_clock_transfer_ns(sim_engine_t engine, uint64_t bytes);
 SIM_HIDDEN uint64_t sim_clock_wall_ns(void);

@@ -5,6 +5,8 @@
  * and, when a rule of `SIMCUDA_FAIL` selects this call, returns the row's
  * `fault_error` (or the rule's `err=`) so the function returns before any
  * side effect; then it checks that `cuInit` has run where the caller needs it.
+ * Before all that it charges the call's host cost to the virtual clock: a
+ * failing call costs the host time too.
  *
  *   SIMCUDA_FAIL="cuMemCreate:3,cuMemcpyDtoHAsync_v2:every=4,cuMemHostAlloc:after=2:err=CUDA_ERROR_UNKNOWN"
  *
@@ -158,6 +160,7 @@ static CUresult fault_inject(sim_api_id_t id)
 
 CUresult sim_api_enter(sim_api_id_t id, sim_need_t need)
 {
+    sim_clock_host_call(id);
     CUresult fault = fault_inject(id);
     if (fault != CUDA_SUCCESS)
         return fault;

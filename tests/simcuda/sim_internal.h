@@ -29,6 +29,7 @@
 #include <stdbool.h>
 #include <stddef.h>
 #include <stdint.h>
+#include <stdio.h>
 
 #define SIM_EXPORT __attribute__((visibility("default")))
 #define SIM_HIDDEN __attribute__((visibility("hidden")))
@@ -248,8 +249,23 @@ typedef struct sim_stats_s {
 SIM_HIDDEN extern sim_stats_t sim_stats;
 
 /* End of the virtual clock in ns: the latest time of every timeline and of
- * the host clock (0 with the real clock). Defined in `sim_clock.c`. */
+ * the host clocks (0 with the real clock). Defined in `sim_clock.c`. */
 SIM_HIDDEN uint64_t sim_clock_modeled_ns(void);
+
+/* Host costs of the virtual clock (`SIMCUDA_HOST_COSTS`), in `sim_clock.c`.
+ * `sim_clock_host_call` charges the calling thread the fixed cost of call
+ * `id` (from `sim_api_enter`, so every call pays); a call whose cost grows
+ * with a size adds `sim_clock_host_sized` once it knows the bytes. Both do
+ * nothing with the real clock or with costs off. */
+SIM_HIDDEN void sim_clock_host_call(sim_api_id_t id);
+SIM_HIDDEN void sim_clock_host_sized(sim_api_id_t id, uint64_t bytes);
+/* Reports a malformed SIMCUDA_HOST_COSTS and exits with status 2 (from
+ * cuInit: the harness asked for a model it would not get). */
+SIM_HIDDEN void sim_clock_check_config(void);
+/* Writes the "clock" member of the exit report: the host-cost setting, per
+ * device each engine's busy time and the GPU idle fraction, per thread its
+ * host figures. */
+SIM_HIDDEN void sim_clock_report(FILE *out);
 
 /* Records device memory that became physically used (+) or free (-), and the
  * peak. Defined in `sim_memory.c`. */

@@ -1083,6 +1083,7 @@ SIM_EXPORT CUresult cuMemCreate(CUmemGenericAllocationHandle *handle, size_t siz
     CUresult entry = SIM_ENTER(cuMemCreate, SIM_NEED_INIT);
     if (entry != CUDA_SUCCESS)
         return entry;
+    sim_clock_host_sized(SIM_ID(cuMemCreate), size);
     if (handle == NULL || prop == NULL || flags != 0 || size == 0 || size % SIM_GRANULARITY != 0 ||
         prop->type != CU_MEM_ALLOCATION_TYPE_PINNED || prop->location.type != CU_MEM_LOCATION_TYPE_DEVICE)
         return CUDA_ERROR_INVALID_VALUE;
@@ -1130,6 +1131,7 @@ SIM_EXPORT CUresult cuMemRelease(CUmemGenericAllocationHandle handle)
         return entry;
     pthread_rwlock_wrlock(&mem_lock);
     mem_phys_t *phys = phys_find(handle);
+    uint64_t released_bytes = phys != NULL ? phys->size : 0;
     if (phys != NULL) {
         if (--phys->handle_refs == 0) {
             HASH_DELETE(hh, phys_table, phys);
@@ -1137,6 +1139,7 @@ SIM_EXPORT CUresult cuMemRelease(CUmemGenericAllocationHandle handle)
         }
     }
     pthread_rwlock_unlock(&mem_lock);
+    sim_clock_host_sized(SIM_ID(cuMemRelease), released_bytes);
     return phys != NULL ? CUDA_SUCCESS : CUDA_ERROR_INVALID_VALUE;
 }
 
@@ -1146,6 +1149,7 @@ SIM_EXPORT CUresult cuMemMap(CUdeviceptr ptr, size_t size, size_t offset, CUmemG
     CUresult entry = SIM_ENTER(cuMemMap, SIM_NEED_INIT);
     if (entry != CUDA_SUCCESS)
         return entry;
+    sim_clock_host_sized(SIM_ID(cuMemMap), size);
     if (flags != 0 || size == 0 || ptr % SIM_GRANULARITY != 0 || size % SIM_GRANULARITY != 0 ||
         offset % SIM_GRANULARITY != 0)
         return CUDA_ERROR_INVALID_VALUE;
@@ -1226,6 +1230,7 @@ SIM_EXPORT CUresult cuMemUnmap(CUdeviceptr ptr, size_t size)
     CUresult entry = SIM_ENTER(cuMemUnmap, SIM_NEED_INIT);
     if (entry != CUDA_SUCCESS)
         return entry;
+    sim_clock_host_sized(SIM_ID(cuMemUnmap), size);
     size_t first, count;
     pthread_rwlock_wrlock(&mem_lock);
     int rc = mappings_tiling((uintptr_t)ptr, size, &first, &count);
@@ -1273,6 +1278,7 @@ SIM_EXPORT CUresult cuMemSetAccess(CUdeviceptr ptr, size_t size, const CUmemAcce
     CUresult entry = SIM_ENTER(cuMemSetAccess, SIM_NEED_INIT);
     if (entry != CUDA_SUCCESS)
         return entry;
+    sim_clock_host_sized(SIM_ID(cuMemSetAccess), size);
     if (desc == NULL || count == 0)
         return CUDA_ERROR_INVALID_VALUE;
     for (size_t i = 0; i < count; i++) {
@@ -1452,7 +1458,9 @@ SIM_EXPORT CUresult cuMemHostAlloc(void **pp, size_t bytesize, unsigned int Flag
     CUresult entry = SIM_ENTER(cuMemHostAlloc, SIM_NEED_NOTHING);
     if (entry != CUDA_SUCCESS)
         return entry;
-    return host_alloc(pp, bytesize, Flags);
+    CUresult result = host_alloc(pp, bytesize, Flags);
+    sim_clock_host_sized(SIM_ID(cuMemHostAlloc), result == CUDA_SUCCESS ? bytesize : 0);
+    return result;
 }
 
 SIM_EXPORT CUresult cuMemAllocHost_v2(void **pp, size_t bytesize)
@@ -1460,7 +1468,9 @@ SIM_EXPORT CUresult cuMemAllocHost_v2(void **pp, size_t bytesize)
     CUresult entry = SIM_ENTER(cuMemAllocHost_v2, SIM_NEED_NOTHING);
     if (entry != CUDA_SUCCESS)
         return entry;
-    return host_alloc(pp, bytesize, 0);
+    CUresult result = host_alloc(pp, bytesize, 0);
+    sim_clock_host_sized(SIM_ID(cuMemAllocHost_v2), result == CUDA_SUCCESS ? bytesize : 0);
+    return result;
 }
 
 SIM_EXPORT CUresult cuMemFreeHost(void *p)
@@ -1475,6 +1485,7 @@ SIM_EXPORT CUresult cuMemFreeHost(void *p)
     if (block != NULL)
         map_remove(&host_blocks, block);
     pthread_rwlock_unlock(&mem_lock);
+    sim_clock_host_sized(SIM_ID(cuMemFreeHost), block != NULL ? block->size : 0);
     if (block == NULL)
         return CUDA_ERROR_INVALID_VALUE;
     munmap((void *)block->base, block->span);
@@ -1523,7 +1534,9 @@ SIM_EXPORT CUresult cuMemHostRegister(void *p, size_t bytesize, unsigned int Fla
     CUresult entry = SIM_ENTER(cuMemHostRegister, SIM_NEED_NOTHING);
     if (entry != CUDA_SUCCESS)
         return entry;
-    return host_register(p, bytesize, Flags);
+    CUresult result = host_register(p, bytesize, Flags);
+    sim_clock_host_sized(SIM_ID(cuMemHostRegister), result == CUDA_SUCCESS ? bytesize : 0);
+    return result;
 }
 
 SIM_EXPORT CUresult cuMemHostRegister_v2(void *p, size_t bytesize, unsigned int Flags)
@@ -1531,7 +1544,9 @@ SIM_EXPORT CUresult cuMemHostRegister_v2(void *p, size_t bytesize, unsigned int 
     CUresult entry = SIM_ENTER(cuMemHostRegister_v2, SIM_NEED_NOTHING);
     if (entry != CUDA_SUCCESS)
         return entry;
-    return host_register(p, bytesize, Flags);
+    CUresult result = host_register(p, bytesize, Flags);
+    sim_clock_host_sized(SIM_ID(cuMemHostRegister_v2), result == CUDA_SUCCESS ? bytesize : 0);
+    return result;
 }
 
 SIM_EXPORT CUresult cuMemHostUnregister(void *p)
@@ -1546,6 +1561,7 @@ SIM_EXPORT CUresult cuMemHostUnregister(void *p)
     if (block != NULL)
         map_remove(&host_blocks, block);
     pthread_rwlock_unlock(&mem_lock);
+    sim_clock_host_sized(SIM_ID(cuMemHostUnregister), block != NULL ? block->size : 0);
     if (block == NULL)
         return CUDA_ERROR_HOST_MEMORY_NOT_REGISTERED;
     free(block);

@@ -3,9 +3,10 @@
  * Main entry point: `sim_report_at_exit`, a destructor of the library. When
  * `SIMCUDA_REPORT` names a file it writes one JSON object there: per-device
  * memory figures, bytes copied by direction, kernels launched, the number of
- * calls of every entry point that was called, the end of the virtual clock
- * and the number of injected faults, from processes that called `cuInit`.
- * The file is written beside its final
+ * calls of every entry point that was called, the end of the virtual clock,
+ * the clock's own figures (host costs, engine busy times, GPU idle fraction,
+ * per-thread host time) and the number of injected faults, from processes
+ * that called `cuInit`. The file is written beside its final
  * name and renamed into place, so a reader never sees half a report.
  */
 #include "sim_internal.h"
@@ -44,6 +45,7 @@ static int report_write(FILE *out)
     }
     fprintf(out, "%s},\n", first ? "" : "\n  ");
     fprintf(out, "  \"modeled_ns\": %llu,\n", (unsigned long long)sim_clock_modeled_ns());
+    sim_clock_report(out);
     fprintf(out, "  \"faults_injected\": %llu\n}\n", (unsigned long long)atomic_load(&sim_stats.faults_injected));
     return ferror(out) ? -1 : 0;
 }

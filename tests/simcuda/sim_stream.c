@@ -300,14 +300,18 @@ static int collect_wait_deps_locked(struct CUstream_st *s, sim_dep_t **out, size
     return 0;
 }
 
+/* One host wait for all of `deps`: the host wakes up once, after the last. */
 static void wait_and_release_deps(sim_dep_t *deps, size_t count)
 {
+    uint64_t until_ns = 0;
     for (size_t i = 0; i < count; i++) {
         sim_dep_wait(&deps[i]);
-        sim_clock_host_wait(deps[i].vt_ns);
+        if (deps[i].vt_ns > until_ns)
+            until_ns = deps[i].vt_ns;
         sim_dep_release(&deps[i]);
     }
     free(deps);
+    sim_clock_host_wait(until_ns);
 }
 
 void sim_stream_host_wait(struct CUstream_st *stream)
@@ -1112,8 +1116,9 @@ SIM_EXPORT CUresult cuStreamSynchronize_ptsz(CUstream hStream)
     return stream_synchronize(hStream, true);
 }
 
-static CUresult stream_query(CUstream handle, bool per_thread)
+static CUresult stream_query(CUstream handle, bool per_thread, sim_api_id_t id)
 {
+    bool virtual_poll = sim_clock_host_polls_virtually(id);
     CUresult result;
     struct CUstream_st *s = sim_stream_resolve(handle, per_thread, &result);
     if (s == NULL)
@@ -1130,7 +1135,8 @@ static CUresult stream_query(CUstream handle, bool per_thread)
     }
     pthread_mutex_unlock(&sim_submit_lock);
     for (size_t i = 0; i < count; i++) {
-        if (result == CUDA_SUCCESS && !sim_dep_done(&deps[i]))
+        if (result == CUDA_SUCCESS &&
+            (!sim_dep_done(&deps[i]) || (virtual_poll && !sim_clock_host_reached(deps[i].vt_ns))))
             result = CUDA_ERROR_NOT_READY;
         sim_dep_release(&deps[i]);
     }
@@ -1143,7 +1149,7 @@ SIM_EXPORT CUresult cuStreamQuery(CUstream hStream)
     CUresult entry = SIM_ENTER(cuStreamQuery, SIM_NEED_NOTHING);
     if (entry != CUDA_SUCCESS)
         return entry;
-    return stream_query(hStream, false);
+    return stream_query(hStream, false, SIM_ID(cuStreamQuery));
 }
 
 SIM_EXPORT CUresult cuStreamQuery_ptsz(CUstream hStream)
@@ -1151,7 +1157,7 @@ SIM_EXPORT CUresult cuStreamQuery_ptsz(CUstream hStream)
     CUresult entry = SIM_ENTER(cuStreamQuery_ptsz, SIM_NEED_NOTHING);
     if (entry != CUDA_SUCCESS)
         return entry;
-    return stream_query(hStream, true);
+    return stream_query(hStream, true, SIM_ID(cuStreamQuery_ptsz));
 }
 
 /* `cuStreamAddCallback` hands the callback the stream and a status. */

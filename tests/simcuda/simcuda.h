@@ -57,10 +57,12 @@ int simcuda_register_kernel(const simcuda_kernel_desc_t *desc);
 
 /* 1 when SIMCUDA_CLOCK=virtual, else 0. */
 int simcuda_clock_is_virtual(void);
-/* Host time: the modeled host clock (virtual), or CLOCK_MONOTONIC ns (real). */
+/* Host time: the calling thread's modeled host clock (virtual; one clock
+ * for all threads with SIMCUDA_HOST_COSTS=off), or CLOCK_MONOTONIC ns
+ * (real). Not a driver call: reading it costs no modeled time. */
 uint64_t simcuda_clock_now_ns(void);
-/* End of the virtual clock: the latest modeled time of any work or host
- * wait so far (0 with the real clock). */
+/* End of the virtual clock: the latest modeled time of any work or of any
+ * thread's host clock so far (0 with the real clock). */
 uint64_t simcuda_clock_end_ns(void);
 
 /* Lane-instructions the PTX interpreter has executed in this process (one
