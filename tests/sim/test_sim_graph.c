@@ -349,6 +349,23 @@ static void test_added_kernel_node_replays(void **state)
     uint32_t out[4];
     assert_int_equal(cuMemcpyDtoH_v2(out, d, sizeof(out)), CUDA_SUCCESS);
     assert_int_equal(out[1], 4u ^ 2654435761u); /* the second node ran last */
+
+    /* The CUDA 10 forms read and change the same node, without the kernel
+     * and context fields of CUDA 12's parameters. */
+    CUDA_KERNEL_NODE_PARAMS_v1 old;
+    assert_int_equal(cuGraphKernelNodeGetParams(second, &old), CUDA_SUCCESS);
+    assert_ptr_equal(old.func, fn_fill);
+    assert_int_equal(old.gridDimX, 1);
+    assert_int_equal(old.blockDimX, 1);
+    assert_int_equal(*(uint32_t *)old.kernelParams[2], 4u);
+    assert_int_equal(cuGraphKernelNodeGetParams(second, NULL), CUDA_ERROR_INVALID_VALUE);
+    seed = 5;
+    old.kernelParams = params;
+    assert_int_equal(cuGraphExecKernelNodeSetParams(exec, second, &old), CUDA_SUCCESS);
+    assert_int_equal(cuGraphLaunch(exec, NULL), CUDA_SUCCESS);
+    assert_int_equal(cuMemcpyDtoH_v2(out, d, sizeof(out)), CUDA_SUCCESS);
+    assert_int_equal(out[1], 5u ^ 2654435761u);
+    assert_int_equal(cuGraphExecKernelNodeSetParams(exec, second, NULL), CUDA_ERROR_INVALID_VALUE);
     cuGraphExecDestroy(exec);
     cuGraphDestroy(graph);
     cuMemFree_v2(d);

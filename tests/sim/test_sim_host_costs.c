@@ -38,7 +38,7 @@
 #define QUERY 1300
 #define WAIT_EVENT 140
 #define OTHER 200
-#define WAKEUP 3420
+#define WAKEUP 820
 
 static CUcontext ctx;
 static CUmodule module;

@@ -338,6 +338,42 @@ static void test_procaddr_resolves_the_v2_symbols(void **state)
     }
 }
 
+/* The CUDA 8/9 forms: found by cuGetProcAddress at their own versions and by
+ * name, and refused as an H100 refuses them (it reports
+ * CU_DEVICE_ATTRIBUTE_CAN_USE_STREAM_MEM_OPS_V1 = 0). */
+static void test_v1_forms_are_not_supported_as_on_an_h100(void **state)
+{
+    (void)state;
+    int v1 = -1;
+    assert_int_equal(cuDeviceGetAttribute(&v1, CU_DEVICE_ATTRIBUTE_CAN_USE_STREAM_MEM_OPS_V1, 0), CUDA_SUCCESS);
+    assert_int_equal(v1, 0);
+    static const char *const names[] = {"cuStreamWriteValue32", "cuStreamWriteValue64", "cuStreamWaitValue32",
+                                        "cuStreamWaitValue64", "cuStreamBatchMemOp"};
+    static const int versions[] = {8000, 9000, 8000, 9000, 8000};
+    for (size_t i = 0; i < 5; i++) {
+        void *pfn = NULL;
+        CUdriverProcAddressQueryResult status;
+        assert_int_equal(cuGetProcAddress_v2(names[i], &pfn, versions[i], 0, &status), CUDA_SUCCESS);
+        assert_ptr_equal(pfn, dlsym(RTLD_DEFAULT, names[i]));
+    }
+    CUdeviceptr word;
+    assert_int_equal(cuMemAlloc_v2(&word, 8), CUDA_SUCCESS);
+    assert_int_equal(cuMemsetD8_v2(word, 0, 8), CUDA_SUCCESS);
+    assert_int_equal(cuStreamWriteValue32(NULL, word, 7, 0), CUDA_ERROR_NOT_SUPPORTED);
+    assert_int_equal(cuStreamWriteValue64(NULL, word, 7, 0), CUDA_ERROR_NOT_SUPPORTED);
+    assert_int_equal(cuStreamWaitValue32(NULL, word, 0, CU_STREAM_WAIT_VALUE_GEQ), CUDA_ERROR_NOT_SUPPORTED);
+    assert_int_equal(cuStreamWaitValue64(NULL, word, 0, CU_STREAM_WAIT_VALUE_GEQ), CUDA_ERROR_NOT_SUPPORTED);
+    CUstreamBatchMemOpParams op;
+    memset(&op, 0, sizeof op);
+    op.operation = CU_STREAM_MEM_OP_WRITE_VALUE_32;
+    op.writeValue.address = word;
+    op.writeValue.value = 9;
+    assert_int_equal(cuStreamBatchMemOp(NULL, 1, &op, 0), CUDA_ERROR_NOT_SUPPORTED);
+    assert_int_equal(cuCtxSynchronize(), CUDA_SUCCESS);
+    assert_int_equal(read32(word), 0); /* nothing was written */
+    assert_int_equal(cuMemFree_v2(word), CUDA_SUCCESS);
+}
+
 int main(void)
 {
     const struct CMUnitTest tests[] = {
@@ -350,6 +386,7 @@ int main(void)
         cmocka_unit_test(test_capture_records_a_batch_mem_op_node),
         cmocka_unit_test(test_destroyed_waiting_stream_is_covered_by_context_sync),
         cmocka_unit_test(test_procaddr_resolves_the_v2_symbols),
+        cmocka_unit_test(test_v1_forms_are_not_supported_as_on_an_h100),
     };
     return cmocka_run_group_tests_name("simcuda stream memory operations", tests, setup, NULL);
 }

@@ -768,11 +768,8 @@ SIM_EXPORT CUresult cuGraphNodeGetType(CUgraphNode hNode, CUgraphNodeType *type)
     return CUDA_SUCCESS;
 }
 
-SIM_EXPORT CUresult cuGraphKernelNodeGetParams_v2(CUgraphNode hNode, CUDA_KERNEL_NODE_PARAMS *nodeParams)
+static CUresult kernel_node_get_params(CUgraphNode hNode, CUDA_KERNEL_NODE_PARAMS *nodeParams)
 {
-    CUresult entry = SIM_ENTER(cuGraphKernelNodeGetParams_v2, SIM_NEED_NOTHING);
-    if (entry != CUDA_SUCCESS)
-        return entry;
     CUgraphNode node = node_from_handle(hNode);
     if (node == NULL || nodeParams == NULL || node->cmd.kind != SIM_CMD_KERNEL)
         return CUDA_ERROR_INVALID_VALUE;
@@ -789,6 +786,14 @@ SIM_EXPORT CUresult cuGraphKernelNodeGetParams_v2(CUgraphNode hNode, CUDA_KERNEL
     /* The graph's own copies of the arguments, as the real driver gives. */
     nodeParams->kernelParams = launch->param_ptrs;
     return CUDA_SUCCESS;
+}
+
+SIM_EXPORT CUresult cuGraphKernelNodeGetParams_v2(CUgraphNode hNode, CUDA_KERNEL_NODE_PARAMS *nodeParams)
+{
+    CUresult entry = SIM_ENTER(cuGraphKernelNodeGetParams_v2, SIM_NEED_NOTHING);
+    if (entry != CUDA_SUCCESS)
+        return entry;
+    return kernel_node_get_params(hNode, nodeParams);
 }
 
 SIM_EXPORT CUresult cuGraphAddKernelNode_v2(CUgraphNode *phGraphNode, CUgraph hGraph, const CUgraphNode *dependencies,
@@ -1085,12 +1090,9 @@ out:
     return result;
 }
 
-SIM_EXPORT CUresult cuGraphExecKernelNodeSetParams_v2(CUgraphExec hGraphExec, CUgraphNode hNode,
-                                                      const CUDA_KERNEL_NODE_PARAMS *nodeParams)
+static CUresult exec_kernel_node_set_params(CUgraphExec hGraphExec, CUgraphNode hNode,
+                                            const CUDA_KERNEL_NODE_PARAMS *nodeParams)
 {
-    CUresult entry = SIM_ENTER(cuGraphExecKernelNodeSetParams_v2, SIM_NEED_NOTHING);
-    if (entry != CUDA_SUCCESS)
-        return entry;
     if (hGraphExec == NULL || hGraphExec->magic != SIM_GRAPH_EXEC_MAGIC || hNode == NULL ||
         hNode->magic != SIM_GRAPH_NODE_MAGIC || nodeParams == NULL)
         return CUDA_ERROR_INVALID_VALUE;
@@ -1119,6 +1121,15 @@ SIM_EXPORT CUresult cuGraphExecKernelNodeSetParams_v2(CUgraphExec hGraphExec, CU
     }
     pthread_mutex_unlock(&sim_submit_lock);
     return result;
+}
+
+SIM_EXPORT CUresult cuGraphExecKernelNodeSetParams_v2(CUgraphExec hGraphExec, CUgraphNode hNode,
+                                                      const CUDA_KERNEL_NODE_PARAMS *nodeParams)
+{
+    CUresult entry = SIM_ENTER(cuGraphExecKernelNodeSetParams_v2, SIM_NEED_NOTHING);
+    if (entry != CUDA_SUCCESS)
+        return entry;
+    return exec_kernel_node_set_params(hGraphExec, hNode, nodeParams);
 }
 
 /* ------------------------------------------------------------------------
@@ -1840,4 +1851,54 @@ SIM_EXPORT CUresult cuGraphExecChildGraphNodeSetParams(CUgraphExec hGraphExec, C
     }
     pthread_mutex_unlock(&sim_submit_lock);
     return result;
+}
+
+/* The CUDA 10 forms, whose parameters lack the kernel and context fields
+ * of CUDA 12's: libraries built against old headers (cuBLASLt) look them
+ * up by name. */
+SIM_EXPORT CUresult cuGraphKernelNodeGetParams(CUgraphNode hNode, CUDA_KERNEL_NODE_PARAMS_v1 *nodeParams)
+{
+    CUresult entry = SIM_ENTER(cuGraphKernelNodeGetParams, SIM_NEED_NOTHING);
+    if (entry != CUDA_SUCCESS)
+        return entry;
+    if (nodeParams == NULL)
+        return CUDA_ERROR_INVALID_VALUE;
+    CUDA_KERNEL_NODE_PARAMS full;
+    CUresult result = kernel_node_get_params(hNode, &full);
+    if (result != CUDA_SUCCESS)
+        return result;
+    nodeParams->func = full.func;
+    nodeParams->gridDimX = full.gridDimX;
+    nodeParams->gridDimY = full.gridDimY;
+    nodeParams->gridDimZ = full.gridDimZ;
+    nodeParams->blockDimX = full.blockDimX;
+    nodeParams->blockDimY = full.blockDimY;
+    nodeParams->blockDimZ = full.blockDimZ;
+    nodeParams->sharedMemBytes = full.sharedMemBytes;
+    nodeParams->kernelParams = full.kernelParams;
+    nodeParams->extra = full.extra;
+    return CUDA_SUCCESS;
+}
+
+SIM_EXPORT CUresult cuGraphExecKernelNodeSetParams(CUgraphExec hGraphExec, CUgraphNode hNode,
+                                                   const CUDA_KERNEL_NODE_PARAMS_v1 *nodeParams)
+{
+    CUresult entry = SIM_ENTER(cuGraphExecKernelNodeSetParams, SIM_NEED_NOTHING);
+    if (entry != CUDA_SUCCESS)
+        return entry;
+    if (nodeParams == NULL)
+        return CUDA_ERROR_INVALID_VALUE;
+    CUDA_KERNEL_NODE_PARAMS full = {
+        .func = nodeParams->func,
+        .gridDimX = nodeParams->gridDimX,
+        .gridDimY = nodeParams->gridDimY,
+        .gridDimZ = nodeParams->gridDimZ,
+        .blockDimX = nodeParams->blockDimX,
+        .blockDimY = nodeParams->blockDimY,
+        .blockDimZ = nodeParams->blockDimZ,
+        .sharedMemBytes = nodeParams->sharedMemBytes,
+        .kernelParams = nodeParams->kernelParams,
+        .extra = nodeParams->extra,
+    };
+    return exec_kernel_node_set_params(hGraphExec, hNode, &full);
 }

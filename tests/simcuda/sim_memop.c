@@ -247,3 +247,38 @@ SIM_EXPORT CUresult cuStreamBatchMemOp_v2_ptsz(CUstream stream, unsigned int cou
         return entry;
     return batch(stream, true, count, paramArray, flags);
 }
+
+/* The CUDA 8/9 forms. An H100 reports
+ * CU_DEVICE_ATTRIBUTE_CAN_USE_STREAM_MEM_OPS_V1 = 0 (tests/gpu/
+ * device_attributes.h100.txt), and its driver answers these with
+ * CUDA_ERROR_NOT_SUPPORTED; libraries still look them up by name. */
+#define SIM_MEMOP_V1_ENTRY(symbol, value_type)                                                     \
+    SIM_EXPORT CUresult symbol(CUstream stream, CUdeviceptr addr, value_type value, unsigned int flags) \
+    {                                                                                              \
+        CUresult entry = SIM_ENTER(symbol, SIM_NEED_NOTHING);                                      \
+        if (entry != CUDA_SUCCESS)                                                                 \
+            return entry;                                                                          \
+        (void)stream;                                                                              \
+        (void)addr;                                                                                \
+        (void)value;                                                                               \
+        (void)flags;                                                                               \
+        return CUDA_ERROR_NOT_SUPPORTED;                                                           \
+    }
+
+SIM_MEMOP_V1_ENTRY(cuStreamWriteValue32, cuuint32_t)
+SIM_MEMOP_V1_ENTRY(cuStreamWriteValue64, cuuint64_t)
+SIM_MEMOP_V1_ENTRY(cuStreamWaitValue32, cuuint32_t)
+SIM_MEMOP_V1_ENTRY(cuStreamWaitValue64, cuuint64_t)
+
+SIM_EXPORT CUresult cuStreamBatchMemOp(CUstream stream, unsigned int count, CUstreamBatchMemOpParams *paramArray,
+                                       unsigned int flags)
+{
+    CUresult entry = SIM_ENTER(cuStreamBatchMemOp, SIM_NEED_NOTHING);
+    if (entry != CUDA_SUCCESS)
+        return entry;
+    (void)stream;
+    (void)count;
+    (void)paramArray;
+    (void)flags;
+    return CUDA_ERROR_NOT_SUPPORTED;
+}
