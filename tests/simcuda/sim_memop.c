@@ -103,7 +103,10 @@ static CUresult submit_ops(CUstream handle, bool per_thread, const CUstreamBatch
  * Execution (stream worker)
  * ------------------------------------------------------------------------ */
 
-static bool wait_satisfied(const CUstreamBatchMemOpParams *op)
+/* The word a wait polls is device memory that other streams' work writes
+ * with no ordering to this stream, as on a GPU: ThreadSanitizer is told not
+ * to count these reads (the writers are copies and kernels, not atomics). */
+__attribute__((no_sanitize("thread"))) static bool wait_satisfied(const CUstreamBatchMemOpParams *op)
 {
     unsigned type = op->waitValue.flags & 0x3u;
     if (op->operation == CU_STREAM_MEM_OP_WAIT_VALUE_32) {
@@ -151,6 +154,19 @@ static void wait_until(const CUstreamBatchMemOpParams *op)
     }
 }
 
+/* The default write is ordered after the stream's earlier work (which ran
+ * on this thread): a sequentially consistent store (not a fence, which
+ * ThreadSanitizer cannot follow). Other streams' copies and kernels read
+ * and write the same device memory with no ordering to it, as on a GPU, so
+ * ThreadSanitizer is told not to count it, like the reads of a wait. */
+__attribute__((no_sanitize("thread"))) static void write_value(const CUstreamBatchMemOpParams *op)
+{
+    if (op->operation == CU_STREAM_MEM_OP_WRITE_VALUE_32)
+        __atomic_store_n((uint32_t *)(uintptr_t)op->writeValue.address, op->writeValue.value, __ATOMIC_SEQ_CST);
+    else
+        __atomic_store_n((uint64_t *)(uintptr_t)op->writeValue.address, op->writeValue.value64, __ATOMIC_SEQ_CST);
+}
+
 /* What a barrier operation's read-modify-write touches. */
 static unsigned long memop_barrier_word;
 
@@ -164,13 +180,8 @@ void sim_memop_execute(const sim_memop_desc_t *memop)
             wait_until(op);
             break;
         case CU_STREAM_MEM_OP_WRITE_VALUE_32:
-            /* The default write is ordered after the stream's earlier work
-             * (which ran on this thread): a sequentially consistent store.
-             * (Not a fence, which ThreadSanitizer cannot follow.) */
-            __atomic_store_n((uint32_t *)(uintptr_t)op->writeValue.address, op->writeValue.value, __ATOMIC_SEQ_CST);
-            break;
         case CU_STREAM_MEM_OP_WRITE_VALUE_64:
-            __atomic_store_n((uint64_t *)(uintptr_t)op->writeValue.address, op->writeValue.value64, __ATOMIC_SEQ_CST);
+            write_value(op);
             break;
         default: /* a barrier: a full one, as a read-modify-write */
             (void)__atomic_fetch_add(&memop_barrier_word, 1, __ATOMIC_SEQ_CST);
