@@ -330,12 +330,13 @@ static int case_ranges(void)
     VS_CHECK(cuMemsetD8_v2(lo, 0, BUF_BYTES));
     VS_CHECK(cuMemsetD8_v2(hi, 0, BUF_BYTES));
 
-    /* 1. A 2-D copy from the host: 12 rows of 1000 bytes, 1 MiB apart,
-     * starting 5 MiB into `lo`: rows 3.. land in `hi`. */
+    /* 1. A 2-D copy from the host: 10 rows of 1000 bytes, 1 MiB apart,
+     * starting 5 MiB into `lo`: rows 3.. land in `hi`, the last 14 MiB in
+     * (12 rows ran past `hi`'s end). */
     evict_all_but(spare, spare_count, s);
     VS_EXPECT(!mapped(lo) && !mapped(hi), "both halves should be evicted before the 2-D copy");
-    uint8_t *rows = malloc(12 * 1000);
-    for (int i = 0; i < 12 * 1000; i++)
+    uint8_t *rows = malloc(10 * 1000);
+    for (int i = 0; i < 10 * 1000; i++)
         rows[i] = (uint8_t)(i * 7 + 1);
     CUDA_MEMCPY2D c2;
     memset(&c2, 0, sizeof c2);
@@ -346,9 +347,9 @@ static int case_ranges(void)
     c2.dstDevice = lo + 5 * MiB;
     c2.dstPitch = MiB;
     c2.WidthInBytes = 1000;
-    c2.Height = 12;
+    c2.Height = 10;
     VS_CHECK(cuMemcpy2DAsync_v2(&c2, s));
-    for (int r = 0; r < 12; r++)
+    for (int r = 0; r < 10; r++)
         memcpy(mirror + 5 * MiB + r * MiB, rows + r * 1000, 1000);
 
     /* 2. A 2-D memset across the boundary. */
