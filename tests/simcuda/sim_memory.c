@@ -454,6 +454,17 @@ static void release_all(mem_block_t *list)
     }
 }
 
+/* Releases the oldest blocks `pool` keeps until it reserves at most `keep`;
+ * true when any went. */
+static bool pool_trim(struct CUmemPoolHandle_st *pool, cuuint64_t keep)
+{
+    pthread_rwlock_wrlock(&mem_lock);
+    mem_block_t *released = pool_trim_locked(pool, keep);
+    pthread_rwlock_unlock(&mem_lock);
+    release_all(released);
+    return released != NULL;
+}
+
 /* A pool allocation freed (already out of device_blocks): the pool keeps it
  * up to its release threshold. */
 static void pool_give_back(mem_block_t *block)
@@ -726,10 +737,7 @@ SIM_EXPORT CUresult cuMemPoolTrimTo(CUmemoryPool pool, size_t minBytesToKeep)
         return entry;
     if (!pool_valid(pool))
         return CUDA_ERROR_INVALID_VALUE;
-    pthread_rwlock_wrlock(&mem_lock);
-    mem_block_t *released = pool_trim_locked(pool, minBytesToKeep);
-    pthread_rwlock_unlock(&mem_lock);
-    release_all(released);
+    (void)pool_trim(pool, minBytesToKeep);
     return CUDA_SUCCESS;
 }
 
@@ -833,13 +841,8 @@ static CUresult alloc_async(CUdeviceptr *dptr, size_t bytesize, CUmemoryPool poo
     result = device_alloc(pool->device, ctx, bytesize, MEM_POOL, pool, dptr);
     if (result == CUDA_ERROR_OUT_OF_MEMORY && bytesize != 0) {
         /* The pool gives back what it keeps before the device says no. */
-        pthread_rwlock_wrlock(&mem_lock);
-        mem_block_t *released = pool_trim_locked(pool, 0);
-        pthread_rwlock_unlock(&mem_lock);
-        if (released != NULL) {
-            release_all(released);
+        if (pool_trim(pool, 0))
             result = device_alloc(pool->device, ctx, bytesize, MEM_POOL, pool, dptr);
-        }
     }
     return result;
 }
@@ -941,12 +944,8 @@ SIM_EXPORT CUresult cuMemFreeAsync_ptsz(CUdeviceptr dptr, CUstream hStream)
 void sim_memory_ctx_destroying(CUcontext ctx)
 {
     /* What the device's pool keeps freed goes with the context's memory. */
-    if (ctx->device != NULL) {
-        pthread_rwlock_wrlock(&mem_lock);
-        mem_block_t *released = pool_trim_locked(&default_pools[ctx->device->ordinal], 0);
-        pthread_rwlock_unlock(&mem_lock);
-        release_all(released);
-    }
+    if (ctx->device != NULL)
+        (void)pool_trim(&default_pools[ctx->device->ordinal], 0);
     for (;;) {
         mem_block_t *victim = NULL;
         pthread_rwlock_wrlock(&mem_lock);
