@@ -491,7 +491,9 @@ static void vs_engine_evict_undo(vs_region_t *r, bool had_copy, uint64_t streams
         r->host_hash_known = false;
     }
     r->evicting = false;
-    (void)vs_registry_set_residency(r->base, VS_RESIDENT, false, NULL);
+    /* Still arriving when the eviction stopped before waiting for the copy
+     * in: operations must keep waiting for it. */
+    (void)vs_registry_set_residency(r->base, r->arriving != NULL ? VS_ARRIVING : VS_RESIDENT, false, NULL);
     vs_registry_add_streams(r->base, streams);
 }
 
@@ -534,14 +536,6 @@ uint64_t vs_engine_evict(vs_region_t **victims, size_t count, bool *host_full)
             victims[i] = NULL; /* used by a capture in progress: not now */
             continue;
         }
-        vs_alloc_info_t used;
-        if (vs_registry_find(r->base, &used) == 0 && vs_streams_gated(streams, used.last_use_epoch)) {
-            /* Its users may be waiting behind a stream memory wait that a
-             * later operation releases: not now. */
-            vs_log(VS_LOG_DEBUG, "not evicting 0x%" PRIxPTR ": used behind a pending stream memory wait", r->base);
-            victims[i] = NULL;
-            continue;
-        }
         had_copy[i] = r->host.count > 0;
         if (!had_copy[i] && vs_tier_host_take(r->size, &r->host) != 0) {
             *host_full = true;
@@ -549,11 +543,25 @@ uint64_t vs_engine_evict(vs_region_t **victims, size_t count, bool *host_full)
                 victims[j] = NULL;
             break;
         }
+        /* The last use is read once the region is moving: from then on an
+         * operation that touches it takes the slow path and waits for the
+         * engine lock, so no use the fence must cover can be stamped after
+         * this read. Read before, it could miss a launch submitted in
+         * between, and the copy out would race that launch's writes (and
+         * the unmap its accesses). */
+        (void)vs_registry_set_residency(r->base, VS_MOVING, false, &streams);
         vs_alloc_info_t last;
         uint64_t epoch = vs_registry_find(r->base, &last) == 0 ? last.last_use_epoch : 0;
-        (void)vs_registry_set_residency(r->base, VS_MOVING, false, &streams);
         streams_of[i] = streams;
         r->evicting = true;
+        if (vs_streams_gated(streams, epoch)) {
+            /* Its users may be waiting behind a stream memory wait that a
+             * later operation releases: not now. */
+            vs_log(VS_LOG_DEBUG, "not evicting 0x%" PRIxPTR ": used behind a pending stream memory wait", r->base);
+            vs_engine_evict_undo(r, had_copy[i], streams);
+            victims[i] = NULL;
+            continue;
+        }
         vs_log(VS_LOG_DEBUG, "evicting 0x%" PRIxPTR " (%" PRIu64 " bytes), used by streams 0x%" PRIx64, r->base,
                r->size, streams);
         if (r->arriving != NULL) {
