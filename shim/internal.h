@@ -19,6 +19,9 @@
  *   vs_physical_lock              (hooks_memory.c) the application's VMM handles: leaf
  *   vs_runtime_lock               (runtime.c)     the runtime's primary context: leaf
  *   vs_pool_usage.lock            (pool_usage.c)  memory pools' charged reserve: leaf
+ *   vs_tier_staging.lock          (offload_tier.c) staging of restores from disk; never
+ *                                                   under the engine lock (let go for the I/O)
+ *     vs_spill.lock               (as above)
  *
  * (The publisher is started under the ready lock, by the callback the top
  * layer registers; a graph's executable lock is held while its holds are
@@ -172,6 +175,18 @@ static inline int vs_mutex_timedwait(pthread_cond_t *cond, vs_mutex_t *m, const 
     atomic_store_explicit(&m->owner, vs_thread_self(), memory_order_relaxed);
 #endif
     return rc;
+}
+
+/* pthread_cond_wait on `m`, keeping the owner right across the wait. */
+static inline void vs_mutex_wait(pthread_cond_t *cond, vs_mutex_t *m)
+{
+#if VS_DEBUG
+    atomic_store_explicit(&m->owner, 0, memory_order_relaxed);
+#endif
+    pthread_cond_wait(cond, &m->mutex);
+#if VS_DEBUG
+    atomic_store_explicit(&m->owner, vs_thread_self(), memory_order_relaxed);
+#endif
 }
 
 /* Re-initialises `m` in a child after fork (the parent's holder is gone). */

@@ -37,7 +37,8 @@
 #include "host_memory.h"
 #include "log.h"
 
-vs_engine_t vs_engine = {.lock = VS_MUTEX_INITIALIZER, .released = PTHREAD_COND_INITIALIZER};
+vs_engine_t vs_engine = {
+    .lock = VS_MUTEX_INITIALIZER, .released = PTHREAD_COND_INITIALIZER, .disk_io_done = PTHREAD_COND_INITIALIZER};
 
 /* How long an operation that finds no room waits for other operations to
  * submit and let go of what they hold, before it passes the limit. */
@@ -215,6 +216,17 @@ static vs_device_hasher_t *vs_engine_evict_hasher(vs_engine_device_t *d, int dev
         }
     }
     return d->evict_hasher;
+}
+
+/* ---- Regions under disk I/O ---------------------------------------------- */
+
+vs_region_t *vs_engine_disk_io_wait(uintptr_t base)
+{
+    VS_ASSERT_HELD(&vs_engine.lock);
+    vs_region_t *r;
+    while ((r = vs_engine_region_at(base)) != NULL && r->disk_io)
+        vs_mutex_wait(&vs_engine.disk_io_done, &vs_engine.lock);
+    return r;
 }
 
 /* ---- Restores in flight -------------------------------------------------- */
@@ -743,20 +755,32 @@ void vs_engine_policy_reset_skips(void)
     }
 }
 
+/* How many times one charge may spill to disk and evict again. */
+#define VS_SPILL_ROUNDS 4
+
 /* Counts `bytes` on `device` for something that must be resident: within
  * the limit when eviction allows, past it (with one warning) otherwise.
  * Engine lock held. 0 or -ENOMEM (host pool full). */
 int vs_engine_charge_engine_locked(int device, uint64_t bytes, const char *what, uint32_t own_holding)
 {
     VS_ASSERT_HELD(&vs_engine.lock);
-    int rc;
+    int rc, spills = 0;
     for (int waits = 0;; waits++) {
         rc = vs_engine_make_room(device, bytes, false);
         vs_engine_policy_reset_skips();
         if (rc == 0)
             return 0;
-        if (rc == -ENOMEM)
+        if (rc == -ENOMEM) {
+            /* The host pool is full: with a disk tier, the coldest host
+             * copies go to disk (the lock is let go for the writes), and
+             * eviction tries again. */
+            int failed = 0;
+            if (spills++ < VS_SPILL_ROUNDS && vs_tier_spill(bytes, &failed) > 0) {
+                waits--;
+                continue;
+            }
             return rc;
+        }
         /* Other threads' operations hold memory only until they are
          * submitted: wait for them rather than pass the limit. Bounded, so
          * that two operations can never wait for each other for long. */
@@ -911,11 +935,22 @@ CUresult vs_engine_restore(vs_region_t *r, CUstream stream, bool per_thread, uin
     uint64_t reserved = r->reserved;
     if (d == NULL)
         return CUDA_ERROR_NOT_INITIALIZED;
+    /* Another thread's restore from disk or spill moves it now: wait, then
+     * see what is left to do. */
+    if (r->disk_io) {
+        r = vs_engine_disk_io_wait(base);
+        if (r == NULL || r->where == VS_RESIDENT) {
+            if (r != NULL && r->arriving != NULL)
+                (void)vs_engine_wait_for_copy(vs_streams_resolve(stream, per_thread), r->arriving);
+            return CUDA_SUCCESS;
+        }
+    }
     if (vs_engine_charge_engine_locked(device, reserved, "an operation", own_holding) != 0)
         return CUDA_ERROR_OUT_OF_MEMORY;
-    /* Making room may have waited (and let go of the engine lock): another
-     * thread may have restored or freed the region meanwhile. */
-    r = vs_engine_region_at(base);
+    /* Making room may have waited or spilled (and let go of the engine
+     * lock): another thread may have restored or freed the region
+     * meanwhile, or be moving it. */
+    r = vs_engine_disk_io_wait(base);
     if (r == NULL || r->where == VS_RESIDENT) {
         vs_cap_release(device, reserved);
         if (r != NULL && r->arriving != NULL)
@@ -1016,7 +1051,8 @@ bool vs_offload_free(CUdeviceptr dptr, CUresult *rc_out)
     if (!vs_offload_enabled() || dptr == 0)
         return false;
     vs_engine_lock(&mode);
-    r = vs_engine_region_at(base);
+    /* Its disk I/O reads or writes its host copy: the free waits for it. */
+    r = vs_engine_disk_io_wait(base);
     if (r == NULL) {
         vs_engine_unlock(mode);
         return false;

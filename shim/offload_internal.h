@@ -70,6 +70,10 @@ typedef struct vs_region_s {
     uint32_t holds;
     bool pinned;         /* never evictable (IPC export) */
     bool evicting;       /* in an eviction batch: its host copy is being written */
+    /* Its bytes are moving between its host copy or the disk and the device
+     * with the engine lock let go (offload_tier.c): until `disk_io_done`
+     * says otherwise it is not freed, restored, spilled or written. */
+    bool disk_io;
     bool prefetched;     /* restored ahead of its use, not used since */
     int hash_slot;       /* the eviction batch's hash slot, -1 for none */
     uint64_t synced_seq; /* last use already told to the policy */
@@ -115,6 +119,7 @@ typedef struct vs_engine_device_s {
 typedef struct vs_engine_s {
     vs_mutex_t lock;
     pthread_cond_t released; /* an operation let go of what it held, or memory was freed */
+    pthread_cond_t disk_io_done; /* a region's disk I/O ended (vs_region_t.disk_io) */
     uint32_t ops_holding;    /* operations between their restore and their submission */
     /* The limit was passed for an operation that needed it: the next
      * operation evicts back under it. */
@@ -161,6 +166,11 @@ uint64_t vs_engine_now_ns(void);
 
 /* The region starting at `base`, or containing `addr`; NULL when none. */
 vs_region_t *vs_engine_region_at(uintptr_t base);
+
+/* The region at `base` once no disk I/O moves it (waiting on
+ * `vs_engine.disk_io_done`, which lets go of the engine lock), or NULL when
+ * there is none (any more). */
+vs_region_t *vs_engine_disk_io_wait(uintptr_t base);
 vs_region_t *vs_engine_region_containing(uintptr_t addr);
 bool vs_engine_region_evictable(const vs_region_t *r);
 
@@ -247,11 +257,20 @@ typedef enum vs_copy_direction_e {
  * on `stream`, in chunks of VS_COPY_CHUNK_BYTES. */
 CUresult vs_tier_copy_region(const vs_region_t *r, vs_copy_direction_t direction, CUstream stream);
 
-/* Room in the host pool for `bytes`, giving back kept copies and spilling
- * to disk when it is full. 0, -ENOSPC, or the disk's -errno. */
+/* Room in the host pool for `bytes`, giving back kept copies when it is
+ * full. 0 or -ENOSPC. */
 int vs_tier_host_take(uint64_t bytes, vs_host_copy_t *out);
 
-/* Copies `r`, on disk, into its freshly mapped memory (complete on return). */
+/* With VRAMSHIM_SPILL_DIR, moves the host copies of the evicted regions
+ * predicted to be used last to disk until `need` bytes of the pool went
+ * back. Returns the bytes given back; *failed is the first I/O error.
+ * Lets go of the engine lock during each write: the caller must look its
+ * regions up again afterwards. */
+uint64_t vs_tier_spill(uint64_t need, int *failed);
+
+/* Copies `r`, on disk, into its freshly mapped memory (complete on return).
+ * Lets go of the engine lock during the reads; `r` stays valid (marked
+ * `disk_io`), anything else must be looked up again. */
 CUresult vs_tier_restore_from_disk(vs_region_t *r, vs_engine_device_t *d);
 
 /* ==== offload_prefetch.c: prefetch ====================================== */

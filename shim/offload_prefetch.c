@@ -132,7 +132,7 @@ static void vs_prefetch(int device)
         vs_region_t *r;
         uint64_t next_use = 0;
         HASH_FIND(hh_id, vs_engine.by_id, &ids[i], sizeof ids[i], r);
-        if (r == NULL || r->where == VS_RESIDENT || r->pinned || (r->host.count == 0 && r->where != VS_ON_DISK)
+        if (r == NULL || r->where == VS_RESIDENT || r->pinned || r->disk_io || (r->host.count == 0 && r->where != VS_ON_DISK)
             || vs_policy_predict(d->policy, r->id, &next_use) != 0 || next_use == VS_POLICY_NEVER)
             continue;
         if (vs_prefetch_room(d, device, r->reserved, next_use) != 0)

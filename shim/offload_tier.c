@@ -5,11 +5,19 @@
  * (`vs_offload_copy_host`).
  *
  * When the pool is full, kept host copies of resident regions go first,
- * then those that in-flight restores still read, then (with
- * VRAMSHIM_SPILL_DIR) the coldest evicted allocations go to disk. Restores
+ * then those that in-flight restores still read; then (with
+ * VRAMSHIM_SPILL_DIR) the coldest evicted allocations go to disk, when an
+ * operation cannot be given room otherwise (`vs_tier_spill`). Restores
  * from disk go through two pinned staging buffers with block checksums.
- * Everything here runs under the engine lock; the pool and the spill store
- * take their own leaf locks inside.
+ *
+ * Everything here runs under the engine lock, except the disk I/O: a spill
+ * and a restore from disk mark their region `disk_io`, let go of the
+ * engine lock for the reads and writes (milliseconds to seconds), and take
+ * it back to finish. Meanwhile other threads run, the snapshot publisher
+ * included; whoever would free, restore, spill or write that region waits
+ * for `vs_engine.disk_io_done` (`vs_engine_disk_io_wait`). The pool and
+ * the spill store take their own leaf locks inside; the staging buffers
+ * have theirs, taken only without the engine lock.
  */
 #include "offload_internal.h"
 
@@ -29,12 +37,14 @@
 #define VS_STAGING_BYTES VS_SPILL_CHUNK_BYTES
 
 static struct {
+    pthread_mutex_t lock; /* one restore from disk at a time uses them; never under the engine lock */
     void *buffer[VS_STAGING_BUFFERS];
-    bool ready;
-} vs_tier_staging;
+    bool ready; /* guarded by the engine lock */
+} vs_tier_staging = {.lock = PTHREAD_MUTEX_INITIALIZER};
 
 static bool vs_tier_staging_prepare(void)
 {
+    VS_ASSERT_HELD(&vs_engine.lock);
     if (vs_tier_staging.ready)
         return true;
     for (int i = 0; i < VS_STAGING_BUFFERS; i++) {
@@ -60,24 +70,34 @@ static CUresult vs_tier_disk_error(int rc)
                            : CUDA_ERROR_OPERATING_SYSTEM;
 }
 
-/* Copies `r`, on disk, into its freshly mapped memory through the staging
- * buffers, then gives its disk space back. The copy is complete on return
- * (disk reads are synchronous anyway). Engine lock held. */
-CUresult vs_tier_restore_from_disk(vs_region_t *r, vs_engine_device_t *d)
+/* Lets go of the engine lock for a region's disk I/O, and takes it back.
+ * The region is marked first: nothing frees, restores, spills or writes
+ * it meanwhile (they wait in `vs_engine_disk_io_wait`). */
+static void vs_tier_disk_io_begin(vs_region_t *r)
 {
     VS_ASSERT_HELD(&vs_engine.lock);
-    if (!vs_tier_staging_prepare())
-        return CUDA_ERROR_OUT_OF_MEMORY;
+    r->disk_io = true;
+    vs_mutex_unlock(&vs_engine.lock);
+}
+
+static void vs_tier_disk_io_end(vs_region_t *r)
+{
+    vs_mutex_lock(&vs_engine.lock);
+    r->disk_io = false;
+    pthread_cond_broadcast(&vs_engine.disk_io_done);
+}
+
+/* Reads `r` back from disk into its mapped memory, chunk by chunk through
+ * the staging buffers: the read of one chunk overlaps the copy of the
+ * previous one on `to_device`. Runs without the engine lock (the driver
+ * and the spill store are thread-safe), with the staging lock. */
+static CUresult vs_tier_read_disk_unlocked(const vs_region_t *r, CUstream to_device, CUevent copied[VS_STAGING_BUFFERS])
+{
     uint64_t blocks_per_chunk = VS_STAGING_BYTES / VS_SPILL_BLOCK_BYTES;
     uint64_t total_blocks = (r->size + VS_SPILL_BLOCK_BYTES - 1) / VS_SPILL_BLOCK_BYTES;
     CUresult rc = CUDA_SUCCESS;
     int used[VS_STAGING_BUFFERS] = {0};
-    /* The copy out of each buffer, recorded on the device's copy stream: so
-     * events of its context, from the engine's pool. */
-    CUevent copied[VS_STAGING_BUFFERS] = {0};
-    for (int b = 0; b < VS_STAGING_BUFFERS && rc == CUDA_SUCCESS; b++)
-        if ((copied[b] = vs_engine_event_get(d->ctx)) == NULL)
-            rc = CUDA_ERROR_OUT_OF_MEMORY;
+    pthread_mutex_lock(&vs_tier_staging.lock);
     for (uint64_t first = 0, chunk = 0; first < total_blocks && rc == CUDA_SUCCESS; first += blocks_per_chunk, chunk++) {
         int b = (int)(chunk % VS_STAGING_BUFFERS);
         uint64_t blocks = total_blocks - first < blocks_per_chunk ? total_blocks - first : blocks_per_chunk;
@@ -92,16 +112,41 @@ CUresult vs_tier_restore_from_disk(vs_region_t *r, vs_engine_device_t *d)
         }
         uint64_t offset = first * VS_SPILL_BLOCK_BYTES;
         uint64_t n = r->size - offset < blocks * VS_SPILL_BLOCK_BYTES ? r->size - offset : blocks * VS_SPILL_BLOCK_BYTES;
-        rc = VS_CALL(cuMemcpyHtoDAsync_v2, ((CUdeviceptr)(r->base + offset), vs_tier_staging.buffer[b], n, d->to_device));
+        rc = VS_CALL(cuMemcpyHtoDAsync_v2, ((CUdeviceptr)(r->base + offset), vs_tier_staging.buffer[b], n, to_device));
         if (rc == CUDA_SUCCESS)
-            rc = VS_CALL(cuEventRecord, (copied[b], d->to_device));
+            rc = VS_CALL(cuEventRecord, (copied[b], to_device));
         used[b] = 1;
     }
-    CUresult synced = VS_CALL(cuStreamSynchronize, (d->to_device));
+    /* The staging buffers are free again once their copies are done. */
+    CUresult synced = VS_CALL(cuStreamSynchronize, (to_device));
+    pthread_mutex_unlock(&vs_tier_staging.lock);
+    return rc == CUDA_SUCCESS ? synced : rc;
+}
+
+/* Copies `r`, on disk, into its freshly mapped memory through the staging
+ * buffers, then gives its disk space back. The copy is complete on return
+ * (disk reads are synchronous anyway). Engine lock held; let go during the
+ * reads. */
+CUresult vs_tier_restore_from_disk(vs_region_t *r, vs_engine_device_t *d)
+{
+    VS_ASSERT_HELD(&vs_engine.lock);
+    if (!vs_tier_staging_prepare())
+        return CUDA_ERROR_OUT_OF_MEMORY;
+    CUresult rc = CUDA_SUCCESS;
+    /* The copy out of each buffer, recorded on the device's copy stream: so
+     * events of its context, from the engine's pool. */
+    CUevent copied[VS_STAGING_BUFFERS] = {0};
+    for (int b = 0; b < VS_STAGING_BUFFERS && rc == CUDA_SUCCESS; b++)
+        if ((copied[b] = vs_engine_event_get(d->ctx)) == NULL)
+            rc = CUDA_ERROR_OUT_OF_MEMORY;
+    if (rc == CUDA_SUCCESS) {
+        CUstream to_device = d->to_device;
+        vs_tier_disk_io_begin(r);
+        rc = vs_tier_read_disk_unlocked(r, to_device, copied);
+        vs_tier_disk_io_end(r);
+    }
     for (int b = 0; b < VS_STAGING_BUFFERS; b++)
         vs_engine_event_put(d->ctx, copied[b]);
-    if (rc == CUDA_SUCCESS)
-        rc = synced;
     if (rc == CUDA_SUCCESS) {
         vs_engine.stats.disk_reads++;
         vs_engine.stats.bytes_from_disk += r->size;
@@ -110,32 +155,46 @@ CUresult vs_tier_restore_from_disk(vs_region_t *r, vs_engine_device_t *d)
     return rc;
 }
 
-/* Moves host copies of regions on the host to the spill file until `need`
- * bytes of the pool went back: those predicted to be used last go first.
- * Returns the bytes given back; *failed is the first I/O error. Engine
- * lock held. */
-static uint64_t vs_tier_host_spill(uint64_t need, int *failed)
+/* The evicted region whose host copy is predicted to be used last, or NULL:
+ * one that nothing holds and no other I/O moves. */
+static vs_region_t *vs_tier_spill_choice(void)
+{
+    VS_ASSERT_HELD(&vs_engine.lock);
+    vs_region_t *coldest = NULL, *r, *tmp;
+    uint64_t coldest_next = 0;
+    HASH_ITER(hh, vs_engine.by_base, r, tmp) {
+        if (r->where != VS_ON_HOST || r->host.count == 0 || r->evicting || r->disk_io || r->holds > 0)
+            continue;
+        uint64_t next = VS_POLICY_NEVER;
+        vs_policy_t *policy = vs_engine.devices[r->device].policy;
+        if (policy != NULL)
+            (void)vs_policy_predict(policy, r->id, &next);
+        if (coldest == NULL || next > coldest_next) {
+            coldest = r;
+            coldest_next = next;
+        }
+    }
+    return coldest;
+}
+
+uint64_t vs_tier_spill(uint64_t need, int *failed)
 {
     VS_ASSERT_HELD(&vs_engine.lock);
     uint64_t freed = 0;
+    *failed = 0;
+    if (!vs_spill_enabled())
+        return 0;
     while (freed < need) {
-        vs_region_t *coldest = NULL, *r, *tmp;
-        uint64_t coldest_next = 0;
-        HASH_ITER(hh, vs_engine.by_base, r, tmp) {
-            if (r->where != VS_ON_HOST || r->host.count == 0 || r->evicting)
-                continue;
-            uint64_t next = VS_POLICY_NEVER;
-            vs_policy_t *policy = vs_engine.devices[r->device].policy;
-            if (policy != NULL)
-                (void)vs_policy_predict(policy, r->id, &next);
-            if (coldest == NULL || next > coldest_next) {
-                coldest = r;
-                coldest_next = next;
-            }
-        }
+        vs_region_t *coldest = vs_tier_spill_choice();
         if (coldest == NULL)
             break;
-        int rc = vs_spill_write(coldest->host.extents, coldest->host.count, coldest->size, &coldest->disk);
+        /* Its host copy cannot change meanwhile: only a copy served from it
+         * or an eviction writes a host copy, and neither touches a region
+         * that is on the host and marked. */
+        vs_spill_copy_t disk = {0};
+        vs_tier_disk_io_begin(coldest);
+        int rc = vs_spill_write(coldest->host.extents, coldest->host.count, coldest->size, &disk);
+        vs_tier_disk_io_end(coldest);
         if (rc != 0) {
             vs_log(VS_LOG_WARN, "cannot spill the allocation at 0x%" PRIxPTR " to VRAMSHIM_SPILL_DIR (%s)", coldest->base,
                    strerror(-rc));
@@ -143,6 +202,7 @@ static uint64_t vs_tier_host_spill(uint64_t need, int *failed)
             break;
         }
         freed += coldest->host.bytes;
+        coldest->disk = disk;
         vs_host_pool_give(&coldest->host);
         coldest->host_hash_known = false;
         coldest->where = VS_ON_DISK;
@@ -175,9 +235,8 @@ static uint64_t vs_tier_host_drop_kept(uint64_t need)
 }
 
 /* Room in the host pool: when it is full, kept host copies of resident
- * regions go first, then those that in-flight restores still read, then
- * (with VRAMSHIM_SPILL_DIR) the coldest evicted allocations go to disk.
- * 0, -ENOSPC (no room and no disk tier), -EIO/-ENOSPC from the disk. */
+ * regions go first, then those that in-flight restores still read. 0 or
+ * -ENOSPC (then `vs_tier_spill` may make room, with the lock let go). */
 int vs_tier_host_take(uint64_t bytes, vs_host_copy_t *out)
 {
     VS_ASSERT_HELD(&vs_engine.lock);
@@ -189,14 +248,6 @@ int vs_tier_host_take(uint64_t bytes, vs_host_copy_t *out)
         vs_engine_deferred_reap(true);
         if (vs_tier_host_drop_kept(bytes) > 0)
             rc = vs_host_pool_take(bytes, out);
-    }
-    for (int round = 0; rc == -ENOSPC && vs_spill_enabled() && round < 4; round++) {
-        int failed = 0;
-        uint64_t freed = vs_tier_host_spill(bytes, &failed);
-        if (freed > 0)
-            rc = vs_host_pool_take(bytes, out);
-        if (freed == 0)
-            break;
     }
     return rc;
 }
@@ -273,8 +324,22 @@ bool vs_offload_copy_host(CUdeviceptr dptr, void *host, uint64_t bytes, bool to_
     vs_engine_lock(&mode);
     vs_region_t *r = vs_engine_region_at(info.base);
     uint64_t offset = (uintptr_t)dptr - info.base;
-    bool served = r != NULL && r->where == VS_ON_HOST && offset + bytes <= r->size && offset + bytes >= offset
-                  && (r->host.count > 0 || (to_device && vs_tier_host_take(r->size, &r->host) == 0));
+    /* A copy into a host copy being spilled goes the driver's way (its
+     * restore waits for the spill); reading one is fine meanwhile. */
+    bool served = r != NULL && r->where == VS_ON_HOST && !(to_device && r->disk_io) && offset + bytes <= r->size
+                  && offset + bytes >= offset;
+    if (served && r->host.count == 0) {
+        /* Its first bytes: a host copy to put them in, with colder host
+         * copies moved to disk when the pool is full (the lock is let go
+         * for the writes: look the region up again). */
+        served = to_device && vs_tier_host_take(r->size, &r->host) == 0;
+        int failed = 0;
+        if (!served && to_device && vs_tier_spill(r->size, &failed) > 0) {
+            r = vs_engine_disk_io_wait(info.base);
+            served = r != NULL && r->where == VS_ON_HOST && offset + bytes <= r->size
+                     && (r->host.count > 0 || vs_tier_host_take(r->size, &r->host) == 0);
+        }
+    }
     if (served) {
         vs_tier_copy_bytes(r, offset, host, bytes, to_device);
         if (to_device)

@@ -18,6 +18,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <time.h>
 #include <sys/stat.h>
 #include <unistd.h>
 
@@ -252,11 +253,23 @@ static int vs_spill_io_fault_truncate(int fd, uint64_t bytes)
     return atomic_load(&vs_spill_io_base)->truncate(fd, bytes);
 }
 
+/* A slow call: its delay, then the real call. */
+static void vs_spill_io_delay(const vs_spill_io_fault_t *f)
+{
+    struct timespec delay = {.tv_sec = (time_t)(f->ms / 1000), .tv_nsec = (long)(f->ms % 1000) * 1000000l};
+    int saved = errno;
+    while (nanosleep(&delay, &delay) != 0 && errno == EINTR)
+        ;
+    errno = saved;
+}
+
 static ssize_t vs_spill_io_fault_write_at(int fd, const void *buf, size_t bytes, uint64_t offset)
 {
     const vs_spill_io_t *base = atomic_load(&vs_spill_io_base);
     const vs_spill_io_fault_t *f = vs_spill_io_fault_for(VS_SPILL_IO_WRITE);
-    if (f == NULL)
+    if (f != NULL && f->kind == VS_SPILL_IO_FAULT_SLOW)
+        vs_spill_io_delay(f);
+    if (f == NULL || f->kind == VS_SPILL_IO_FAULT_SLOW)
         return base->write_at(fd, buf, bytes, offset);
     if (f->kind == VS_SPILL_IO_FAULT_SHORT)
         return base->write_at(fd, buf, vs_spill_io_short_length(fd, bytes), offset);
@@ -268,7 +281,9 @@ static ssize_t vs_spill_io_fault_read_at(int fd, void *buf, size_t bytes, uint64
 {
     const vs_spill_io_t *base = atomic_load(&vs_spill_io_base);
     const vs_spill_io_fault_t *f = vs_spill_io_fault_for(VS_SPILL_IO_READ);
-    if (f == NULL)
+    if (f != NULL && f->kind == VS_SPILL_IO_FAULT_SLOW)
+        vs_spill_io_delay(f);
+    if (f == NULL || f->kind == VS_SPILL_IO_FAULT_SLOW)
         return base->read_at(fd, buf, bytes, offset);
     if (f->kind == VS_SPILL_IO_FAULT_SHORT)
         return base->read_at(fd, buf, vs_spill_io_short_length(fd, bytes), offset);
@@ -355,10 +370,10 @@ static int vs_spill_io_parse_entry(const char *text, size_t len, vs_spill_io_fau
 {
     const char *end = text + len;
     const char *field = text;
-    bool seen_after = false, seen_every = false, seen_times = false;
+    bool seen_after = false, seen_every = false, seen_times = false, seen_ms = false;
     int index = 0;
 
-    *out = (vs_spill_io_fault_t){.every = 1};
+    *out = (vs_spill_io_fault_t){.every = 1, .ms = 100};
     for (;;) {
         const char *colon = memchr(field, ':', (size_t)(end - field));
         const char *field_end = colon != NULL ? colon : end;
@@ -382,6 +397,8 @@ static int vs_spill_io_parse_entry(const char *text, size_t len, vs_spill_io_fau
                 out->kind = VS_SPILL_IO_FAULT_SHORT;
             else if (vs_spill_io_is(field, field_len, "corrupt"))
                 out->kind = VS_SPILL_IO_FAULT_CORRUPT;
+            else if (vs_spill_io_is(field, field_len, "slow"))
+                out->kind = VS_SPILL_IO_FAULT_SLOW;
             else
                 return -EINVAL;
         } else {
@@ -399,6 +416,8 @@ static int vs_spill_io_parse_entry(const char *text, size_t len, vs_spill_io_fau
                 slot = &out->every, seen = &seen_every;
             else if (vs_spill_io_is(field, key_len, "times"))
                 slot = &out->times, seen = &seen_times;
+            else if (vs_spill_io_is(field, key_len, "ms"))
+                slot = &out->ms, seen = &seen_ms;
             else
                 return -EINVAL;
             if (*seen)
@@ -419,6 +438,10 @@ static int vs_spill_io_parse_entry(const char *text, size_t len, vs_spill_io_fau
     }
     if (index < 2)
         return -EINVAL;
+    /* A delay means something only to a slow call, and longer than a
+     * minute is a typo. */
+    if (seen_ms && (out->kind != VS_SPILL_IO_FAULT_SLOW || out->ms > 60000))
+        return -EINVAL;
     /* The faults each operation can have. */
     switch (out->kind) {
     case VS_SPILL_IO_FAULT_ENOSPC:
@@ -427,6 +450,8 @@ static int vs_spill_io_parse_entry(const char *text, size_t len, vs_spill_io_fau
         return out->op != VS_SPILL_IO_RESERVE ? 0 : -EINVAL;
     case VS_SPILL_IO_FAULT_CORRUPT:
         return out->op == VS_SPILL_IO_READ ? 0 : -EINVAL;
+    case VS_SPILL_IO_FAULT_SLOW:
+        return out->op != VS_SPILL_IO_RESERVE ? 0 : -EINVAL;
     case VS_SPILL_IO_FAULT_EIO:
     default:
         return 0;

@@ -64,20 +64,23 @@ void vs_spill_io_set_sys(const vs_spill_io_sys_t *sys);
 
 /* ---- Fault injection (`VRAMSHIM_IO_FAULT`) ------------------------------
  *
- * A comma-separated list of `OP:FAULT[:after=N][:every=M][:times=K]`:
+ * A comma-separated list of `OP:FAULT[:after=N][:every=M][:times=K][:ms=D]`:
  *   OP     reserve | write | read
  *   FAULT  ENOSPC (reserve, write), EIO (all three), short (write, read:
  *          move half of what was asked, at least 1 byte, and with O_DIRECT
  *          a whole number of 4 KiB pages, so the caller must loop),
- *          corrupt (read: flip one bit of what the read returns)
+ *          corrupt (read: flip one bit of what the read returns),
+ *          slow (write, read: the call takes MS milliseconds more, then
+ *          succeeds: a busy or networked disk)
  *   after  the first N calls of OP pass untouched (default 0)
  *   every  then every M-th call of OP is hit (default 1: each one)
  *   times  at most K calls are hit in all (default: no bound)
+ *   ms     slow only: the delay of each hit call (default 100)
  * Each entry counts the calls of its OP on its own; when several entries hit
  * the same call, the first listed applies. */
 #define VS_SPILL_IO_FAULT_FORMS                                                                    \
-    "OP:FAULT[:after=N][:every=M][:times=K], comma-separated; OP reserve|write|read; FAULT "        \
-    "ENOSPC (reserve, write), EIO, short (write, read), corrupt (read)"
+    "OP:FAULT[:after=N][:every=M][:times=K][:ms=D], comma-separated; OP reserve|write|read; FAULT " \
+    "ENOSPC (reserve, write), EIO, short (write, read), corrupt (read), slow (write, read; ms=D)"
 
 #define VS_SPILL_IO_FAULTS_MAX 8
 
@@ -92,6 +95,7 @@ typedef enum vs_spill_io_fault_kind_e {
     VS_SPILL_IO_FAULT_EIO,
     VS_SPILL_IO_FAULT_SHORT,
     VS_SPILL_IO_FAULT_CORRUPT,
+    VS_SPILL_IO_FAULT_SLOW,
 } vs_spill_io_fault_kind_t;
 
 typedef struct vs_spill_io_fault_s {
@@ -100,6 +104,7 @@ typedef struct vs_spill_io_fault_s {
     uint64_t after; /* calls that pass before the first hit */
     uint64_t every; /* >= 1 */
     uint64_t times; /* 0 = no bound */
+    uint64_t ms;    /* VS_SPILL_IO_FAULT_SLOW: the delay */
 } vs_spill_io_fault_t;
 
 typedef struct vs_spill_io_faults_s {

@@ -11,6 +11,7 @@ Environment (from tests/hostile/meson.build): HOSTILE_SHIM, HOSTILE_CLIENT,
 HOSTILE_VRAMSHIM, and LD_LIBRARY_PATH naming the simulated driver.
 """
 import os
+import re
 import signal
 import stat
 import subprocess
@@ -400,10 +401,10 @@ def case_escapes_in_program_name():
 def case_dump_while_spilling():
     with tempfile.TemporaryDirectory(dir=SCRATCH) as spill:
         env = shim_env("offload", VRAM_LIMIT="32M", VRAMSHIM_HOST_LIMIT="16M", VRAMSHIM_SPILL_DIR=spill,
-                       SIMCUDA_DEVICE_MEM="1G")
-        proc = subprocess.Popen([SPILL_PROGRAM, "--buffers", "24", "--mib", "16", "--rounds", "40",
-                                 "--watchdog", "100"], env=env, stdout=subprocess.PIPE, stderr=subprocess.PIPE,
-                                text=True)
+                       SIMCUDA_DEVICE_MEM="1G", VRAMSHIM_LOG="info")
+        shape = ["--buffers", "24", "--rounds", "4"]
+        proc = subprocess.Popen([SPILL_PROGRAM, *shape, "--mib", "16", "--watchdog", "100"], env=env,
+                                stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
         try:
             wait_for_snapshot(proc.pid)
             failures, tries = [], 0
@@ -416,12 +417,18 @@ def case_dump_while_spilling():
                 if dump.returncode != 0:
                     failures.append(dump.stderr.strip())
                 time.sleep(0.05)
+            out, err = proc.communicate(timeout=100)  # the statistics come at exit
         finally:
-            proc.kill() if proc.poll() is None else None
-            out, err = proc.communicate()
+            if proc.poll() is None:
+                proc.kill()
+                out, err = proc.communicate()
+        check(proc.returncode == 0, f"the program failed ({proc.returncode}):\n{err}")
         check(tries >= 10, f"only {tries} dumps while the program ran: make it run longer\n{err}")
         check(not failures, f"{len(failures)} of {tries} dumps failed while the disk tier was busy: {failures[:3]}")
-        print(f"{tries} dumps while the program spilled, none failed")
+        stats = re.search(r"disk tier: spills (\d+).*restores from disk (\d+)", err)
+        check(stats is not None and int(stats.group(1)) > 0 and int(stats.group(2)) > 0,
+              f"the program never used the disk tier:\n{err}")
+        print(f"{tries} dumps while the program spilled ({stats.group(1)} spills, {stats.group(2)} reads), none failed")
 
 
 CASES = {

@@ -24,10 +24,19 @@
  * `--expect-error CODE` (repeatable) fails the test unless some operation
  * returned CODE: the fault must have reached the program.
  *
+ * `--max-alloc-wait-ms MS` runs a second thread that allocates and frees a
+ * small buffer in a loop while the rounds run, and fails the test when one
+ * such pair took longer than MS: with slow disk I/O injected
+ * (`write:slow`, `read:slow`), that holds only if the shim lets its engine
+ * lock go during the I/O (an allocation takes that lock).
+ *
  * Exit status: 0 when every check holds, 1 otherwise (each failure printed),
  * 2 on a usage error, 3 when the watchdog fired.
  */
+#include <pthread.h>
 #include <signal.h>
+#include <stdatomic.h>
+#include <time.h>
 #include <unistd.h>
 
 #include "preload_util.h"
@@ -204,9 +213,41 @@ static unsigned parse_count(const char *option, const char *value, unsigned max)
     return (unsigned)n;
 }
 
+/* The allocation probe (--max-alloc-wait-ms). */
+static _Atomic bool probe_stop;
+static _Atomic uint64_t probe_worst_ns, probe_pairs;
+
+static uint64_t now_ns(void)
+{
+    struct timespec ts;
+    clock_gettime(CLOCK_MONOTONIC, &ts);
+    return (uint64_t)ts.tv_sec * 1000000000ull + (uint64_t)ts.tv_nsec;
+}
+
+static void *probe_allocations(void *arg)
+{
+    CUcontext context = arg;
+    if (cuCtxSetCurrent(context) != CUDA_SUCCESS)
+        return NULL;
+    while (!atomic_load(&probe_stop)) {
+        CUdeviceptr ptr = 0;
+        uint64_t start = now_ns();
+        CUresult rc = cuMemAlloc_v2(&ptr, 2 * MiB);
+        if (rc == CUDA_SUCCESS)
+            rc = cuMemFree_v2(ptr);
+        uint64_t took = now_ns() - start;
+        VS_EXPECT(rc == CUDA_SUCCESS, "the probe's cuMemAlloc_v2/cuMemFree_v2: %d", (int)rc);
+        if (took > atomic_load(&probe_worst_ns))
+            atomic_store(&probe_worst_ns, took);
+        atomic_fetch_add(&probe_pairs, 1);
+        usleep(20000);
+    }
+    return NULL;
+}
+
 int main(int argc, char **argv)
 {
-    unsigned count = 8, mib = 8, rounds = 4, watchdog_seconds = 120;
+    unsigned count = 8, mib = 8, rounds = 4, watchdog_seconds = 120, max_alloc_wait_ms = 0;
     CUresult expected[MAX_CODES];
     unsigned expected_count = 0;
     for (int i = 1; i < argc; i += 2) {
@@ -219,11 +260,14 @@ int main(int argc, char **argv)
             rounds = parse_count(argv[i], value, 1000);
         else if (strcmp(argv[i], "--watchdog") == 0)
             watchdog_seconds = parse_count(argv[i], value, 3600);
+        else if (strcmp(argv[i], "--max-alloc-wait-ms") == 0)
+            max_alloc_wait_ms = parse_count(argv[i], value, 600000);
         else if (strcmp(argv[i], "--expect-error") == 0 && expected_count < MAX_CODES)
             expected[expected_count++] = (CUresult)parse_count(argv[i], value, 100000);
         else {
             fprintf(stderr,
-                    "usage: %s [--buffers N] [--mib M] [--rounds R] [--watchdog S] [--expect-error CODE]...\n",
+                    "usage: %s [--buffers N] [--mib M] [--rounds R] [--watchdog S] [--expect-error CODE]... "
+                    "[--max-alloc-wait-ms MS]\n",
                     argv[0]);
             return 2;
         }
@@ -270,8 +314,22 @@ int main(int argc, char **argv)
         VS_EXPECT(rc == CUDA_SUCCESS, "the first write of buffer %u: %d", i, (int)rc);
         vs_tracked_write(&buffers[i], 0x100u + i, rc);
     }
+    pthread_t probe;
+    bool probing = max_alloc_wait_ms > 0 && pthread_create(&probe, NULL, probe_allocations, context) == 0;
+    VS_EXPECT(probing || max_alloc_wait_ms == 0, "cannot start the allocation probe");
     for (unsigned round = 0; round < rounds && vs_test_failure_count() == 0; round++)
         run_round(round);
+    if (probing) {
+        atomic_store(&probe_stop, true);
+        pthread_join(probe, NULL);
+        double worst_ms = (double)atomic_load(&probe_worst_ns) / 1e6;
+        fprintf(stderr, "preload_offload_spill: %lu allocate-and-free pairs beside the rounds, the slowest %.1f ms\n",
+                (unsigned long)atomic_load(&probe_pairs), worst_ms);
+        VS_EXPECT(atomic_load(&probe_pairs) >= 10, "only %lu probe pairs ran", (unsigned long)atomic_load(&probe_pairs));
+        VS_EXPECT(worst_ms <= max_alloc_wait_ms,
+                  "an allocate-and-free pair took %.1f ms (at most %u): it waited for disk I/O", worst_ms,
+                  max_alloc_wait_ms);
+    }
 
     vs_test_set_phase("cuCtxSynchronize before verifying");
     CUresult rc;

@@ -126,8 +126,11 @@ static void vs_fuzz_check_faults(const char *value)
         VS_FUZZ_CHECK(f->kind != VS_SPILL_IO_FAULT_ENOSPC || f->op != VS_SPILL_IO_READ);
         VS_FUZZ_CHECK(f->kind != VS_SPILL_IO_FAULT_SHORT || f->op != VS_SPILL_IO_RESERVE);
         VS_FUZZ_CHECK(f->kind != VS_SPILL_IO_FAULT_CORRUPT || f->op == VS_SPILL_IO_READ);
+        VS_FUZZ_CHECK(f->kind != VS_SPILL_IO_FAULT_SLOW || f->op != VS_SPILL_IO_RESERVE);
+        VS_FUZZ_CHECK(f->ms <= 60000);
         VS_FUZZ_CHECK(f->kind == VS_SPILL_IO_FAULT_ENOSPC || f->kind == VS_SPILL_IO_FAULT_EIO
-                      || f->kind == VS_SPILL_IO_FAULT_SHORT || f->kind == VS_SPILL_IO_FAULT_CORRUPT);
+                      || f->kind == VS_SPILL_IO_FAULT_SHORT || f->kind == VS_SPILL_IO_FAULT_CORRUPT
+                      || f->kind == VS_SPILL_IO_FAULT_SLOW);
     }
 }
 

@@ -1096,8 +1096,17 @@ static void test_io_fault_parser_accepts_the_documented_forms(void **state)
     assert_int_equal(f.fault[1].kind, VS_SPILL_IO_FAULT_CORRUPT);
     assert_int_equal(f.fault[2].kind, VS_SPILL_IO_FAULT_EIO);
 
+    assert_int_equal(vs_spill_io_parse_faults("write:slow,read:slow:ms=250:times=2", &f), 0);
+    assert_int_equal(f.count, 2);
+    assert_int_equal(f.fault[0].kind, VS_SPILL_IO_FAULT_SLOW);
+    assert_int_equal(f.fault[0].ms, 100);
+    assert_int_equal(f.fault[1].op, VS_SPILL_IO_READ);
+    assert_int_equal(f.fault[1].ms, 250);
+    assert_int_equal(f.fault[1].times, 2);
+
     const char *accepted[] = {"reserve:EIO", "write:ENOSPC", "write:EIO", "write:short", "read:EIO", "read:short",
-                              "read:corrupt", "write:EIO:after=18446744073709551615",
+                              "read:corrupt", "write:slow:ms=1", "read:slow:ms=60000",
+                              "write:EIO:after=18446744073709551615",
                               "read:short,read:short,read:short,read:short,read:short,read:short,read:short,read:short"};
     for (size_t i = 0; i < sizeof accepted / sizeof accepted[0]; i++)
         if (vs_spill_io_parse_faults(accepted[i], &f) != 0)
@@ -1112,7 +1121,8 @@ static void test_io_fault_parser_rejects_malformed_forms(void **state)
         "write:enospc", "read:ENOSPC", "reserve:short", "write:corrupt", "reserve:corrupt", "write:EIO:after",
         "write:EIO:after=", "write:EIO:after=-1", "write:EIO:after=+1", "write:EIO:after=1x", "write:EIO:after= 1",
         "write:EIO:every=0", "write:EIO:times=0", "write:EIO:after=1:after=2", "write:EIO:often=2", "write:EIO::",
-        " write:EIO", "write:EIO ", "write:EIO;read:EIO", "write:EIO:1",
+        " write:EIO", "write:EIO ", "write:EIO;read:EIO", "write:EIO:1", "reserve:slow", "write:EIO:ms=5",
+        "write:slow:ms=0", "write:slow:ms=60001", "write:slow:ms=1:ms=2", "write:SLOW",
         "read:short,read:short,read:short,read:short,read:short,read:short,read:short,read:short,read:short",
     };
     vs_spill_io_faults_t f = {.count = 77};
