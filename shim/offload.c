@@ -153,6 +153,7 @@ void vs_engine_lock(CUstreamCaptureMode *mode)
 
 void vs_engine_unlock(CUstreamCaptureMode mode)
 {
+    vs_engine_spares_release();
     vs_engine_unrelax(mode);
     vs_mutex_unlock(&vs_engine.lock);
 }
@@ -224,8 +225,10 @@ vs_region_t *vs_engine_disk_io_wait(uintptr_t base)
 {
     VS_ASSERT_HELD(&vs_engine.lock);
     vs_region_t *r;
-    while ((r = vs_engine_region_at(base)) != NULL && r->disk_io)
+    while ((r = vs_engine_region_at(base)) != NULL && r->disk_io) {
+        vs_engine_spares_release();
         vs_mutex_wait(&vs_engine.disk_io_done, &vs_engine.lock);
+    }
     return r;
 }
 
@@ -303,18 +306,47 @@ static bool vs_engine_deferred_push(CUevent done, vs_region_t *r, int hash_slot)
 
 /* ---- Physical memory ----------------------------------------------------- */
 
+static void vs_engine_spare_release(vs_engine_device_t *d)
+{
+    VS_ASSERT_HELD(&vs_engine.lock);
+    if (d->spare == 0)
+        return;
+    (void)VS_CALL(cuMemRelease, (d->spare));
+    d->spare = 0;
+    d->spare_bytes = 0;
+}
+
+void vs_engine_spares_release(void)
+{
+    VS_ASSERT_HELD(&vs_engine.lock);
+    if (!vs_engine.spares_held)
+        return;
+    for (int device = 0; device < VS_MAX_DEVICES; device++)
+        vs_engine_spare_release(&vs_engine.devices[device]);
+    vs_engine.spares_held = false;
+}
+
 static CUresult vs_engine_physical_map(vs_region_t *r)
 {
     VS_ASSERT_HELD(&vs_engine.lock);
-    CUmemAllocationProp prop;
-    memset(&prop, 0, sizeof prop);
-    prop.type = CU_MEM_ALLOCATION_TYPE_PINNED;
-    prop.location.type = CU_MEM_LOCATION_TYPE_DEVICE;
-    prop.location.id = r->device;
-    CUmemGenericAllocationHandle phys;
-    CUresult rc = VS_CALL(cuMemCreate, (&phys, r->reserved, &prop, 0));
-    if (rc != CUDA_SUCCESS)
-        return rc;
+    vs_engine_device_t *d = &vs_engine.devices[r->device];
+    CUmemGenericAllocationHandle phys = 0;
+    CUresult rc = CUDA_SUCCESS;
+    if (d->spare != 0 && d->spare_bytes == r->reserved) {
+        phys = d->spare; /* what an eviction just unmapped: no release, no create */
+        d->spare = 0;
+        d->spare_bytes = 0;
+    } else {
+        vs_engine_spare_release(d); /* the device's memory for this one */
+        CUmemAllocationProp prop;
+        memset(&prop, 0, sizeof prop);
+        prop.type = CU_MEM_ALLOCATION_TYPE_PINNED;
+        prop.location.type = CU_MEM_LOCATION_TYPE_DEVICE;
+        prop.location.id = r->device;
+        rc = VS_CALL(cuMemCreate, (&phys, r->reserved, &prop, 0));
+        if (rc != CUDA_SUCCESS)
+            return rc;
+    }
     rc = VS_CALL(cuMemMap, ((CUdeviceptr)r->base, r->reserved, 0, phys, 0));
     if (rc != CUDA_SUCCESS) {
         (void)VS_CALL(cuMemRelease, (phys));
@@ -401,11 +433,22 @@ static CUresult vs_engine_physical_map_evicting(vs_region_t *r)
     return rc;
 }
 
+/* Unmaps `r`; its physical memory becomes the device's spare (the one
+ * kept before is released), for a map of the same size before the engine
+ * lock is let go. Its bytes are undefined then, as a fresh cuMemCreate's
+ * are: every map is followed by a restore copy or holds no data yet. */
 static void vs_engine_physical_unmap(vs_region_t *r)
 {
     VS_ASSERT_HELD(&vs_engine.lock);
-    (void)VS_CALL(cuMemUnmap, ((CUdeviceptr)r->base, r->reserved));
-    (void)VS_CALL(cuMemRelease, (r->phys));
+    vs_engine_device_t *d = &vs_engine.devices[r->device];
+    if (VS_CALL(cuMemUnmap, ((CUdeviceptr)r->base, r->reserved)) != CUDA_SUCCESS) {
+        (void)VS_CALL(cuMemRelease, (r->phys));
+    } else {
+        vs_engine_spare_release(d);
+        d->spare = r->phys;
+        d->spare_bytes = r->reserved;
+        vs_engine.spares_held = true;
+    }
     r->phys = 0;
 }
 
@@ -509,6 +552,22 @@ static void vs_engine_evict_undo(vs_region_t *r, bool had_copy, uint64_t streams
     vs_registry_add_streams(r->base, streams);
 }
 
+/* Clean eviction's verdicts that found a region changed, in a row, before
+ * its evictions copy without hashing; and how many such blind evictions
+ * pass before it is judged again (its restore then hashes what arrived,
+ * and the eviction after compares). A region written at every use (the
+ * activations, an optimizer's state) so skips the hash kernel and the wait
+ * for its verdict, on the critical path of every eviction; one that turns
+ * read-only (weights after loading) is found clean again within
+ * VS_BLIND_RECHECK evictions. */
+#define VS_BLIND_AFTER 1
+#define VS_BLIND_RECHECK 8
+
+bool vs_engine_evict_blind(const vs_region_t *r)
+{
+    return r->changed_streak >= VS_BLIND_AFTER && r->blind_evictions < VS_BLIND_RECHECK;
+}
+
 /* The hash of the host copy, when it is known. */
 static bool vs_engine_host_hash(const vs_region_t *r, vs_content_hash_t *out)
 {
@@ -534,7 +593,7 @@ uint64_t vs_engine_evict(vs_region_t **victims, size_t count, bool *host_full)
     int device = victims[0]->device;
     vs_engine_device_t *d = &vs_engine.devices[device];
     vs_device_hasher_t *hasher = vs_engine_evict_hasher(d, device);
-    bool had_copy[VS_EVICT_BATCH], copied[VS_EVICT_BATCH];
+    bool had_copy[VS_EVICT_BATCH], copied[VS_EVICT_BATCH], blind[VS_EVICT_BATCH], judged[VS_EVICT_BATCH];
     uint64_t streams_of[VS_EVICT_BATCH];
     size_t started = 0;
     uint64_t freed = 0;
@@ -591,11 +650,16 @@ uint64_t vs_engine_evict(vs_region_t **victims, size_t count, bool *host_full)
             continue;
         }
         r->hash_slot = -1;
-        if (hasher != NULL
-            && vs_device_hash_enqueue(hasher, (unsigned)i, (CUdeviceptr)r->base, r->size, d->to_host) == CUDA_SUCCESS)
+        blind[i] = had_copy[i] && vs_engine_evict_blind(r);
+        if (blind[i])
+            r->host_hash_known = false; /* its host copy is about to change, unhashed */
+        else if (hasher != NULL
+                 && vs_device_hash_enqueue(hasher, (unsigned)i, (CUdeviceptr)r->base, r->size, d->to_host)
+                        == CUDA_SUCCESS)
             r->hash_slot = (int)i;
         /* Without a host copy, or a hash to judge it by, the bytes go now. */
         copied[i] = !had_copy[i] || r->hash_slot < 0 || !r->host_hash_known;
+        judged[i] = !copied[i];
         if (copied[i] && vs_tier_copy_region(r, VS_COPY_OUT, d->to_host) != CUDA_SUCCESS) {
             vs_log(VS_LOG_WARN, "cannot evict the allocation at 0x%" PRIxPTR "; it stays on the device", r->base);
             (void)VS_CALL(cuStreamSynchronize, (d->to_host));
@@ -664,6 +728,16 @@ uint64_t vs_engine_evict(vs_region_t **victims, size_t count, bool *host_full)
         vs_engine.stats.evictions++;
         vs_log(VS_LOG_DEBUG, "evicted 0x%" PRIxPTR ": %s", r->base,
                copied[i] ? (had_copy[i] ? "copied (changed)" : "copied (no host copy)") : "clean, nothing copied");
+        if (judged[i] && copied[i]) {
+            if (r->changed_streak < UINT8_MAX)
+                r->changed_streak++;
+            r->blind_evictions = 0;
+        } else if (judged[i]) {
+            r->changed_streak = 0;
+            r->blind_evictions = 0;
+        } else if (blind[i]) {
+            r->blind_evictions++;
+        }
         if (copied[i]) {
             vs_engine.stats.bytes_to_host += r->size;
         } else {
@@ -793,6 +867,7 @@ int vs_engine_charge_engine_locked(int device, uint64_t bytes, const char *what,
             until.tv_sec++;
             until.tv_nsec -= 1000000000l;
         }
+        vs_engine_spares_release();
         vs_mutex_timedwait(&vs_engine.released, &vs_engine.lock, &until);
     }
     vs_cap_charge(device, bytes);
@@ -834,7 +909,8 @@ static CUresult vs_engine_restore_copy(vs_region_t *r, vs_engine_device_t *d, CU
     CUevent done = vs_engine_event_get(d->ctx);
     CUresult rc = vs_tier_copy_region(r, VS_COPY_IN, d->to_device);
     int hash_slot = -1;
-    if (rc == CUDA_SUCCESS && !r->host_hash_known && vs_engine_evict_hasher(d, r->device) != NULL
+    if (rc == CUDA_SUCCESS && !r->host_hash_known && !vs_engine_evict_blind(r)
+        && vs_engine_evict_hasher(d, r->device) != NULL
         && (hash_slot = vs_engine_restore_hash_slot(d)) >= 0
         && vs_device_hash_enqueue(d->restore_hasher, (unsigned)hash_slot, (CUdeviceptr)r->base, r->size,
                                   d->to_device)

@@ -77,6 +77,7 @@ static void vs_tier_disk_io_begin(vs_region_t *r)
 {
     VS_ASSERT_HELD(&vs_engine.lock);
     r->disk_io = true;
+    vs_engine_spares_release();
     vs_mutex_unlock(&vs_engine.lock);
 }
 
