@@ -18,6 +18,10 @@
  *   first pinned in B); B is destroyed, and A's buffers must still hold
  *   their bytes; A then allocates and uses new buffers.
  *
+ * Its stream and event die with the context and are never used again: the
+ * simulated driver frees them, so a use by the shim afterwards is a
+ * use-after-free that the ASan build reports.
+ *
  * After each, the simulated device's own count of used memory (asked of
  * simcuda, not through the shim) must be within VRAM_LIMIT plus the 8 MiB
  * an operation may need beside it: the allocations of the destroyed context
@@ -148,9 +152,6 @@ static void case_primary_ends(int count, bool reset)
         VS_CHECK(cuDevicePrimaryCtxReset(dev));
     else
         VS_CHECK(cuDevicePrimaryCtxRelease(dev));
-    /* Its stream and event went with it, as on the real driver. */
-    if (cuStreamQuery(stream) == CUDA_SUCCESS || cuEventQuery(done) == CUDA_SUCCESS)
-        VS_EXPECT(false, "a stream or an event of the destroyed context still answers");
     check_device_within_limit("after the context ended");
     start_again(dev);
     VS_CHECK(cuStreamCreate(&stream, CU_STREAM_NON_BLOCKING));
@@ -184,8 +185,6 @@ static void case_destroy(int count)
     check_buffers(kept, kept_count, 100, stream, "the first context's, from the second");
     VS_CHECK(cuEventRecord(done, stream));
     VS_CHECK(cuCtxDestroy_v2(other));
-    if (cuStreamQuery(stream) == CUDA_SUCCESS || cuEventQuery(done) == CUDA_SUCCESS)
-        VS_EXPECT(false, "a stream or an event of the destroyed context still answers");
     CUcontext current = NULL;
     VS_CHECK(cuCtxGetCurrent(&current));
     if (current != primary)
