@@ -155,6 +155,16 @@ void vs_device_hasher_destroy(vs_device_hasher_t *h)
     }
 }
 
+void vs_device_hasher_forget(vs_device_hasher_t *h)
+{
+    if (h == NULL)
+        return;
+    /* The driver freed the lanes with the context: their charge goes too. */
+    if (h->lanes != 0)
+        vs_cap_release(h->device, (uint64_t)h->slots * VS_DEVICE_HASH_SLOT_BYTES);
+    free(h);
+}
+
 unsigned vs_device_hasher_slots(const vs_device_hasher_t *h)
 {
     return h->slots;

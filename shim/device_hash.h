@@ -29,6 +29,11 @@ int vs_device_hasher_create(int device, unsigned slots, vs_device_hasher_t **out
  * No hash may be in flight. NULL is accepted. */
 void vs_device_hasher_destroy(vs_device_hasher_t *h);
 
+/* Forgets a hasher whose context was destroyed: the driver freed its
+ * module, lanes and pinned memory with it, so no driver call is made. NULL
+ * is accepted. */
+void vs_device_hasher_forget(vs_device_hasher_t *h);
+
 unsigned vs_device_hasher_slots(const vs_device_hasher_t *h);
 
 /* On `stream`: zeroes slot `slot`, runs the kernel over [base, base+bytes)

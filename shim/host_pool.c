@@ -9,12 +9,15 @@
 
 #include <errno.h>
 #include <pthread.h>
+#include <stdatomic.h>
 #include <stdbool.h>
 #include <stdlib.h>
 #include <string.h>
 
 typedef struct vs_slab_s {
     unsigned char *base;
+    uint64_t bytes;
+    void *owner; /* what its pin depends on; NULL once unpinned */
     uint32_t blocks;
     uint32_t free_blocks;
     uint64_t *used; /* bitmap, one bit per block */
@@ -30,6 +33,7 @@ static struct {
     vs_host_pin_fn pin;
     vs_host_unpin_fn unpin;
     vs_slab_t *slabs;
+    _Atomic uint64_t unpinned; /* slabs whose owner is NULL */
 } vs_pool = {.lock = PTHREAD_MUTEX_INITIALIZER};
 
 void vs_host_pool_configure(uint64_t limit, vs_host_pin_fn pin, vs_host_unpin_fn unpin)
@@ -103,13 +107,17 @@ static vs_slab_t *vs_slab_grow(uint64_t at_least)
         free(s);
         return NULL;
     }
-    void *base = NULL;
-    if (vs_pool.pin(&base, bytes) != 0 || base == NULL) {
+    void *base = NULL, *owner = NULL;
+    if (vs_pool.pin(&base, bytes, &owner) != 0 || base == NULL) {
         free(s->used);
         free(s);
         return NULL;
     }
     s->base = base;
+    s->bytes = bytes;
+    s->owner = owner;
+    if (owner == NULL)
+        atomic_fetch_add(&vs_pool.unpinned, 1);
     s->blocks = s->free_blocks = blocks;
     s->next = vs_pool.slabs;
     vs_pool.slabs = s;
@@ -263,6 +271,27 @@ void vs_host_pool_stats(vs_host_pool_stats_t *out)
     pthread_mutex_unlock(&vs_pool.lock);
 }
 
+size_t vs_host_pool_repin(void *owner, vs_host_repin_fn repin, void *arg)
+{
+    size_t called = 0;
+    pthread_mutex_lock(&vs_pool.lock);
+    for (vs_slab_t *s = vs_pool.slabs; s != NULL; s = s->next) {
+        if (s->owner != owner)
+            continue;
+        repin(s->base, s->bytes, &s->owner, arg);
+        called++;
+        if ((owner == NULL) != (s->owner == NULL))
+            atomic_fetch_add(&vs_pool.unpinned, s->owner == NULL ? 1 : (uint64_t)-1);
+    }
+    pthread_mutex_unlock(&vs_pool.lock);
+    return called;
+}
+
+uint64_t vs_host_pool_unpinned(void)
+{
+    return atomic_load_explicit(&vs_pool.unpinned, memory_order_relaxed);
+}
+
 void vs_host_pool_destroy(void)
 {
     pthread_mutex_lock(&vs_pool.lock);
@@ -270,10 +299,11 @@ void vs_host_pool_destroy(void)
         vs_slab_t *s = vs_pool.slabs;
         vs_pool.slabs = s->next;
         if (vs_pool.unpin != NULL)
-            vs_pool.unpin(s->base);
+            vs_pool.unpin(s->base, s->bytes, s->owner);
         free(s->used);
         free(s);
     }
     vs_pool.pinned = vs_pool.used = vs_pool.slab_count = 0;
+    atomic_store(&vs_pool.unpinned, 0);
     pthread_mutex_unlock(&vs_pool.lock);
 }

@@ -13,6 +13,7 @@
 #ifndef VS_HOST_POOL_H
 #define VS_HOST_POOL_H
 
+#include <stddef.h>
 #include <stdint.h>
 
 #define VS_HOST_BLOCK_BYTES (2ull << 20)
@@ -31,9 +32,15 @@ typedef struct vs_host_copy_s {
     uint64_t bytes;
 } vs_host_copy_t;
 
-/* Pins `bytes` of host memory: 0 or -ENOMEM. */
-typedef int (*vs_host_pin_fn)(void **ptr, uint64_t bytes);
-typedef void (*vs_host_unpin_fn)(void *ptr);
+/* Pins `bytes` of host memory: 0 or -ENOMEM. *owner receives what the pin
+ * depends on (the shim: the CUDA context it was registered in), NULL for
+ * nothing; unpin gets it back with the slab. */
+typedef int (*vs_host_pin_fn)(void **ptr, uint64_t bytes, void **owner);
+typedef void (*vs_host_unpin_fn)(void *ptr, uint64_t bytes, void *owner);
+
+/* Moves the pin of one slab elsewhere: its memory, and every copy in it,
+ * stays where it is; *owner is updated (NULL: left unpinned for now). */
+typedef void (*vs_host_repin_fn)(void *ptr, uint64_t bytes, void **owner, void *arg);
 
 /* Sets the limit (bytes, rounded down to blocks) and the pinning functions.
  * Called once, before any take. */
@@ -54,6 +61,14 @@ typedef struct vs_host_pool_stats_s {
 } vs_host_pool_stats_t;
 
 void vs_host_pool_stats(vs_host_pool_stats_t *out);
+
+/* Calls `repin` for every slab whose pin belongs to `owner` (NULL: every
+ * slab left unpinned), under the pool's lock: no take or give runs
+ * meanwhile. Returns how many slabs it was called for. */
+size_t vs_host_pool_repin(void *owner, vs_host_repin_fn repin, void *arg);
+
+/* How many slabs are unpinned now (cheap: no lock). */
+uint64_t vs_host_pool_unpinned(void);
 
 /* Unpins every slab (at exit, or between unit tests). Outstanding copies
  * become invalid. */

@@ -104,6 +104,25 @@ void vs_offload_pin(uintptr_t addr, const char *reason);
  * allocations of a context on device `owner` (`enabled`), or no longer. */
 void vs_offload_peer_changed(int accessor, int owner, bool enabled);
 
+/* Around a driver call that destroys a context: `cuCtxDestroy`,
+ * `cuDevicePrimaryCtxReset` (`certain`), or the primary context's release,
+ * which destroys it only when it is the last. `ending` takes the engine lock
+ * and waits for the engine's copies in flight; when `certain`, it ends what
+ * the engine holds in `ctx` while the context still lives (its
+ * allocations, streams, events, hashers, staging and pinned slabs). `ended`
+ * does it after the call when `destroyed` says the context went and it was
+ * not done before, then lets go of the lock. Nothing happens outside
+ * offload mode. */
+typedef struct vs_offload_ctx_end_s {
+    CUcontext ctx;
+    uint64_t stream_slots; /* the stream table's slots of ctx's streams */
+    bool locked, torn_down;
+    CUstreamCaptureMode mode;
+} vs_offload_ctx_end_t;
+
+void vs_offload_ctx_ending(CUcontext ctx, bool certain, vs_offload_ctx_end_t *end);
+void vs_offload_ctx_ended(vs_offload_ctx_end_t *end, bool destroyed);
+
 /* The stream-destruction hook: work on `stream` must be complete before its
  * number in the stream table may go to another stream. */
 void vs_offload_stream_destroyed(CUstream stream);
@@ -181,6 +200,7 @@ typedef struct vs_offload_stats_s {
     uint64_t host_copies_dropped; /* kept host copies given back for room */
     uint64_t spills, bytes_to_disk;     /* host copies moved to VRAMSHIM_SPILL_DIR */
     uint64_t disk_reads, bytes_from_disk; /* allocations restored from it */
+    uint64_t contexts_destroyed; /* contexts the engine held something in, destroyed or reset */
 } vs_offload_stats_t;
 
 void vs_offload_stats(vs_offload_stats_t *out);

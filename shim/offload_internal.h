@@ -214,6 +214,10 @@ void vs_engine_policy_sync(void);
 void vs_engine_policy_refresh(vs_region_t *r);
 void vs_engine_policy_reset_skips(void);
 
+/* Pins again, in the current context, the pool's slabs whose context was
+ * destroyed while no other context could take them over. */
+void vs_engine_host_repin_orphans(void);
+
 /* Evicts `victims` (resident, one device, at most VS_EVICT_BATCH); returns
  * the bytes evicted, *host_full when the host pool had no room. */
 uint64_t vs_engine_evict(vs_region_t **victims, size_t count, bool *host_full);
@@ -270,6 +274,13 @@ bool vs_streams_gated(uint64_t mask, uint64_t epoch);
 CUevent vs_engine_event_get(CUcontext ctx);
 void vs_engine_event_put(CUcontext ctx, CUevent ev);
 
+/* The stream table's slots whose stream belongs to `ctx` (asked while it
+ * lives), and the end of everything the table and the event pool hold in
+ * `ctx` once it is destroyed (`alive`: about to be; else already, and
+ * nothing is asked of the driver about its handles). */
+uint64_t vs_streams_ctx_slots(CUcontext ctx);
+void vs_streams_ctx_forget(CUcontext ctx, uint64_t slots, bool alive);
+
 /* ==== offload_tier.c: host and disk tiers ================================ */
 
 typedef enum vs_copy_direction_e {
@@ -291,6 +302,10 @@ int vs_tier_host_take(uint64_t bytes, vs_host_copy_t *out);
  * Lets go of the engine lock during each write: the caller must look its
  * regions up again afterwards. */
 uint64_t vs_tier_spill(uint64_t need, int *failed);
+
+/* Ends the staging buffers when they were pinned in `ctx`, which is
+ * destroyed (`alive`: about to be); they are pinned again when next needed. */
+void vs_tier_ctx_forget(CUcontext ctx, bool alive);
 
 /* Copies `r`, on disk, into its freshly mapped memory (complete on return).
  * Lets go of the engine lock during the reads; `r` stays valid (marked

@@ -638,3 +638,80 @@ void vs_offload_stream_wait_end(CUstream stream, bool per_thread, uint64_t epoch
     }
     vs_engine_unlock(mode);
 }
+
+/* ---- A context destroyed ----------------------------------------------- */
+
+/* The slots of the stream table whose stream belongs to `ctx`. Asked while
+ * `ctx` is alive: a created stream's context is the driver's answer, which
+ * a destroyed stream can no longer give. */
+uint64_t vs_streams_ctx_slots(CUcontext ctx)
+{
+    VS_ASSERT_HELD(&vs_engine.lock);
+    uint64_t slots = 0;
+    for (int i = 0; i < VS_STREAM_SLOTS; i++) {
+        vs_stream_entry_t e = vs_streams_entry_copy(i);
+        if (e.kind != VS_STREAM_EMPTY && vs_streams_entry_ctx(&e) == ctx)
+            slots |= 1ull << i;
+    }
+    return slots;
+}
+
+/* Frees (with `alive`: destroys in the driver first) one of the engine's
+ * events of `ctx`. */
+static void vs_streams_event_end(CUevent *ev, bool alive)
+{
+    if (*ev != NULL && alive)
+        (void)VS_CALL(cuEventDestroy_v2, (*ev));
+    *ev = NULL;
+}
+
+/* `ctx` is destroyed (`alive`: about to be, its work already waited for):
+ * empties the stream table's `slots` (its streams), and ends every event
+ * the engine keeps in it: markers, gates, retiring slots' events and the
+ * pool's. With `alive` false the driver destroyed them already and nothing
+ * here calls it with their handles. */
+void vs_streams_ctx_forget(CUcontext ctx, uint64_t slots, bool alive)
+{
+    VS_ASSERT_HELD(&vs_engine.lock);
+    vs_mutex_lock(&vs_streams.lock);
+    for (int i = 0; i < VS_STREAM_SLOTS; i++) {
+        vs_stream_entry_t *e = &vs_streams.table[i];
+        if ((slots & (1ull << i)) == 0 && !(e->kind == VS_STREAM_RETIRING && e->ctx == ctx))
+            continue;
+        if (e->kind == VS_STREAM_RETIRING) {
+            atomic_fetch_sub_explicit(&vs_streams_retiring, 1, memory_order_relaxed);
+            vs_streams_event_end(&e->retire, alive);
+        }
+        *e = (vs_stream_entry_t){.kind = VS_STREAM_EMPTY};
+    }
+    atomic_fetch_add_explicit(&vs_streams.generation, 1, memory_order_acq_rel);
+    vs_mutex_unlock(&vs_streams.lock);
+    for (int i = 0; i < VS_STREAM_SLOTS; i++) {
+        vs_marker_ring_t *ring = &vs_streams_markers[i];
+        if (ring->ctx == ctx || (slots & (1ull << i)) != 0) {
+            for (uint32_t k = 0; k < VS_MARKERS; k++)
+                vs_streams_event_end(&ring->event[k], alive || ring->ctx != ctx);
+            /* Events of another context (the slot's previous stream's)
+             * cannot be left for a later stream of this slot either. */
+            ring->count = 0;
+            ring->next = 0;
+            ring->ctx = NULL;
+        }
+        vs_gate_t *g = &vs_streams_gates[i];
+        if (g->ctx == ctx || (slots & (1ull << i)) != 0) {
+            if (g->pending)
+                atomic_fetch_sub_explicit(&vs_streams_gates_pending, 1, memory_order_relaxed);
+            g->pending = false;
+            if (g->ctx == ctx)
+                vs_streams_event_end(&g->event, alive);
+        }
+    }
+    size_t kept = 0;
+    for (size_t i = 0; i < vs_engine.event_count; i++) {
+        if (vs_engine.events[i].ctx == ctx)
+            vs_streams_event_end(&vs_engine.events[i].event, alive);
+        else
+            vs_engine.events[kept++] = vs_engine.events[i];
+    }
+    vs_engine.event_count = kept;
+}

@@ -39,6 +39,7 @@
 static struct {
     pthread_mutex_t lock; /* one restore from disk at a time uses them; never under the engine lock */
     void *buffer[VS_STAGING_BUFFERS];
+    CUcontext ctx; /* current when they were pinned: they die with it */
     bool ready; /* guarded by the engine lock */
 } vs_tier_staging = {.lock = PTHREAD_MUTEX_INITIALIZER};
 
@@ -47,6 +48,8 @@ static bool vs_tier_staging_prepare(void)
     VS_ASSERT_HELD(&vs_engine.lock);
     if (vs_tier_staging.ready)
         return true;
+    if (VS_CALL(cuCtxGetCurrent, (&vs_tier_staging.ctx)) != CUDA_SUCCESS)
+        vs_tier_staging.ctx = NULL;
     for (int i = 0; i < VS_STAGING_BUFFERS; i++) {
         if (vs_tier_staging.buffer[i] == NULL
             && VS_CALL(cuMemHostAlloc, (&vs_tier_staging.buffer[i], VS_STAGING_BYTES, CU_MEMHOSTALLOC_PORTABLE))
@@ -57,6 +60,20 @@ static bool vs_tier_staging_prepare(void)
     }
     vs_tier_staging.ready = true;
     return true;
+}
+
+void vs_tier_ctx_forget(CUcontext ctx, bool alive)
+{
+    VS_ASSERT_HELD(&vs_engine.lock);
+    if (vs_tier_staging.ctx != ctx)
+        return;
+    for (int i = 0; i < VS_STAGING_BUFFERS; i++) {
+        if (vs_tier_staging.buffer[i] != NULL && alive)
+            (void)VS_CALL(cuMemFreeHost, (vs_tier_staging.buffer[i]));
+        vs_tier_staging.buffer[i] = NULL;
+    }
+    vs_tier_staging.ctx = NULL;
+    vs_tier_staging.ready = false;
 }
 
 /* The CUDA error an operation gets when its allocation cannot come back
@@ -242,6 +259,8 @@ int vs_tier_host_take(uint64_t bytes, vs_host_copy_t *out)
 {
     VS_ASSERT_HELD(&vs_engine.lock);
     vs_engine_deferred_reap(false);
+    if (vs_host_pool_unpinned() > 0)
+        vs_engine_host_repin_orphans();
     int rc = vs_host_pool_take(bytes, out);
     if (rc == -ENOSPC && vs_tier_host_drop_kept(bytes) > 0)
         rc = vs_host_pool_take(bytes, out);

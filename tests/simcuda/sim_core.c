@@ -1144,18 +1144,39 @@ SIM_EXPORT CUresult cuDevicePrimaryCtxRetain(CUcontext *pctx, CUdevice dev)
     return result;
 }
 
+/* Ends what a primary context holds, as the real driver does when it is
+ * reset or released for the last time: its work completes, then its
+ * streams, events, allocations and pinned host memory are destroyed and its
+ * peer access ends. The handle stays valid (programs cache it): it gets a
+ * fresh legacy stream for the next retain. */
+static void primary_destroy_resources(CUcontext primary)
+{
+    sim_exec_ctx_destroying(primary);
+    sim_memory_ctx_destroying(primary);
+    sim_ctx_forget_peers(primary);
+    if (sim_exec_ctx_created(primary) != CUDA_SUCCESS)
+        fprintf(stderr, "simcuda: out of memory re-creating the legacy stream of a reset primary context\n");
+}
+
+/* The last release destroys the primary context ("If the usage drops to 0
+ * the primary context of device dev will be destroyed regardless of how
+ * many threads it is current to", cuda.h). */
 static CUresult primary_release(CUdevice dev)
 {
     sim_device_t *device;
     CUresult result = sim_device_get(dev, &device);
     if (result != CUDA_SUCCESS)
         return result;
+    bool last = false;
     pthread_mutex_lock(&device->lock);
     if (device->primary_refcount <= 0)
         result = CUDA_ERROR_INVALID_CONTEXT;
     else
-        device->primary_refcount--;
+        last = --device->primary_refcount == 0;
+    CUcontext primary = device->primary;
     pthread_mutex_unlock(&device->lock);
+    if (last && primary != NULL)
+        primary_destroy_resources(primary);
     return result;
 }
 
@@ -1225,8 +1246,9 @@ SIM_EXPORT CUresult cuDevicePrimaryCtxSetFlags_v2(CUdevice dev, unsigned int fla
     return primary_set_flags(dev, flags);
 }
 
-/* Reset waits for the context's work, frees every allocation made in it and
- * leaves it inactive with default flags; the handle stays valid. */
+/* Reset waits for the context's work, destroys everything made in it
+ * (streams, events, allocations, pinned host memory) and leaves it inactive
+ * with default flags; the handle stays valid. */
 static CUresult primary_reset(CUdevice dev)
 {
     sim_device_t *device;
@@ -1240,11 +1262,8 @@ static CUresult primary_reset(CUdevice dev)
     if (primary != NULL)
         primary->flags = 0;
     pthread_mutex_unlock(&device->lock);
-    if (primary != NULL) {
-        (void)sim_exec_ctx_synchronize(primary);
-        sim_memory_ctx_destroying(primary);
-        sim_ctx_forget_peers(primary);
-    }
+    if (primary != NULL)
+        primary_destroy_resources(primary);
     return CUDA_SUCCESS;
 }
 

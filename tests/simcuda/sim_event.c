@@ -28,6 +28,70 @@ void sim_event_unref(struct CUevent_st *event)
     free(event);
 }
 
+/* Live events, so that destroying a context can destroy its events as the
+ * real driver does (a later use of one is CUDA_ERROR_INVALID_HANDLE, never
+ * a silent success). Guarded by `live_events_lock`, a leaf. */
+static pthread_mutex_t live_events_lock = PTHREAD_MUTEX_INITIALIZER;
+static struct CUevent_st **live_events;
+static size_t live_event_count, live_event_capacity;
+
+static int live_events_add(struct CUevent_st *event)
+{
+    int rc = 0;
+    pthread_mutex_lock(&live_events_lock);
+    if (live_event_count == live_event_capacity) {
+        size_t capacity = live_event_capacity ? live_event_capacity * 2 : 64;
+        struct CUevent_st **grown = realloc(live_events, capacity * sizeof(*grown));
+        if (grown == NULL) {
+            rc = -1;
+            goto out;
+        }
+        live_events = grown;
+        live_event_capacity = capacity;
+    }
+    live_events[live_event_count++] = event;
+out:
+    pthread_mutex_unlock(&live_events_lock);
+    return rc;
+}
+
+/* Takes `event` off the live list; false when it was not there (destroyed
+ * already, with its context). */
+static bool live_events_remove(struct CUevent_st *event)
+{
+    bool found = false;
+    pthread_mutex_lock(&live_events_lock);
+    for (size_t i = 0; i < live_event_count && !found; i++) {
+        if (live_events[i] == event) {
+            live_events[i] = live_events[--live_event_count];
+            found = true;
+        }
+    }
+    pthread_mutex_unlock(&live_events_lock);
+    return found;
+}
+
+void sim_events_ctx_destroying(CUcontext ctx)
+{
+    for (;;) {
+        struct CUevent_st *victim = NULL;
+        pthread_mutex_lock(&live_events_lock);
+        for (size_t i = 0; i < live_event_count && victim == NULL; i++) {
+            if (live_events[i]->ctx == ctx) {
+                victim = live_events[i];
+                live_events[i] = live_events[--live_event_count];
+            }
+        }
+        pthread_mutex_unlock(&live_events_lock);
+        if (victim == NULL)
+            return;
+        pthread_mutex_lock(&sim_submit_lock);
+        victim->magic = 0;
+        pthread_mutex_unlock(&sim_submit_lock);
+        sim_event_unref(victim);
+    }
+}
+
 struct CUevent_st *sim_event_from_handle(CUevent handle)
 {
     if (handle == NULL || handle->magic != SIM_EVENT_MAGIC)
@@ -130,6 +194,10 @@ SIM_EXPORT CUresult cuEventCreate(CUevent *phEvent, unsigned int Flags)
     atomic_init(&event->refs, 1);
     event->flags = Flags;
     event->ctx = ctx;
+    if (live_events_add(event) != 0) {
+        free(event);
+        return CUDA_ERROR_OUT_OF_MEMORY;
+    }
     *phEvent = event;
     return CUDA_SUCCESS;
 }
@@ -137,7 +205,7 @@ SIM_EXPORT CUresult cuEventCreate(CUevent *phEvent, unsigned int Flags)
 static CUresult event_destroy(CUevent handle)
 {
     struct CUevent_st *event = sim_event_from_handle(handle);
-    if (event == NULL)
+    if (event == NULL || !live_events_remove(event))
         return CUDA_ERROR_INVALID_HANDLE;
     pthread_mutex_lock(&sim_submit_lock);
     event->magic = 0;

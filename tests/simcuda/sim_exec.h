@@ -285,6 +285,9 @@ struct CUevent_st {
 SIM_HIDDEN void sim_event_ref(struct CUevent_st *event);
 SIM_HIDDEN void sim_event_unref(struct CUevent_st *event);
 SIM_HIDDEN struct CUevent_st *sim_event_from_handle(CUevent handle);
+/* Destroys every event of `ctx` (its context is being destroyed or reset):
+ * their handles become invalid, pending records and waits keep theirs. */
+SIM_HIDDEN void sim_events_ctx_destroying(CUcontext ctx);
 /* Worker side of a record: stamps the wall time for generation `gen`. */
 SIM_HIDDEN void sim_event_stamp(struct CUevent_st *event, uint64_t gen);
 /* Caller holds `sim_submit_lock`. */

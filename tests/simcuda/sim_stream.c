@@ -940,6 +940,7 @@ void sim_exec_ctx_destroying(CUcontext ctx)
     pthread_mutex_unlock(&ctx->streams_lock);
     while (ctx->retired_count > 0)
         ctx_prune_retired(ctx, true);
+    sim_events_ctx_destroying(ctx);
 }
 
 CUresult sim_exec_ctx_synchronize(CUcontext ctx)

@@ -52,8 +52,12 @@ static struct {
     bool fail_pins;     /* every pin fails with -ENOMEM */
 } fake;
 
-static int fake_pin(void **ptr, uint64_t bytes)
+/* The owner every pin reports: what the shim's pins depend on (a context). */
+static char fake_owner_a, fake_owner_b;
+
+static int fake_pin(void **ptr, uint64_t bytes, void **owner)
 {
+    *owner = &fake_owner_a;
     fake.pin_calls++;
     if (fake.fail_pins || fake.slab_count == FAKE_MAX_SLABS)
         return -ENOMEM;
@@ -65,8 +69,10 @@ static int fake_pin(void **ptr, uint64_t bytes)
     return 0;
 }
 
-static void fake_unpin(void *ptr)
+static void fake_unpin(void *ptr, uint64_t bytes, void *owner)
 {
+    (void)bytes;
+    (void)owner;
     fake.unpin_calls++;
     /* Newest first: mmap may hand a freed slab's address to a later one. */
     for (int i = fake.slab_count - 1; i >= 0; i--) {
@@ -653,6 +659,37 @@ static void test_host_pool_concurrent_takes_never_share_memory(void **state)
     assert_int_equal(fake.pin_calls, 1);
 }
 
+/* Moves a slab's pin to fake_owner_b, or (arg non-NULL) leaves it unpinned. */
+static void fake_repin(void *ptr, uint64_t bytes, void **owner, void *arg)
+{
+    (void)ptr;
+    (void)bytes;
+    *owner = arg != NULL ? NULL : &fake_owner_b;
+}
+
+/* The context a slab was pinned in is destroyed: its pin moves, and the
+ * bytes of the copies in it stay where they are, unchanged. */
+static void test_host_pool_repin_moves_the_owner_and_keeps_the_copies(void **state)
+{
+    (void)state;
+    configure(64 * MiB);
+    vs_host_copy_t copy;
+    assert_int_equal(vs_host_pool_take(3 * MiB, &copy), 0);
+    memset(copy.extents[0].ptr, 0x5a, 3 * MiB);
+    void *where = copy.extents[0].ptr;
+    assert_int_equal(vs_host_pool_repin(&fake_owner_b, fake_repin, NULL), 0); /* nothing pinned there */
+    assert_int_equal(vs_host_pool_repin(&fake_owner_a, fake_repin, (void *)1), 1);
+    assert_int_equal(vs_host_pool_unpinned(), 1);
+    assert_int_equal(vs_host_pool_repin(NULL, fake_repin, NULL), 1);
+    assert_int_equal(vs_host_pool_unpinned(), 0);
+    assert_int_equal(vs_host_pool_repin(&fake_owner_b, fake_repin, (void *)1), 1);
+    assert_ptr_equal(copy.extents[0].ptr, where);
+    for (uint64_t i = 0; i < 3 * MiB; i += 4093)
+        assert_int_equal(((unsigned char *)where)[i], 0x5a);
+    vs_host_pool_give(&copy);
+    assert_int_equal(fake.unpin_calls, 0);
+}
+
 int main(void)
 {
 #define POOL_TEST(name) cmocka_unit_test_setup_teardown(name, setup_pool, teardown_pool)
@@ -674,6 +711,7 @@ int main(void)
         POOL_TEST(test_host_pool_pin_failure_is_enomem_and_takes_nothing),
         POOL_TEST(test_host_pool_pin_failure_while_gathering_gives_back_what_was_gathered),
         POOL_TEST(test_host_pool_concurrent_takes_never_share_memory),
+        POOL_TEST(test_host_pool_repin_moves_the_owner_and_keeps_the_copies),
     };
 #undef POOL_TEST
     return cmocka_run_group_tests_name("host_pool.c", tests, NULL, NULL);
