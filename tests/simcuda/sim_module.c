@@ -748,12 +748,9 @@ static int blocks_per_sm(const sim_kernel_t *k, int block_size, size_t dynamic_s
     int warps = (block_size + 31) / 32;
     int by_threads = 64 / warps;
     int blocks = by_threads < 32 ? by_threads : 32;
-    size_t smem = static_shared(k) + dynamic_smem;
-    if (smem > 0) {
-        size_t by_smem = (233472 - 1024) / (smem + 1024);
-        if ((size_t)blocks > by_smem)
-            blocks = (int)by_smem;
-    }
+    size_t by_smem = 233472 / (static_shared(k) + dynamic_smem + 1024);
+    if ((size_t)blocks > by_smem)
+        blocks = (int)by_smem;
     return blocks;
 }
 
