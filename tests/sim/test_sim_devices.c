@@ -174,6 +174,64 @@ static void test_context_stack_pushes_and_pops_in_order(void **state)
     assert_int_equal(cuCtxDestroy_v2(b), CUDA_SUCCESS);
 }
 
+/* Ids are unique for the life of the process: a context created at the
+ * address of a destroyed one still gets a new id. */
+static void test_context_id_is_unique_and_never_reused(void **state)
+{
+    (void)state;
+    unsigned long long id_a = 0, id_b = 0, id_current = 0;
+    assert_int_equal(cuCtxGetId(NULL, &id_a), CUDA_ERROR_INVALID_CONTEXT);
+    CUcontext a, b;
+    assert_int_equal(cuCtxCreate_v2(&a, 0, 0), CUDA_SUCCESS);
+    assert_int_equal(cuCtxGetId(a, &id_a), CUDA_SUCCESS);
+    assert_int_equal(cuCtxGetId(NULL, &id_current), CUDA_SUCCESS);
+    assert_true(id_current == id_a);
+    assert_int_equal(cuCtxGetId(a, NULL), CUDA_ERROR_INVALID_VALUE);
+    assert_int_equal(cuCtxDestroy_v2(a), CUDA_SUCCESS);
+    assert_int_equal(cuCtxGetId(a, &id_b), CUDA_ERROR_INVALID_CONTEXT);
+    assert_int_equal(cuCtxCreate_v2(&b, 0, 0), CUDA_SUCCESS);
+    assert_int_equal(cuCtxGetId(b, &id_b), CUDA_SUCCESS);
+    assert_true(id_b != id_a);
+    assert_int_equal(cuCtxDestroy_v2(b), CUDA_SUCCESS);
+}
+
+/* The private tables cuBLASLt's static runtime reads for every GEMM
+ * candidate: the tools-TLS table's slot 2 gives the calling thread's
+ * current context, the context table's slot 4 its id. */
+static void test_export_tables_give_current_context_and_its_id(void **state)
+{
+    (void)state;
+    static const CUuuid tools_tls = {{0x42, (char)0xd8, 0x5a, (char)0x81, 0x23, (char)0xf6, (char)0xcb, 0x47,
+                                      (char)0x82, (char)0x98, (char)0xf6, (char)0xe7, (char)0x8a, 0x3a,
+                                      (char)0xec, (char)0xdc}};
+    static const CUuuid context = {{0x21, 0x31, (char)0x8c, 0x60, (char)0x97, 0x14, 0x32, 0x48, (char)0x8c,
+                                    (char)0xa6, 0x41, (char)0xff, 0x73, 0x24, (char)0xc8, (char)0xf2}};
+    const void **tls_table = NULL, **ctx_table = NULL;
+    assert_int_equal(cuGetExportTable((const void **)&tls_table, &tools_tls), CUDA_SUCCESS);
+    assert_int_equal(cuGetExportTable((const void **)&ctx_table, &context), CUDA_SUCCESS);
+    assert_true((uintptr_t)tls_table[0] >= 3 * sizeof(void *));
+    assert_true((uintptr_t)ctx_table[0] >= 5 * sizeof(void *));
+    CUresult (*current)(CUcontext *) = __extension__(CUresult(*)(CUcontext *))tls_table[2];
+    CUresult (*ctx_id)(CUcontext, unsigned long long *) =
+        __extension__(CUresult(*)(CUcontext, unsigned long long *))ctx_table[4];
+
+    CUcontext got = (CUcontext)1;
+    assert_int_equal(current(&got), CUDA_SUCCESS);
+    assert_null(got);
+    assert_int_equal(current(NULL), CUDA_ERROR_INVALID_VALUE);
+    unsigned long long id = 0, expected = 0;
+    assert_int_equal(ctx_id(NULL, &id), CUDA_ERROR_INVALID_CONTEXT);
+
+    CUcontext ctx;
+    assert_int_equal(cuCtxCreate_v2(&ctx, 0, 1), CUDA_SUCCESS);
+    assert_int_equal(current(&got), CUDA_SUCCESS);
+    assert_ptr_equal(got, ctx);
+    assert_int_equal(ctx_id(got, &id), CUDA_SUCCESS);
+    assert_int_equal(cuCtxGetId(ctx, &expected), CUDA_SUCCESS);
+    assert_true(id == expected);
+    assert_int_equal(cuCtxDestroy_v2(ctx), CUDA_SUCCESS);
+}
+
 static void test_context_create_rejects_bad_arguments(void **state)
 {
     (void)state;
@@ -198,6 +256,8 @@ int main(void)
         cmocka_unit_test(test_error_name_and_string_cover_codes),
         cmocka_unit_test(test_primary_context_is_shared_and_counted),
         cmocka_unit_test(test_context_stack_pushes_and_pops_in_order),
+        cmocka_unit_test(test_context_id_is_unique_and_never_reused),
+        cmocka_unit_test(test_export_tables_give_current_context_and_its_id),
         cmocka_unit_test(test_context_create_rejects_bad_arguments),
     };
     return cmocka_run_group_tests_name("simcuda devices and contexts", tests, NULL, NULL);

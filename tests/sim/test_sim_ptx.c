@@ -710,7 +710,9 @@ static void test_ptx_module_globals(void **state)
 
 /* Attributes and occupancy follow the PTX: 40 KiB of static shared memory
  * leaves room for 5 blocks of 256 threads per multiprocessor (228 KiB,
- * 1 KiB reserved per block), clusters of 2 fit 8 GPCs of 16. */
+ * 1 KiB reserved per block), clusters of 2 fit 8 GPCs of 16. The largest
+ * opt-in block (227 KiB of dynamic shared memory plus the reserved 1 KiB)
+ * fits exactly once, as cuBLAS's cluster discovery expects. */
 static void test_ptx_attributes_and_occupancy(void **state)
 {
     (void)state;
@@ -729,7 +731,14 @@ static void test_ptx_attributes_and_occupancy(void **state)
     assert_int_equal(value, 256);
     int blocks = 0;
     assert_int_equal(cuOccupancyMaxActiveBlocksPerMultiprocessor(&blocks, f, 256, 0), CUDA_SUCCESS);
-    assert_int_equal(blocks, (233472 - 1024) / (40960 + 1024));
+    assert_int_equal(blocks, 233472 / (40960 + 1024));
+    size_t available = 0;
+    assert_int_equal(cuOccupancyAvailableDynamicSMemPerBlock(&available, f, 1, 256), CUDA_SUCCESS);
+    int largest = 0;
+    assert_int_equal(cuOccupancyMaxActiveBlocksPerMultiprocessor(&largest, f, 256, available), CUDA_SUCCESS);
+    assert_int_equal(largest, 1);
+    assert_int_equal(cuOccupancyMaxActiveBlocksPerMultiprocessor(&largest, f, 256, available + 1), CUDA_SUCCESS);
+    assert_int_equal(largest, 0);
     CUlaunchAttribute attr = {.id = CU_LAUNCH_ATTRIBUTE_CLUSTER_DIMENSION};
     attr.value.clusterDim.x = 2;
     attr.value.clusterDim.y = 1;

@@ -769,9 +769,11 @@ static void ctx_unregister(CUcontext ctx)
  * streams. */
 static CUresult ctx_new(sim_device_t *device, bool is_primary, unsigned flags, CUcontext *out)
 {
+    static _Atomic unsigned long long last_id;
     CUcontext ctx = calloc(1, sizeof *ctx);
     if (ctx == NULL)
         return CUDA_ERROR_OUT_OF_MEMORY;
+    ctx->id = ++last_id;
     ctx->device = device;
     ctx->is_primary = is_primary;
     ctx->flags = flags;
@@ -1070,6 +1072,22 @@ SIM_EXPORT CUresult cuCtxGetFlags(unsigned int *flags)
     if (flags == NULL)
         return CUDA_ERROR_INVALID_VALUE;
     *flags = ctx->flags;
+    return CUDA_SUCCESS;
+}
+
+/* cuBLASLt keys its per-context kernel registry on this id (through the
+ * context export table of `sim_export.c`). */
+SIM_EXPORT CUresult cuCtxGetId(CUcontext ctx, unsigned long long *ctxId)
+{
+    CUresult entry = SIM_ENTER(cuCtxGetId, SIM_NEED_NOTHING);
+    if (entry != CUDA_SUCCESS)
+        return entry;
+    CUresult result = ctx_resolve(ctx, &ctx);
+    if (result != CUDA_SUCCESS)
+        return result;
+    if (ctxId == NULL)
+        return CUDA_ERROR_INVALID_VALUE;
+    *ctxId = ctx->id;
     return CUDA_SUCCESS;
 }
 

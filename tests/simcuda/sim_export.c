@@ -67,7 +67,6 @@ UNKNOWN_SLOT(cudart, 9)
 UNKNOWN_SLOT(cudart, 10)
 UNKNOWN_SLOT(cudart, 11)
 UNKNOWN_SLOT(tools_tls, 1)
-UNKNOWN_SLOT(tools_tls, 2)
 UNKNOWN_SLOT(tools_tls, 3)
 UNKNOWN_SLOT(tools_hooks, 1)
 UNKNOWN_SLOT(tools_hooks, 3)
@@ -75,6 +74,9 @@ UNKNOWN_SLOT(tools_hooks, 4)
 UNKNOWN_SLOT(tools_hooks, 5)
 UNKNOWN_SLOT(ctx_storage, 3)
 UNKNOWN_SLOT(ctx_checks, 1)
+UNKNOWN_SLOT(ctx_id, 1)
+UNKNOWN_SLOT(ctx_id, 2)
+UNKNOWN_SLOT(ctx_id, 3)
 UNKNOWN_SLOT(integrity, 2)
 
 /* ------------------------------------------------------------------------
@@ -151,15 +153,55 @@ static const void *cudart_table[13] = {
 
 /* ------------------------------------------------------------------------
  * Tools: TLS 42d85a81-23f6-cb47-8298-f6e78a3aecdc and runtime callback hooks
- * a094798c-2e74-2e74-93f2-0800200c0a66 (used by profilers; the runtime only
- * reads the sizes and asks for two zeroed buffers where tools would write).
+ * a094798c-2e74-2e74-93f2-0800200c0a66 (the runtime reads the sizes and
+ * asks for two zeroed buffers where profilers would write).
  * ------------------------------------------------------------------------ */
+
+/* TLS slot 2: the calling thread's current context (NULL when none), as
+ * `cuCtxGetCurrent` answers. The static runtime inside cuBLASLt calls it
+ * for every GEMM candidate, then asks the context table below for the
+ * context's id; with an error here cuBLASLt finds no kernel at all and
+ * `cublasSgemm` fails with CUBLAS_STATUS_NOT_SUPPORTED ("Failed to query
+ * heuristics") before it looks a kernel up. */
+static CUresult tools_tls_current_ctx(CUcontext *pctx)
+{
+    if (!sim_initialized())
+        return CUDA_ERROR_NOT_INITIALIZED;
+    if (pctx == NULL)
+        return CUDA_ERROR_INVALID_VALUE;
+    *pctx = sim_ctx_current();
+    EXPORT_TRACE("tools_tls[2] current context %p\n", (void *)*pctx);
+    return CUDA_SUCCESS;
+}
 
 static const void *tools_tls_table[4] = {
     (void *)sizeof(tools_tls_table),
     SLOT(unknown_tools_tls_1),
-    SLOT(unknown_tools_tls_2),
+    SLOT(tools_tls_current_ctx),
     SLOT(unknown_tools_tls_3),
+};
+
+/* ------------------------------------------------------------------------
+ * Context, 21318c60-9714-3248-8ca6-41ff7324c8f2: asked for by cuBLASLt's
+ * static runtime, which uses slot 4 only. The real table is longer; only
+ * the slots up to the one used are given, and the size word says so.
+ * ------------------------------------------------------------------------ */
+
+/* Slot 4: the context's unique id (`cuCtxGetId`; NULL is the current
+ * context), the key of cuBLASLt's per-context kernel registry. */
+static CUresult ctx_id(CUcontext ctx, unsigned long long *id)
+{
+    CUresult result = cuCtxGetId(ctx, id);
+    EXPORT_TRACE("ctx_id[4] ctx %p: %d\n", (void *)ctx, (int)result);
+    return result;
+}
+
+static const void *ctx_id_table[5] = {
+    (void *)sizeof(ctx_id_table),
+    SLOT(unknown_ctx_id_1),
+    SLOT(unknown_ctx_id_2),
+    SLOT(unknown_ctx_id_3),
+    SLOT(ctx_id),
 };
 
 static uint32_t hooks_buffer_a[1024];
@@ -501,6 +543,8 @@ static const export_row_t export_rows[] = {
     {"c693336e-1121-df11-a8c3-68f355d89593", "context-local storage", ctx_storage_table},
     {"263e8860-7cd2-6143-92f6-bbd5006dfa7e", "context checks", ctx_checks_table},
     {"d4082055-bde6-704b-8d34-ba123c66e1f2", "integrity check", integrity_table},
+    /* cuBLASLt's static runtime, at its first GEMM. */
+    {"21318c60-9714-3248-8ca6-41ff7324c8f2", "context", ctx_id_table},
     /* NVRTC 13: compiles without it. */
     {"da9151d3-3ae6-cc41-a5c0-4f26d533e328", "NVRTC driver interface", NULL},
 };

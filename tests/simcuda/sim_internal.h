@@ -151,6 +151,9 @@ struct CUctx_st {
     sim_device_t *device;
     bool is_primary;
     unsigned flags;
+    /* `cuCtxGetId`: unique for the life of the process (never reused, as
+     * addresses of destroyed contexts may be). */
+    unsigned long long id;
     /* The legacy NULL stream of this context: created with the context,
      * never destroyed while the context lives. Owned by the execution half. */
     struct CUstream_st *legacy_stream;

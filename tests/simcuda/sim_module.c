@@ -39,6 +39,8 @@ struct CUmod_st {
     size_t nkernels;
     char **sass_only;      /* kernels present only as SASS */
     size_t nsass;
+    bool *sass_reported;   /* per `sass_only` entry: its refusal was printed */
+    unsigned sass_sm;      /* the architecture of that SASS (90: sm_90) */
     void **global_allocs;
     struct CUlib_st *library; /* the library that loaded it, if any */
 };
@@ -78,10 +80,15 @@ typedef struct fatbin_entry_s {
 typedef struct image_s {
     char *ptx;          /* owned, NUL-terminated */
     size_t ptx_len;
-    const unsigned char *elf; /* first ELF entry, if any */
+    const unsigned char *elf; /* the ELF entry a device of SIM_SASS_SM would load */
     size_t elf_len;
+    unsigned char *elf_owned; /* `elf` when it was decompressed */
     unsigned sm;
 } image_t;
+
+/* The simulated devices are H100s: the SASS a real one would load is
+ * sm_90's. */
+#define SIM_SASS_SM 90
 
 static char *decompress(const unsigned char *src, size_t len, size_t out_len, uint64_t flags, char *err, size_t errlen)
 {
@@ -126,6 +133,7 @@ static int read_fatbin(const unsigned char *data, image_t *img, char *err, size_
 {
     const fatbin_header_t *h = (const fatbin_header_t *)data;
     const unsigned char *p = data + h->header_size, *end = p + h->files_size;
+    const fatbin_entry_t *elf = NULL;
     while (p + sizeof(fatbin_entry_t) <= end) {
         const fatbin_entry_t *e = (const fatbin_entry_t *)p;
         const unsigned char *payload = p + e->header_size;
@@ -146,13 +154,29 @@ static int read_fatbin(const unsigned char *data, image_t *img, char *err, size_
             img->ptx = text;
             img->ptx_len = strlen(text);
             img->sm = e->sm_version;
-        } else if (e->kind == FATBIN_KIND_ELF && img->elf == NULL) {
-            if (!(e->flags & (FATBIN_FLAG_ZSTD | FATBIN_FLAG_LZ4))) {
-                img->elf = payload;
-                img->elf_len = e->payload_size;
-            }
+        } else if (e->kind == FATBIN_KIND_ELF &&
+                   (elf == NULL || (elf->sm_version != SIM_SASS_SM && e->sm_version > elf->sm_version) ||
+                    e->sm_version == SIM_SASS_SM)) {
+            if (elf == NULL || elf->sm_version != SIM_SASS_SM)
+                elf = e;
         }
         p = payload + e->payload_size;
+    }
+    /* Without PTX, the SASS still names the kernels, so that looking one up
+     * can say it has no PTX; nvcc compresses it like PTX. */
+    if (img->ptx == NULL && elf != NULL) {
+        const unsigned char *payload = (const unsigned char *)elf + elf->header_size;
+        if (elf->flags & (FATBIN_FLAG_ZSTD | FATBIN_FLAG_LZ4)) {
+            img->elf_owned = (unsigned char *)decompress(payload, elf->compressed_size, elf->uncompressed_size,
+                                                         elf->flags, err, errlen);
+            if (img->elf_owned == NULL)
+                return -1;
+            img->elf = img->elf_owned;
+            img->elf_len = elf->uncompressed_size;
+        } else {
+            img->elf = payload;
+            img->elf_len = elf->payload_size;
+        }
     }
     return 0;
 }
@@ -197,12 +221,17 @@ static int read_image(const void *image, image_t *img, char *err, size_t errlen)
     return 0;
 }
 
-/* Function symbols of an ELF cubin: the kernels its SASS implements. */
+/* Function symbols of an ELF cubin: the kernels its SASS implements, and
+ * its architecture: `e_flags` bits 0-7 up to ABI version 7 (cuBLAS's
+ * cubins), bits 8-15 from version 8 (nvcc 13). */
 static void elf_kernel_names(const unsigned char *elf, struct CUmod_st *mod)
 {
     const unsigned char *shdr_base;
     uint64_t shoff;
     uint16_t shentsize, shnum;
+    uint32_t e_flags;
+    memcpy(&e_flags, elf + 0x30, 4);
+    mod->sass_sm = elf[8] >= 8 ? (e_flags >> 8) & 0xff : e_flags & 0xff;
     memcpy(&shoff, elf + 0x28, 8);
     memcpy(&shentsize, elf + 0x3a, 2);
     memcpy(&shnum, elf + 0x3c, 2);
@@ -231,6 +260,11 @@ static void elf_kernel_names(const unsigned char *elf, struct CUmod_st *mod)
             if (grown == NULL)
                 return;
             mod->sass_only = grown;
+            bool *reported = realloc(mod->sass_reported, (mod->nsass + 1) * sizeof(bool));
+            if (reported == NULL)
+                return;
+            mod->sass_reported = reported;
+            mod->sass_reported[mod->nsass] = false;
             mod->sass_only[mod->nsass++] = strdup((const char *)elf + stroff + name);
         }
     }
@@ -340,6 +374,7 @@ static void module_free(struct CUmod_st *mod)
     for (size_t i = 0; i < mod->nsass; i++)
         free(mod->sass_only[i]);
     free(mod->sass_only);
+    free(mod->sass_reported);
     ptx_module_free(mod->ptx);
     mod->magic = 0;
     free(mod);
@@ -363,12 +398,14 @@ static CUresult module_load(struct CUmod_st **out, const void *image)
     char err[512] = "";
     if (read_image(image, &img, err, sizeof(err)) != 0) {
         fprintf(stderr, "simcuda: module load failed: %s\n", err[0] ? err : "unreadable image");
+        free(img.elf_owned);
         module_free(mod);
         return CUDA_ERROR_INVALID_IMAGE;
     }
     if (img.ptx == NULL) {
         if (img.elf != NULL)
             elf_kernel_names(img.elf, mod);
+        free(img.elf_owned);
         mod->ptx = calloc(1, sizeof(ptx_module_t));
         *out = mod;
         return mod->ptx != NULL ? CUDA_SUCCESS : CUDA_ERROR_OUT_OF_MEMORY;
@@ -409,10 +446,13 @@ static CUresult module_function(struct CUmod_st *mod, const char *name, sim_kern
             *out = &mod->kernels[i];
             return CUDA_SUCCESS;
         }
+    /* Said once per kernel: libraries such as cuBLAS retry a lookup for
+     * every candidate algorithm. */
     for (size_t i = 0; i < mod->nsass; i++)
         if (strcmp(mod->sass_only[i], name) == 0) {
-            fprintf(stderr, "simcuda: kernel '%s' has no PTX in its module (only SASS): the simulator cannot run it\n",
-                    name);
+            if (!__atomic_exchange_n(&mod->sass_reported[i], true, __ATOMIC_RELAXED))
+                fprintf(stderr, "simcuda: kernel %s has no PTX (only SASS for sm_%u): simcuda runs only PTX and "
+                                "cannot run it\n", name, mod->sass_sm);
             return CUDA_ERROR_NO_BINARY_FOR_GPU;
         }
     return CUDA_ERROR_NOT_FOUND;
@@ -606,6 +646,32 @@ static CUresult library_load(CUlibrary *library, const void *code)
     return CUDA_SUCCESS;
 }
 
+/* Library options: `CU_LIBRARY_BINARY_IS_PRESERVED` takes no value, so its
+ * value array may be NULL (cuBLAS loads its cubins that way, and real
+ * drivers accept it); `CU_LIBRARY_HOST_UNIVERSAL_FUNCTION_AND_DATA_TABLE`
+ * needs one. The preserved-binary hint is invalid from a file (cuda.h). */
+static CUresult library_options_check(const CUlibraryOption *options, void *const *values, unsigned count,
+                                      bool from_file)
+{
+    if (count > 0 && options == NULL)
+        return CUDA_ERROR_INVALID_VALUE;
+    for (unsigned i = 0; i < count; i++) {
+        switch (options[i]) {
+        case CU_LIBRARY_HOST_UNIVERSAL_FUNCTION_AND_DATA_TABLE:
+            if (values == NULL)
+                return CUDA_ERROR_INVALID_VALUE;
+            break;
+        case CU_LIBRARY_BINARY_IS_PRESERVED:
+            if (from_file)
+                return CUDA_ERROR_INVALID_VALUE;
+            break;
+        default:
+            return CUDA_ERROR_INVALID_VALUE;
+        }
+    }
+    return CUDA_SUCCESS;
+}
+
 SIM_EXPORT CUresult cuLibraryLoadData(CUlibrary *library, const void *code, CUjit_option *jitOptions,
                                       void **jitOptionsValues, unsigned int numJitOptions,
                                       CUlibraryOption *libraryOptions, void **libraryOptionValues,
@@ -614,9 +680,11 @@ SIM_EXPORT CUresult cuLibraryLoadData(CUlibrary *library, const void *code, CUji
     CUresult entry = SIM_ENTER(cuLibraryLoadData, SIM_NEED_NOTHING);
     if (entry != CUDA_SUCCESS)
         return entry;
-    if ((numJitOptions > 0 && (jitOptions == NULL || jitOptionsValues == NULL)) ||
-        (numLibraryOptions > 0 && (libraryOptions == NULL || libraryOptionValues == NULL)))
+    if (numJitOptions > 0 && (jitOptions == NULL || jitOptionsValues == NULL))
         return CUDA_ERROR_INVALID_VALUE;
+    CUresult rc = library_options_check(libraryOptions, libraryOptionValues, numLibraryOptions, false);
+    if (rc != CUDA_SUCCESS)
+        return rc;
     return library_load(library, code);
 }
 
@@ -629,13 +697,15 @@ SIM_EXPORT CUresult cuLibraryLoadFromFile(CUlibrary *library, const char *fileNa
     if (entry != CUDA_SUCCESS)
         return entry;
     (void)jitOptions, (void)jitOptionsValues, (void)numJitOptions;
-    (void)libraryOptions, (void)libraryOptionValues, (void)numLibraryOptions;
+    CUresult rc = library_options_check(libraryOptions, libraryOptionValues, numLibraryOptions, true);
+    if (rc != CUDA_SUCCESS)
+        return rc;
     if (fileName == NULL)
         return CUDA_ERROR_INVALID_VALUE;
     char *data = read_file(fileName);
     if (data == NULL)
         return CUDA_ERROR_FILE_NOT_FOUND;
-    CUresult rc = library_load(library, data);
+    rc = library_load(library, data);
     free(data);
     return rc;
 }
@@ -748,12 +818,9 @@ static int blocks_per_sm(const sim_kernel_t *k, int block_size, size_t dynamic_s
     int warps = (block_size + 31) / 32;
     int by_threads = 64 / warps;
     int blocks = by_threads < 32 ? by_threads : 32;
-    size_t smem = static_shared(k) + dynamic_smem;
-    if (smem > 0) {
-        size_t by_smem = (233472 - 1024) / (smem + 1024);
-        if ((size_t)blocks > by_smem)
-            blocks = (int)by_smem;
-    }
+    size_t by_smem = 233472 / (static_shared(k) + dynamic_smem + 1024);
+    if ((size_t)blocks > by_smem)
+        blocks = (int)by_smem;
     return blocks;
 }
 
