@@ -113,10 +113,11 @@ static void vs_copy_pin_scan_unified(vs_words_t *w, CUdeviceptr dst, CUdeviceptr
         (void)vs_copy_pin_scan(w, dst, (const void *)(uintptr_t)src, bytes);
 }
 
-/* Synchronous copies between the host and an allocation that is on the
- * host side are done on its host copy (`vs_offload_copy_host`): loading
- * weights into memory the limit has no room for moves each byte once. */
-#define VS_HOST_COPY_HOOK(symbol, params, args, device, host, to_device)                           \
+/* Copies between the host and an allocation that is on the host side are
+ * done on its host copy (`vs_offload_copy_host`; asynchronous ones when
+ * their stream is idle or the host memory is pageable): loading weights
+ * into memory the limit has no room for moves each byte once. */
+#define VS_HOST_COPY_HOOK(symbol, params, args, device, host, to_device, stream, async)           \
     CUresult CUDAAPI symbol params                                                                 \
     {                                                                                              \
         uintptr_t vs_buffer_[32];                                                                  \
@@ -127,12 +128,12 @@ static void vs_copy_pin_scan_unified(vs_words_t *w, CUdeviceptr dst, CUdeviceptr
         size_t vs_named_ = (to_device) ? vs_copy_pin_scan(&vs_w_, (device), (const void *)(uintptr_t)(host), ByteCount) : 0; \
         /* A copy that names pinned allocations goes to the device: it restores them. */           \
         if (vs_named_ == 0 && vs_offload_copy_host((device), (void *)(uintptr_t)(host), ByteCount, (to_device), \
-                                                   VS_PER_THREAD_SYMBOL(symbol), &vs_rc_)) {       \
+                                                   (stream), (async), VS_PER_THREAD_SYMBOL(symbol), &vs_rc_)) { \
             free(vs_w_.heap);                                                                      \
             return vs_rc_;                                                                         \
         }                                                                                          \
         vs_words_add_range(&vs_w_, (uintptr_t)(device), ByteCount);                                     \
-        VS_OPERATE(vs_rc_, "copy", NULL, VS_PER_THREAD_SYMBOL(symbol), vs_w_.words, vs_w_.count, VS_CALL(symbol, args)); \
+        VS_OPERATE(vs_rc_, "copy", (stream), VS_PER_THREAD_SYMBOL(symbol), vs_w_.words, vs_w_.count, VS_CALL(symbol, args)); \
         free(vs_w_.heap);                                                                          \
         return vs_rc_;                                                                             \
     }
@@ -173,10 +174,10 @@ VS_COPY_HOOK(copies, cuMemcpyPeerAsync_ptsz, VS_PEER_ASYNC_PARAMS,
              (dstDevice, dstContext, srcDevice, srcContext, ByteCount, hStream), VS_LINEAR(dstDevice, srcDevice), hStream)
 
 /* Typed 1-D copies. */
-VS_HOST_COPY_HOOK(cuMemcpyHtoD_v2, (CUdeviceptr dstDevice, const void *srcHost, size_t ByteCount), (dstDevice, srcHost, ByteCount), dstDevice, srcHost, true)
-VS_HOST_COPY_HOOK(cuMemcpyHtoD_v2_ptds, (CUdeviceptr dstDevice, const void *srcHost, size_t ByteCount), (dstDevice, srcHost, ByteCount), dstDevice, srcHost, true)
-VS_HOST_COPY_HOOK(cuMemcpyDtoH_v2, (void *dstHost, CUdeviceptr srcDevice, size_t ByteCount), (dstHost, srcDevice, ByteCount), srcDevice, dstHost, false)
-VS_HOST_COPY_HOOK(cuMemcpyDtoH_v2_ptds, (void *dstHost, CUdeviceptr srcDevice, size_t ByteCount), (dstHost, srcDevice, ByteCount), srcDevice, dstHost, false)
+VS_HOST_COPY_HOOK(cuMemcpyHtoD_v2, (CUdeviceptr dstDevice, const void *srcHost, size_t ByteCount), (dstDevice, srcHost, ByteCount), dstDevice, srcHost, true, NULL, false)
+VS_HOST_COPY_HOOK(cuMemcpyHtoD_v2_ptds, (CUdeviceptr dstDevice, const void *srcHost, size_t ByteCount), (dstDevice, srcHost, ByteCount), dstDevice, srcHost, true, NULL, false)
+VS_HOST_COPY_HOOK(cuMemcpyDtoH_v2, (void *dstHost, CUdeviceptr srcDevice, size_t ByteCount), (dstHost, srcDevice, ByteCount), srcDevice, dstHost, false, NULL, false)
+VS_HOST_COPY_HOOK(cuMemcpyDtoH_v2_ptds, (void *dstHost, CUdeviceptr srcDevice, size_t ByteCount), (dstHost, srcDevice, ByteCount), srcDevice, dstHost, false, NULL, false)
 VS_COPY_HOOK(copies, cuMemcpyDtoD_v2, (CUdeviceptr dstDevice, CUdeviceptr srcDevice, size_t ByteCount),
              (dstDevice, srcDevice, ByteCount), VS_LINEAR(dstDevice, srcDevice), NULL)
 VS_COPY_HOOK(copies, cuMemcpyDtoD_v2_ptds, (CUdeviceptr dstDevice, CUdeviceptr srcDevice, size_t ByteCount),
@@ -189,10 +190,10 @@ VS_COPY_HOOK(copies, cuMemcpyAtoD_v2, (CUdeviceptr dstDevice, CUarray srcArray, 
              (dstDevice, srcArray, srcOffset, ByteCount), VS_LINEAR(dstDevice, 0), NULL)
 VS_COPY_HOOK(copies, cuMemcpyAtoD_v2_ptds, (CUdeviceptr dstDevice, CUarray srcArray, size_t srcOffset, size_t ByteCount),
              (dstDevice, srcArray, srcOffset, ByteCount), VS_LINEAR(dstDevice, 0), NULL)
-VS_COPY_HOOK(copies, cuMemcpyHtoDAsync_v2, (CUdeviceptr dstDevice, const void *srcHost, size_t ByteCount, CUstream hStream),
-             (dstDevice, srcHost, ByteCount, hStream), VS_HTOD_ASYNC(dstDevice, srcHost), hStream)
-VS_COPY_HOOK(copies, cuMemcpyHtoDAsync_v2_ptsz, (CUdeviceptr dstDevice, const void *srcHost, size_t ByteCount, CUstream hStream),
-             (dstDevice, srcHost, ByteCount, hStream), VS_HTOD_ASYNC(dstDevice, srcHost), hStream)
+VS_HOST_COPY_HOOK(cuMemcpyHtoDAsync_v2, (CUdeviceptr dstDevice, const void *srcHost, size_t ByteCount, CUstream hStream),
+                  (dstDevice, srcHost, ByteCount, hStream), dstDevice, srcHost, true, hStream, true)
+VS_HOST_COPY_HOOK(cuMemcpyHtoDAsync_v2_ptsz, (CUdeviceptr dstDevice, const void *srcHost, size_t ByteCount, CUstream hStream),
+                  (dstDevice, srcHost, ByteCount, hStream), dstDevice, srcHost, true, hStream, true)
 VS_COPY_HOOK(copies, cuMemcpyDtoHAsync_v2, (void *dstHost, CUdeviceptr srcDevice, size_t ByteCount, CUstream hStream),
              (dstHost, srcDevice, ByteCount, hStream), VS_LINEAR(srcDevice, 0), hStream)
 VS_COPY_HOOK(copies, cuMemcpyDtoHAsync_v2_ptsz, (void *dstHost, CUdeviceptr srcDevice, size_t ByteCount, CUstream hStream),

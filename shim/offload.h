@@ -56,13 +56,18 @@ bool vs_offload_free(CUdeviceptr dptr, CUresult *rc);
  * budget is exhausted. */
 CUresult vs_offload_charge(int device, uint64_t bytes);
 
-/* A synchronous copy between `host` and device memory at `dptr` (`bytes`,
- * towards the device when `to_device`) that lies in an allocation now on
- * the host: done on its host copy, without bringing it back. Returns false
- * when the copy is not such a copy (the caller forwards it); otherwise *rc
- * is its result. */
-bool vs_offload_copy_host(CUdeviceptr dptr, void *host, uint64_t bytes, bool to_device, bool per_thread,
-                          CUresult *rc);
+/* A copy between `host` and device memory at `dptr` (`bytes`, towards the
+ * device when `to_device`) that lies in an allocation now on the host: done
+ * on its host copy, without bringing it back. A synchronous copy (`async`
+ * false) first waits for the work queued on the default stream, as the
+ * driver's would. An asynchronous one on `stream` is served when that
+ * stream is idle (it would run at once), or when `host` is pageable memory
+ * (the driver's copy is then synchronous with the host too) after waiting
+ * for the stream; otherwise, and on a capturing stream, it is not served.
+ * Returns false when the copy is not served (the caller forwards it);
+ * otherwise *rc is its result. */
+bool vs_offload_copy_host(CUdeviceptr dptr, void *host, uint64_t bytes, bool to_device, CUstream stream, bool async,
+                          bool per_thread, CUresult *rc);
 
 /* The driver ran out of physical memory: evict `bytes` whatever the limit
  * says. Returns true when something was evicted (worth retrying). */

@@ -328,8 +328,34 @@ static void vs_tier_copy_bytes(vs_region_t *r, uint64_t offset, void *host, uint
     }
 }
 
-bool vs_offload_copy_host(CUdeviceptr dptr, void *host, uint64_t bytes, bool to_device, bool per_thread,
-                          CUresult *rc)
+/* Whether `host` is pageable memory (the driver knows nothing of it). */
+static bool vs_tier_host_pageable(const void *host)
+{
+    unsigned int type = 0;
+    return VS_CALL(cuPointerGetAttribute, (&type, CU_POINTER_ATTRIBUTE_MEMORY_TYPE, (CUdeviceptr)(uintptr_t)host))
+           == CUDA_ERROR_INVALID_VALUE;
+}
+
+/* Orders a served copy after the work queued before it on its stream (which
+ * may be writing `host`): true when it may run now. */
+static bool vs_tier_served_copy_ordered(CUstream stream, bool async, const void *host)
+{
+    if (!async)
+        return VS_CALL(cuStreamSynchronize, (stream)) == CUDA_SUCCESS; /* else the driver's call says why */
+    CUstreamCaptureStatus status = CU_STREAM_CAPTURE_STATUS_NONE;
+    if (VS_CALL(cuStreamIsCapturing, (stream, &status)) != CUDA_SUCCESS || status != CU_STREAM_CAPTURE_STATUS_NONE)
+        return false; /* captured: the copy belongs to the graph */
+    CUresult idle = VS_CALL(cuStreamQuery, (stream));
+    if (idle == CUDA_SUCCESS)
+        return true;
+    /* Busy: only a copy from pageable memory, which the driver makes
+     * synchronous with the host anyway, is worth a wait for the stream. */
+    return idle == CUDA_ERROR_NOT_READY && vs_tier_host_pageable(host)
+           && VS_CALL(cuStreamSynchronize, (stream)) == CUDA_SUCCESS;
+}
+
+bool vs_offload_copy_host(CUdeviceptr dptr, void *host, uint64_t bytes, bool to_device, CUstream stream, bool async,
+                          bool per_thread, CUresult *rc)
 {
     CUstreamCaptureMode mode;
     vs_alloc_info_t info;
@@ -337,10 +363,8 @@ bool vs_offload_copy_host(CUdeviceptr dptr, void *host, uint64_t bytes, bool to_
     if (!vs_offload_enabled() || bytes == 0 || host == NULL || vs_registry_find((uintptr_t)dptr, &info) != 0
         || (info.residency != VS_ON_HOST))
         return false;
-    /* A synchronous copy runs after the work already queued on its stream
-     * (which may be writing `host`): the same order here. */
-    if (VS_CALL(cuStreamSynchronize, (vs_streams_resolve(NULL, per_thread))) != CUDA_SUCCESS)
-        return false; /* the driver's own call will report why */
+    if (!vs_tier_served_copy_ordered(vs_streams_resolve(stream, per_thread), async, host))
+        return false;
     vs_engine_lock(&mode);
     vs_region_t *r = vs_engine_region_at(info.base);
     uint64_t offset = (uintptr_t)dptr - info.base;
@@ -367,7 +391,7 @@ bool vs_offload_copy_host(CUdeviceptr dptr, void *host, uint64_t bytes, bool to_
         vs_engine.stats.bytes_served_on_host += bytes;
         (void)vs_registry_touch((uintptr_t)dptr, vs_registry_next_seq());
         if (vs_trace_enabled()) /* VRAMSHIM_TRACE: a use, though no copy crossed the link */
-            vs_trace_operation_one("copy", (uintptr_t)vs_streams_resolve(NULL, per_thread), info.id);
+            vs_trace_operation_one("copy", (uintptr_t)vs_streams_resolve(stream, per_thread), info.id);
         *rc = CUDA_SUCCESS;
     }
     vs_engine_unlock(mode);

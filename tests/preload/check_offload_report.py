@@ -9,6 +9,11 @@ moved data: it unmapped physical memory, and bytes went to the host and came
 back.
 
     check_offload_report.py REPORT --limit-mib L|D:L[,D:L...] --allowance-mib A [--expect-evictions]
+                            [--max-htod-mib M]
+
+With --max-htod-mib, the bytes copied from the host to the device (the
+report's copied.htod, the program's own copies included) must be at most M
+MiB: what a workload must not move twice.
 
 Exit status: 0 when every check holds, 1 when one fails (one line each) or
 the report cannot be read, 2 on a usage error.
@@ -26,6 +31,7 @@ def main():
     parser.add_argument("--limit-mib", required=True, help="MiB for device 0, or ORDINAL:MIB,... per device")
     parser.add_argument("--allowance-mib", type=int, required=True)
     parser.add_argument("--expect-evictions", action="store_true")
+    parser.add_argument("--max-htod-mib", type=float)
     args = parser.parse_args()
 
     try:
@@ -62,6 +68,8 @@ def main():
         if copied.get("htod", 0) <= 0:
             failures.append("copied.htod is 0: no bytes came back to the device")
 
+    if args.max_htod_mib is not None and copied.get("htod", 0) > args.max_htod_mib * MIB:
+        failures.append(f"copied.htod is {copied.get('htod', 0) / MIB:.1f} MiB, more than {args.max_htod_mib:g} MiB")
     for failure in failures:
         print("FAIL:", failure)
     if not failures:

@@ -28,5 +28,7 @@ if [ "$status" -ne 0 ]; then
     fi
     exit 1
 fi
+# CHECK_OFFLOAD_OPTIONS: more of the checker's options (word-split).
+# shellcheck disable=SC2086
 "$python" "$checker" "$SIMCUDA_REPORT" --limit-mib "$limit_mib" --allowance-mib "$allowance_mib" \
-    --expect-evictions || exit 1
+    --expect-evictions ${CHECK_OFFLOAD_OPTIONS:-} || exit 1
