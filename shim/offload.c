@@ -1164,6 +1164,25 @@ fail:
     return rc;
 }
 
+/* The end of a region whose device memory is already unmapped (or never
+ * was): its host copy, spilled bytes, prefetch and policy entries, its
+ * records and its address range go. Returns cuMemAddressFree's result. */
+static CUresult vs_engine_region_release(vs_region_t *r)
+{
+    VS_ASSERT_HELD(&vs_engine.lock);
+    vs_engine_device_t *d = &vs_engine.devices[r->device];
+    vs_host_pool_give(&r->host);
+    vs_spill_release(&r->disk);
+    vs_prefetch_forget(r);
+    if (d->policy != NULL)
+        (void)vs_policy_free(d->policy, r->id);
+    HASH_DELETE(hh, vs_engine.by_base, r);
+    HASH_DELETE(hh_id, vs_engine.by_id, r);
+    CUresult rc = VS_CALL(cuMemAddressFree, ((CUdeviceptr)r->base, r->reserved));
+    free(r);
+    return rc;
+}
+
 bool vs_offload_free(CUdeviceptr dptr, CUresult *rc_out)
 {
     CUstreamCaptureMode mode;
@@ -1195,15 +1214,7 @@ bool vs_offload_free(CUdeviceptr dptr, CUresult *rc_out)
         vs_cap_release(r->device, r->reserved);
     }
     /* A restore that still reads the host copy was waited for above. */
-    vs_host_pool_give(&r->host);
-    vs_spill_release(&r->disk);
-    vs_prefetch_forget(r);
-    if (d->policy != NULL)
-        (void)vs_policy_free(d->policy, r->id);
-    HASH_DELETE(hh, vs_engine.by_base, r);
-    HASH_DELETE(hh_id, vs_engine.by_id, r);
-    *rc_out = VS_CALL(cuMemAddressFree, ((CUdeviceptr)r->base, r->reserved));
-    free(r);
+    *rc_out = vs_engine_region_release(r);
     pthread_cond_broadcast(&vs_engine.released);
     vs_engine_unlock(mode);
     return true;
@@ -1226,22 +1237,13 @@ bool vs_offload_free(CUdeviceptr dptr, CUresult *rc_out)
 static void vs_engine_region_drop(vs_region_t *r)
 {
     VS_ASSERT_HELD(&vs_engine.lock);
-    vs_engine_device_t *d = &vs_engine.devices[r->device];
     (void)vs_registry_remove(r->base, ~0u, NULL);
     if (r->where == VS_RESIDENT) {
         vs_engine_physical_unmap(r);
         vs_cap_release(r->device, r->reserved);
     }
     r->arriving = NULL;
-    vs_host_pool_give(&r->host);
-    vs_spill_release(&r->disk);
-    vs_prefetch_forget(r);
-    if (d->policy != NULL)
-        (void)vs_policy_free(d->policy, r->id);
-    HASH_DELETE(hh, vs_engine.by_base, r);
-    HASH_DELETE(hh_id, vs_engine.by_id, r);
-    (void)VS_CALL(cuMemAddressFree, ((CUdeviceptr)r->base, r->reserved));
-    free(r);
+    (void)vs_engine_region_release(r);
 }
 
 typedef struct vs_engine_repin_s {
