@@ -402,8 +402,8 @@ def case_dump_while_spilling():
     with tempfile.TemporaryDirectory(dir=SCRATCH) as spill:
         env = shim_env("offload", VRAM_LIMIT="32M", VRAMSHIM_HOST_LIMIT="16M", VRAMSHIM_SPILL_DIR=spill,
                        SIMCUDA_DEVICE_MEM="1G", VRAMSHIM_LOG="info")
-        shape = ["--buffers", "24", "--rounds", "4"]
-        proc = subprocess.Popen([SPILL_PROGRAM, *shape, "--mib", "16", "--watchdog", "100"], env=env,
+        shape = ["--buffers", "24", "--rounds", "2"]
+        proc = subprocess.Popen([SPILL_PROGRAM, *shape, "--mib", "16", "--watchdog", "340"], env=env,
                                 stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
         try:
             wait_for_snapshot(proc.pid)
@@ -417,7 +417,7 @@ def case_dump_while_spilling():
                 if dump.returncode != 0:
                     failures.append(dump.stderr.strip())
                 time.sleep(0.05)
-            out, err = proc.communicate(timeout=100)  # the statistics come at exit
+            out, err = proc.communicate(timeout=360)  # the statistics come at exit
         finally:
             if proc.poll() is None:
                 proc.kill()
