@@ -28,15 +28,20 @@ bool sim_ctx_has_peer(CUcontext ctx, CUcontext owner)
     return false;
 }
 
+/* Both ordinals name devices (CUDA_ERROR_INVALID_DEVICE otherwise). */
+static CUresult device_pair_valid(CUdevice first, CUdevice second)
+{
+    sim_device_t *device;
+    CUresult result = sim_device_get(first, &device);
+    return result == CUDA_SUCCESS ? sim_device_get(second, &device) : result;
+}
+
 SIM_EXPORT CUresult cuDeviceCanAccessPeer(int *canAccessPeer, CUdevice dev, CUdevice peerDev)
 {
     CUresult entry = SIM_ENTER(cuDeviceCanAccessPeer, SIM_NEED_INIT);
     if (entry != CUDA_SUCCESS)
         return entry;
-    sim_device_t *device, *peer;
-    CUresult result = sim_device_get(dev, &device);
-    if (result == CUDA_SUCCESS)
-        result = sim_device_get(peerDev, &peer);
+    CUresult result = device_pair_valid(dev, peerDev);
     if (result != CUDA_SUCCESS)
         return result;
     if (canAccessPeer == NULL)
@@ -115,10 +120,7 @@ SIM_EXPORT CUresult cuDeviceGetP2PAttribute(int *value, CUdevice_P2PAttribute at
     CUresult entry = SIM_ENTER(cuDeviceGetP2PAttribute, SIM_NEED_INIT);
     if (entry != CUDA_SUCCESS)
         return entry;
-    sim_device_t *src, *dst;
-    CUresult result = sim_device_get(srcDevice, &src);
-    if (result == CUDA_SUCCESS)
-        result = sim_device_get(dstDevice, &dst);
+    CUresult result = device_pair_valid(srcDevice, dstDevice);
     if (result != CUDA_SUCCESS)
         return result;
     if (srcDevice == dstDevice)
