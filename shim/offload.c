@@ -1,6 +1,7 @@
-/* offload.c: the core of the oversubscription engine: regions, devices,
- * restores in flight, physical memory, eviction, restore, allocation
- * (`vs_offload_alloc`, `vs_engine_evict`, `vs_engine_restore`).
+/* offload.c: the core of the oversubscription engine: regions, restores
+ * in flight, eviction, restore, allocation and free (`vs_offload_alloc`,
+ * `vs_engine_evict`, `vs_engine_restore`). Devices, their physical memory
+ * and contexts ending are in offload_device.c.
  *
  * A region is one evictable allocation: an address range reserved with
  * `cuMemAddressReserve` for its whole life, backed by one physical
@@ -29,7 +30,6 @@
 #include <inttypes.h>
 #include <stdlib.h>
 #include <string.h>
-#include <sys/mman.h>
 #include <time.h>
 #include <unistd.h>
 
@@ -65,43 +65,6 @@ uint64_t vs_engine_now_ns(void)
     return (uint64_t)ts.tv_sec * 1000000000ull + (uint64_t)ts.tv_nsec;
 }
 
-/* The host pool's slabs are the shim's own anonymous memory, registered
- * with the driver (`cuMemHostRegister`, portable), not memory the driver
- * allocates (`cuMemHostAlloc`): pinned memory belongs to the context
- * current when it was made, even portable, and dies with it. The
- * application may destroy that context (`cuCtxDestroy`, a reset) while the
- * slab holds the host copies of other contexts' allocations; a
- * registration that dies takes only the pin, never the bytes. The engine
- * then moves the registration to a context that lives on
- * (`vs_engine_ctx_repin_slabs`), or, when there is none, leaves the slab
- * unpinned (copies from it are still correct, only slower) until the next
- * take pins it in the current context. Moving the copies into new slabs
- * instead would need room for a second copy of each, and a pin of
- * hundreds of MiB on the application's context destroy. */
-static int vs_engine_pin_host(void **ptr, uint64_t bytes, void **owner)
-{
-    CUcontext ctx = NULL;
-    if (VS_CALL(cuCtxGetCurrent, (&ctx)) != CUDA_SUCCESS || ctx == NULL)
-        return -ENOMEM;
-    void *memory = mmap(NULL, bytes, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
-    if (memory == MAP_FAILED)
-        return -ENOMEM;
-    if (VS_CALL(cuMemHostRegister_v2, (memory, bytes, CU_MEMHOSTREGISTER_PORTABLE)) != CUDA_SUCCESS) {
-        munmap(memory, bytes);
-        return -ENOMEM;
-    }
-    *ptr = memory;
-    *owner = ctx;
-    return 0;
-}
-
-static void vs_engine_unpin_host(void *ptr, uint64_t bytes, void *owner)
-{
-    if (owner != NULL)
-        (void)VS_CALL(cuMemHostUnregister, (ptr));
-    munmap(ptr, bytes);
-}
-
 static void vs_engine_init(void)
 {
     const vs_config_t *cfg = vs_config_get();
@@ -121,38 +84,6 @@ bool vs_offload_enabled(void)
 {
     pthread_once(&vs_engine_once, vs_engine_init);
     return vs_engine.enabled;
-}
-
-/* Per device: 0 not asked yet, 1 VMM supported, 2 not supported (warned). */
-static _Atomic int vs_engine_vmm[VS_MAX_DEVICES];
-
-bool vs_offload_device_has_vmm(int device)
-{
-    if (device < 0 || device >= VS_MAX_DEVICES)
-        return true;
-    int known = atomic_load_explicit(&vs_engine_vmm[device], memory_order_acquire);
-    if (known != 0)
-        return known == 1;
-    CUdevice dev;
-    int supported = 0;
-    if (VS_CALL(cuDeviceGet, (&dev, device)) != CUDA_SUCCESS
-        || VS_CALL(cuDeviceGetAttribute, (&supported, CU_DEVICE_ATTRIBUTE_VIRTUAL_MEMORY_MANAGEMENT_SUPPORTED, dev))
-               != CUDA_SUCCESS)
-        return true; /* asked again later; the engine's own calls give the driver's error */
-    int expected = 0;
-    if (!atomic_compare_exchange_strong(&vs_engine_vmm[device], &expected, supported ? 1 : 2))
-        return expected == 1; /* another thread answered (and warned) first */
-    if (!supported) {
-        char name[128] = "";
-        if (VS_CALL(cuDeviceGetName, (name, (int)sizeof name, dev)) != CUDA_SUCCESS)
-            name[0] = '\0';
-        vs_log(VS_LOG_WARN,
-               "device %d (%s) does not support virtual memory management "
-               "(CU_DEVICE_ATTRIBUTE_VIRTUAL_MEMORY_MANAGEMENT_SUPPORTED is 0), which offload needs: VRAM_LIMIT is "
-               "enforced there as a hard cap, without offload",
-               device, name[0] != '\0' ? name : "unnamed");
-    }
-    return supported != 0;
 }
 
 /* ---- Capture safety ------------------------------------------------------
@@ -184,95 +115,6 @@ void vs_engine_unlock(CUstreamCaptureMode mode)
     vs_engine_spares_release();
     vs_engine_unrelax(mode);
     vs_mutex_unlock(&vs_engine.lock);
-}
-
-/* ---- Devices ------------------------------------------------------------- */
-
-/* The engine's streams and granularity on `device`, created in the current
- * context the first time. NULL when the driver refuses. */
-vs_engine_device_t *vs_engine_device(int device)
-{
-    VS_ASSERT_HELD(&vs_engine.lock);
-    if (device < 0 || device >= VS_MAX_DEVICES)
-        return NULL;
-    vs_engine_device_t *d = &vs_engine.devices[device];
-    if (d->ready)
-        return d;
-    CUmemAllocationProp prop;
-    memset(&prop, 0, sizeof prop);
-    prop.type = CU_MEM_ALLOCATION_TYPE_PINNED;
-    prop.location.type = CU_MEM_LOCATION_TYPE_DEVICE;
-    prop.location.id = device;
-    size_t granularity = 0;
-    if (VS_CALL(cuCtxGetCurrent, (&d->ctx)) != CUDA_SUCCESS || d->ctx == NULL
-        || VS_CALL(cuMemGetAllocationGranularity, (&granularity, &prop, CU_MEM_ALLOC_GRANULARITY_MINIMUM))
-               != CUDA_SUCCESS
-        || granularity == 0)
-        return NULL;
-    if (d->to_host == NULL && VS_CALL(cuStreamCreate, (&d->to_host, CU_STREAM_NON_BLOCKING)) != CUDA_SUCCESS)
-        return NULL;
-    if (d->to_device == NULL && VS_CALL(cuStreamCreate, (&d->to_device, CU_STREAM_NON_BLOCKING)) != CUDA_SUCCESS)
-        return NULL;
-    if (d->policy == NULL
-        && vs_policy_create((vs_policy_kind_t)vs_config_get()->policy, &d->policy) != 0)
-        return NULL;
-    d->granularity = granularity;
-    d->ready = true;
-    return d;
-}
-
-/* The device's hashers, created the first time they are wanted. NULL when
- * the kernel cannot be loaded (then evictions copy, as without hashing). */
-static vs_device_hasher_t *vs_engine_evict_hasher(vs_engine_device_t *d, int device)
-{
-    VS_ASSERT_HELD(&vs_engine.lock);
-    if (!d->hashers_tried) {
-        d->hashers_tried = true;
-        /* In the device's own context: the first eviction on a device may
-         * come from an operation of another device (a peer's kernel). */
-        CUcontext popped;
-        bool pushed = VS_CALL(cuCtxPushCurrent_v2, (d->ctx)) == CUDA_SUCCESS;
-        int created = vs_device_hasher_create(device, VS_EVICT_BATCH, &d->evict_hasher);
-        if (created == 0)
-            created = vs_device_hasher_create(device, VS_RESTORE_HASH_SLOTS, &d->restore_hasher);
-        if (pushed)
-            (void)VS_CALL(cuCtxPopCurrent_v2, (&popped));
-        if (created != 0) {
-            vs_device_hasher_destroy(d->evict_hasher);
-            d->evict_hasher = NULL;
-            d->restore_hasher = NULL;
-            vs_log(VS_LOG_WARN, "device %d: the content-hash kernel is not available; every eviction copies", device);
-        }
-    }
-    return d->evict_hasher;
-}
-
-/* ---- Regions under disk I/O ---------------------------------------------- */
-
-vs_region_t *vs_engine_disk_io_wait(uintptr_t base)
-{
-    VS_ASSERT_HELD(&vs_engine.lock);
-    vs_region_t *r;
-    while ((r = vs_engine_region_at(base)) != NULL && r->disk_io) {
-        vs_engine_spares_release();
-        vs_mutex_wait(&vs_engine.disk_io_done, &vs_engine.lock);
-    }
-    return r;
-}
-
-/* Waits until no region's disk I/O is under way. */
-static void vs_engine_disk_io_drain(void)
-{
-    VS_ASSERT_HELD(&vs_engine.lock);
-    for (;;) {
-        bool busy = false;
-        for (vs_region_t *r = vs_engine.by_base; r != NULL && !busy; r = r->hh.next)
-            busy = r->disk_io;
-        if (!busy)
-            return;
-        vs_engine_spares_release();
-        vs_mutex_wait(&vs_engine.disk_io_done, &vs_engine.lock);
-    }
 }
 
 /* ---- Restores in flight -------------------------------------------------- */
@@ -345,154 +187,6 @@ static bool vs_engine_deferred_push(CUevent done, vs_region_t *r, int hash_slot)
         vs_engine.deferred_head = d;
     vs_engine.deferred_tail = d;
     return true;
-}
-
-/* ---- Physical memory ----------------------------------------------------- */
-
-static void vs_engine_spare_release(vs_engine_device_t *d)
-{
-    VS_ASSERT_HELD(&vs_engine.lock);
-    if (d->spare == 0)
-        return;
-    (void)VS_CALL(cuMemRelease, (d->spare));
-    d->spare = 0;
-    d->spare_bytes = 0;
-}
-
-void vs_engine_spares_release(void)
-{
-    VS_ASSERT_HELD(&vs_engine.lock);
-    if (!vs_engine.spares_held)
-        return;
-    for (int device = 0; device < VS_MAX_DEVICES; device++)
-        vs_engine_spare_release(&vs_engine.devices[device]);
-    vs_engine.spares_held = false;
-}
-
-static CUresult vs_engine_physical_map(vs_region_t *r)
-{
-    VS_ASSERT_HELD(&vs_engine.lock);
-    vs_engine_device_t *d = &vs_engine.devices[r->device];
-    CUmemGenericAllocationHandle phys = 0;
-    CUresult rc = CUDA_SUCCESS;
-    if (d->spare != 0 && d->spare_bytes == r->reserved) {
-        phys = d->spare; /* what an eviction just unmapped: no release, no create */
-        d->spare = 0;
-        d->spare_bytes = 0;
-    } else {
-        vs_engine_spare_release(d); /* the device's memory for this one */
-        CUmemAllocationProp prop;
-        memset(&prop, 0, sizeof prop);
-        prop.type = CU_MEM_ALLOCATION_TYPE_PINNED;
-        prop.location.type = CU_MEM_LOCATION_TYPE_DEVICE;
-        prop.location.id = r->device;
-        rc = VS_CALL(cuMemCreate, (&phys, r->reserved, &prop, 0));
-        if (rc != CUDA_SUCCESS)
-            return rc;
-    }
-    rc = VS_CALL(cuMemMap, ((CUdeviceptr)r->base, r->reserved, 0, phys, 0));
-    if (rc != CUDA_SUCCESS) {
-        (void)VS_CALL(cuMemRelease, (phys));
-        return rc;
-    }
-    /* The owner, and every device with peer access to it: a new mapping
-     * has no access at all, peer access does not apply to it. */
-    CUmemAccessDesc access[VS_MAX_DEVICES];
-    size_t grants = 0;
-    for (int device = 0; device < VS_MAX_DEVICES; device++) {
-        if (device != r->device && vs_engine.peer_refs[r->device][device] == 0)
-            continue;
-        memset(&access[grants], 0, sizeof access[grants]);
-        access[grants].location.type = CU_MEM_LOCATION_TYPE_DEVICE;
-        access[grants].location.id = device;
-        access[grants].flags = CU_MEM_ACCESS_FLAGS_PROT_READWRITE;
-        grants++;
-    }
-    rc = VS_CALL(cuMemSetAccess, ((CUdeviceptr)r->base, r->reserved, access, grants));
-    if (rc != CUDA_SUCCESS) {
-        (void)VS_CALL(cuMemUnmap, ((CUdeviceptr)r->base, r->reserved));
-        (void)VS_CALL(cuMemRelease, (phys));
-        return rc;
-    }
-    r->phys = phys;
-    return CUDA_SUCCESS;
-}
-
-
-/* Peer access from a context on `accessor` to one on `owner` was enabled
- * (`enabled`) or disabled by the application. The mappings already on the
- * owner's device get the accessor's grant now (or lose it when no context
- * pair is left); later maps grant it in `vs_engine_physical_map`. */
-void vs_offload_peer_changed(int accessor, int owner, bool enabled)
-{
-    if (!vs_offload_enabled() || accessor < 0 || accessor >= VS_MAX_DEVICES || owner < 0
-        || owner >= VS_MAX_DEVICES || accessor == owner)
-        return;
-    CUstreamCaptureMode mode;
-    vs_engine_lock(&mode);
-    uint16_t *refs = &vs_engine.peer_refs[owner][accessor];
-    bool was = *refs > 0;
-    if (enabled)
-        (*refs)++;
-    else if (*refs > 0)
-        (*refs)--;
-    if (was != (*refs > 0)) {
-        CUmemAccessDesc access;
-        memset(&access, 0, sizeof access);
-        access.location.type = CU_MEM_LOCATION_TYPE_DEVICE;
-        access.location.id = accessor;
-        access.flags = *refs > 0 ? CU_MEM_ACCESS_FLAGS_PROT_READWRITE : CU_MEM_ACCESS_FLAGS_PROT_NONE;
-        size_t regranted = 0;
-        for (vs_region_t *r = vs_engine.by_base; r != NULL; r = r->hh.next) {
-            if (r->device != owner || r->phys == 0)
-                continue;
-            CUresult rc = VS_CALL(cuMemSetAccess, ((CUdeviceptr)r->base, r->reserved, &access, 1));
-            if (rc != CUDA_SUCCESS)
-                vs_log(VS_LOG_WARN, "cannot %s device %d access to the allocation at 0x%" PRIxPTR " (error %d)",
-                       *refs > 0 ? "grant" : "revoke", accessor, r->base, (int)rc);
-            else
-                regranted++;
-        }
-        vs_log(VS_LOG_DEBUG, "peer access from device %d to device %d %s: %zu mapped allocations changed", accessor,
-               owner, *refs > 0 ? "enabled" : "disabled", regranted);
-    }
-    vs_engine_unlock(mode);
-}
-
-/* Maps physical memory for `r`, whose bytes are already counted; when the
- * device itself is full (other processes, a limit above its size), evicts
- * whatever it takes and tries again. */
-static CUresult vs_engine_physical_map_evicting(vs_region_t *r)
-{
-    VS_ASSERT_HELD(&vs_engine.lock);
-    CUresult rc;
-    while ((rc = vs_engine_physical_map(r)) == CUDA_ERROR_OUT_OF_MEMORY) {
-        int room = vs_engine_make_room(r->device, r->reserved, true);
-        vs_engine_policy_reset_skips();
-        if (room != 0)
-            break;
-        vs_cap_release(r->device, r->reserved); /* counted twice by the reclaim */
-    }
-    return rc;
-}
-
-/* Unmaps `r`; its physical memory becomes the device's spare (the one
- * kept before is released), for a map of the same size before the engine
- * lock is let go. Its bytes are undefined then, as a fresh cuMemCreate's
- * are: every map is followed by a restore copy or holds no data yet. */
-static void vs_engine_physical_unmap(vs_region_t *r)
-{
-    VS_ASSERT_HELD(&vs_engine.lock);
-    vs_engine_device_t *d = &vs_engine.devices[r->device];
-    if (VS_CALL(cuMemUnmap, ((CUdeviceptr)r->base, r->reserved)) != CUDA_SUCCESS) {
-        (void)VS_CALL(cuMemRelease, (r->phys));
-    } else {
-        vs_engine_spare_release(d);
-        d->spare = r->phys;
-        d->spare_bytes = r->reserved;
-        vs_engine.spares_held = true;
-    }
-    r->phys = 0;
 }
 
 /* Makes `waiter` wait for a restore copy's event, or, when it cannot (a
@@ -1167,7 +861,7 @@ fail:
 /* The end of a region whose device memory is already unmapped (or never
  * was): its host copy, spilled bytes, prefetch and policy entries, its
  * records and its address range go. Returns cuMemAddressFree's result. */
-static CUresult vs_engine_region_release(vs_region_t *r)
+CUresult vs_engine_region_release(vs_region_t *r)
 {
     VS_ASSERT_HELD(&vs_engine.lock);
     vs_engine_device_t *d = &vs_engine.devices[r->device];
@@ -1218,184 +912,6 @@ bool vs_offload_free(CUdeviceptr dptr, CUresult *rc_out)
     pthread_cond_broadcast(&vs_engine.released);
     vs_engine_unlock(mode);
     return true;
-}
-
-/* ---- A context destroyed -------------------------------------------------
- * The application destroys a context (`cuCtxDestroy`), resets a primary
- * context (`cuDevicePrimaryCtxReset`, what cudaDeviceReset does) or
- * releases it for the last time. The real driver frees everything made in
- * it: the application's allocations, and the engine's streams, events,
- * content-hash modules and lanes, staging buffers and pinned memory made
- * there. The engine waits for every copy it has in flight, then ends what it
- * holds in that context (while the context lives when the destroy is
- * certain; after it, without a driver call on its handles, when it was not
- * known beforehand), so that a later context on the device starts fresh:
- * the engine re-creates what it needs there on first use. */
-
-/* Frees `r`, an allocation of a destroyed context: its device pointer died
- * with the context, as a cuMemAlloc allocation's does. */
-static void vs_engine_region_drop(vs_region_t *r)
-{
-    VS_ASSERT_HELD(&vs_engine.lock);
-    (void)vs_registry_remove(r->base, ~0u, NULL);
-    if (r->where == VS_RESIDENT) {
-        vs_engine_physical_unmap(r);
-        vs_cap_release(r->device, r->reserved);
-    }
-    r->arriving = NULL;
-    (void)vs_engine_region_release(r);
-}
-
-typedef struct vs_engine_repin_s {
-    bool dying_alive; /* the slab's registration may still be undone */
-    CUcontext survivor; /* where to register it again; NULL: nowhere now */
-} vs_engine_repin_t;
-
-static void vs_engine_repin_slab(void *ptr, uint64_t bytes, void **owner, void *arg)
-{
-    const vs_engine_repin_t *repin = arg;
-    if (*owner != NULL && repin->dying_alive) {
-        bool pushed = VS_CALL(cuCtxPushCurrent_v2, ((CUcontext)*owner)) == CUDA_SUCCESS;
-        (void)VS_CALL(cuMemHostUnregister, (ptr));
-        CUcontext popped;
-        if (pushed)
-            (void)VS_CALL(cuCtxPopCurrent_v2, (&popped));
-    }
-    *owner = NULL;
-    if (repin->survivor == NULL)
-        return;
-    bool pushed = VS_CALL(cuCtxPushCurrent_v2, (repin->survivor)) == CUDA_SUCCESS;
-    CUresult rc = VS_CALL(cuMemHostRegister_v2, (ptr, bytes, CU_MEMHOSTREGISTER_PORTABLE));
-    CUcontext popped;
-    if (pushed)
-        (void)VS_CALL(cuCtxPopCurrent_v2, (&popped));
-    /* Already registered: a driver that kept the pin past its context. */
-    if (rc == CUDA_SUCCESS || rc == CUDA_ERROR_HOST_MEMORY_ALREADY_REGISTERED)
-        *owner = repin->survivor;
-    else
-        vs_log(VS_LOG_WARN, "cannot pin %" PRIu64 " bytes of the host pool again (error %d); copies from them are slower",
-               bytes, (int)rc);
-}
-
-void vs_engine_host_repin_orphans(void)
-{
-    VS_ASSERT_HELD(&vs_engine.lock);
-    vs_engine_repin_t repin = {.dying_alive = false, .survivor = NULL};
-    if (VS_CALL(cuCtxGetCurrent, (&repin.survivor)) == CUDA_SUCCESS && repin.survivor != NULL)
-        (void)vs_host_pool_repin(NULL, vs_engine_repin_slab, &repin);
-}
-
-/* Moves the pins of the slabs registered in `ctx` to a context the engine
- * knows to live on: another device's engine context, or that of an
- * allocation of another context, or the caller's current one. */
-static void vs_engine_ctx_repin_slabs(CUcontext ctx, bool alive)
-{
-    VS_ASSERT_HELD(&vs_engine.lock);
-    vs_engine_repin_t repin = {.dying_alive = alive, .survivor = NULL};
-    for (int device = 0; device < VS_MAX_DEVICES && repin.survivor == NULL; device++)
-        if (vs_engine.devices[device].ready && vs_engine.devices[device].ctx != ctx)
-            repin.survivor = vs_engine.devices[device].ctx;
-    for (vs_region_t *r = vs_engine.by_base; r != NULL && repin.survivor == NULL; r = r->hh.next)
-        if (r->ctx != ctx)
-            repin.survivor = r->ctx;
-    CUcontext current = NULL;
-    if (repin.survivor == NULL && VS_CALL(cuCtxGetCurrent, (&current)) == CUDA_SUCCESS && current != ctx)
-        repin.survivor = current;
-    size_t moved = vs_host_pool_repin(ctx, vs_engine_repin_slab, &repin);
-    if (moved > 0)
-        vs_log(VS_LOG_DEBUG, "%zu host pool slabs pinned in a destroyed context: pinned again %s", moved,
-               repin.survivor != NULL ? "in another context" : "at the next eviction");
-}
-
-/* Ends everything the engine holds in `ctx` (see above). */
-static void vs_engine_ctx_teardown(CUcontext ctx, uint64_t stream_slots, bool alive)
-{
-    VS_ASSERT_HELD(&vs_engine.lock);
-    if (alive) {
-        /* The application's work in it may still use its allocations. */
-        bool pushed = VS_CALL(cuCtxPushCurrent_v2, (ctx)) == CUDA_SUCCESS;
-        (void)VS_CALL(cuCtxSynchronize, ());
-        CUcontext popped;
-        if (pushed)
-            (void)VS_CALL(cuCtxPopCurrent_v2, (&popped));
-    }
-    size_t dropped = 0;
-    vs_region_t *r, *tmp;
-    HASH_ITER(hh, vs_engine.by_base, r, tmp) {
-        if (r->ctx == ctx) {
-            vs_engine_region_drop(r);
-            dropped++;
-        }
-    }
-    vs_engine_spares_release(); /* nothing of the dying context is kept */
-    for (int device = 0; device < VS_MAX_DEVICES; device++) {
-        vs_engine_device_t *d = &vs_engine.devices[device];
-        if (d->ctx != ctx || ctx == NULL)
-            continue;
-        if (alive) {
-            vs_device_hasher_destroy(d->evict_hasher);
-            vs_device_hasher_destroy(d->restore_hasher);
-            if (d->to_host != NULL)
-                (void)VS_CALL(cuStreamDestroy_v2, (d->to_host));
-            if (d->to_device != NULL)
-                (void)VS_CALL(cuStreamDestroy_v2, (d->to_device));
-        } else {
-            vs_device_hasher_forget(d->evict_hasher);
-            vs_device_hasher_forget(d->restore_hasher);
-        }
-        d->evict_hasher = d->restore_hasher = NULL;
-        d->hashers_tried = false;
-        d->restore_slots_busy = 0;
-        d->to_host = d->to_device = NULL;
-        d->ctx = NULL;
-        d->ready = false; /* made again, in the next context, on first use */
-    }
-    vs_streams_ctx_forget(ctx, stream_slots, alive);
-    vs_tier_ctx_forget(ctx, alive);
-    vs_engine_ctx_repin_slabs(ctx, alive);
-    vs_engine.stats.contexts_destroyed++;
-    vs_log(VS_LOG_INFO, "context %p destroyed: %zu of its evictable allocations freed with it", (void *)ctx, dropped);
-    pthread_cond_broadcast(&vs_engine.released);
-}
-
-void vs_offload_ctx_ending(CUcontext ctx, bool certain, vs_offload_ctx_end_t *end)
-{
-    memset(end, 0, sizeof *end);
-    end->ctx = ctx;
-    if (!vs_offload_enabled() || ctx == NULL)
-        return;
-    vs_engine_lock(&end->mode);
-    end->locked = true;
-    /* Disk I/O under way (with the engine lock let go) uses regions and
-     * the staging buffers the teardown may free: it ends first. */
-    vs_engine_disk_io_drain();
-    vs_engine_spares_release();
-    /* Restores in flight read host copies, evictions are waited for where
-     * they start: once these are over, no copy of the engine's runs, and
-     * none starts until the destroy is over (the lock is held across it). */
-    vs_engine_deferred_reap(true);
-    for (int device = 0; device < VS_MAX_DEVICES; device++) {
-        vs_engine_device_t *d = &vs_engine.devices[device];
-        if (!d->ready)
-            continue;
-        (void)VS_CALL(cuStreamSynchronize, (d->to_host));
-        (void)VS_CALL(cuStreamSynchronize, (d->to_device));
-    }
-    end->stream_slots = vs_streams_ctx_slots(ctx);
-    if (certain) {
-        vs_engine_ctx_teardown(ctx, end->stream_slots, true);
-        end->torn_down = true;
-    }
-}
-
-void vs_offload_ctx_ended(vs_offload_ctx_end_t *end, bool destroyed)
-{
-    if (!end->locked)
-        return;
-    if (destroyed && !end->torn_down)
-        vs_engine_ctx_teardown(end->ctx, end->stream_slots, false);
-    end->locked = false;
-    vs_engine_unlock(end->mode);
 }
 
 /* ---- Statistics and exit -------------------------------------------------- */

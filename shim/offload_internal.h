@@ -1,8 +1,9 @@
 /* offload_internal.h: what the files of the offload engine share, in one
  * section per file. Nothing outside offload*.c includes it.
  *
- *   offload.c           the core: regions, devices, restores in flight,
- *                       physical memory, eviction, restore, allocation
+ *   offload.c           the core: regions, restores in flight, eviction,
+ *                       restore, allocation and free
+ *   offload_device.c    devices, physical memory, host pool pins, contexts ending
  *   offload_streams.c   the stream table, marker rings, fences, the event pool
  *   offload_tier.c      the host and disk tiers, copies served from host copies
  *   offload_prefetch.c  prefetch from the policy's learned order
@@ -41,7 +42,7 @@
 #include "registry.h"
 #include "spill.h"
 
-/* ==== offload.c: regions, devices, the engine ============================ */
+/* ==== offload.c: regions, the engine ===================================== */
 
 /* Copies are issued in chunks of this size, so that the two directions
  * interleave on the copy engines. */
@@ -181,26 +182,19 @@ uint64_t vs_engine_now_ns(void);
 /* The region starting at `base`, or containing `addr`; NULL when none. */
 vs_region_t *vs_engine_region_at(uintptr_t base);
 
-/* Releases the physical memory kept for reuse (vs_engine_device_t.spare)
- * on every device: before the engine lock is let go. */
-void vs_engine_spares_release(void);
-
 /* Whether an eviction of `r` copies without hashing (and its restore does
  * not hash what arrived): its bytes were found changed at its last
  * evictions, so the hash would only delay the copy; every
  * VS_BLIND_RECHECK evictions it is judged again. */
 bool vs_engine_evict_blind(const vs_region_t *r);
 
-/* The region at `base` once no disk I/O moves it (waiting on
- * `vs_engine.disk_io_done`, which lets go of the engine lock), or NULL when
- * there is none (any more). */
-vs_region_t *vs_engine_disk_io_wait(uintptr_t base);
 vs_region_t *vs_engine_region_containing(uintptr_t addr);
 bool vs_engine_region_evictable(const vs_region_t *r);
 
-/* The engine's streams and granularity on `device`, created in the current
- * context the first time. NULL when the driver refuses. */
-vs_engine_device_t *vs_engine_device(int device);
+/* The end of a region whose device memory is already unmapped (or never
+ * was): its host copy, spilled bytes, prefetch and policy entries, records
+ * and address range go. Returns cuMemAddressFree's result. */
+CUresult vs_engine_region_release(vs_region_t *r);
 
 /* Ends the restores whose copy has finished; with `wait`, all of them. */
 void vs_engine_deferred_reap(bool wait);
@@ -213,10 +207,6 @@ CUresult vs_engine_wait_for_copy(CUstream waiter, CUevent copied);
 void vs_engine_policy_sync(void);
 void vs_engine_policy_refresh(vs_region_t *r);
 void vs_engine_policy_reset_skips(void);
-
-/* Pins again, in the current context, the pool's slabs whose context was
- * destroyed while no other context could take them over. */
-void vs_engine_host_repin_orphans(void);
 
 /* Evicts `victims` (resident, one device, at most VS_EVICT_BATCH); returns
  * the bytes evicted, *host_full when the host pool had no room. */
@@ -235,6 +225,38 @@ int vs_engine_charge_engine_locked(int device, uint64_t bytes, const char *what,
 CUresult vs_engine_restore(vs_region_t *r, CUstream stream, bool per_thread, uint32_t own_holding);
 CUresult vs_engine_restore_mapped(vs_region_t *r, vs_engine_device_t *d, CUstream stream, bool per_thread,
                                   bool prefetch);
+
+/* ==== offload_device.c: devices, physical memory, contexts ending ======== */
+
+/* The engine's streams and granularity on `device`, created in the current
+ * context the first time. NULL when the driver refuses. */
+vs_engine_device_t *vs_engine_device(int device);
+
+/* The device's eviction hasher, created (with the restore hasher) the first
+ * time it is wanted; NULL when the kernel cannot be loaded. */
+vs_device_hasher_t *vs_engine_evict_hasher(vs_engine_device_t *d, int device);
+
+/* Maps physical memory for `r` (counted already), granted to the owner and
+ * its peers; when the device itself is full, evicts and tries again. */
+CUresult vs_engine_physical_map_evicting(vs_region_t *r);
+
+/* Unmaps `r`; its memory is kept as the device's spare until the engine
+ * lock is let go. */
+void vs_engine_physical_unmap(vs_region_t *r);
+
+/* Releases the physical memory kept for reuse (vs_engine_device_t.spare)
+ * on every device: before the engine lock is let go. */
+void vs_engine_spares_release(void);
+
+/* The host pool's slab memory, pinned in the current context: the pin and
+ * unpin the pool calls (`vs_host_pool_configure`), from a take or a give
+ * the engine makes with its lock held. */
+int vs_engine_pin_host(void **ptr, uint64_t bytes, void **owner);
+void vs_engine_unpin_host(void *ptr, uint64_t bytes, void *owner);
+
+/* Pins again, in the current context, the pool's slabs whose context was
+ * destroyed while no other context could take them over. */
+void vs_engine_host_repin_orphans(void);
 
 /* ==== offload_streams.c: the stream table, markers, fences, events ======= */
 
@@ -311,6 +333,13 @@ void vs_tier_ctx_forget(CUcontext ctx, bool alive);
  * Lets go of the engine lock during the reads; `r` stays valid (marked
  * `disk_io`), anything else must be looked up again. */
 CUresult vs_tier_restore_from_disk(vs_region_t *r, vs_engine_device_t *d);
+
+/* The region at `base` once no disk I/O moves it (waiting on
+ * `vs_engine.disk_io_done`, which lets go of the engine lock), or NULL when
+ * there is none (any more); and the wait until no region's disk I/O is
+ * under way. */
+vs_region_t *vs_engine_disk_io_wait(uintptr_t base);
+void vs_engine_disk_io_drain(void);
 
 /* ==== offload_prefetch.c: prefetch ====================================== */
 

@@ -397,3 +397,31 @@ bool vs_offload_copy_host(CUdeviceptr dptr, void *host, uint64_t bytes, bool to_
     vs_engine_unlock(mode);
     return served;
 }
+
+/* ---- Regions under disk I/O ---------------------------------------------- */
+
+vs_region_t *vs_engine_disk_io_wait(uintptr_t base)
+{
+    VS_ASSERT_HELD(&vs_engine.lock);
+    vs_region_t *r;
+    while ((r = vs_engine_region_at(base)) != NULL && r->disk_io) {
+        vs_engine_spares_release();
+        vs_mutex_wait(&vs_engine.disk_io_done, &vs_engine.lock);
+    }
+    return r;
+}
+
+/* Waits until no region's disk I/O is under way. */
+void vs_engine_disk_io_drain(void)
+{
+    VS_ASSERT_HELD(&vs_engine.lock);
+    for (;;) {
+        bool busy = false;
+        for (vs_region_t *r = vs_engine.by_base; r != NULL && !busy; r = r->hh.next)
+            busy = r->disk_io;
+        if (!busy)
+            return;
+        vs_engine_spares_release();
+        vs_mutex_wait(&vs_engine.disk_io_done, &vs_engine.lock);
+    }
+}
