@@ -32,6 +32,17 @@
  * Configurations beside each: the shim's default (learned cycle, prefetch),
  * no prefetch (VRAMSHIM_PREFETCH=off) and LRU without prefetch.
  *
+ * `offload_cycle SHIM sweep [--svg FILE]` runs the shim's default over a
+ * grid instead (issue 15's done-when): three workloads (a cycle of equal
+ * layers, a DiT, an LLM decode loop whose KV caches are written every
+ * token and whose LM head is read after the last layer), limits of 25, 50
+ * and 75% of the weights, and compute-to-transfer ratios of 0.5, 0.75, 1,
+ * 1.33 and 2, where transfer is F / B and F = W - L + 2 x the largest
+ * allocation, what double buffering must stream. Goals per cell: time per
+ * pass at most 1.05 x max(C, F/B), bytes in at most 1.02 x F, nothing
+ * copied back but written allocations (the KV caches). It prints a table
+ * and, with --svg, writes it as a heat map (time over the bound).
+ *
  * It exits 0 whether goals are met or not (a benchmark reports); 1 when
  * something is broken (a child failed, data came back wrong).
  */
@@ -67,11 +78,14 @@ typedef struct workload_s {
     int blocks;
     int tensors;                 /* per block */
     uint64_t tensor_bytes[5];
-    double compute_per_byte_ns;  /* kernel cost per weight byte */
+    unsigned written_tensors;    /* bit t: tensor t of each block is written every pass (a KV cache) */
+    uint64_t head_bytes;         /* read once after the last block (an LM head); 0: none */
+    double compute_per_byte_ns;  /* kernel cost per weight byte; in the sweep, set per cell */
     uint64_t limits_mib[3];      /* 0: percentages below */
     int limit_percent[3];
     int limit_count;
     int warmup_passes;           /* before the measured ones */
+    bool sweep;                  /* one of the sweep's workloads */
     double max_in_over_ideal;    /* goal: bytes in per pass / (W - L); 0 = none */
     double max_time_over_bound;  /* goal: modeled / bound */
 } workload_t;
@@ -88,6 +102,18 @@ static const workload_t workloads[] = {
      .tensor_bytes = {6 * MIB, 2 * MIB, 8 * MIB, 8 * MIB, 64 << 10},
      .compute_per_byte_ns = DIT_NS_PER_BYTE, .limit_percent = {25, 50, 75}, .limit_count = 3, .warmup_passes = 4,
      .max_in_over_ideal = 0, .max_time_over_bound = 1.05},
+    /* The sweep's workloads: the layer sizes of the two above (allocations
+     * under 2 MiB are never evicted, so the sizes cannot shrink), fewer
+     * blocks, so that 45 cells run in minutes. */
+    {.name = "cycle", .blocks = 12, .tensors = 1, .tensor_bytes = {32 * MIB}, .limit_percent = {25, 50, 75},
+     .limit_count = 3, .warmup_passes = 3, .sweep = true},
+    {.name = "dit", .blocks = 16, .tensors = 5, .tensor_bytes = {6 * MIB, 2 * MIB, 8 * MIB, 8 * MIB, 64 << 10},
+     .limit_percent = {25, 50, 75}, .limit_count = 3, .warmup_passes = 3, .sweep = true},
+    /* Per layer: qkv, attention out, MLP up and down, and the layer's KV
+     * cache, which every token appends to; then the LM head. */
+    {.name = "llm", .blocks = 12, .tensors = 5, .tensor_bytes = {6 * MIB, 2 * MIB, 8 * MIB, 8 * MIB, 4 * MIB},
+     .written_tensors = 1u << 4, .head_bytes = 16 * MIB, .limit_percent = {25, 50, 75}, .limit_count = 3,
+     .warmup_passes = 3, .sweep = true},
 };
 #define WORKLOAD_COUNT (sizeof workloads / sizeof workloads[0])
 
@@ -105,12 +131,50 @@ static const config_t configs[] = {
 };
 #define CONFIG_COUNT (sizeof configs / sizeof configs[0])
 
+/* The sweep's compute-to-transfer ratios, C / (F / B). */
+static const double sweep_ratios[] = {0.5, 0.75, 1.0, 1.33, 2.0};
+#define SWEEP_RATIOS (sizeof sweep_ratios / sizeof sweep_ratios[0])
+#define SWEEP_MAX_TIME 1.05
+#define SWEEP_MAX_IN 1.02
+
+static int workload_count(const workload_t *w)
+{
+    return w->blocks * w->tensors + (w->head_bytes != 0);
+}
+
+/* The bytes of allocation k (blocks' tensors in order, then the head). */
+static uint64_t workload_tensor_bytes(const workload_t *w, int k)
+{
+    return k == w->blocks * w->tensors ? w->head_bytes : w->tensor_bytes[k % w->tensors];
+}
+
+static bool workload_tensor_written(const workload_t *w, int k)
+{
+    return k < w->blocks * w->tensors && (w->written_tensors >> (k % w->tensors) & 1u) != 0;
+}
+
 static uint64_t workload_bytes(const workload_t *w)
 {
-    uint64_t per_block = 0;
-    for (int t = 0; t < w->tensors; t++)
-        per_block += w->tensor_bytes[t];
-    return per_block * (uint64_t)w->blocks;
+    uint64_t total = 0;
+    for (int k = 0; k < workload_count(w); k++)
+        total += workload_tensor_bytes(w, k);
+    return total;
+}
+
+static uint64_t workload_written_bytes(const workload_t *w)
+{
+    uint64_t total = 0;
+    for (int k = 0; k < workload_count(w); k++)
+        total += workload_tensor_written(w, k) ? workload_tensor_bytes(w, k) : 0;
+    return total;
+}
+
+static uint64_t workload_largest(const workload_t *w)
+{
+    uint64_t largest = 0;
+    for (int k = 0; k < workload_count(w); k++)
+        largest = workload_tensor_bytes(w, k) > largest ? workload_tensor_bytes(w, k) : largest;
+    return largest;
 }
 
 static uint64_t workload_limit(const workload_t *w, int i)
@@ -124,25 +188,48 @@ static uint64_t workload_limit(const workload_t *w, int i)
 
 static atomic_uint_fast64_t check_errors;
 
-/* The word at index i of tensor k. */
+/* The word at index i of tensor k, as loaded. */
 static uint32_t weight_word(uint64_t k, uint64_t i)
 {
     return (uint32_t)((k + 1) * 2654435761u) ^ (uint32_t)(i * 40503u + 7);
 }
 
-/* block(const uint32_t *weights, uint64_t words, uint64_t tensor, float *act):
- * checks words at both ends and in the middle, writes the activations. */
+/* What pass `pass` writes into written tensor k, and where. */
+static uint64_t written_index(uint64_t k, int pass, uint64_t words)
+{
+    return ((uint64_t)pass * 7919u + k * 31u) % words;
+}
+
+static uint32_t written_word(uint64_t k, int pass)
+{
+    return (uint32_t)((k + 1) * 0x9e3779b1u) ^ (uint32_t)pass;
+}
+
+#define NO_WRITE UINT64_MAX
+
+/* block(uint32_t *weights, uint64_t words, uint64_t tensor, float *act,
+ *       uint64_t write_index, uint32_t write_word):
+ * a read-only tensor (write_index NO_WRITE) has words at both ends and in
+ * the middle checked; a written one (a KV cache) gets one word written.
+ * Either way the activations are written. */
 static void block_kernel(void **args, const simcuda_launch_t *launch, void *user)
 {
-    const uint32_t *weights = *(const uint32_t **)args[0];
+    uint32_t *weights = *(uint32_t **)args[0];
     uint64_t words = *(const uint64_t *)args[1], k = *(const uint64_t *)args[2];
     float *act = *(float **)args[3];
+    uint64_t write_index = *(const uint64_t *)args[4];
     (void)launch;
     (void)user;
-    for (uint64_t j = 0; j < 3 * CHECK_WORDS && j < words; j++) {
-        uint64_t i = j < CHECK_WORDS ? j : j < 2 * CHECK_WORDS ? words / 2 + j - CHECK_WORDS : words - 3 * CHECK_WORDS + j;
-        if (i < words && weights[i] != weight_word(k, i))
-            atomic_fetch_add(&check_errors, 1);
+    if (write_index != NO_WRITE) {
+        weights[write_index] = *(const uint32_t *)args[5];
+    } else {
+        for (uint64_t j = 0; j < 3 * CHECK_WORDS && j < words; j++) {
+            uint64_t i = j < CHECK_WORDS       ? j
+                         : j < 2 * CHECK_WORDS ? words / 2 + j - CHECK_WORDS
+                                               : words - 3 * CHECK_WORDS + j;
+            if (i < words && weights[i] != weight_word(k, i))
+                atomic_fetch_add(&check_errors, 1);
+        }
     }
     act[k % (ACTIVATION_BYTES / sizeof(float))] += 1.0f;
 }
@@ -153,11 +240,11 @@ static uint64_t block_cost(void **args, const simcuda_launch_t *launch, void *us
     return (uint64_t)(*(const uint64_t *)args[1] * 4 * *(const double *)user);
 }
 
-static int child_run(const workload_t *w, const char *result_path)
+static int child_run(const workload_t *w, double ns_per_byte, const char *result_path)
 {
-    static const size_t sizes[] = {sizeof(CUdeviceptr), sizeof(uint64_t), sizeof(uint64_t), sizeof(CUdeviceptr)};
-    double ns_per_byte = w->compute_per_byte_ns;
-    simcuda_kernel_desc_t desc = {.name = "bench_cycle_block", .param_count = 4, .param_sizes = sizes,
+    static const size_t sizes[] = {sizeof(CUdeviceptr), sizeof(uint64_t), sizeof(uint64_t),
+                                   sizeof(CUdeviceptr), sizeof(uint64_t),   sizeof(uint32_t)};
+    simcuda_kernel_desc_t desc = {.name = "bench_cycle_block", .param_count = 6, .param_sizes = sizes,
                                   .fn = block_kernel, .cost = block_cost, .user = &ns_per_byte};
     CUdevice dev;
     CUcontext ctx;
@@ -165,13 +252,12 @@ static int child_run(const workload_t *w, const char *result_path)
     CUfunction block;
     CUstream stream;
     CUdeviceptr act;
-    int count = w->blocks * w->tensors;
+    int count = workload_count(w);
     CUdeviceptr *weights = calloc((size_t)count, sizeof *weights);
-    uint64_t max_bytes = 0, compute_ns = 0;
-    for (int t = 0; t < w->tensors; t++)
-        max_bytes = w->tensor_bytes[t] > max_bytes ? w->tensor_bytes[t] : max_bytes;
+    uint32_t **mirrors = calloc((size_t)count, sizeof *mirrors); /* written tensors' expected bytes */
+    uint64_t max_bytes = workload_largest(w), compute_ns = 0;
     uint32_t *staging = malloc(max_bytes);
-    if (weights == NULL || staging == NULL || simcuda_register_kernel(&desc) != 0) {
+    if (weights == NULL || mirrors == NULL || staging == NULL || simcuda_register_kernel(&desc) != 0) {
         fprintf(stderr, "offload_cycle: cannot set up the child\n");
         return 1;
     }
@@ -188,12 +274,17 @@ static int child_run(const workload_t *w, const char *result_path)
     /* Load: the way a framework does, one allocation and one copy per
      * tensor. */
     for (int k = 0; k < count; k++) {
-        uint64_t bytes = w->tensor_bytes[k % w->tensors];
+        uint64_t bytes = workload_tensor_bytes(w, k);
         for (uint64_t i = 0; i < bytes / 4; i++)
             staging[i] = weight_word((uint64_t)k, i);
+        if (workload_tensor_written(w, k)) {
+            if ((mirrors[k] = malloc(bytes)) == NULL)
+                return 1;
+            memcpy(mirrors[k], staging, bytes);
+        }
         VS_CHECK(cuMemAlloc(&weights[k], bytes));
         VS_CHECK(cuMemcpyHtoD(weights[k], staging, bytes));
-        compute_ns += (uint64_t)(bytes * ns_per_byte);
+        compute_ns += (uint64_t)((double)bytes * ns_per_byte);
     }
 
     const vs_snapshot_header_t *snapshot = NULL;
@@ -212,20 +303,27 @@ static int child_run(const workload_t *w, const char *result_path)
                 break;
         }
         for (int k = 0; k < count; k++) {
-            uint64_t words = w->tensor_bytes[k % w->tensors] / 4, tensor = (uint64_t)k;
-            void *params[] = {&weights[k], &words, &tensor, &act};
+            uint64_t words = workload_tensor_bytes(w, k) / 4, tensor = (uint64_t)k, write_index = NO_WRITE;
+            uint32_t write_word = 0;
+            if (mirrors[k] != NULL) {
+                write_index = written_index(tensor, pass, words);
+                write_word = written_word(tensor, pass);
+                mirrors[k][write_index] = write_word;
+            }
+            void *params[] = {&weights[k], &words, &tensor, &act, &write_index, &write_word};
             VS_CHECK(cuLaunchKernel(block, 1, 1, 1, 1, 1, 1, 0, stream, params, NULL));
         }
     }
 
-    /* Every byte of every weight, as loaded. */
+    /* Every byte of every tensor, as loaded (or as written). */
     uint64_t mismatched = 0;
     for (int k = 0; k < count; k++) {
-        uint64_t bytes = w->tensor_bytes[k % w->tensors];
+        uint64_t bytes = workload_tensor_bytes(w, k);
         VS_CHECK(cuMemcpyDtoH(staging, weights[k], bytes));
         for (uint64_t i = 0; i < bytes / 4; i++)
-            mismatched += staging[i] != weight_word((uint64_t)k, i);
+            mismatched += staging[i] != (mirrors[k] != NULL ? mirrors[k][i] : weight_word((uint64_t)k, i));
         VS_CHECK(cuMemFree(weights[k]));
+        free(mirrors[k]);
     }
     FILE *out = fopen(result_path, "w");
     if (out == NULL) {
@@ -238,6 +336,7 @@ static int child_run(const workload_t *w, const char *result_path)
             (at_end.bytes_to_device - at_start.bytes_to_device) / MEASURED_PASSES,
             (at_end.bytes_to_host - at_start.bytes_to_host) / MEASURED_PASSES);
     fclose(out);
+    free(mirrors);
     free(weights);
     free(staging);
     return 0;
@@ -249,14 +348,15 @@ typedef struct result_s {
     uint64_t modeled_ns, compute_ns, errors, in, out;
 } result_t;
 
-static int run_child(const char *self, const char *shim, const char *dir, int workload, uint64_t limit,
-                     const config_t *config, result_t *result)
+static int run_child(const char *self, const char *shim, const char *dir, int workload, double ns_per_byte,
+                     uint64_t limit, const config_t *config, result_t *result)
 {
-    char result_path[4096], log_path[4096], workload_arg[16], limit_arg[32];
+    char result_path[4096], log_path[4096], workload_arg[16], limit_arg[32], compute_arg[32];
     snprintf(result_path, sizeof result_path, "%s/result", dir);
     snprintf(log_path, sizeof log_path, "%s/shim.log", dir);
     snprintf(workload_arg, sizeof workload_arg, "%d", workload);
     snprintf(limit_arg, sizeof limit_arg, "%" PRIu64, limit);
+    snprintf(compute_arg, sizeof compute_arg, "%.17g", ns_per_byte);
     unlink(result_path);
     fflush(NULL);
     pid_t pid = fork();
@@ -271,7 +371,7 @@ static int run_child(const char *self, const char *shim, const char *dir, int wo
         setenv("VRAMSHIM_POLICY", config->policy, 1);
         setenv("VRAMSHIM_PREFETCH", config->prefetch, 1);
         setenv("VRAMSHIM_LOG_FILE", log_path, 1);
-        char *argv[] = {(char *)self, (char *)shim, "--child", workload_arg, result_path, NULL};
+        char *argv[] = {(char *)self, (char *)shim, "--child", workload_arg, compute_arg, result_path, NULL};
         execv("/proc/self/exe", argv);
         perror("offload_cycle: execv");
         _exit(127);
@@ -307,7 +407,8 @@ static double env_gbps(const char *name)
     return value != NULL && end != value && gbps > 0.0 ? gbps : 0.0;
 }
 
-static int parent_run(const char *self, const char *shim, const char *only)
+/* The environment every child runs in; the link's GB/s, or 0 (said why). */
+static double parent_setup(void)
 {
     setenv("SIMCUDA_CLOCK", "virtual", 1);
     setenv("SIMCUDA_DEVICE_MEM", "4G", 1);
@@ -317,10 +418,16 @@ static int parent_run(const char *self, const char *shim, const char *only)
     setenv("SIMCUDA_D2H_GBPS", DEFAULT_GBPS, 0);
     unsetenv("SIMCUDA_FAIL");
     double gbps = env_gbps("SIMCUDA_H2D_GBPS");
-    if (gbps == 0.0) {
+    if (gbps == 0.0)
         fprintf(stderr, "offload_cycle: SIMCUDA_H2D_GBPS must be a positive number\n");
+    return gbps;
+}
+
+static int parent_run(const char *self, const char *shim, const char *only)
+{
+    double gbps = parent_setup();
+    if (gbps == 0.0)
         return 2;
-    }
     char dir[] = "/tmp/offload_cycle.XXXXXX";
     if (mkdtemp(dir) == NULL) {
         perror("offload_cycle: mkdtemp");
@@ -337,7 +444,7 @@ static int parent_run(const char *self, const char *shim, const char *only)
     int rc = 0;
     for (size_t wi = 0; wi < WORKLOAD_COUNT && rc == 0; wi++) {
         const workload_t *w = &workloads[wi];
-        if (only != NULL && strcmp(only, w->name) != 0)
+        if (w->sweep || (only != NULL && strcmp(only, w->name) != 0))
             continue;
         uint64_t total = workload_bytes(w);
         for (int li = 0; li < w->limit_count && rc == 0; li++) {
@@ -345,7 +452,7 @@ static int parent_run(const char *self, const char *shim, const char *only)
             for (size_t ci = 0; ci < CONFIG_COUNT && rc == 0; ci++) {
                 const config_t *c = &configs[ci];
                 result_t r;
-                if (run_child(self, shim, dir, (int)wi, limit, c, &r) != 0) {
+                if (run_child(self, shim, dir, (int)wi, w->compute_per_byte_ns, limit, c, &r) != 0) {
                     rc = 1;
                     break;
                 }
@@ -382,9 +489,196 @@ static int parent_run(const char *self, const char *shim, const char *only)
     return rc;
 }
 
+/* ---- The sweep ----------------------------------------------------------- */
+
+typedef struct sweep_cell_s {
+    double time_over_bound; /* ms per pass / max(C, F/B) */
+    double in_over_f;       /* bytes in per pass / F */
+    double idle;            /* 1 - C / (ms per pass) */
+    uint64_t clean_out;     /* bytes copied back beyond the written tensors' */
+    bool met;
+} sweep_cell_t;
+
+/* Green at or under the goal, then yellow to red by 1.5 x the bound. */
+static void sweep_cell_colour(const sweep_cell_t *c, char *out, size_t size)
+{
+    if (c->met) {
+        snprintf(out, size, "#5cb85c");
+        return;
+    }
+    double t = (c->time_over_bound - SWEEP_MAX_TIME) / (1.5 - SWEEP_MAX_TIME);
+    t = t < 0 ? 0 : t > 1 ? 1 : t;
+    snprintf(out, size, "#%02x%02x%02x", 240, (int)(200 - 150 * t), (int)(80 - 40 * t));
+}
+
+/* The sweep as an SVG heat map: a panel per workload, limits down, ratios
+ * across, each cell's time over the bound written in it. */
+static int sweep_write_svg(const char *path, const sweep_cell_t cells[][3][SWEEP_RATIOS],
+                           const workload_t *const sweep_workloads[], size_t workload_total, double gbps)
+{
+    FILE *f = fopen(path, "w");
+    if (f == NULL) {
+        perror(path);
+        return -1;
+    }
+    const int cell_w = 78, cell_h = 44, left = 70, top = 70, panel_gap = 40;
+    int panel_w = cell_w * (int)SWEEP_RATIOS;
+    int width = left + (int)workload_total * (panel_w + panel_gap) + 20, height = top + 3 * cell_h + 110;
+    fprintf(f,
+            "<svg xmlns=\"http://www.w3.org/2000/svg\" width=\"%d\" height=\"%d\" font-family=\"sans-serif\" "
+            "font-size=\"12\">\n<rect width=\"100%%\" height=\"100%%\" fill=\"white\"/>\n"
+            "<text x=\"%d\" y=\"22\" font-size=\"15\" font-weight=\"bold\">vramshim offload sweep: time per pass / "
+            "max(C, F/B) (learned policy, prefetch; simcuda virtual clock, host costs, %.0f GB/s link)</text>\n"
+            "<text x=\"%d\" y=\"40\" fill=\"#555\">F = W - L + 2 x the largest allocation; goal per cell: at most "
+            "%.2f x the bound, bytes in at most %.2f x F, nothing clean copied back</text>\n",
+            width, height, left, gbps, left, SWEEP_MAX_TIME, SWEEP_MAX_IN);
+    for (size_t wi = 0; wi < workload_total; wi++) {
+        int x0 = left + (int)wi * (panel_w + panel_gap);
+        fprintf(f, "<g class=\"panel\" data-workload=\"%s\">\n", sweep_workloads[wi]->name);
+        fprintf(f, "<text x=\"%d\" y=\"%d\" text-anchor=\"middle\" font-weight=\"bold\">%s (%.0f MiB)</text>\n",
+                x0 + panel_w / 2, top - 10, sweep_workloads[wi]->name,
+                (double)workload_bytes(sweep_workloads[wi]) / MIB);
+        for (int li = 0; li < 3; li++) {
+            if (wi == 0)
+                fprintf(f, "<text x=\"%d\" y=\"%d\" text-anchor=\"end\">L = %d%%</text>\n", left - 8,
+                        top + li * cell_h + cell_h / 2 + 4, sweep_workloads[wi]->limit_percent[li]);
+            for (size_t ri = 0; ri < SWEEP_RATIOS; ri++) {
+                const sweep_cell_t *c = &cells[wi][li][ri];
+                char colour[16];
+                sweep_cell_colour(c, colour, sizeof colour);
+                int x = x0 + (int)ri * cell_w, y = top + li * cell_h;
+                fprintf(f,
+                        "<g class=\"cell\" data-limit-percent=\"%d\" data-ratio=\"%.2f\" data-time-over-bound=\"%.4f\" "
+                        "data-in-over-f=\"%.4f\" data-met=\"%d\">"
+                        "<rect x=\"%d\" y=\"%d\" width=\"%d\" height=\"%d\" fill=\"%s\" stroke=\"white\"/>"
+                        "<text x=\"%d\" y=\"%d\" text-anchor=\"middle\" font-weight=\"bold\">%.3f</text>"
+                        "<text x=\"%d\" y=\"%d\" text-anchor=\"middle\" font-size=\"10\">in %.2f F</text></g>\n",
+                        sweep_workloads[wi]->limit_percent[li], sweep_ratios[ri], c->time_over_bound, c->in_over_f,
+                        c->met, x, y, cell_w, cell_h, colour, x + cell_w / 2, y + 19, c->time_over_bound,
+                        x + cell_w / 2, y + 34, c->in_over_f);
+            }
+        }
+        for (size_t ri = 0; ri < SWEEP_RATIOS; ri++)
+            fprintf(f, "<text x=\"%d\" y=\"%d\" text-anchor=\"middle\">%.2f</text>\n",
+                    x0 + (int)ri * cell_w + cell_w / 2, top + 3 * cell_h + 16, sweep_ratios[ri]);
+        fprintf(f, "<text x=\"%d\" y=\"%d\" text-anchor=\"middle\" fill=\"#555\">C / (F/B)</text>\n</g>\n",
+                x0 + panel_w / 2, top + 3 * cell_h + 32);
+    }
+    /* Legend. */
+    int ly = top + 3 * cell_h + 56;
+    const struct {
+        double time;
+        const char *label;
+    } legend[] = {{1.0, "met (<= 1.05)"}, {1.10, "1.10"}, {1.25, "1.25"}, {1.5, ">= 1.50"}};
+    for (size_t i = 0; i < sizeof legend / sizeof legend[0]; i++) {
+        sweep_cell_t c = {.time_over_bound = legend[i].time, .met = i == 0};
+        char colour[16];
+        sweep_cell_colour(&c, colour, sizeof colour);
+        fprintf(f,
+                "<rect x=\"%d\" y=\"%d\" width=\"18\" height=\"14\" fill=\"%s\"/><text x=\"%d\" y=\"%d\">%s</text>\n",
+                left + (int)i * 130, ly, colour, left + (int)i * 130 + 24, ly + 12, legend[i].label);
+    }
+    fprintf(f, "</svg>\n");
+    int failed = ferror(f);
+    if (fclose(f) != 0 || failed) {
+        fprintf(stderr, "offload_cycle: cannot write %s\n", path);
+        return -1;
+    }
+    return 0;
+}
+
+static int sweep_run(const char *self, const char *shim, const char *svg_path)
+{
+    double gbps = parent_setup();
+    if (gbps == 0.0)
+        return 2;
+    char dir[] = "/tmp/offload_sweep.XXXXXX";
+    if (mkdtemp(dir) == NULL) {
+        perror("offload_cycle: mkdtemp");
+        return 1;
+    }
+    const workload_t *sweep_workloads[WORKLOAD_COUNT];
+    int sweep_index[WORKLOAD_COUNT];
+    size_t workload_total = 0;
+    for (size_t wi = 0; wi < WORKLOAD_COUNT; wi++)
+        if (workloads[wi].sweep) {
+            sweep_index[workload_total] = (int)wi;
+            sweep_workloads[workload_total++] = &workloads[wi];
+        }
+    static sweep_cell_t cells[WORKLOAD_COUNT][3][SWEEP_RATIOS];
+    const char *costs = getenv("SIMCUDA_HOST_COSTS");
+    printf("offload_sweep: virtual clock, SIMCUDA_HOST_COSTS=%s, H2D link %.1f GB/s; the shim's default (learned "
+           "cycle, prefetch); %d measured passes after the warm-up; per pass: F = W - L + 2 x largest, "
+           "bound = max(C, F/B), C = ratio x F/B; out = bytes copied back, dirty = the written tensors' bytes; "
+           "idle = 1 - C / (ms/pass)\n",
+           costs != NULL && costs[0] != '\0' ? costs : "default", gbps, MEASURED_PASSES);
+    printf("%-6s %5s %6s %9s %9s %8s %9s %9s %9s %8s %6s %s\n", "model", "limit", "ratio", "C ms", "in MiB", "in/F",
+           "out MiB", "ms/pass", "bound ms", "/bound", "idle", "goal");
+    int rc = 0, met = 0, total = 0;
+    double worst = 0.0;
+    for (size_t wi = 0; wi < workload_total && rc == 0; wi++) {
+        const workload_t *w = sweep_workloads[wi];
+        uint64_t bytes = workload_bytes(w), dirty = workload_written_bytes(w);
+        for (int li = 0; li < w->limit_count && rc == 0; li++) {
+            uint64_t limit = workload_limit(w, li);
+            double f_bytes = (double)(bytes - limit + 2 * workload_largest(w));
+            double transfer_ms = f_bytes / (gbps * 1e9) * 1e3;
+            for (size_t ri = 0; ri < SWEEP_RATIOS && rc == 0; ri++) {
+                /* C = ratio x F/B, spread over the weights' bytes. */
+                double ns_per_byte = sweep_ratios[ri] * transfer_ms * 1e6 / (double)bytes;
+                result_t r;
+                if (run_child(self, shim, dir, sweep_index[wi], ns_per_byte, limit, &configs[0], &r) != 0) {
+                    rc = 1;
+                    break;
+                }
+                if (r.errors != 0) {
+                    printf("offload_sweep: [%s %d%% %.2f] BROKEN: %" PRIu64 " words came back different\n", w->name,
+                           w->limit_percent[li], sweep_ratios[ri], r.errors);
+                    rc = 1;
+                    break;
+                }
+                double c_ms = (double)r.compute_ns / 1e6, ms = (double)r.modeled_ns / 1e6;
+                double bound = c_ms > transfer_ms ? c_ms : transfer_ms;
+                sweep_cell_t *cell = &cells[wi][li][ri];
+                cell->time_over_bound = ms / bound;
+                cell->in_over_f = (double)r.in / f_bytes;
+                cell->idle = ms > 0 ? 1.0 - c_ms / ms : 0.0;
+                cell->clean_out = r.out > dirty ? r.out - dirty : 0;
+                cell->met = cell->time_over_bound <= SWEEP_MAX_TIME && cell->in_over_f <= SWEEP_MAX_IN
+                            && cell->clean_out == 0;
+                met += cell->met;
+                total++;
+                worst = cell->time_over_bound > worst ? cell->time_over_bound : worst;
+                printf("%-6s %4d%% %6.2f %9.2f %9.1f %8.3f %9.1f %9.2f %9.2f %8.3f %6.3f %s\n", w->name,
+                       w->limit_percent[li], sweep_ratios[ri], c_ms, (double)r.in / MIB, cell->in_over_f,
+                       (double)r.out / MIB, ms, bound, cell->time_over_bound, cell->idle,
+                       cell->met ? "met" : "MISSED");
+                fflush(stdout);
+            }
+        }
+    }
+    char path[4096];
+    snprintf(path, sizeof path, "%s/result", dir);
+    unlink(path);
+    rmdir(dir);
+    if (rc != 0)
+        return rc;
+    if (svg_path != NULL) {
+        if (sweep_write_svg(svg_path, (const sweep_cell_t(*)[3][SWEEP_RATIOS])cells, sweep_workloads,
+                            workload_total, gbps)
+            != 0)
+            return 1;
+        printf("offload_sweep: heat map written to %s\n", svg_path);
+    }
+    printf("offload_sweep: %d of %d cells met (time <= %.2f x max(C, F/B), in <= %.2f x F, nothing clean copied "
+           "back); worst %.3f x the bound: %s\n",
+           met, total, SWEEP_MAX_TIME, SWEEP_MAX_IN, worst, met == total ? "met" : "MISSED");
+    return 0;
+}
+
 int main(int argc, char **argv)
 {
-    if (argc == 5 && strcmp(argv[2], "--child") == 0) {
+    if (argc == 6 && strcmp(argv[2], "--child") == 0) {
         void *direct = simcuda_entry_point("cuLaunchKernel");
         if (getenv(CHILD_MARK) == NULL || direct == NULL || __extension__(void *) cuLaunchKernel == direct) {
             fprintf(stderr, "offload_cycle: LD_PRELOAD=%s did not interpose cuLaunchKernel\n", argv[1]);
@@ -393,11 +687,18 @@ int main(int argc, char **argv)
         int workload = atoi(argv[3]);
         if (workload < 0 || (size_t)workload >= WORKLOAD_COUNT)
             return 2;
-        return child_run(&workloads[workload], argv[4]);
+        char *end;
+        double ns_per_byte = strtod(argv[4], &end);
+        if (end == argv[4] || ns_per_byte < 0.0)
+            return 2;
+        return child_run(&workloads[workload], ns_per_byte, argv[5]);
     }
-    if (argc != 2 && argc != 3) {
-        fprintf(stderr, "usage: %s /path/to/libvramshim.so [cycle|dit]\n", argv[0]);
-        return 2;
+    if (argc >= 3 && strcmp(argv[2], "sweep") == 0) {
+        if (argc == 3 || (argc == 5 && strcmp(argv[3], "--svg") == 0))
+            return sweep_run(argv[0], argv[1], argc == 5 ? argv[4] : NULL);
+    } else if (argc == 2 || argc == 3) {
+        return parent_run(argv[0], argv[1], argc == 3 ? argv[2] : NULL);
     }
-    return parent_run(argv[0], argv[1], argc == 3 ? argv[2] : NULL);
+    fprintf(stderr, "usage: %s /path/to/libvramshim.so [cycle|dit|sweep [--svg FILE]]\n", argv[0]);
+    return 2;
 }
