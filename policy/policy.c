@@ -102,6 +102,10 @@ struct vs_policy_s {
     bool plan_dirty;        /* the cycle, the budget or the members changed */
     uint64_t plan_built_at; /* `now` when it was last built */
     uint64_t planned_streamed_bytes;
+    /* What the streamed allocations take past what must stream (whole
+     * allocations rarely add up to it): one of them, `partial_id`, may keep
+     * that many of its bytes resident (partial residency). 0: none. */
+    uint64_t partial_id, partial_bytes;
     vs_policy_alloc_t **members; /* scratch for building the plan */
     size_t members_cap;
 };
@@ -422,6 +426,8 @@ int vs_policy_free(vs_policy_t *policy, uint64_t id)
     HASH_DEL(policy->by_id, a);
     policy->count--;
     policy->plan_dirty = policy->plan_dirty || a->hist_len >= 2;
+    if (policy->partial_bytes > 0 && policy->partial_id == id)
+        policy->partial_bytes = 0;
     free(a);
     return 0;
 }
@@ -524,6 +530,9 @@ static void plan_build(vs_policy_t *policy)
     policy->plan_dirty = false;
     policy->plan_built_at = policy->now;
     policy->planned_streamed_bytes = 0;
+    uint64_t previous = policy->partial_bytes > 0 ? policy->partial_id : 0;
+    policy->partial_id = 0;
+    policy->partial_bytes = 0;
     bool planning = policy->kind == VS_POLICY_CYCLIC && policy->period != 0 && policy->budget != UINT64_MAX;
     if (planning && policy->members_cap < policy->count) {
         vs_policy_alloc_t **grown = realloc(policy->members, policy->count * sizeof *grown);
@@ -594,6 +603,22 @@ static void plan_build(vs_policy_t *policy)
         streamed += largest->size;
     }
     policy->planned_streamed_bytes = streamed;
+    /* Whole allocations stream more than must: the largest streamed one may
+     * keep the difference resident, so that the budget is used to the byte.
+     * The one chosen before stays while it is streamed and as large as any:
+     * every change of choice costs a whole copy. */
+    vs_policy_alloc_t *partial = NULL;
+    for (size_t i = 0; i < n && streamed > stream; i++) {
+        vs_policy_alloc_t *m = policy->members[i];
+        if (m->streamed
+            && (partial == NULL || m->size > partial->size || (m->size == partial->size && m->id == previous)))
+            partial = m;
+    }
+    if (partial != NULL) {
+        uint64_t extra = streamed - stream;
+        policy->partial_id = partial->id;
+        policy->partial_bytes = extra < partial->size ? extra : partial->size;
+    }
 }
 
 /* Rebuilds a stale plan, at most once per eighth of a cycle: members join
@@ -774,4 +799,6 @@ void vs_policy_stats(const vs_policy_t *policy, vs_policy_stats_t *stats)
     stats->period = policy->period;
     stats->now = policy->now;
     stats->planned_streamed_bytes = policy->planned_streamed_bytes;
+    stats->planned_partial_id = policy->partial_id;
+    stats->planned_partial_bytes = policy->partial_bytes;
 }

@@ -51,6 +51,11 @@ typedef struct vs_policy_stats_s {
     uint64_t period;          /* learned cycle length in operations, 0 while unknown */
     uint64_t now;             /* latest operation sequence number seen */
     uint64_t planned_streamed_bytes; /* per cycle, by the plan; 0: no plan */
+    /* Partial residency: the streamed allocations add up to more than must
+     * stream, and allocation `planned_partial_id` (one of them) may keep its
+     * first `planned_partial_bytes` resident between its uses (the caller
+     * rounds down to what it can map). 0 bytes: none. */
+    uint64_t planned_partial_id, planned_partial_bytes;
 } vs_policy_stats_t;
 
 /* Parses a VRAMSHIM_POLICY value ("lru", "cyclic" or "learned", case

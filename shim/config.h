@@ -42,6 +42,7 @@
     X(min_evict, "VRAMSHIM_MIN_EVICT", VS_SIZE_FORMS ", at least 2M")                              \
     X(policy, "VRAMSHIM_POLICY", "lru|cyclic|learned")                                             \
     X(prefetch, "VRAMSHIM_PREFETCH", "on|off")                                             \
+    X(partial_residency, "VRAMSHIM_PARTIAL", "on|off")                                             \
     X(meminfo, "VRAMSHIM_MEMINFO", "limit|device")                                                 \
     X(pin_device_pointers, "VRAMSHIM_PIN_DEVICE_POINTERS", "on|off")                               \
     X(log, "VRAMSHIM_LOG", "error|warn|info|debug")                                                \
@@ -85,6 +86,7 @@ typedef struct vs_config_s {
     uint64_t min_evict;                 /* VRAMSHIM_MIN_EVICT, >= VS_MIN_EVICT_FLOOR */
     int policy;                         /* a vs_policy_kind_t */
     bool prefetch;                      /* VRAMSHIM_PREFETCH: restore ahead from the learned order */
+    bool partial_residency;             /* VRAMSHIM_PARTIAL: a streamed allocation may keep a head resident */
     bool meminfo_device;                /* VRAMSHIM_MEMINFO=device: cuMemGetInfo answers the driver's figures */
     bool pin_device_pointers;           /* VRAMSHIM_PIN_DEVICE_POINTERS: pin what small host-to-device copies name */
     vs_log_level_t log_level;

@@ -119,16 +119,18 @@ void vs_engine_unlock(CUstreamCaptureMode mode)
 
 /* ---- Restores in flight -------------------------------------------------- */
 
-/* Ends restore hash `slot` (-1: none): when the copy it followed succeeded
- * and `r` still holds its host copy, the hash of what arrived becomes that
- * copy's; the slot is free again either way. */
-static void vs_engine_restore_hash_end(vs_engine_device_t *dev, vs_region_t *r, int slot, uint64_t bytes, bool copied)
+/* Ends restore hash `slot` (-1: none): when the copy of [from, from +
+ * bytes) it followed succeeded and `r` still holds its host copy, the hash
+ * of what arrived becomes that copy's; the slot is free again either way. */
+static void vs_engine_restore_hash_end(vs_engine_device_t *dev, vs_region_t *r, int slot, uint64_t from,
+                                       uint64_t bytes, bool copied)
 {
     VS_ASSERT_HELD(&vs_engine.lock);
     if (slot < 0)
         return;
     if (r != NULL && copied && r->host.count > 0) {
         r->host_hash = vs_device_hash_result(dev->restore_hasher, (unsigned)slot, bytes);
+        r->host_hash_from = from;
         r->host_hash_known = true;
     }
     dev->restore_slots_busy &= ~(1ull << slot);
@@ -157,7 +159,7 @@ void vs_engine_deferred_reap(bool wait)
             r->arriving = NULL;
             (void)vs_registry_set_residency(r->base, VS_RESIDENT, false, NULL);
         }
-        vs_engine_restore_hash_end(dev, current ? r : NULL, d->hash_slot, d->bytes, rc == CUDA_SUCCESS);
+        vs_engine_restore_hash_end(dev, current ? r : NULL, d->hash_slot, d->from, d->bytes, rc == CUDA_SUCCESS);
         vs_engine_event_put(dev->ctx, d->done);
         free(d);
     }
@@ -165,14 +167,15 @@ void vs_engine_deferred_reap(bool wait)
 
 /* Returns whether the region may be left arriving (false: the copy was
  * waited for here). */
-static bool vs_engine_deferred_push(CUevent done, vs_region_t *r, int hash_slot)
+static bool vs_engine_deferred_push(CUevent done, vs_region_t *r, int hash_slot, uint64_t from)
 {
     VS_ASSERT_HELD(&vs_engine.lock);
     vs_deferred_t *d = calloc(1, sizeof *d);
     if (d == NULL) {
         /* No room to defer: wait for the copy now. */
         CUresult rc = VS_CALL(cuEventSynchronize, (done));
-        vs_engine_restore_hash_end(&vs_engine.devices[r->device], r, hash_slot, r->size, rc == CUDA_SUCCESS);
+        vs_engine_restore_hash_end(&vs_engine.devices[r->device], r, hash_slot, from, r->size - from,
+                                   rc == CUDA_SUCCESS);
         vs_engine_event_put(vs_engine.devices[r->device].ctx, done);
         return false;
     }
@@ -180,7 +183,8 @@ static bool vs_engine_deferred_push(CUevent done, vs_region_t *r, int hash_slot)
     d->base = r->base;
     d->device = r->device;
     d->hash_slot = hash_slot;
-    d->bytes = r->size;
+    d->from = from;
+    d->bytes = r->size - from;
     if (vs_engine.deferred_tail != NULL)
         vs_engine.deferred_tail->next = d;
     else
@@ -305,10 +309,10 @@ bool vs_engine_evict_blind(const vs_region_t *r)
     return r->changed_streak >= VS_BLIND_AFTER && r->blind_evictions < VS_BLIND_RECHECK;
 }
 
-/* The hash of the host copy, when it is known. */
-static bool vs_engine_host_hash(const vs_region_t *r, vs_content_hash_t *out)
+/* The hash of the host copy's bytes [from, size), when it is known. */
+static bool vs_engine_host_hash(const vs_region_t *r, uint64_t from, vs_content_hash_t *out)
 {
-    if (!r->host_hash_known || r->host.count == 0)
+    if (!r->host_hash_known || r->host.count == 0 || r->host_hash_from != from)
         return false;
     *out = r->host_hash;
     return true;
@@ -331,7 +335,7 @@ uint64_t vs_engine_evict(vs_region_t **victims, size_t count, bool *host_full)
     vs_engine_device_t *d = &vs_engine.devices[device];
     vs_device_hasher_t *hasher = vs_engine_evict_hasher(d, device);
     bool had_copy[VS_EVICT_BATCH], copied[VS_EVICT_BATCH], blind[VS_EVICT_BATCH], judged[VS_EVICT_BATCH];
-    uint64_t streams_of[VS_EVICT_BATCH];
+    uint64_t streams_of[VS_EVICT_BATCH], from_of[VS_EVICT_BATCH];
     size_t started = 0;
     uint64_t freed = 0;
 
@@ -387,17 +391,25 @@ uint64_t vs_engine_evict(vs_region_t **victims, size_t count, bool *host_full)
             continue;
         }
         r->hash_slot = -1;
+        /* Partial residency: a region whose head the plan keeps moves only
+         * its tail, [split, size); any other moves all of it. A head smaller
+         * than the plan now asks stays (a new split would cost a whole
+         * copy); one larger than it goes, so that the budget holds. */
+        uint64_t from = r->split > 0 && r->split <= r->keep && r->size > r->split ? r->split : 0;
+        from_of[i] = from;
+        vs_content_hash_t known;
         blind[i] = had_copy[i] && vs_engine_evict_blind(r);
         if (blind[i])
             r->host_hash_known = false; /* its host copy is about to change, unhashed */
         else if (hasher != NULL
-                 && vs_device_hash_enqueue(hasher, (unsigned)i, (CUdeviceptr)r->base, r->size, d->to_host)
+                 && vs_device_hash_enqueue(hasher, (unsigned)i, (CUdeviceptr)(r->base + from), r->size - from,
+                                           d->to_host)
                         == CUDA_SUCCESS)
             r->hash_slot = (int)i;
         /* Without a host copy, or a hash to judge it by, the bytes go now. */
-        copied[i] = !had_copy[i] || r->hash_slot < 0 || !r->host_hash_known;
+        copied[i] = !had_copy[i] || r->hash_slot < 0 || !vs_engine_host_hash(r, from, &known);
         judged[i] = !copied[i];
-        if (copied[i] && vs_tier_copy_region(r, VS_COPY_OUT, d->to_host) != CUDA_SUCCESS) {
+        if (copied[i] && vs_tier_copy_region(r, from, VS_COPY_OUT, d->to_host) != CUDA_SUCCESS) {
             vs_log(VS_LOG_WARN, "cannot evict the allocation at 0x%" PRIxPTR "; it stays on the device", r->base);
             (void)VS_CALL(cuStreamSynchronize, (d->to_host));
             vs_engine_evict_undo(r, had_copy[i], streams);
@@ -416,12 +428,12 @@ uint64_t vs_engine_evict(vs_region_t **victims, size_t count, bool *host_full)
         vs_region_t *r = victims[i];
         if (r == NULL || copied[i])
             continue;
-        vs_content_hash_t on_device = vs_device_hash_result(hasher, (unsigned)i, r->size), on_host;
-        if (vs_engine_host_hash(r, &on_host) && vs_content_hash_equal(on_device, on_host))
+        vs_content_hash_t on_device = vs_device_hash_result(hasher, (unsigned)i, r->size - from_of[i]), on_host;
+        if (vs_engine_host_hash(r, from_of[i], &on_host) && vs_content_hash_equal(on_device, on_host))
             continue;
         copied[i] = true;
         second = true;
-        if (vs_tier_copy_region(r, VS_COPY_OUT, d->to_host) != CUDA_SUCCESS) {
+        if (vs_tier_copy_region(r, from_of[i], VS_COPY_OUT, d->to_host) != CUDA_SUCCESS) {
             rc = CUDA_ERROR_UNKNOWN; /* handled below, for every victim of the batch */
             break;
         }
@@ -444,16 +456,26 @@ uint64_t vs_engine_evict(vs_region_t **victims, size_t count, bool *host_full)
             vs_engine_evict_undo(r, had_copy[i], streams_of[i] | VS_STREAM_BIT_OVERFLOW);
             continue;
         }
+        uint64_t from = from_of[i], moved = r->size - from;
         if (r->hash_slot >= 0) {
             /* The kernel hashed exactly the bytes the copy then took (or
              * that the host copy already held). */
-            r->host_hash = vs_device_hash_result(hasher, (unsigned)r->hash_slot, r->size);
+            r->host_hash = vs_device_hash_result(hasher, (unsigned)r->hash_slot, moved);
+            r->host_hash_from = from;
             r->host_hash_known = true;
         } else {
             r->host_hash_known = false;
         }
+        /* The tail goes; the head too unless it is kept. */
+        uint64_t released = r->reserved - (from > 0 ? r->split : 0);
         vs_engine_physical_unmap(r);
-        vs_cap_release(r->device, r->reserved);
+        if (from > 0) {
+            d->kept_head_bytes += r->split;
+            vs_engine.stats.partial_evictions++;
+        } else {
+            vs_engine_physical_unmap_head(r);
+        }
+        vs_cap_release(r->device, released);
         r->where = VS_ON_HOST;
         r->evicting = false;
         (void)vs_registry_set_residency(r->base, VS_ON_HOST, true, NULL);
@@ -476,12 +498,12 @@ uint64_t vs_engine_evict(vs_region_t **victims, size_t count, bool *host_full)
             r->blind_evictions++;
         }
         if (copied[i]) {
-            vs_engine.stats.bytes_to_host += r->size;
+            vs_engine.stats.bytes_to_host += moved;
         } else {
             vs_engine.stats.clean_drops++;
-            vs_engine.stats.bytes_not_copied += r->size;
+            vs_engine.stats.bytes_not_copied += moved;
         }
-        freed += r->reserved;
+        freed += released;
     }
     return freed;
 }
@@ -635,24 +657,27 @@ static int vs_engine_restore_hash_slot(vs_engine_device_t *d)
     return slot;
 }
 
-/* Copies `r`'s host copy to its freshly mapped memory on the host-to-device
- * stream and leaves it arriving. When its host copy's hash is not known,
- * the hash of what arrived becomes it. With `waiter` (an application
- * stream), that stream waits for the copy. Engine lock held. */
-static CUresult vs_engine_restore_copy(vs_region_t *r, vs_engine_device_t *d, CUstream waiter, bool wait)
+/* Copies bytes [from, size) of `r`'s host copy to its freshly mapped
+ * memory on the host-to-device stream and leaves it arriving. When the
+ * hash of those bytes of its host copy is not known, the hash of what
+ * arrived becomes it. With `waiter` (an application stream), that stream
+ * waits for the copy. Engine lock held. */
+static CUresult vs_engine_restore_copy(vs_region_t *r, uint64_t from, vs_engine_device_t *d, CUstream waiter,
+                                       bool wait)
 {
     VS_ASSERT_HELD(&vs_engine.lock);
     /* Recorded on the device's copy stream: an event of its context. */
     CUevent done = vs_engine_event_get(d->ctx);
-    CUresult rc = vs_tier_copy_region(r, VS_COPY_IN, d->to_device);
+    CUresult rc = vs_tier_copy_region(r, from, VS_COPY_IN, d->to_device);
     int hash_slot = -1;
-    if (rc == CUDA_SUCCESS && !r->host_hash_known && !vs_engine_evict_blind(r)
+    vs_content_hash_t known;
+    if (rc == CUDA_SUCCESS && !vs_engine_host_hash(r, from, &known) && !vs_engine_evict_blind(r)
         && vs_engine_evict_hasher(d, r->device) != NULL
         && (hash_slot = vs_engine_restore_hash_slot(d)) >= 0
-        && vs_device_hash_enqueue(d->restore_hasher, (unsigned)hash_slot, (CUdeviceptr)r->base, r->size,
-                                  d->to_device)
+        && vs_device_hash_enqueue(d->restore_hasher, (unsigned)hash_slot, (CUdeviceptr)(r->base + from),
+                                  r->size - from, d->to_device)
                != CUDA_SUCCESS) {
-        vs_engine_restore_hash_end(d, NULL, hash_slot, 0, false);
+        vs_engine_restore_hash_end(d, NULL, hash_slot, 0, 0, false);
         hash_slot = -1;
     }
     if (rc == CUDA_SUCCESS)
@@ -663,13 +688,13 @@ static CUresult vs_engine_restore_copy(vs_region_t *r, vs_engine_device_t *d, CU
         vs_log(VS_LOG_WARN, "cannot copy the allocation at 0x%" PRIxPTR " back to the device (error %d)", r->base,
                (int)rc);
         (void)VS_CALL(cuStreamSynchronize, (d->to_device));
-        vs_engine_restore_hash_end(d, NULL, hash_slot, 0, false);
+        vs_engine_restore_hash_end(d, NULL, hash_slot, 0, 0, false);
         vs_engine_event_put(d->ctx, done);
         return rc;
     }
     /* Streams other than `waiter` must wait for the copy too, until it is
      * known to be over: the region arrives, then is resident. */
-    bool arriving = vs_engine_deferred_push(done, r, hash_slot);
+    bool arriving = vs_engine_deferred_push(done, r, hash_slot, from);
     r->arriving = arriving ? done : NULL;
     r->where = VS_RESIDENT;
     (void)vs_registry_set_residency(r->base, arriving ? VS_ARRIVING : VS_RESIDENT, true, NULL);
@@ -683,20 +708,26 @@ CUresult vs_engine_restore_mapped(vs_region_t *r, vs_engine_device_t *d, CUstrea
                                   bool prefetch)
 {
     VS_ASSERT_HELD(&vs_engine.lock);
+    /* What is missing, counted already: the tail alone when the head stayed
+     * (only the tail's bytes then come in), else all of it. */
+    uint64_t missing = vs_engine_region_missing(r), from = r->split, kept = r->split;
     CUresult rc = vs_engine_physical_map_evicting(r);
     if (rc != CUDA_SUCCESS) {
-        vs_cap_release(r->device, r->reserved);
+        vs_cap_release(r->device, missing);
         vs_log(VS_LOG_WARN, "cannot map device memory to restore the allocation at 0x%" PRIxPTR " (error %d)",
                r->base, (int)rc);
         return rc;
     }
-    vs_log(VS_LOG_DEBUG, "%s 0x%" PRIxPTR " (%" PRIu64 " bytes%s) for stream %p", prefetch ? "prefetching" : "restoring",
-           r->base, r->size, r->host.count == 0 ? ", no data yet" : "", (void *)stream);
+    vs_log(VS_LOG_DEBUG, "%s 0x%" PRIxPTR " (%" PRIu64 " bytes from %" PRIu64 "%s) for stream %p",
+           prefetch ? "prefetching" : "restoring", r->base, r->size - from, from,
+           r->host.count == 0 ? ", no data yet" : "", (void *)stream);
     if (r->where == VS_ON_DISK) {
+        /* (Spilled regions keep no head: vs_tier_spill_choice.) */
         rc = vs_tier_restore_from_disk(r, d);
         if (rc != CUDA_SUCCESS) {
             vs_engine_physical_unmap(r);
-            vs_cap_release(r->device, r->reserved);
+            vs_engine_physical_unmap_head(r);
+            vs_cap_release(r->device, missing);
             return rc;
         }
         r->where = VS_RESIDENT;
@@ -708,14 +739,17 @@ CUresult vs_engine_restore_mapped(vs_region_t *r, vs_engine_device_t *d, CUstrea
         r->where = VS_RESIDENT;
         (void)vs_registry_set_residency(r->base, VS_RESIDENT, true, NULL);
     } else {
-        rc = vs_engine_restore_copy(r, d, vs_streams_resolve(stream, per_thread), !prefetch);
+        rc = vs_engine_restore_copy(r, from, d, vs_streams_resolve(stream, per_thread), !prefetch);
         if (rc != CUDA_SUCCESS) {
-            vs_engine_physical_unmap(r);
-            vs_cap_release(r->device, r->reserved);
+            vs_engine_physical_unmap(r); /* the head, mapped before, stays */
+            if (kept == 0)
+                vs_engine_physical_unmap_head(r);
+            vs_cap_release(r->device, missing);
             return rc;
         }
-        vs_engine.stats.bytes_to_device += r->size;
+        vs_engine.stats.bytes_to_device += r->size - from;
     }
+    d->kept_head_bytes -= kept; /* resident again: its head counts with the rest */
     if (d->policy != NULL)
         (void)vs_policy_set_resident(d->policy, r->id, true);
     vs_engine.stats.restores++;
@@ -745,7 +779,6 @@ CUresult vs_engine_restore(vs_region_t *r, CUstream stream, bool per_thread, uin
     vs_engine_device_t *d = vs_engine_device(r->device);
     uintptr_t base = r->base;
     int device = r->device;
-    uint64_t reserved = r->reserved;
     if (d == NULL)
         return CUDA_ERROR_NOT_INITIALIZED;
     /* Another thread's restore from disk or spill moves it now: wait, then
@@ -758,19 +791,24 @@ CUresult vs_engine_restore(vs_region_t *r, CUstream stream, bool per_thread, uin
             return CUDA_SUCCESS;
         }
     }
-    if (vs_engine_charge_engine_locked(device, reserved, "an operation", own_holding) != 0)
-        return CUDA_ERROR_OUT_OF_MEMORY;
-    /* Making room may have waited or spilled (and let go of the engine
-     * lock): another thread may have restored or freed the region
-     * meanwhile, or be moving it. */
-    r = vs_engine_disk_io_wait(base);
-    if (r == NULL || r->where == VS_RESIDENT) {
-        vs_cap_release(device, reserved);
-        if (r != NULL && r->arriving != NULL)
-            (void)vs_engine_wait_for_copy(vs_streams_resolve(stream, per_thread), r->arriving);
-        return CUDA_SUCCESS;
+    for (;;) {
+        uint64_t missing = vs_engine_region_missing(r);
+        if (vs_engine_charge_engine_locked(device, missing, "an operation", own_holding) != 0)
+            return CUDA_ERROR_OUT_OF_MEMORY;
+        /* Making room may have waited or spilled (and let go of the engine
+         * lock): another thread may have restored or freed the region
+         * meanwhile, or be moving it. */
+        r = vs_engine_disk_io_wait(base);
+        if (r == NULL || r->where == VS_RESIDENT) {
+            vs_cap_release(device, missing);
+            if (r != NULL && r->arriving != NULL)
+                (void)vs_engine_wait_for_copy(vs_streams_resolve(stream, per_thread), r->arriving);
+            return CUDA_SUCCESS;
+        }
+        if (vs_engine_region_missing(r) == missing)
+            return vs_engine_restore_mapped(r, d, stream, per_thread, false);
+        vs_cap_release(device, missing); /* its head went meanwhile: count again */
     }
-    return vs_engine_restore_mapped(r, d, stream, per_thread, false);
 }
 
 /* ---- Prefetch ------------------------------------------------------------ */
@@ -904,9 +942,10 @@ bool vs_offload_free(CUdeviceptr dptr, CUresult *rc_out)
         if (vs_streams_fence(streams, d->to_host, 0) != 0)
             (void)VS_CALL(cuCtxSynchronize, ());
         (void)VS_CALL(cuStreamSynchronize, (d->to_host));
-        vs_engine_physical_unmap(r);
-        vs_cap_release(r->device, r->reserved);
     }
+    /* (An evicted region's users were waited for when it was evicted: the
+     * head it may keep is unused.) */
+    vs_engine_physical_end(r);
     /* A restore that still reads the host copy was waited for above. */
     *rc_out = vs_engine_region_release(r);
     pthread_cond_broadcast(&vs_engine.released);
@@ -936,10 +975,10 @@ void vs_offload_shutdown(void)
            " bytes, restore wait %.3f ms, over the limit %" PRIu64 " times, host pool %" PRIu64 " of %" PRIu64
            " bytes pinned, placed on the host %" PRIu64 ", copies served from host copies %" PRIu64
            " bytes, clean evictions %" PRIu64 " (%" PRIu64 " bytes not copied), prefetches %" PRIu64 " (%" PRIu64
-           " bytes, %" PRIu64 " unused), kept host copies dropped %" PRIu64,
+           " bytes, %" PRIu64 " unused), kept host copies dropped %" PRIu64 ", partial evictions %" PRIu64,
            s.evictions, s.restores, s.bytes_to_host, s.bytes_to_device, (double)s.restore_wait_ns / 1e6, s.over_limit,
            pool.pinned, pool.limit, s.placed_on_host, s.bytes_served_on_host, s.clean_drops, s.bytes_not_copied,
-           s.prefetches, s.prefetch_bytes, s.prefetch_unused, s.host_copies_dropped);
+           s.prefetches, s.prefetch_bytes, s.prefetch_unused, s.host_copies_dropped, s.partial_evictions);
     if (vs_spill_enabled()) {
         vs_spill_stats_t disk;
         vs_spill_stats(&disk);

@@ -206,6 +206,7 @@ typedef struct vs_offload_stats_s {
     uint64_t spills, bytes_to_disk;     /* host copies moved to VRAMSHIM_SPILL_DIR */
     uint64_t disk_reads, bytes_from_disk; /* allocations restored from it */
     uint64_t contexts_destroyed; /* contexts the engine held something in, destroyed or reset */
+    uint64_t partial_evictions;  /* evictions that left the region's head on the device (partial residency) */
 } vs_offload_stats_t;
 
 void vs_offload_stats(vs_offload_stats_t *out);

@@ -172,13 +172,18 @@ void vs_engine_spares_release(void)
     vs_engine.spares_held = false;
 }
 
-static CUresult vs_engine_physical_map(vs_region_t *r)
+/* Maps [offset, offset + bytes) of `r` to physical memory of its device
+ * (the spare when its size matches), granted to the owner and to every
+ * device with peer access to it; the handle in *out. */
+static CUresult vs_engine_physical_map_range(vs_region_t *r, uint64_t offset, uint64_t bytes,
+                                             CUmemGenericAllocationHandle *out)
 {
     VS_ASSERT_HELD(&vs_engine.lock);
     vs_engine_device_t *d = &vs_engine.devices[r->device];
     CUmemGenericAllocationHandle phys = 0;
     CUresult rc = CUDA_SUCCESS;
-    if (d->spare != 0 && d->spare_bytes == r->reserved) {
+    CUdeviceptr at = (CUdeviceptr)(r->base + offset);
+    if (d->spare != 0 && d->spare_bytes == bytes) {
         phys = d->spare; /* what an eviction just unmapped: no release, no create */
         d->spare = 0;
         d->spare_bytes = 0;
@@ -189,11 +194,11 @@ static CUresult vs_engine_physical_map(vs_region_t *r)
         prop.type = CU_MEM_ALLOCATION_TYPE_PINNED;
         prop.location.type = CU_MEM_LOCATION_TYPE_DEVICE;
         prop.location.id = r->device;
-        rc = VS_CALL(cuMemCreate, (&phys, r->reserved, &prop, 0));
+        rc = VS_CALL(cuMemCreate, (&phys, bytes, &prop, 0));
         if (rc != CUDA_SUCCESS)
             return rc;
     }
-    rc = VS_CALL(cuMemMap, ((CUdeviceptr)r->base, r->reserved, 0, phys, 0));
+    rc = VS_CALL(cuMemMap, (at, bytes, 0, phys, 0));
     if (rc != CUDA_SUCCESS) {
         (void)VS_CALL(cuMemRelease, (phys));
         return rc;
@@ -211,16 +216,35 @@ static CUresult vs_engine_physical_map(vs_region_t *r)
         access[grants].flags = CU_MEM_ACCESS_FLAGS_PROT_READWRITE;
         grants++;
     }
-    rc = VS_CALL(cuMemSetAccess, ((CUdeviceptr)r->base, r->reserved, access, grants));
+    rc = VS_CALL(cuMemSetAccess, (at, bytes, access, grants));
     if (rc != CUDA_SUCCESS) {
-        (void)VS_CALL(cuMemUnmap, ((CUdeviceptr)r->base, r->reserved));
+        (void)VS_CALL(cuMemUnmap, (at, bytes));
         (void)VS_CALL(cuMemRelease, (phys));
         return rc;
     }
-    r->phys = phys;
+    *out = phys;
     return CUDA_SUCCESS;
 }
 
+/* Maps what `r` is missing: its tail when its head is still mapped; else
+ * the whole range, as a head and a tail when the plan asks it to keep one
+ * (`keep`). */
+static CUresult vs_engine_physical_map(vs_region_t *r)
+{
+    VS_ASSERT_HELD(&vs_engine.lock);
+    if (r->split > 0)
+        return vs_engine_physical_map_range(r, r->split, r->reserved - r->split, &r->phys);
+    if (r->keep == 0 || r->keep >= r->reserved)
+        return vs_engine_physical_map_range(r, 0, r->reserved, &r->phys);
+    CUresult rc = vs_engine_physical_map_range(r, 0, r->keep, &r->head_phys);
+    if (rc != CUDA_SUCCESS)
+        return rc;
+    r->split = r->keep;
+    rc = vs_engine_physical_map_range(r, r->split, r->reserved - r->split, &r->phys);
+    if (rc != CUDA_SUCCESS)
+        vs_engine_physical_unmap_head(r);
+    return rc;
+}
 
 /* Peer access from a context on `accessor` to one on `owner` was enabled
  * (`enabled`) or disabled by the application. The mappings already on the
@@ -247,9 +271,11 @@ void vs_offload_peer_changed(int accessor, int owner, bool enabled)
         access.flags = *refs > 0 ? CU_MEM_ACCESS_FLAGS_PROT_READWRITE : CU_MEM_ACCESS_FLAGS_PROT_NONE;
         size_t regranted = 0;
         for (vs_region_t *r = vs_engine.by_base; r != NULL; r = r->hh.next) {
-            if (r->device != owner || r->phys == 0)
+            /* What is mapped: all of it, or the head an evicted one keeps. */
+            uint64_t mapped = r->phys != 0 ? r->reserved : r->split;
+            if (r->device != owner || mapped == 0)
                 continue;
-            CUresult rc = VS_CALL(cuMemSetAccess, ((CUdeviceptr)r->base, r->reserved, &access, 1));
+            CUresult rc = VS_CALL(cuMemSetAccess, ((CUdeviceptr)r->base, mapped, &access, 1));
             if (rc != CUDA_SUCCESS)
                 vs_log(VS_LOG_WARN, "cannot %s device %d access to the allocation at 0x%" PRIxPTR " (error %d)",
                        *refs > 0 ? "grant" : "revoke", accessor, r->base, (int)rc);
@@ -270,34 +296,96 @@ CUresult vs_engine_physical_map_evicting(vs_region_t *r)
     VS_ASSERT_HELD(&vs_engine.lock);
     CUresult rc;
     while ((rc = vs_engine_physical_map(r)) == CUDA_ERROR_OUT_OF_MEMORY) {
-        int room = vs_engine_make_room(r->device, r->reserved, true);
+        uint64_t missing = r->reserved - r->split;
+        int room = vs_engine_make_room(r->device, missing, true);
         vs_engine_policy_reset_skips();
         if (room != 0)
             break;
-        vs_cap_release(r->device, r->reserved); /* counted twice by the reclaim */
+        vs_cap_release(r->device, missing); /* counted twice by the reclaim */
     }
     return rc;
 }
 
-/* Unmaps `r`; its physical memory becomes the device's spare (the one
- * kept before is released), for a map of the same size before the engine
- * lock is let go. Its bytes are undefined then, as a fresh cuMemCreate's
- * are: every map is followed by a restore copy or holds no data yet. */
+/* Unmaps `r`'s tail (the whole range when it keeps no head); that physical
+ * memory becomes the device's spare (the one kept before is released), for
+ * a map of the same size before the engine lock is let go. Its bytes are
+ * undefined then, as a fresh cuMemCreate's are: every map is followed by a
+ * restore copy or holds no data yet. */
 void vs_engine_physical_unmap(vs_region_t *r)
 {
     VS_ASSERT_HELD(&vs_engine.lock);
     vs_engine_device_t *d = &vs_engine.devices[r->device];
-    if (VS_CALL(cuMemUnmap, ((CUdeviceptr)r->base, r->reserved)) != CUDA_SUCCESS) {
+    uint64_t bytes = r->reserved - r->split;
+    if (VS_CALL(cuMemUnmap, ((CUdeviceptr)(r->base + r->split), bytes)) != CUDA_SUCCESS) {
         (void)VS_CALL(cuMemRelease, (r->phys));
     } else {
         vs_engine_spare_release(d);
         d->spare = r->phys;
-        d->spare_bytes = r->reserved;
+        d->spare_bytes = bytes;
         vs_engine.spares_held = true;
     }
     r->phys = 0;
 }
 
+void vs_engine_physical_unmap_head(vs_region_t *r)
+{
+    VS_ASSERT_HELD(&vs_engine.lock);
+    if (r->split == 0)
+        return;
+    (void)VS_CALL(cuMemUnmap, ((CUdeviceptr)r->base, r->split));
+    (void)VS_CALL(cuMemRelease, (r->head_phys));
+    r->head_phys = 0;
+    r->split = 0;
+}
+
+void vs_engine_physical_end(vs_region_t *r)
+{
+    VS_ASSERT_HELD(&vs_engine.lock);
+    vs_engine_device_t *d = &vs_engine.devices[r->device];
+    vs_cap_release(r->device, vs_engine_region_charged(r));
+    if (r->where != VS_RESIDENT)
+        d->kept_head_bytes -= r->split;
+    if (r->phys != 0)
+        vs_engine_physical_unmap(r);
+    vs_engine_physical_unmap_head(r);
+    if (d->keep_id == r->id)
+        d->keep_id = 0;
+}
+
+/* ---- Partial residency ---------------------------------------------------- */
+
+void vs_engine_keep_update(vs_engine_device_t *d)
+{
+    VS_ASSERT_HELD(&vs_engine.lock);
+    vs_policy_stats_t ps;
+    vs_policy_stats(d->policy, &ps);
+    uint64_t id = ps.planned_partial_bytes > 0 ? ps.planned_partial_id : 0, keep = 0;
+    vs_region_t *r = NULL;
+    if (id != 0) {
+        HASH_FIND(hh_id, vs_engine.by_id, &id, sizeof id, r);
+        if (r != NULL && !r->pinned) {
+            /* Whole granules, and a tail with data left to stream. */
+            uint64_t granules = ps.planned_partial_bytes / d->granularity;
+            uint64_t most = r->size > d->granularity ? (r->size - 1) / d->granularity : 0;
+            keep = (granules < most ? granules : most) * d->granularity;
+        }
+    }
+    if (d->keep_id != 0 && (d->keep_id != id || keep == 0)) {
+        vs_region_t *old;
+        HASH_FIND(hh_id, vs_engine.by_id, &d->keep_id, sizeof d->keep_id, old);
+        if (old != NULL)
+            old->keep = 0; /* its next eviction unmaps its head too */
+        d->keep_id = 0;
+    }
+    if (r != NULL && keep > 0) {
+        if (r->keep != keep)
+            vs_log(VS_LOG_DEBUG, "partial residency: 0x%" PRIxPTR " keeps its first %" PRIu64 " of %" PRIu64
+                   " bytes on the device between uses (streamed %" PRIu64 ", over %" PRIu64 ")", r->base, keep,
+                   r->reserved, ps.planned_streamed_bytes, ps.planned_partial_bytes);
+        r->keep = keep;
+        d->keep_id = r->id;
+    }
+}
 
 /* ---- A context destroyed -------------------------------------------------
  * The application destroys a context (`cuCtxDestroy`), resets a primary
@@ -317,10 +405,7 @@ static void vs_engine_region_drop(vs_region_t *r)
 {
     VS_ASSERT_HELD(&vs_engine.lock);
     (void)vs_registry_remove(r->base, ~0u, NULL);
-    if (r->where == VS_RESIDENT) {
-        vs_engine_physical_unmap(r);
-        vs_cap_release(r->device, r->reserved);
-    }
+    vs_engine_physical_end(r);
     r->arriving = NULL;
     (void)vs_engine_region_release(r);
 }

@@ -59,12 +59,22 @@ typedef struct vs_region_s {
     int device;
     CUcontext ctx;
     vs_residency_t where; /* VS_RESIDENT, VS_ON_HOST or VS_ON_DISK */
+    /* The physical memory mapped at [split, reserved) (the whole range when
+     * `split` is 0) while resident; 0 while evicted. */
     CUmemGenericAllocationHandle phys;
+    /* Partial residency: the plan asks it to keep its first `keep` bytes
+     * on the device between uses (0: none). A restore then maps them as a
+     * head of their own, `head_phys` at [0, split), which an eviction with
+     * `split <= keep` leaves mapped and charged: only the tail moves. Any
+     * other eviction unmaps both. `split` is 0 while no head is mapped. */
+    uint64_t keep, split;
+    CUmemGenericAllocationHandle head_phys;
     /* The host copy: the data while evicted. While resident it is kept as
      * long as the pool has room: when the device bytes still hash to
      * `host_hash`, an eviction drops them without copying. */
     vs_host_copy_t host;
-    bool host_hash_known; /* host_hash is the content hash of host[0, size) */
+    bool host_hash_known; /* host_hash is the content hash of host[host_hash_from, size) */
+    uint64_t host_hash_from;
     vs_content_hash_t host_hash;
     vs_spill_copy_t disk; /* VS_ON_DISK: the bytes, in the spill file */
     CUevent arriving; /* the restore copy's event until it is known complete */
@@ -95,7 +105,7 @@ typedef struct vs_deferred_s {
     uintptr_t base; /* the region restored */
     int device;
     int hash_slot; /* the restore hasher's slot hashing what arrived, -1 for none */
-    uint64_t bytes;
+    uint64_t from, bytes; /* what was copied in: [from, from + bytes) */
     struct vs_deferred_s *next;
 } vs_deferred_t;
 
@@ -127,6 +137,11 @@ typedef struct vs_engine_device_s {
      * so it never holds memory the limit does not count past that. */
     CUmemGenericAllocationHandle spare;
     uint64_t spare_bytes;
+    /* Partial residency: the heads mapped while their regions are evicted
+     * (the sum of their `split`), and the region the plan asks to keep a
+     * head (its id; 0: none). */
+    uint64_t kept_head_bytes;
+    uint64_t keep_id;
 } vs_engine_device_t;
 
 /* The engine. Every field is guarded by `lock` except the atomics. */
@@ -191,6 +206,18 @@ bool vs_engine_evict_blind(const vs_region_t *r);
 vs_region_t *vs_engine_region_containing(uintptr_t addr);
 bool vs_engine_region_evictable(const vs_region_t *r);
 
+/* What `r` holds of the limit: all of it while resident, its kept head
+ * while evicted; and what a restore must map and count. Pure. */
+static inline uint64_t vs_engine_region_charged(const vs_region_t *r)
+{
+    return r->where == VS_RESIDENT ? r->reserved : r->split;
+}
+
+static inline uint64_t vs_engine_region_missing(const vs_region_t *r)
+{
+    return r->where == VS_RESIDENT ? 0 : r->reserved - r->split;
+}
+
 /* The end of a region whose device memory is already unmapped (or never
  * was): its host copy, spilled bytes, prefetch and policy entries, records
  * and address range go. Returns cuMemAddressFree's result. */
@@ -240,9 +267,21 @@ vs_device_hasher_t *vs_engine_evict_hasher(vs_engine_device_t *d, int device);
  * its peers; when the device itself is full, evicts and tries again. */
 CUresult vs_engine_physical_map_evicting(vs_region_t *r);
 
-/* Unmaps `r`; its memory is kept as the device's spare until the engine
- * lock is let go. */
+/* Unmaps `r`'s tail (all of it when no head is mapped); its memory is kept
+ * as the device's spare until the engine lock is let go. */
 void vs_engine_physical_unmap(vs_region_t *r);
+
+/* Unmaps and releases `r`'s head (`split` becomes 0). */
+void vs_engine_physical_unmap_head(vs_region_t *r);
+
+/* Unmaps everything of `r` that is mapped and gives back its charge: for a
+ * region that ends (freed, or its context destroyed). */
+void vs_engine_physical_end(vs_region_t *r);
+
+/* Sets, from the plan, which region of `device` keeps a head resident and
+ * how much (vs_policy_stats_t.planned_partial_*): a granule multiple,
+ * leaving the region a tail to stream. */
+void vs_engine_keep_update(vs_engine_device_t *d);
 
 /* Releases the physical memory kept for reuse (vs_engine_device_t.spare)
  * on every device: before the engine lock is let go. */
@@ -310,9 +349,10 @@ typedef enum vs_copy_direction_e {
     VS_COPY_IN,  /* host copy to device (restore) */
 } vs_copy_direction_t;
 
-/* Copies the region between the device and its host copy, asynchronously
- * on `stream`, in chunks of VS_COPY_CHUNK_BYTES. */
-CUresult vs_tier_copy_region(const vs_region_t *r, vs_copy_direction_t direction, CUstream stream);
+/* Copies bytes [from, size) of the region between the device and its host
+ * copy (same offsets), asynchronously on `stream`, in chunks of
+ * VS_COPY_CHUNK_BYTES. */
+CUresult vs_tier_copy_region(const vs_region_t *r, uint64_t from, vs_copy_direction_t direction, CUstream stream);
 
 /* Room in the host pool for `bytes`, giving back kept copies when it is
  * full. 0 or -ENOSPC. */

@@ -181,7 +181,10 @@ static vs_region_t *vs_tier_spill_choice(void)
     vs_region_t *coldest = NULL, *r, *tmp;
     uint64_t coldest_next = 0;
     HASH_ITER(hh, vs_engine.by_base, r, tmp) {
-        if (r->where != VS_ON_HOST || r->host.count == 0 || r->evicting || r->disk_io || r->holds > 0)
+        /* (A region keeping a head on the device streams only its tail:
+         * it stays in the pool, the one of its device that does.) */
+        if (r->where != VS_ON_HOST || r->host.count == 0 || r->evicting || r->disk_io || r->holds > 0
+            || r->split > 0)
             continue;
         uint64_t next = VS_POLICY_NEVER;
         vs_policy_t *policy = vs_engine.devices[r->device].policy;
@@ -274,14 +277,21 @@ int vs_tier_host_take(uint64_t bytes, vs_host_copy_t *out)
 
 /* ---- Copies -------------------------------------------------------------- */
 
-/* Copies the region between the device and its host copy, extent by extent
- * in chunks of VS_COPY_CHUNK_BYTES, asynchronously on `stream`. */
-CUresult vs_tier_copy_region(const vs_region_t *r, vs_copy_direction_t direction, CUstream stream)
+/* Copies bytes [from, size) of the region between the device and its host
+ * copy, extent by extent in chunks of VS_COPY_CHUNK_BYTES, asynchronously
+ * on `stream`. */
+CUresult vs_tier_copy_region(const vs_region_t *r, uint64_t from, vs_copy_direction_t direction, CUstream stream)
 {
-    uint64_t offset = 0;
+    uint64_t offset = 0; /* of the extent's first byte, in the region */
     for (uint32_t i = 0; i < r->host.count && offset < r->size; i++) {
         const vs_host_extent_t *e = &r->host.extents[i];
-        for (uint64_t done = 0; done < e->bytes && offset < r->size;) {
+        uint64_t done = from > offset ? from - offset : 0;
+        if (done >= e->bytes) {
+            offset += e->bytes;
+            continue;
+        }
+        offset += done;
+        while (done < e->bytes && offset < r->size) {
             uint64_t n = e->bytes - done;
             if (n > VS_COPY_CHUNK_BYTES)
                 n = VS_COPY_CHUNK_BYTES;
@@ -296,6 +306,7 @@ CUresult vs_tier_copy_region(const vs_region_t *r, vs_copy_direction_t direction
             done += n;
             offset += n;
         }
+        offset += e->bytes - done;
     }
     return CUDA_SUCCESS;
 }
@@ -369,9 +380,11 @@ bool vs_offload_copy_host(CUdeviceptr dptr, void *host, uint64_t bytes, bool to_
     vs_region_t *r = vs_engine_region_at(info.base);
     uint64_t offset = (uintptr_t)dptr - info.base;
     /* A copy into a host copy being spilled goes the driver's way (its
-     * restore waits for the spill); reading one is fine meanwhile. */
-    bool served = r != NULL && r->where == VS_ON_HOST && !(to_device && r->disk_io) && offset + bytes <= r->size
-                  && offset + bytes >= offset;
+     * restore waits for the spill); reading one is fine meanwhile. A region
+     * that keeps a head on the device (partial residency) holds those bytes
+     * there, not in its host copy: the driver's way too. */
+    bool served = r != NULL && r->where == VS_ON_HOST && r->split == 0 && !(to_device && r->disk_io)
+                  && offset + bytes <= r->size && offset + bytes >= offset;
     if (served && r->host.count == 0) {
         /* Its first bytes: a host copy to put them in, with colder host
          * copies moved to disk when the pool is full (the lock is let go
@@ -380,7 +393,7 @@ bool vs_offload_copy_host(CUdeviceptr dptr, void *host, uint64_t bytes, bool to_
         int failed = 0;
         if (!served && to_device && vs_tier_spill(r->size, &failed) > 0) {
             r = vs_engine_disk_io_wait(info.base);
-            served = r != NULL && r->where == VS_ON_HOST && offset + bytes <= r->size
+            served = r != NULL && r->where == VS_ON_HOST && r->split == 0 && offset + bytes <= r->size
                      && (r->host.count > 0 || vs_tier_host_take(r->size, &r->host) == 0);
         }
     }

@@ -452,6 +452,50 @@ static void test_policy_plan_small_budget_drift_keeps_the_plan(void **state)
     sim_fini(&s);
 }
 
+/* Partial residency: twelve layers of 32 units under a budget of 31 keep
+ * none whole; the plan names one streamed layer that may keep 31 units, and
+ * keeps naming the same one pass after pass. */
+static void test_policy_plan_names_one_partial_member_and_keeps_it(void **state)
+{
+    (void)state;
+    sim_t s;
+    uint64_t sizes[12];
+    for (size_t i = 0; i < 12; i++)
+        sizes[i] = 32;
+    sim_init(&s, VS_POLICY_CYCLIC, 12, sizes, 31 + 64);
+    vs_policy_set_budget(s.policy, 31);
+    vs_policy_stats_t st;
+    uint64_t chosen = UINT64_MAX;
+    for (int pass = 0; pass < 10; pass++) {
+        sim_pass(&s, 0, 12);
+        vs_policy_stats(s.policy, &st);
+        if (pass < 4)
+            continue; /* learning the cycle */
+        assert_int_equal(st.planned_streamed_bytes, 12 * 32);
+        assert_int_equal(st.planned_partial_bytes, 31);
+        assert_true(st.planned_partial_id < 12);
+        assert_false(vs_policy_planned_resident(s.policy, st.planned_partial_id));
+        if (chosen == UINT64_MAX)
+            chosen = st.planned_partial_id;
+        assert_int_equal(st.planned_partial_id, chosen);
+    }
+    /* Freed: no longer named. */
+    assert_int_equal(vs_policy_free(s.policy, chosen), 0);
+    vs_policy_stats(s.policy, &st);
+    assert_int_equal(st.planned_partial_bytes, 0);
+    sim_fini(&s);
+
+    /* Whole layers that add up to the budget exactly: nothing partial. */
+    sim_init(&s, VS_POLICY_CYCLIC, 12, sizes, 64 + 64);
+    vs_policy_set_budget(s.policy, 64);
+    for (int pass = 0; pass < 10; pass++)
+        sim_pass(&s, 0, 12);
+    vs_policy_stats(s.policy, &st);
+    assert_int_equal(st.planned_streamed_bytes, 10 * 32);
+    assert_int_equal(st.planned_partial_bytes, 0);
+    sim_fini(&s);
+}
+
 static void test_policy_large_scale_10k_allocs_1m_accesses_completes(void **state)
 {
     (void)state;
@@ -495,6 +539,7 @@ int main(void)
         cmocka_unit_test(test_policy_plan_keeps_what_is_used_more_than_once_per_cycle),
         cmocka_unit_test(test_policy_plan_off_without_budget_and_for_lru),
         cmocka_unit_test(test_policy_plan_small_budget_drift_keeps_the_plan),
+        cmocka_unit_test(test_policy_plan_names_one_partial_member_and_keeps_it),
         cmocka_unit_test(test_policy_large_scale_10k_allocs_1m_accesses_completes),
     };
     return cmocka_run_group_tests_name("policy.c", tests, NULL, NULL);

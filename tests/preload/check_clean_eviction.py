@@ -17,8 +17,10 @@ was dropped): so some evictions copied over a kept host copy, the verdict
 ("changed", or "not known to be unchanged") that a lost write would have
 needed to be "clean". The program itself proves that no write was lost.
 
-    check_clean_eviction.py EVICTABLE PROGRAM [ARGS...]
+    check_clean_eviction.py [--partial] EVICTABLE PROGRAM [ARGS...]
 
+With --partial, some evictions must also have left their allocation's head
+on the device (partial residency: the summary's "partial evictions").
 EVICTABLE is the number of evictable allocations PROGRAM makes (each can
 lack a host copy once, at its first eviction). Exit status: 0 when every
 check holds, 1 when one fails (one line each), 2 on a usage error.
@@ -31,16 +33,19 @@ SUMMARY = re.compile(
     r"^vramshim\[\d+\] info: offload: evictions (?P<evictions>\d+), restores (?P<restores>\d+), "
     r"to host (?P<to_host>\d+) bytes, .*"
     r"clean evictions (?P<clean>\d+) \((?P<not_copied>\d+) bytes not copied\), .*"
-    r"kept host copies dropped (?P<dropped>\d+)"
+    r"kept host copies dropped (?P<dropped>\d+), partial evictions (?P<partial>\d+)"
 )
 
 
 def main():
-    if len(sys.argv) < 3 or not sys.argv[1].isdigit():
-        print("usage: check_clean_eviction.py EVICTABLE PROGRAM [ARGS...]", file=sys.stderr)
+    args = sys.argv[1:]
+    partial = bool(args) and args[0] == "--partial"
+    args = args[1:] if partial else args
+    if len(args) < 2 or not args[0].isdigit():
+        print("usage: check_clean_eviction.py [--partial] EVICTABLE PROGRAM [ARGS...]", file=sys.stderr)
         return 2
-    evictable = int(sys.argv[1])
-    command = sys.argv[2:]
+    evictable = int(args[0])
+    command = args[1:]
     run = subprocess.run(command, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
     sys.stdout.write(run.stdout)
     sys.stdout.flush()
@@ -69,6 +74,10 @@ def main():
         if copied <= 0 or s["to_host"] <= 0:
             failures.append(f"no eviction copied to the host ({copied} evictions copied, to host "
                             f"{s['to_host']} bytes)")
+        if partial:
+            print(f"partial residency: {s['partial']} evictions left a head on the device")
+            if s["partial"] <= 0:
+                failures.append("no partial eviction: no allocation kept a head on the device")
         if changed <= 0:
             failures.append(f"{copied} evictions copied, no more than could lack a host copy "
                             f"({evictable} allocations + {s['dropped']} kept copies dropped): none is known to "

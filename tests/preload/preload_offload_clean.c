@@ -42,7 +42,12 @@
  * reads every buffer back once more.
  *
  *   preload_offload_clean [--buffers N] [--mib M] [--threads T] [--streams S]
- *                         [--rounds R] [--seed X]
+ *                         [--rounds R] [--seed X] [--order random|cyclic]
+ *
+ * With `--order cyclic` every round visits the buffers in the same order:
+ * the learned policy then plans the cycle, and one streamed buffer keeps a
+ * head of whole granules on the device between uses (partial residency),
+ * so that the writes at granule edges fall on both sides of its split.
  *
  * Each thread owns every T-th buffer and uses S non-blocking streams and
  * the legacy default stream; operations on one buffer are ordered with an
@@ -168,6 +173,7 @@ typedef struct clean_options_s {
     unsigned streams;
     unsigned rounds;
     uint64_t seed;
+    bool cyclic; /* --order cyclic: the same order every round */
 } clean_options_t;
 
 static clean_options_t options = {.buffers = 24, .mib = 8, .threads = 4, .streams = 2, .rounds = 6, .seed = 1};
@@ -998,7 +1004,8 @@ static void *worker_main(void *arg)
     VS_CHECK(cuCtxSetCurrent(context));
     for (w->round = 0; w->round < options.rounds; w->round++) {
         memcpy(order, w->owned, w->owned_count * sizeof *order);
-        shuffle(w, order, w->owned_count);
+        if (!options.cyclic)
+            shuffle(w, order, w->owned_count);
         for (unsigned i = 0; i < w->owned_count; i++) {
             bool after_read = rng_below(&w->rng, 2) == 0;
             if (!after_read)
@@ -1100,6 +1107,7 @@ static void usage(const char *argv0)
 {
     fprintf(stderr,
             "usage: %s [--buffers N] [--mib M] [--threads T] [--streams S] [--rounds R] [--seed X]\n"
+            "          [--order random|cyclic]\n"
             "  M is at least 4 (every buffer must be evictable: 2 MiB or more)\n",
             argv0);
     exit(2);
@@ -1133,6 +1141,9 @@ static void parse_options(int argc, char **argv)
             options.rounds = (unsigned)parse_number(argv[0], name, value, 1, 100000);
         else if (strcmp(name, "--seed") == 0)
             options.seed = parse_number(argv[0], name, value, 0, UINT64_MAX);
+        else if (strcmp(name, "--order") == 0 && value != NULL
+                 && (strcmp(value, "random") == 0 || strcmp(value, "cyclic") == 0))
+            options.cyclic = strcmp(value, "cyclic") == 0;
         else
             usage(argv[0]);
     }
