@@ -165,6 +165,27 @@ void vs_engine_deferred_reap(bool wait)
     }
 }
 
+/* A region about to be evicted while its restore copy may still run: when
+ * that restore hashes what arrives, waits for it and ends the hash now, so
+ * that the eviction can judge the region by it (the reap would find the
+ * region no longer arriving and drop the hash; the eviction would then
+ * copy bytes that did not change). */
+static void vs_engine_arrival_settle(vs_region_t *r)
+{
+    VS_ASSERT_HELD(&vs_engine.lock);
+    for (vs_deferred_t *d = vs_engine.deferred_head; d != NULL; d = d->next) {
+        if (d->done != r->arriving || d->base != r->base)
+            continue;
+        if (d->hash_slot >= 0) {
+            CUresult rc = VS_CALL(cuEventSynchronize, (d->done));
+            vs_engine_restore_hash_end(&vs_engine.devices[d->device], r, d->hash_slot, d->from, d->bytes,
+                                       rc == CUDA_SUCCESS);
+            d->hash_slot = -1;
+        }
+        return;
+    }
+}
+
 /* Returns whether the region may be left arriving (false: the copy was
  * waited for here). */
 static bool vs_engine_deferred_push(CUevent done, vs_region_t *r, int hash_slot, uint64_t from)
@@ -377,6 +398,7 @@ uint64_t vs_engine_evict(vs_region_t **victims, size_t count, bool *host_full)
         vs_log(VS_LOG_DEBUG, "evicting 0x%" PRIxPTR " (%" PRIu64 " bytes), used by streams 0x%" PRIx64, r->base,
                r->size, streams);
         if (r->arriving != NULL) {
+            vs_engine_arrival_settle(r);
             /* The copy out waits for the copy in. From here the region is
              * no longer arriving: the deferred entry that still owns the
              * event must not mark it resident while it moves. */
@@ -659,8 +681,9 @@ static int vs_engine_restore_hash_slot(vs_engine_device_t *d)
 
 /* Copies bytes [from, size) of `r`'s host copy to its freshly mapped
  * memory on the host-to-device stream and leaves it arriving. When the
- * hash of those bytes of its host copy is not known, the hash of what
- * arrived becomes it. With `waiter` (an application stream), that stream
+ * hash of the bytes its evictions will judge ([split, size), all of them
+ * without a head) is not known for its host copy, the hash of what arrived
+ * there becomes it. With `waiter` (an application stream), that stream
  * waits for the copy. Engine lock held. */
 static CUresult vs_engine_restore_copy(vs_region_t *r, uint64_t from, vs_engine_device_t *d, CUstream waiter,
                                        bool wait)
@@ -671,11 +694,12 @@ static CUresult vs_engine_restore_copy(vs_region_t *r, uint64_t from, vs_engine_
     CUresult rc = vs_tier_copy_region(r, from, VS_COPY_IN, d->to_device);
     int hash_slot = -1;
     vs_content_hash_t known;
-    if (rc == CUDA_SUCCESS && !vs_engine_host_hash(r, from, &known) && !vs_engine_evict_blind(r)
+    uint64_t judged = r->split < r->size ? r->split : 0; /* where its evictions' hash will start */
+    if (rc == CUDA_SUCCESS && !vs_engine_host_hash(r, judged, &known) && !vs_engine_evict_blind(r)
         && vs_engine_evict_hasher(d, r->device) != NULL
         && (hash_slot = vs_engine_restore_hash_slot(d)) >= 0
-        && vs_device_hash_enqueue(d->restore_hasher, (unsigned)hash_slot, (CUdeviceptr)(r->base + from),
-                                  r->size - from, d->to_device)
+        && vs_device_hash_enqueue(d->restore_hasher, (unsigned)hash_slot, (CUdeviceptr)(r->base + judged),
+                                  r->size - judged, d->to_device)
                != CUDA_SUCCESS) {
         vs_engine_restore_hash_end(d, NULL, hash_slot, 0, 0, false);
         hash_slot = -1;
@@ -694,7 +718,7 @@ static CUresult vs_engine_restore_copy(vs_region_t *r, uint64_t from, vs_engine_
     }
     /* Streams other than `waiter` must wait for the copy too, until it is
      * known to be over: the region arrives, then is resident. */
-    bool arriving = vs_engine_deferred_push(done, r, hash_slot, from);
+    bool arriving = vs_engine_deferred_push(done, r, hash_slot, judged);
     r->arriving = arriving ? done : NULL;
     r->where = VS_RESIDENT;
     (void)vs_registry_set_residency(r->base, arriving ? VS_ARRIVING : VS_RESIDENT, true, NULL);

@@ -105,7 +105,7 @@ typedef struct vs_deferred_s {
     uintptr_t base; /* the region restored */
     int device;
     int hash_slot; /* the restore hasher's slot hashing what arrived, -1 for none */
-    uint64_t from, bytes; /* what was copied in: [from, from + bytes) */
+    uint64_t from, bytes; /* what the restore hasher hashed: [from, from + bytes) */
     struct vs_deferred_s *next;
 } vs_deferred_t;
 
