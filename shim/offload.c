@@ -431,7 +431,7 @@ uint64_t vs_engine_evict(vs_region_t **victims, size_t count, bool *host_full)
         /* Without a host copy, or a hash to judge it by, the bytes go now. */
         copied[i] = !had_copy[i] || r->hash_slot < 0 || !vs_engine_host_hash(r, from, &known);
         judged[i] = !copied[i];
-        if (copied[i] && vs_tier_copy_region(r, from, VS_COPY_OUT, d->to_host) != CUDA_SUCCESS) {
+        if (copied[i] && vs_tier_copy_region(r, from, r->size, VS_COPY_OUT, d->to_host) != CUDA_SUCCESS) {
             vs_log(VS_LOG_WARN, "cannot evict the allocation at 0x%" PRIxPTR "; it stays on the device", r->base);
             (void)VS_CALL(cuStreamSynchronize, (d->to_host));
             vs_engine_evict_undo(r, had_copy[i], streams);
@@ -455,7 +455,7 @@ uint64_t vs_engine_evict(vs_region_t **victims, size_t count, bool *host_full)
             continue;
         copied[i] = true;
         second = true;
-        if (vs_tier_copy_region(r, from_of[i], VS_COPY_OUT, d->to_host) != CUDA_SUCCESS) {
+        if (vs_tier_copy_region(r, from_of[i], r->size, VS_COPY_OUT, d->to_host) != CUDA_SUCCESS) {
             rc = CUDA_ERROR_UNKNOWN; /* handled below, for every victim of the batch */
             break;
         }
@@ -570,18 +570,23 @@ int vs_engine_make_room(int device, uint64_t need, bool ignore_limit)
         uint64_t ids[VS_EVICT_BATCH];
         size_t n = 0;
         int rc = vs_policy_victims(d->policy, deficit, NULL, 0, ids, VS_EVICT_BATCH, &n);
-        if ((rc != 0 && rc != -ENOBUFS && rc != -ENOSPC) || n == 0)
-            return -ENOSPC;
         vs_region_t *victims[VS_EVICT_BATCH], *chosen[VS_EVICT_BATCH];
         size_t count = 0;
-        for (size_t i = 0; i < n; i++) {
+        for (size_t i = 0; i < n && (rc == 0 || rc == -ENOBUFS || rc == -ENOSPC); i++) {
             vs_region_t *r;
             HASH_FIND(hh_id, vs_engine.by_id, &ids[i], sizeof ids[i], r);
             if (r != NULL && r->where == VS_RESIDENT && vs_engine_region_evictable(r))
                 victims[count++] = r;
         }
-        if (count == 0)
+        if (count == 0) {
+            /* Nothing whole left to evict: the heads evicted regions keep
+             * (partial residency) go before the limit is passed. */
+            uint64_t heads = vs_engine_heads_release(device);
+            freed_total += heads;
+            if (heads > 0)
+                continue;
             return -ENOSPC;
+        }
         memcpy(chosen, victims, count * sizeof *chosen);
         bool host_full = false;
         uint64_t freed = vs_engine_evict(victims, count, &host_full);
@@ -691,7 +696,7 @@ static CUresult vs_engine_restore_copy(vs_region_t *r, uint64_t from, vs_engine_
     VS_ASSERT_HELD(&vs_engine.lock);
     /* Recorded on the device's copy stream: an event of its context. */
     CUevent done = vs_engine_event_get(d->ctx);
-    CUresult rc = vs_tier_copy_region(r, from, VS_COPY_IN, d->to_device);
+    CUresult rc = vs_tier_copy_region(r, from, r->size, VS_COPY_IN, d->to_device);
     int hash_slot = -1;
     vs_content_hash_t known;
     uint64_t judged = r->split < r->size ? r->split : 0; /* where its evictions' hash will start */

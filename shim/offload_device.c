@@ -354,6 +354,38 @@ void vs_engine_physical_end(vs_region_t *r)
 
 /* ---- Partial residency ---------------------------------------------------- */
 
+uint64_t vs_engine_heads_release(int device)
+{
+    VS_ASSERT_HELD(&vs_engine.lock);
+    vs_engine_device_t *d = &vs_engine.devices[device];
+    uint64_t released = 0;
+    if (d->kept_head_bytes == 0 || !d->ready)
+        return 0;
+    for (vs_region_t *r = vs_engine.by_base; r != NULL; r = r->hh.next) {
+        if (r->device != device || r->where == VS_RESIDENT || r->split == 0 || r->disk_io)
+            continue;
+        /* Its head's bytes live only there: to the host copy first (its
+         * users were waited for when its tail was evicted). */
+        CUresult rc = vs_tier_copy_region(r, 0, r->split, VS_COPY_OUT, d->to_host);
+        if (rc == CUDA_SUCCESS)
+            rc = VS_CALL(cuStreamSynchronize, (d->to_host));
+        if (rc != CUDA_SUCCESS) {
+            vs_log(VS_LOG_WARN, "cannot copy the head of the allocation at 0x%" PRIxPTR " to the host (error %d); it "
+                   "stays on the device", r->base, (int)rc);
+            continue;
+        }
+        uint64_t head = r->split;
+        vs_engine.stats.bytes_to_host += head;
+        vs_engine_physical_unmap_head(r);
+        vs_cap_release(device, head);
+        d->kept_head_bytes -= head;
+        released += head;
+    }
+    if (released > 0)
+        vs_log(VS_LOG_DEBUG, "device %d: %" PRIu64 " bytes of kept heads given back for room", device, released);
+    return released;
+}
+
 void vs_engine_keep_update(vs_engine_device_t *d)
 {
     VS_ASSERT_HELD(&vs_engine.lock);

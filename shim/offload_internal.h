@@ -278,6 +278,11 @@ void vs_engine_physical_unmap_head(vs_region_t *r);
  * region that ends (freed, or its context destroyed). */
 void vs_engine_physical_end(vs_region_t *r);
 
+/* Gives back the heads evicted regions of `device` keep (each copied to its
+ * host copy first): what the limit needs when nothing else can go.
+ * Returns the bytes given back. */
+uint64_t vs_engine_heads_release(int device);
+
 /* Sets, from the plan, which region of `device` keeps a head resident and
  * how much (vs_policy_stats_t.planned_partial_*): a granule multiple,
  * leaving the region a tail to stream. */
@@ -349,10 +354,11 @@ typedef enum vs_copy_direction_e {
     VS_COPY_IN,  /* host copy to device (restore) */
 } vs_copy_direction_t;
 
-/* Copies bytes [from, size) of the region between the device and its host
- * copy (same offsets), asynchronously on `stream`, in chunks of
- * VS_COPY_CHUNK_BYTES. */
-CUresult vs_tier_copy_region(const vs_region_t *r, uint64_t from, vs_copy_direction_t direction, CUstream stream);
+/* Copies bytes [from, to) of the region (to at most its size) between the
+ * device and its host copy (same offsets), asynchronously on `stream`, in
+ * chunks of VS_COPY_CHUNK_BYTES. */
+CUresult vs_tier_copy_region(const vs_region_t *r, uint64_t from, uint64_t to, vs_copy_direction_t direction,
+                             CUstream stream);
 
 /* Room in the host pool for `bytes`, giving back kept copies when it is
  * full. 0 or -ENOSPC. */

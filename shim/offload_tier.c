@@ -277,13 +277,16 @@ int vs_tier_host_take(uint64_t bytes, vs_host_copy_t *out)
 
 /* ---- Copies -------------------------------------------------------------- */
 
-/* Copies bytes [from, size) of the region between the device and its host
+/* Copies bytes [from, to) of the region between the device and its host
  * copy, extent by extent in chunks of VS_COPY_CHUNK_BYTES, asynchronously
  * on `stream`. */
-CUresult vs_tier_copy_region(const vs_region_t *r, uint64_t from, vs_copy_direction_t direction, CUstream stream)
+CUresult vs_tier_copy_region(const vs_region_t *r, uint64_t from, uint64_t to, vs_copy_direction_t direction,
+                             CUstream stream)
 {
     uint64_t offset = 0; /* of the extent's first byte, in the region */
-    for (uint32_t i = 0; i < r->host.count && offset < r->size; i++) {
+    if (to > r->size)
+        to = r->size;
+    for (uint32_t i = 0; i < r->host.count && offset < to; i++) {
         const vs_host_extent_t *e = &r->host.extents[i];
         uint64_t done = from > offset ? from - offset : 0;
         if (done >= e->bytes) {
@@ -291,12 +294,12 @@ CUresult vs_tier_copy_region(const vs_region_t *r, uint64_t from, vs_copy_direct
             continue;
         }
         offset += done;
-        while (done < e->bytes && offset < r->size) {
+        while (done < e->bytes && offset < to) {
             uint64_t n = e->bytes - done;
             if (n > VS_COPY_CHUNK_BYTES)
                 n = VS_COPY_CHUNK_BYTES;
-            if (n > r->size - offset)
-                n = r->size - offset;
+            if (n > to - offset)
+                n = to - offset;
             unsigned char *host = (unsigned char *)e->ptr + done;
             CUdeviceptr device = (CUdeviceptr)(r->base + offset);
             CUresult rc = direction == VS_COPY_OUT ? VS_CALL(cuMemcpyDtoHAsync_v2, (host, device, n, stream))
