@@ -165,25 +165,25 @@ void vs_engine_deferred_reap(bool wait)
     }
 }
 
-/* A region about to be evicted while its restore copy may still run: when
- * that restore hashes what arrives, waits for it and ends the hash now, so
- * that the eviction can judge the region by it (the reap would find the
- * region no longer arriving and drop the hash; the eviction would then
- * copy bytes that did not change). */
-static void vs_engine_arrival_settle(vs_region_t *r)
+/* A region about to be evicted while its restore copy may still run: the
+ * restore hash of what arrives ([*from, size)), taken from the deferred
+ * entry so that the eviction can judge the region by it once its copies are
+ * waited for (the event the eviction waits for follows that hash). -1 when
+ * the restore hashes nothing. The reap would find the region no longer
+ * arriving and drop it, and the eviction would copy bytes that did not
+ * change. */
+static int vs_engine_arrival_hash_take(vs_region_t *r, uint64_t *from)
 {
     VS_ASSERT_HELD(&vs_engine.lock);
     for (vs_deferred_t *d = vs_engine.deferred_head; d != NULL; d = d->next) {
         if (d->done != r->arriving || d->base != r->base)
             continue;
-        if (d->hash_slot >= 0) {
-            CUresult rc = VS_CALL(cuEventSynchronize, (d->done));
-            vs_engine_restore_hash_end(&vs_engine.devices[d->device], r, d->hash_slot, d->from, d->bytes,
-                                       rc == CUDA_SUCCESS);
-            d->hash_slot = -1;
-        }
-        return;
+        int slot = d->hash_slot;
+        *from = d->from;
+        d->hash_slot = -1;
+        return slot;
     }
+    return -1;
 }
 
 /* Returns whether the region may be left arriving (false: the copy was
@@ -356,12 +356,15 @@ uint64_t vs_engine_evict(vs_region_t **victims, size_t count, bool *host_full)
     vs_engine_device_t *d = &vs_engine.devices[device];
     vs_device_hasher_t *hasher = vs_engine_evict_hasher(d, device);
     bool had_copy[VS_EVICT_BATCH], copied[VS_EVICT_BATCH], blind[VS_EVICT_BATCH], judged[VS_EVICT_BATCH];
-    uint64_t streams_of[VS_EVICT_BATCH], from_of[VS_EVICT_BATCH];
+    uint64_t streams_of[VS_EVICT_BATCH], from_of[VS_EVICT_BATCH], arrival_from[VS_EVICT_BATCH];
+    int arrival_slot[VS_EVICT_BATCH]; /* a restore hash taken over from the victim's arrival, -1 */
     size_t started = 0;
     uint64_t freed = 0;
 
     if (count > VS_EVICT_BATCH)
         count = VS_EVICT_BATCH;
+    for (size_t i = 0; i < count; i++)
+        arrival_slot[i] = -1;
     for (size_t i = 0; i < count; i++) {
         vs_region_t *r = victims[i];
         uint64_t streams = 0;
@@ -398,7 +401,7 @@ uint64_t vs_engine_evict(vs_region_t **victims, size_t count, bool *host_full)
         vs_log(VS_LOG_DEBUG, "evicting 0x%" PRIxPTR " (%" PRIu64 " bytes), used by streams 0x%" PRIx64, r->base,
                r->size, streams);
         if (r->arriving != NULL) {
-            vs_engine_arrival_settle(r);
+            arrival_slot[i] = vs_engine_arrival_hash_take(r, &arrival_from[i]);
             /* The copy out waits for the copy in. From here the region is
              * no longer arriving: the deferred entry that still owns the
              * event must not mark it resident while it moves. */
@@ -408,6 +411,7 @@ uint64_t vs_engine_evict(vs_region_t **victims, size_t count, bool *host_full)
         if (vs_streams_fence(streams, d->to_host, epoch) != 0) {
             vs_log(VS_LOG_WARN, "cannot evict the allocation at 0x%" PRIxPTR "; it stays on the device", r->base);
             (void)VS_CALL(cuStreamSynchronize, (d->to_host)); /* covers the copy in */
+            vs_engine_restore_hash_end(d, NULL, arrival_slot[i], 0, 0, false);
             vs_engine_evict_undo(r, had_copy[i], streams);
             victims[i] = NULL;
             continue;
@@ -429,11 +433,13 @@ uint64_t vs_engine_evict(vs_region_t **victims, size_t count, bool *host_full)
                         == CUDA_SUCCESS)
             r->hash_slot = (int)i;
         /* Without a host copy, or a hash to judge it by, the bytes go now. */
-        copied[i] = !had_copy[i] || r->hash_slot < 0 || !vs_engine_host_hash(r, from, &known);
+        bool judgeable = vs_engine_host_hash(r, from, &known) || (arrival_slot[i] >= 0 && arrival_from[i] == from);
+        copied[i] = !had_copy[i] || r->hash_slot < 0 || !judgeable;
         judged[i] = !copied[i];
         if (copied[i] && vs_tier_copy_region(r, from, r->size, VS_COPY_OUT, d->to_host) != CUDA_SUCCESS) {
             vs_log(VS_LOG_WARN, "cannot evict the allocation at 0x%" PRIxPTR "; it stays on the device", r->base);
             (void)VS_CALL(cuStreamSynchronize, (d->to_host));
+            vs_engine_restore_hash_end(d, NULL, arrival_slot[i], 0, 0, false);
             vs_engine_evict_undo(r, had_copy[i], streams);
             victims[i] = NULL;
             continue;
@@ -443,8 +449,16 @@ uint64_t vs_engine_evict(vs_region_t **victims, size_t count, bool *host_full)
     if (started == 0)
         return 0;
     /* One wait for the whole batch, then the verdicts; a second wait when
-     * some of them must be copied after all. */
+     * some of them must be copied after all. The wait covers the copies in
+     * of victims that were arriving, and the restore hashes before their
+     * events: what arrived is their host copies' hash now. */
     CUresult rc = VS_CALL(cuStreamSynchronize, (d->to_host));
+    for (size_t i = 0; i < count; i++) {
+        vs_region_t *r = victims[i];
+        if (r != NULL && arrival_slot[i] >= 0)
+            vs_engine_restore_hash_end(d, rc == CUDA_SUCCESS ? r : NULL, arrival_slot[i], arrival_from[i],
+                                       r->size - arrival_from[i], rc == CUDA_SUCCESS);
+    }
     bool second = false;
     for (size_t i = 0; i < count && rc == CUDA_SUCCESS; i++) {
         vs_region_t *r = victims[i];
@@ -792,8 +806,11 @@ CUresult vs_engine_restore_mapped(vs_region_t *r, vs_engine_device_t *d, CUstrea
     }
     (void)vs_registry_set_watched(r->base, watched);
     if (prefetch) {
+        /* What moves counts against the window: a tail alone, when the
+         * region keeps its head (partial residency). */
         r->prefetched = true;
-        d->prefetched_bytes += r->reserved;
+        r->prefetch_counted = missing;
+        d->prefetched_bytes += missing;
         vs_engine.stats.prefetches++;
         vs_engine.stats.prefetch_bytes += r->size;
     }

@@ -91,6 +91,7 @@ typedef struct vs_region_s {
     uint8_t changed_streak;
     uint8_t blind_evictions;
     bool prefetched;     /* restored ahead of its use, not used since */
+    uint64_t prefetch_counted; /* what that restore moved, counted in the prefetch window */
     int hash_slot;       /* the eviction batch's hash slot, -1 for none */
     uint64_t synced_seq; /* last use already told to the policy */
     UT_hash_handle hh;    /* by base */

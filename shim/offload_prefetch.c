@@ -23,7 +23,8 @@ void vs_prefetch_forget(vs_region_t *r)
     VS_ASSERT_HELD(&vs_engine.lock);
     if (r->prefetched) {
         r->prefetched = false;
-        vs_engine.devices[r->device].prefetched_bytes -= r->reserved;
+        vs_engine.devices[r->device].prefetched_bytes -= r->prefetch_counted;
+        r->prefetch_counted = 0;
     }
 }
 
