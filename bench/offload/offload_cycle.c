@@ -65,6 +65,9 @@
 
 #define MIB ((uint64_t)1 << 20)
 #define MEASURED_PASSES 3
+/* The sweep's: fewer measured, more warm-up passes, so that every weight
+ * loaded while resident has had its one copy back before they start. */
+#define SWEEP_MEASURED_PASSES 2
 #define DEFAULT_GBPS "50"
 #define CHILD_MARK "VS_OFFLOAD_CYCLE_CHILD"
 #define ACTIVATION_BYTES (1ull << 20)
@@ -85,6 +88,7 @@ typedef struct workload_s {
     int limit_percent[3];
     int limit_count;
     int warmup_passes;           /* before the measured ones */
+    int measured_passes;         /* 0: MEASURED_PASSES */
     bool sweep;                  /* one of the sweep's workloads */
     double max_in_over_ideal;    /* goal: bytes in per pass / (W - L); 0 = none */
     double max_time_over_bound;  /* goal: modeled / bound */
@@ -106,14 +110,15 @@ static const workload_t workloads[] = {
      * under 2 MiB are never evicted, so the sizes cannot shrink), fewer
      * blocks, so that 45 cells run in minutes. */
     {.name = "cycle", .blocks = 12, .tensors = 1, .tensor_bytes = {32 * MIB}, .limit_percent = {25, 50, 75},
-     .limit_count = 3, .warmup_passes = 3, .sweep = true},
+     .limit_count = 3, .warmup_passes = 5, .measured_passes = SWEEP_MEASURED_PASSES, .sweep = true},
     {.name = "dit", .blocks = 16, .tensors = 5, .tensor_bytes = {6 * MIB, 2 * MIB, 8 * MIB, 8 * MIB, 64 << 10},
-     .limit_percent = {25, 50, 75}, .limit_count = 3, .warmup_passes = 3, .sweep = true},
+     .limit_percent = {25, 50, 75}, .limit_count = 3, .warmup_passes = 5,
+     .measured_passes = SWEEP_MEASURED_PASSES, .sweep = true},
     /* Per layer: qkv, attention out, MLP up and down, and the layer's KV
      * cache, which every token appends to; then the LM head. */
     {.name = "llm", .blocks = 12, .tensors = 5, .tensor_bytes = {6 * MIB, 2 * MIB, 8 * MIB, 8 * MIB, 4 * MIB},
      .written_tensors = 1u << 4, .head_bytes = 16 * MIB, .limit_percent = {25, 50, 75}, .limit_count = 3,
-     .warmup_passes = 3, .sweep = true},
+     .warmup_passes = 5, .measured_passes = SWEEP_MEASURED_PASSES, .sweep = true},
 };
 #define WORKLOAD_COUNT (sizeof workloads / sizeof workloads[0])
 
@@ -290,8 +295,9 @@ static int child_run(const workload_t *w, double ns_per_byte, const char *result
     const vs_snapshot_header_t *snapshot = NULL;
     shim_counters_t at_start, at_end;
     uint64_t start_ns = 0, end_ns = 0;
-    for (int pass = 0; pass <= w->warmup_passes + MEASURED_PASSES; pass++) {
-        if (pass == w->warmup_passes || pass == w->warmup_passes + MEASURED_PASSES) {
+    int measured = w->measured_passes != 0 ? w->measured_passes : MEASURED_PASSES;
+    for (int pass = 0; pass <= w->warmup_passes + measured; pass++) {
+        if (pass == w->warmup_passes || pass == w->warmup_passes + measured) {
             VS_CHECK(cuStreamSynchronize(stream));
             bool start = pass == w->warmup_passes;
             if (snapshot == NULL && (snapshot = shim_counters_open()) == NULL)
@@ -331,10 +337,10 @@ static int child_run(const workload_t *w, double ns_per_byte, const char *result
         return 1;
     }
     fprintf(out, "modeled_ns %" PRIu64 " compute_ns %" PRIu64 " errors %" PRIu64 " in %" PRIu64 " out %" PRIu64 "\n",
-            (end_ns - start_ns) / MEASURED_PASSES, compute_ns,
+            (end_ns - start_ns) / (uint64_t)measured, compute_ns,
             (uint64_t)atomic_load(&check_errors) + mismatched,
-            (at_end.bytes_to_device - at_start.bytes_to_device) / MEASURED_PASSES,
-            (at_end.bytes_to_host - at_start.bytes_to_host) / MEASURED_PASSES);
+            (at_end.bytes_to_device - at_start.bytes_to_device) / (uint64_t)measured,
+            (at_end.bytes_to_host - at_start.bytes_to_host) / (uint64_t)measured);
     fclose(out);
     free(mirrors);
     free(weights);
@@ -611,7 +617,7 @@ static int sweep_run(const char *self, const char *shim, const char *svg_path)
            "cycle, prefetch); %d measured passes after the warm-up; per pass: F = W - L + 2 x largest, "
            "bound = max(C, F/B), C = ratio x F/B; out = bytes copied back, dirty = the written tensors' bytes; "
            "idle = 1 - C / (ms/pass)\n",
-           costs != NULL && costs[0] != '\0' ? costs : "default", gbps, MEASURED_PASSES);
+           costs != NULL && costs[0] != '\0' ? costs : "default", gbps, SWEEP_MEASURED_PASSES);
     printf("%-6s %5s %6s %9s %9s %8s %9s %9s %9s %8s %6s %s\n", "model", "limit", "ratio", "C ms", "in MiB", "in/F",
            "out MiB", "ms/pass", "bound ms", "/bound", "idle", "goal");
     int rc = 0, met = 0, total = 0;
