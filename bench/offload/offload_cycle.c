@@ -413,8 +413,9 @@ static double env_gbps(const char *name)
     return value != NULL && end != value && gbps > 0.0 ? gbps : 0.0;
 }
 
-/* The environment every child runs in; the link's GB/s, or 0 (said why). */
-static double parent_setup(void)
+/* The environment every child runs in, and `dir` (a mkdtemp template)
+ * made for their files; the link's GB/s, or 0 (said why). */
+static double parent_setup(char *dir)
 {
     setenv("SIMCUDA_CLOCK", "virtual", 1);
     setenv("SIMCUDA_DEVICE_MEM", "4G", 1);
@@ -424,21 +425,31 @@ static double parent_setup(void)
     setenv("SIMCUDA_D2H_GBPS", DEFAULT_GBPS, 0);
     unsetenv("SIMCUDA_FAIL");
     double gbps = env_gbps("SIMCUDA_H2D_GBPS");
-    if (gbps == 0.0)
+    if (gbps == 0.0) {
         fprintf(stderr, "offload_cycle: SIMCUDA_H2D_GBPS must be a positive number\n");
+        return 0.0;
+    }
+    if (mkdtemp(dir) == NULL) {
+        perror("offload_cycle: mkdtemp");
+        return 0.0;
+    }
     return gbps;
+}
+
+static void parent_cleanup(const char *dir)
+{
+    char path[4096];
+    snprintf(path, sizeof path, "%s/result", dir);
+    unlink(path);
+    rmdir(dir);
 }
 
 static int parent_run(const char *self, const char *shim, const char *only)
 {
-    double gbps = parent_setup();
+    char dir[] = "/tmp/offload_cycle.XXXXXX";
+    double gbps = parent_setup(dir);
     if (gbps == 0.0)
         return 2;
-    char dir[] = "/tmp/offload_cycle.XXXXXX";
-    if (mkdtemp(dir) == NULL) {
-        perror("offload_cycle: mkdtemp");
-        return 1;
-    }
     const char *costs = getenv("SIMCUDA_HOST_COSTS");
     printf("offload_cycle: virtual clock, SIMCUDA_HOST_COSTS=%s, H2D link %.1f GB/s; %d measured passes after the "
            "warm-up (cycle: 20, so that every weight loaded while resident has had its one copy back; dit: 4); per "
@@ -488,10 +499,7 @@ static int parent_run(const char *self, const char *shim, const char *only)
             }
         }
     }
-    char path[4096];
-    snprintf(path, sizeof path, "%s/result", dir);
-    unlink(path);
-    rmdir(dir);
+    parent_cleanup(dir);
     return rc;
 }
 
@@ -595,14 +603,10 @@ static int sweep_write_svg(const char *path, const sweep_cell_t cells[][3][SWEEP
 
 static int sweep_run(const char *self, const char *shim, const char *svg_path)
 {
-    double gbps = parent_setup();
+    char dir[] = "/tmp/offload_sweep.XXXXXX";
+    double gbps = parent_setup(dir);
     if (gbps == 0.0)
         return 2;
-    char dir[] = "/tmp/offload_sweep.XXXXXX";
-    if (mkdtemp(dir) == NULL) {
-        perror("offload_cycle: mkdtemp");
-        return 1;
-    }
     const workload_t *sweep_workloads[WORKLOAD_COUNT];
     int sweep_index[WORKLOAD_COUNT];
     size_t workload_total = 0;
@@ -663,10 +667,7 @@ static int sweep_run(const char *self, const char *shim, const char *svg_path)
             }
         }
     }
-    char path[4096];
-    snprintf(path, sizeof path, "%s/result", dir);
-    unlink(path);
-    rmdir(dir);
+    parent_cleanup(dir);
     if (rc != 0)
         return rc;
     if (svg_path != NULL) {
