@@ -46,6 +46,12 @@ process:
      practical bound; its child also measures the compute time of a pass on
      resident weights (C) and the pinned H2D bandwidth (B).
 
+For (a) and (b) one more pass records a CUDA event before and after each
+block on the compute stream: the gaps between blocks are the GPU's idle
+time (waits for restores, host work between launches). It prints the idle
+fraction of that pass and its bubbles (gaps over 20 us: how many, their
+total and the longest).
+
 The bound at a limit L is max(C, S / B) with S the bytes that must stream
 per pass at L: the weights of the blocks that do not fit beside two
 streaming buffers and the activations. C is the time of (a) when it ran,
@@ -218,12 +224,36 @@ def format_table(rows, compute_s, h2d_bytes_per_s):
     return lines
 
 
+BUBBLE_MS = 0.02  # a gap between two blocks' kernels longer than this is a bubble
+
+
+def bubble_stats(spans_ms, threshold_ms=BUBBLE_MS):
+    """The GPU's idle time in one pass, from CUDA events recorded on the
+    compute stream before and after each block: spans_ms is
+    [(start, end), ...] in milliseconds from the pass's first event, in
+    block order. Returns {"idle": the fraction of the pass between blocks,
+    "bubbles": gaps longer than threshold_ms, "gap_ms": their total,
+    "longest_ms": the longest gap}."""
+    if not spans_ms:
+        return {"idle": 0.0, "bubbles": 0, "gap_ms": 0.0, "longest_ms": 0.0}
+    span = spans_ms[-1][1] - spans_ms[0][0]
+    gaps = [max(0.0, b[0] - a[1]) for a, b in zip(spans_ms, spans_ms[1:])]
+    idle = sum(gaps) / span if span > 0 else 0.0
+    big = [g for g in gaps if g > threshold_ms]
+    return {"idle": idle, "bubbles": len(big), "gap_ms": sum(big), "longest_ms": max(gaps) if gaps else 0.0}
+
+
 def self_test(shim_source=None):
     failures = []
 
     def check(cond, what):
         if not cond:
             failures.append(what)
+
+    b = bubble_stats([(0.0, 1.0), (1.0, 2.0), (2.5, 3.0), (3.01, 4.0)])
+    check(b["bubbles"] == 1 and abs(b["gap_ms"] - 0.5) < 1e-9 and abs(b["idle"] - 0.51 / 4.0) < 1e-9
+          and abs(b["longest_ms"] - 0.5) < 1e-9, "bubble_stats: %r" % b)
+    check(bubble_stats([])["bubbles"] == 0, "bubble_stats of no blocks")
 
     w = block_params(HIDDEN, QWEN_MLP_RATIO) * BLOCKS * 2
     check(40.5e9 < w < 41.2e9, "Qwen-like weights are %d bytes, expected about 40.8 GB" % w)
@@ -448,6 +478,21 @@ def child_device(spec, result):
     spec_timed = dict(spec, warmup=0)
     result["times"] = _time_passes(torch, run_pass, spec_timed)
     after = _shim_counters(spec.get("vramshim_tool"))
+    # One more pass with an event before and after each block on the compute
+    # stream: the gaps between blocks are the GPU's idle time (waits for
+    # restores, host work between launches).
+    timed = [(torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)) for _ in views]
+    torch.cuda.synchronize()
+    with torch.no_grad():
+        y = x
+        for (start, end), w in zip(timed, views):
+            start.record()
+            y = _block_forward(torch, y, temb, w, spec)
+            end.record()
+    torch.cuda.synchronize()
+    first = timed[0][0]
+    spans = [(first.elapsed_time(start), first.elapsed_time(end)) for start, end in timed]
+    result["gpu_idle"] = bubble_stats(spans)
     if before and after:
         result["streamed_per_pass"] = (after[0] - before[0]) / float(spec["passes"])
         result["written_back_per_pass"] = (after[1] - before[1]) / float(spec["passes"])
@@ -731,6 +776,7 @@ def main(argv):
 
     failed = False
     rows = []
+    idles = []  # (configuration, bubble_stats) of the runs with every block on the device
     stream, _ = run_child("stream", spec, {}, args.child_timeout)
     if stream is None:
         print("the streaming loop failed: no bound to compare with")
@@ -747,6 +793,8 @@ def main(argv):
         failed |= res is None
         if res is not None:
             compute = median(res["times"])
+            if "gpu_idle" in res:
+                idles.append(("no limit", res["gpu_idle"]))
         rows.append({"config": "a) no limit (resident)", "limit": None, "need": 0, "streamed": 0,
                      "seconds": median(res["times"]) if res else None, "note": "failed (see above)"})
     else:
@@ -761,6 +809,8 @@ def main(argv):
         failed |= res is None
         summary = parse_shim_summary(log)
         summaries.append((pct, summary))
+        if res and "gpu_idle" in res:
+            idles.append(("vramshim cyclic %d%%" % pct, res["gpu_idle"]))
         moved = res.get("streamed_per_pass") if res else None
         if moved is None and summary and res:
             # No live snapshot: the exit totals over every pass, loading included.
@@ -807,6 +857,10 @@ def main(argv):
     if from_totals:
         print("vramshim moved/pass: its exit totals over warm-up and timed passes, loading included "
               "(give --vramshim-tool for the timed passes alone)")
+    for config, idle in idles:
+        print("%s: GPU idle %.1f%% of a pass between blocks (CUDA events), %d bubbles over %.0f us, %.3f ms in "
+              "them, the longest %.3f ms" % (config, 100.0 * idle["idle"], idle["bubbles"], BUBBLE_MS * 1e3,
+                                              idle["gap_ms"], idle["longest_ms"]))
     for pct, s in summaries:
         if s:
             print("vramshim %d%% exit summary: evictions %d, restores %d, to host %s, to device %s" % (
