@@ -380,7 +380,7 @@ int vs_config_parse(vs_config_t *cfg, vs_config_getenv_fn get, void *ctx, char *
     /* The learned cycle; LRU stays selectable as the baseline. */
     cfg->policy = (int)VS_POLICY_CYCLIC;
     cfg->prefetch = true;
-    cfg->partial_residency = true;
+    cfg->partial_residency = false;
     cfg->log_level = VS_LOG_WARN;
 
 #define VS_PARSE_VAR(field, name, forms)                                                           \

@@ -473,11 +473,11 @@ static void test_parse_prefetch_is_on_by_default_and_switchable(void **state)
         assert_refused("VRAMSHIM_PREFETCH", bad[i], "on|off");
 }
 
-static void test_parse_partial_is_on_by_default_and_switchable(void **state)
+static void test_parse_partial_is_off_by_default_and_switchable(void **state)
 {
     (void)state;
     const char *none[] = {"VRAM_LIMIT", "1G", NULL};
-    assert_true(parse_ok(none).partial_residency);
+    assert_false(parse_ok(none).partial_residency);
     const char *off[] = {"VRAM_LIMIT", "1G", "VRAMSHIM_PARTIAL", "off", NULL};
     assert_false(parse_ok(off).partial_residency);
     const char *on[] = {"VRAM_LIMIT", "1G", "VRAMSHIM_PARTIAL", "on", NULL};
@@ -646,7 +646,7 @@ int main(void)
         cmocka_unit_test(test_parse_policy_names_select_their_order),
         cmocka_unit_test(test_parse_unknown_policy_is_refused_naming_every_policy),
         cmocka_unit_test(test_parse_prefetch_is_on_by_default_and_switchable),
-        cmocka_unit_test(test_parse_partial_is_on_by_default_and_switchable),
+        cmocka_unit_test(test_parse_partial_is_off_by_default_and_switchable),
         cmocka_unit_test(test_parse_pin_device_pointers_is_off_unless_on),
         cmocka_unit_test(test_parse_offload_variables_are_read_together),
         cmocka_unit_test(test_parse_trace_unset_leaves_tracing_off),
