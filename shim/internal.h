@@ -19,7 +19,6 @@
  *   vs_physical_lock              (hooks_memory.c) the application's VMM handles: leaf
  *   vs_runtime_lock               (runtime.c)     the runtime's primary context: leaf
  *   vs_pool_usage.lock            (pool_usage.c)  memory pools' charged reserve: leaf
- *   vs_prefetcher.lock            (offload_prefetch.c) the prefetcher thread's wake-up: leaf
  *   vs_tier_staging.lock          (offload_tier.c) staging of restores from disk; never
  *                                                   under the engine lock (let go for the I/O)
  *     vs_spill.lock               (as above)
@@ -55,8 +54,6 @@
  *   runtime lock       the runtime's primary context           its first retain
  *   pool usage lock    each memory pool's charged reserve      reading a reserve and charging it
  *   publisher lock     the live snapshot's thread state        start/stop/wake
- *   prefetcher lock    whether the prefetcher thread runs and  start/wake (the thread lets it
- *                      has a step due                          go before the engine lock)
  *
  * The fast path of an operation takes only the registry's read lock and
  * never the engine lock while holding it; the engine takes the registry
