@@ -11,8 +11,6 @@
 #include "offload_internal.h"
 
 #include <errno.h>
-#include <pthread.h>
-#include <stdlib.h>
 
 #include "config.h"
 #include "driver.h"
@@ -163,143 +161,23 @@ void vs_prefetch_all(void)
             vs_prefetch(device);
 }
 
-/* ---- The prefetcher thread ------------------------------------------------
- * A prefetch step may evict, and an eviction waits on the host for the
- * victim's users to finish on the GPU: run on the launching thread, that
- * wait is a bubble, since the program submits nothing meanwhile. So the
- * steps of operations that name an evictable allocation run on a thread of
- * the engine's own, started at the first step, while the program goes on
- * submitting what is resident. It pushes each device's engine context for
- * its driver calls. Before the process exits (atexit, which runs before
- * the libraries' destructors) it is stopped between steps, so that it
- * never calls a driver being torn down; a forked child starts its own. */
-
-static struct {
-    pthread_mutex_t lock;
-    pthread_cond_t wake;
-    bool started;  /* the thread runs (in this process) */
-    bool due;      /* a step was asked for since the last one began */
-    _Atomic bool stopping; /* the process is exiting: no more steps */
-} vs_prefetcher = {.lock = PTHREAD_MUTEX_INITIALIZER, .wake = PTHREAD_COND_INITIALIZER};
-
-/* One step: restores what the policy predicts next on every device. Spares
- * what the operation before used when `spare_recent`. Engine lock held. */
-static void vs_prefetch_step_engine_locked(bool spare_recent)
+/* A prefetch step, run by the operation after one that used a watched
+ * region (prefetched, or streamed by the plan), before its own scan: that
+ * use made room in the window and a victim of the region, and the copy
+ * engine should take up the next one now rather than when something is
+ * found missing. Running before the scan, the operation's own allocations
+ * are the nearest uses, never victims. */
+void vs_prefetch_step(const uintptr_t *words, size_t count)
 {
-    VS_ASSERT_HELD(&vs_engine.lock);
-    vs_engine.prefetch_spares_recent = spare_recent;
+    CUstreamCaptureMode mode;
+    vs_engine_lock(&mode);
+    bool direct = false;
+    for (size_t i = 0; i < count && !direct; i++)
+        direct = vs_engine_region_containing(words[i]) != NULL;
+    vs_engine.prefetch_spares_recent = !direct;
     vs_engine_deferred_reap(false);
     vs_engine_policy_sync();
     vs_prefetch_all();
     vs_engine.prefetch_spares_recent = false;
-}
-
-static void *vs_prefetcher_main(void *arg)
-{
-    (void)arg;
-    for (;;) {
-        pthread_mutex_lock(&vs_prefetcher.lock);
-        while (!vs_prefetcher.due)
-            pthread_cond_wait(&vs_prefetcher.wake, &vs_prefetcher.lock);
-        vs_prefetcher.due = false;
-        pthread_mutex_unlock(&vs_prefetcher.lock);
-        CUstreamCaptureMode mode;
-        vs_engine_lock(&mode);
-        if (atomic_load_explicit(&vs_prefetcher.stopping, memory_order_relaxed)) {
-            vs_engine_unlock(mode);
-            return NULL;
-        }
-        /* The engine's streams and events belong to each device's engine
-         * context: current here for the step's calls (peer devices
-         * included, one at a time). */
-        CUcontext ctx = NULL;
-        for (int device = 0; device < VS_MAX_DEVICES && ctx == NULL; device++)
-            if (vs_engine.devices[device].ready)
-                ctx = vs_engine.devices[device].ctx;
-        CUcontext popped;
-        bool pushed = ctx != NULL && VS_CALL(cuCtxPushCurrent_v2, (ctx)) == CUDA_SUCCESS;
-        vs_prefetch_step_engine_locked(false);
-        if (pushed)
-            (void)VS_CALL(cuCtxPopCurrent_v2, (&popped));
-        vs_engine_unlock(mode);
-    }
-    return NULL;
-}
-
-/* Before the process exits: the step under way ends, no other begins. */
-static void vs_prefetcher_stop(void)
-{
-    atomic_store_explicit(&vs_prefetcher.stopping, true, memory_order_relaxed);
-    vs_mutex_lock(&vs_engine.lock);
-    vs_mutex_unlock(&vs_engine.lock);
-}
-
-static void vs_prefetcher_atfork_child(void)
-{
-    pthread_mutex_init(&vs_prefetcher.lock, NULL);
-    pthread_cond_init(&vs_prefetcher.wake, NULL);
-    vs_prefetcher.started = false;
-    vs_prefetcher.due = false;
-}
-
-/* Asks the prefetcher thread for a step, starting it the first time.
- * False when it cannot run (the caller steps itself). */
-static bool vs_prefetcher_wake(void)
-{
-    static bool registered;
-    if (atomic_load_explicit(&vs_prefetcher.stopping, memory_order_relaxed))
-        return false;
-    pthread_mutex_lock(&vs_prefetcher.lock);
-    if (!vs_prefetcher.started) {
-        if (!registered) {
-            registered = true;
-            (void)pthread_atfork(NULL, NULL, vs_prefetcher_atfork_child);
-            (void)atexit(vs_prefetcher_stop);
-        }
-        pthread_t thread;
-        pthread_attr_t attr;
-        pthread_attr_init(&attr);
-        pthread_attr_setdetachstate(&attr, PTHREAD_CREATE_DETACHED);
-        vs_prefetcher.started = pthread_create(&thread, &attr, vs_prefetcher_main, NULL) == 0;
-        pthread_attr_destroy(&attr);
-    }
-    bool started = vs_prefetcher.started;
-    if (started) {
-        vs_prefetcher.due = true;
-        pthread_cond_signal(&vs_prefetcher.wake);
-    }
-    pthread_mutex_unlock(&vs_prefetcher.lock);
-    return started;
-}
-
-/* Whether an operation on `words` names an evictable allocation directly
- * (takes the registry's read lock). */
-static bool vs_prefetch_names_evictable(const uintptr_t *words, size_t count)
-{
-    for (size_t i = 0; i < count; i++) {
-        vs_alloc_info_t info;
-        if (vs_registry_find(words[i], &info) == 0 && info.evictable && info.size >= vs_engine.min_evict)
-            return true;
-    }
-    return false;
-}
-
-/* A prefetch step, asked for by the operation after one that used a
- * watched region (prefetched, or streamed by the plan), before its own
- * scan: that use made room in the window and a victim of the region, and
- * the copy engine should take up the next one now rather than when
- * something is found missing. An operation that names an evictable
- * allocation hands the step to the prefetcher thread and goes on (its own
- * allocations, just stamped, are the nearest uses, never victims). One
- * that names none, which may read through a pointer table what the one
- * before it wrote, steps itself, sparing what that one used. */
-void vs_prefetch_step(const uintptr_t *words, size_t count)
-{
-    atomic_store_explicit(&vs_engine.prefetch_step_due, false, memory_order_relaxed);
-    if (vs_prefetch_names_evictable(words, count) && vs_prefetcher_wake())
-        return;
-    CUstreamCaptureMode mode;
-    vs_engine_lock(&mode);
-    vs_prefetch_step_engine_locked(!vs_prefetch_names_evictable(words, count));
     vs_engine_unlock(mode);
 }
