@@ -583,7 +583,7 @@ static int sweep_write_svg(const char *path, const sweep_cell_t cells[][3][SWEEP
     const struct {
         double time;
         const char *label;
-    } legend[] = {{1.0, "met (<= 1.05)"}, {1.10, "1.10"}, {1.25, "1.25"}, {1.5, ">= 1.50"}};
+    } legend[] = {{1.0, "met (&lt;= 1.05)"}, {1.10, "1.10"}, {1.25, "1.25"}, {1.5, "&gt;= 1.50"}};
     for (size_t i = 0; i < sizeof legend / sizeof legend[0]; i++) {
         sweep_cell_t c = {.time_over_bound = legend[i].time, .met = i == 0};
         char colour[16];
@@ -599,6 +599,31 @@ static int sweep_write_svg(const char *path, const sweep_cell_t cells[][3][SWEEP
         return -1;
     }
     return 0;
+}
+
+/* `sweep --svg FILE --demo`: the heat map of made-up cells, no child run
+ * (for the test that checks the document). */
+static int sweep_demo(const char *svg_path)
+{
+    static sweep_cell_t cells[WORKLOAD_COUNT][3][SWEEP_RATIOS];
+    const workload_t *sweep_workloads[WORKLOAD_COUNT];
+    size_t workload_total = 0;
+    for (size_t wi = 0; wi < WORKLOAD_COUNT; wi++)
+        if (workloads[wi].sweep)
+            sweep_workloads[workload_total++] = &workloads[wi];
+    for (size_t wi = 0; wi < workload_total; wi++)
+        for (int li = 0; li < 3; li++)
+            for (size_t ri = 0; ri < SWEEP_RATIOS; ri++) {
+                sweep_cell_t *c = &cells[wi][li][ri];
+                c->time_over_bound = 1.0 + 0.05 * (double)(wi * 15 + (size_t)li * 5 + ri) / 4.0;
+                c->in_over_f = 1.01;
+                c->met = c->time_over_bound <= SWEEP_MAX_TIME;
+            }
+    return sweep_write_svg(svg_path, (const sweep_cell_t(*)[3][SWEEP_RATIOS])cells, sweep_workloads, workload_total,
+                           50.0)
+                   == 0
+               ? 0
+               : 1;
 }
 
 static int sweep_run(const char *self, const char *shim, const char *svg_path)
@@ -703,6 +728,8 @@ int main(int argc, char **argv)
     if (argc >= 3 && strcmp(argv[2], "sweep") == 0) {
         if (argc == 3 || (argc == 5 && strcmp(argv[3], "--svg") == 0))
             return sweep_run(argv[0], argv[1], argc == 5 ? argv[4] : NULL);
+        if (argc == 6 && strcmp(argv[3], "--svg") == 0 && strcmp(argv[5], "--demo") == 0)
+            return sweep_demo(argv[4]);
     } else if (argc == 2 || argc == 3) {
         return parent_run(argv[0], argv[1], argc == 3 ? argv[2] : NULL);
     }

@@ -1,0 +1,61 @@
+#!/usr/bin/env python3
+"""check_sweep_svg.py: the sweep's heat map is a well-formed SVG document.
+
+usage: check_sweep_svg.py OFFLOAD_CYCLE SHIM WORK_DIR
+
+Runs `OFFLOAD_CYCLE SHIM sweep --svg FILE --demo` (made-up cells, no child
+process), parses the document as XML, and checks that it has a panel per
+workload (cycle, dit, llm), 15 cells in each with their figures as
+attributes and as text, and a legend. Exit 0 when it holds, 1 otherwise.
+"""
+import os
+import subprocess
+import sys
+import xml.etree.ElementTree as ET
+
+NS = "{http://www.w3.org/2000/svg}"
+
+
+def main():
+    program, shim, work = sys.argv[1:4]
+    os.makedirs(work, exist_ok=True)
+    path = os.path.join(work, "sweep_demo.svg")
+    run = subprocess.run([program, shim, "sweep", "--svg", path, "--demo"], capture_output=True, text=True)
+    failures = []
+    if run.returncode != 0:
+        failures.append(f"exit status {run.returncode}: {run.stderr.strip()}")
+    else:
+        try:
+            root = ET.parse(path).getroot()
+        except ET.ParseError as e:
+            root = None
+            failures.append(f"not well-formed XML: {e}")
+        if root is not None:
+            if root.tag != NS + "svg":
+                failures.append(f"root element {root.tag}")
+            panels = [g for g in root.iter(NS + "g") if g.get("class") == "panel"]
+            names = [p.get("data-workload") for p in panels]
+            if names != ["cycle", "dit", "llm"]:
+                failures.append(f"panels {names}, expected cycle, dit, llm")
+            for p in panels:
+                cells = [g for g in p.iter(NS + "g") if g.get("class") == "cell"]
+                if len(cells) != 15:
+                    failures.append(f"{p.get('data-workload')}: {len(cells)} cells, expected 15")
+                for c in cells:
+                    texts = [t.text for t in c.iter(NS + "text")]
+                    ratio = float(c.get("data-time-over-bound"))
+                    if not texts or texts[0] != "%.3f" % ratio:
+                        failures.append(f"cell text {texts} does not show {ratio}")
+                        break
+            legend = [t.text for t in root.iter(NS + "text") if t.text and "met (" in t.text]
+            if legend != ["met (<= 1.05)"]:
+                failures.append(f"legend {legend}")
+    for f in failures:
+        print("FAIL:", f)
+    if not failures:
+        print("sweep heat map ok")
+    return 1 if failures else 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
