@@ -4,6 +4,7 @@
  *   offload.c           the core: regions, restores in flight, eviction,
  *                       restore, allocation and free
  *   offload_device.c    devices, physical memory, host pool pins, contexts ending
+ *   offload_policy.c    what the policy hears: uses in order, evictable flags
  *   offload_streams.c   the stream table, marker rings, fences, the event pool
  *   offload_tier.c      the host and disk tiers, copies served from host copies
  *   offload_prefetch.c  prefetch from the policy's learned order
@@ -205,7 +206,6 @@ vs_region_t *vs_engine_region_at(uintptr_t base);
 bool vs_engine_evict_blind(const vs_region_t *r);
 
 vs_region_t *vs_engine_region_containing(uintptr_t addr);
-bool vs_engine_region_evictable(const vs_region_t *r);
 
 /* What `r` holds of the limit: all of it while resident, its kept head
  * while evicted; and what a restore must map and count. Pure. */
@@ -229,12 +229,6 @@ void vs_engine_deferred_reap(bool wait);
 
 /* Makes `waiter` wait for a restore copy's event, or waits for it here. */
 CUresult vs_engine_wait_for_copy(CUstream waiter, CUevent copied);
-
-/* Tells the policy, in order, the uses stamped since the last call; keeps
- * its evictable flags in step with holds and pins. */
-void vs_engine_policy_sync(void);
-void vs_engine_policy_refresh(vs_region_t *r);
-void vs_engine_policy_reset_skips(void);
 
 /* Evicts `victims` (resident, one device, at most VS_EVICT_BATCH); returns
  * the bytes evicted, *host_full when the host pool had no room. */
@@ -302,6 +296,17 @@ void vs_engine_unpin_host(void *ptr, uint64_t bytes, void *owner);
 /* Pins again, in the current context, the pool's slabs whose context was
  * destroyed while no other context could take them over. */
 void vs_engine_host_repin_orphans(void);
+
+/* ==== offload_policy.c: what the policy hears =========================== */
+
+/* Whether the policy may choose `r` now (not held, not pinned). Pure. */
+bool vs_engine_region_evictable(const vs_region_t *r);
+
+/* Tells the policy, in order, the uses stamped since the last call; keeps
+ * its evictable flags in step with holds and pins. */
+void vs_engine_policy_sync(void);
+void vs_engine_policy_refresh(vs_region_t *r);
+void vs_engine_policy_reset_skips(void);
 
 /* ==== offload_streams.c: the stream table, markers, fences, events ======= */
 
