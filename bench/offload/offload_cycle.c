@@ -413,6 +413,13 @@ static double env_gbps(const char *name)
     return value != NULL && end != value && gbps > 0.0 ? gbps : 0.0;
 }
 
+/* The host-cost model the children run with, as the headers name it. */
+static const char *host_costs_name(void)
+{
+    const char *costs = getenv("SIMCUDA_HOST_COSTS");
+    return costs != NULL && costs[0] != '\0' ? costs : "default";
+}
+
 /* The environment every child runs in, and `dir` (a mkdtemp template)
  * made for their files; the link's GB/s, or 0 (said why). */
 static double parent_setup(char *dir)
@@ -450,12 +457,11 @@ static int parent_run(const char *self, const char *shim, const char *only)
     double gbps = parent_setup(dir);
     if (gbps == 0.0)
         return 2;
-    const char *costs = getenv("SIMCUDA_HOST_COSTS");
     printf("offload_cycle: virtual clock, SIMCUDA_HOST_COSTS=%s, H2D link %.1f GB/s; %d measured passes after the "
            "warm-up (cycle: 20, so that every weight loaded while resident has had its one copy back; dit: 4); per "
            "pass: in/out = bytes brought in / copied back, bound = max(C, in/B), ideal = max(C, (W-L)/B), "
            "idle = 1 - C / (ms/pass), the share of a pass the GPU does not run the model's kernels\n",
-           costs != NULL && costs[0] != '\0' ? costs : "default", gbps, MEASURED_PASSES);
+           host_costs_name(), gbps, MEASURED_PASSES);
     printf("%-6s %8s %-17s %9s %9s %9s %9s %9s %9s %8s %8s %6s\n", "model", "limit", "configuration", "C ms",
            "in MiB", "out MiB", "in/(W-L)", "ms/pass", "bound ms", "/bound", "/ideal", "idle");
     int rc = 0;
@@ -601,16 +607,24 @@ static int sweep_write_svg(const char *path, const sweep_cell_t cells[][3][SWEEP
     return 0;
 }
 
+/* The sweep's workloads, in table order (an index into `workloads` is
+ * `out[i] - workloads`). Returns how many. */
+static size_t sweep_workloads_list(const workload_t *out[WORKLOAD_COUNT])
+{
+    size_t n = 0;
+    for (size_t wi = 0; wi < WORKLOAD_COUNT; wi++)
+        if (workloads[wi].sweep)
+            out[n++] = &workloads[wi];
+    return n;
+}
+
 /* `sweep --svg FILE --demo`: the heat map of made-up cells, no child run
  * (for the test that checks the document). */
 static int sweep_demo(const char *svg_path)
 {
     static sweep_cell_t cells[WORKLOAD_COUNT][3][SWEEP_RATIOS];
     const workload_t *sweep_workloads[WORKLOAD_COUNT];
-    size_t workload_total = 0;
-    for (size_t wi = 0; wi < WORKLOAD_COUNT; wi++)
-        if (workloads[wi].sweep)
-            sweep_workloads[workload_total++] = &workloads[wi];
+    size_t workload_total = sweep_workloads_list(sweep_workloads);
     for (size_t wi = 0; wi < workload_total; wi++)
         for (int li = 0; li < 3; li++)
             for (size_t ri = 0; ri < SWEEP_RATIOS; ri++) {
@@ -633,20 +647,13 @@ static int sweep_run(const char *self, const char *shim, const char *svg_path)
     if (gbps == 0.0)
         return 2;
     const workload_t *sweep_workloads[WORKLOAD_COUNT];
-    int sweep_index[WORKLOAD_COUNT];
-    size_t workload_total = 0;
-    for (size_t wi = 0; wi < WORKLOAD_COUNT; wi++)
-        if (workloads[wi].sweep) {
-            sweep_index[workload_total] = (int)wi;
-            sweep_workloads[workload_total++] = &workloads[wi];
-        }
+    size_t workload_total = sweep_workloads_list(sweep_workloads);
     static sweep_cell_t cells[WORKLOAD_COUNT][3][SWEEP_RATIOS];
-    const char *costs = getenv("SIMCUDA_HOST_COSTS");
     printf("offload_sweep: virtual clock, SIMCUDA_HOST_COSTS=%s, H2D link %.1f GB/s; the shim's default (learned "
            "cycle, prefetch); %d measured passes after the warm-up; per pass: F = W - L + 2 x largest, "
            "bound = max(C, F/B), C = ratio x F/B; out = bytes copied back, dirty = the written tensors' bytes; "
            "idle = 1 - C / (ms/pass)\n",
-           costs != NULL && costs[0] != '\0' ? costs : "default", gbps, SWEEP_MEASURED_PASSES);
+           host_costs_name(), gbps, SWEEP_MEASURED_PASSES);
     printf("%-6s %5s %6s %9s %9s %8s %9s %9s %9s %8s %6s %s\n", "model", "limit", "ratio", "C ms", "in MiB", "in/F",
            "out MiB", "ms/pass", "bound ms", "/bound", "idle", "goal");
     int rc = 0, met = 0, total = 0;
@@ -662,7 +669,7 @@ static int sweep_run(const char *self, const char *shim, const char *svg_path)
                 /* C = ratio x F/B, spread over the weights' bytes. */
                 double ns_per_byte = sweep_ratios[ri] * transfer_ms * 1e6 / (double)bytes;
                 result_t r;
-                if (run_child(self, shim, dir, sweep_index[wi], ns_per_byte, limit, &configs[0], &r) != 0) {
+                if (run_child(self, shim, dir, (int)(w - workloads), ns_per_byte, limit, &configs[0], &r) != 0) {
                     rc = 1;
                     break;
                 }
