@@ -39,19 +39,18 @@ void vs_prefetch_budget_update(vs_engine_device_t *d, int device)
 {
     VS_ASSERT_HELD(&vs_engine.lock);
     if (!vs_config_get()->prefetch || vs_policy_kind(d->policy) == VS_POLICY_LRU) {
-        vs_policy_set_budget(d->policy, UINT64_MAX);
-        vs_engine_keep_update(d); /* no plan: no head kept */
-        return;
+        vs_policy_set_budget(d->policy, UINT64_MAX); /* no plan: no head kept either */
+    } else {
+        vs_policy_stats_t ps;
+        vs_policy_stats(d->policy, &ps);
+        /* The heads evicted regions keep are the plan's own (partial
+         * residency), not something else resident. */
+        uint64_t limit = vs_cap_limit(device), used = vs_cap_used(device);
+        uint64_t mine = ps.resident_bytes + d->kept_head_bytes;
+        uint64_t others = used > mine ? used - mine : 0;
+        uint64_t taken = others + 2 * d->largest;
+        vs_policy_set_budget(d->policy, limit > taken ? limit - taken : 0);
     }
-    vs_policy_stats_t ps;
-    vs_policy_stats(d->policy, &ps);
-    /* The heads evicted regions keep are the plan's own (partial
-     * residency), not something else resident. */
-    uint64_t limit = vs_cap_limit(device), used = vs_cap_used(device);
-    uint64_t mine = ps.resident_bytes + d->kept_head_bytes;
-    uint64_t others = used > mine ? used - mine : 0;
-    uint64_t taken = others + 2 * d->largest;
-    vs_policy_set_budget(d->policy, limit > taken ? limit - taken : 0);
     if (vs_config_get()->partial_residency)
         vs_engine_keep_update(d);
 }
