@@ -26,7 +26,8 @@
         vs_driver_ready();                                                                           \
         vs_launch_gather((f), (params), (extra), &vs_words_);                                      \
         VS_OPERATE(vs_rc_, "launch", (stream), (per_thread), vs_words_.words, vs_words_.count, (call));      \
-        free(vs_words_.heap);                                                                      \
+        if (vs_words_.heap != NULL)                                                                \
+            free(vs_words_.heap);                                                                  \
         return vs_rc_;                                                                             \
     } while (0)
 

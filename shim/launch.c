@@ -30,6 +30,10 @@
 typedef struct vs_layout_s {
     const void *function; /* CUfunction or CUkernel */
     bool known;           /* false: the driver could not describe it */
+    /* Every parameter is one word (8 to 15 bytes, the common case of
+     * pointer and 64-bit scalar arguments): the launch copies one word per
+     * parameter, without the per-parameter loop over offsets. */
+    bool one_word_each;
     uint32_t count;
     uint32_t *sizes;      /* bytes of each parameter */
     struct vs_layout_s *retired_next;
@@ -114,22 +118,23 @@ static vs_layout_t *vs_layout_build(const void *handle)
     /* A handle not seen from `cuLibraryGetKernel` is most likely a
      * CUfunction; if the driver says otherwise, try it as a CUkernel. */
     if (vs_layout_query(handle, as_kernel, &layout->count, &layout->sizes) == 0
-        || vs_layout_query(handle, !as_kernel, &layout->count, &layout->sizes) == 0)
+        || vs_layout_query(handle, !as_kernel, &layout->count, &layout->sizes) == 0) {
         layout->known = true;
-    else
+        layout->one_word_each = true;
+        for (uint32_t i = 0; i < layout->count; i++)
+            layout->one_word_each &= layout->sizes[i] / 8 == 1;
+    } else {
         vs_log(VS_LOG_WARN, "the driver cannot describe the parameters of function %p: its launches are not scanned",
                handle);
+    }
     return layout;
 }
 
-/* The cached layout of `f`, building it on first use. */
-static const vs_layout_t *vs_layout_get(const void *f)
+/* The layout of `f` from the shared table, building it on first use, and
+ * remembered in the thread's one-entry cache. */
+static const vs_layout_t *vs_layout_lookup(const void *f, uint64_t generation)
 {
-    uint64_t generation = atomic_load_explicit(&vs_layouts_generation, memory_order_acquire);
     vs_layout_t *layout;
-
-    if (vs_layout_tls.function == f && vs_layout_tls.generation == generation)
-        return vs_layout_tls.layout;
 
     pthread_rwlock_rdlock(&vs_layouts_lock);
     HASH_FIND_PTR(vs_layouts, &f, layout);
@@ -157,6 +162,17 @@ static const vs_layout_t *vs_layout_get(const void *f)
     vs_layout_tls.generation = generation;
     vs_layout_tls.layout = layout;
     return layout;
+}
+
+/* The cached layout of `f`: the thread's last one when it is still valid
+ * (inlined into the launch path), otherwise the shared table's. */
+static inline const vs_layout_t *vs_layout_get(const void *f)
+{
+    uint64_t generation = atomic_load_explicit(&vs_layouts_generation, memory_order_acquire);
+
+    if (vs_layout_tls.function == f && vs_layout_tls.generation == generation)
+        return vs_layout_tls.layout;
+    return vs_layout_lookup(f, generation);
 }
 
 void vs_launch_remember_kernel(CUkernel kernel)
@@ -331,6 +347,21 @@ void vs_launch_gather(CUfunction f, void **kernel_params, void **extra, vs_words
     layout = vs_layout_get(f);
     if (layout == NULL || (kernel_params != NULL && !layout->known)) {
         VS_COUNT(launches_unscanned);
+        return;
+    }
+    /* The common case: one word per parameter, all fitting in the
+     * caller's buffer. The same words as the scan below, in the same
+     * order, without a capacity check per word. */
+    const uint32_t params = layout->count; /* read once: the stores below could alias it */
+    if (kernel_params != NULL && layout->one_word_each && w->capacity - w->count >= params) {
+        uintptr_t *out = w->words + w->count;
+        size_t gathered = 0;
+        for (uint32_t i = 0; i < params; i++) {
+            const void *p = kernel_params[i];
+            if (p != NULL)
+                memcpy(&out[gathered++], p, sizeof *out);
+        }
+        w->count += gathered;
         return;
     }
 #define VS_GATHER(word) vs_words_add(w, (word))

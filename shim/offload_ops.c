@@ -383,7 +383,9 @@ void vs_op_end(vs_op_t *op)
         pthread_cond_broadcast(&vs_engine.released);
         vs_engine_unlock(mode);
     }
-    free(op->held);
-    op->held = NULL;
+    if (op->held != NULL) {
+        free(op->held);
+        op->held = NULL;
+    }
     op->held_count = 0;
 }
