@@ -687,9 +687,8 @@ void vs_registry_read_end(void)
  * eviction policy's recency and frequency hints, not correctness state. Two
  * launches racing on one allocation may lose one increment or leave the
  * older of their two sequence numbers. */
-static inline void vs_hot_stamp(uint32_t index, uint64_t seq)
+static inline void vs_hot_stamp(vs_hot_t *hot, uint64_t seq)
 {
-    vs_hot_t *hot = &vs_registry.hot[index];
     uint64_t last = atomic_load_explicit(&hot->last_use_seq, memory_order_relaxed);
     if (last < seq) {
         atomic_store_explicit(&hot->last_use_seq, seq, memory_order_relaxed);
@@ -705,27 +704,16 @@ bool vs_registry_touch_registry_locked(uintptr_t addr, uint64_t seq)
     VS_ASSERT(vs_registry_lock_held());
     if (vs_registry_lookup_registry_locked(addr, &index) == NULL)
         return false;
-    vs_hot_stamp(index, seq);
+    vs_hot_stamp(&vs_registry.hot[index], seq);
     return true;
 }
 
-/* The per-operation part of a touch: stamp, note the stream, and list the
- * allocation when it is not resident. */
-static inline void vs_hot_touch(uint32_t index, uintptr_t base, vs_touch_t *touch)
+/* The lists a touch may keep: the ids of everything touched (for
+ * VRAMSHIM_TRACE) and the bases of what is not resident, or of everything
+ * with `collect_all`. Out of the common path: a launch that finds
+ * everything resident, untraced, lists nothing. */
+static void vs_hot_list(uint32_t index, uintptr_t base, bool resident, vs_touch_t *touch)
 {
-    vs_hot_t *hot = &vs_registry.hot[index];
-
-    vs_hot_stamp(index, touch->seq);
-    if (atomic_load_explicit(&hot->epoch, memory_order_relaxed) != touch->epoch)
-        atomic_store_explicit(&hot->epoch, touch->epoch, memory_order_relaxed);
-    /* Read first: the bit is almost always set already, and only a real
-     * change pays for the locked instruction (a lost bit would let an
-     * eviction skip waiting for this stream). */
-    if (touch->stream_bit != 0
-        && (atomic_load_explicit(&hot->streams, memory_order_relaxed) & touch->stream_bit) == 0)
-        atomic_fetch_or_explicit(&hot->streams, touch->stream_bit, memory_order_relaxed);
-    if (atomic_load_explicit(&hot->watched, memory_order_relaxed) != 0)
-        touch->watched = true;
     if (touch->ids != NULL) {
         uint64_t id = vs_registry.hot_id[index];
         bool listed = false;
@@ -737,7 +725,7 @@ static inline void vs_hot_touch(uint32_t index, uintptr_t base, vs_touch_t *touc
             touch->ids_count++;
         }
     }
-    if (touch->collect_all || atomic_load_explicit(&hot->residency, memory_order_relaxed) != VS_RESIDENT) {
+    if (touch->collect_all || !resident) {
         for (size_t k = 0; k < touch->missing_count && k < touch->missing_cap; k++) {
             if (touch->missing[k] == base)
                 return;
@@ -755,6 +743,8 @@ size_t vs_registry_touch_many_registry_locked(const uintptr_t *words, size_t cou
      * index, entry, hot slot), their cache misses overlap instead of
      * queueing behind one another. */
     enum { BATCH = 64 };
+    uintptr_t key[BATCH]; /* the page's key in the index; 0: outside [lo, hi) */
+    size_t probe[BATCH];  /* where its probe starts */
     const vs_page_t *pages[BATCH];
     uint32_t at[BATCH];
     uint32_t hot[BATCH];
@@ -765,28 +755,45 @@ size_t vs_registry_touch_many_registry_locked(const uintptr_t *words, size_t cou
     touch->epoch = atomic_load_explicit(&vs_registry_epoch, memory_order_relaxed);
     if (vs_registry.slots == NULL)
         return 0;
+    /* Read once: only writers change them, and the read lock keeps them
+     * out, but the stores of the touch below would make the compiler load
+     * them again for every word. */
+    const vs_page_slot_t *const slots = vs_registry.slots;
+    const size_t slot_mask = vs_registry.slot_mask;
+    const uintptr_t lo = vs_registry.lo, hi = vs_registry.hi;
+    vs_hot_t *const hots = vs_registry.hot;
+    const uint64_t seq = touch->seq, epoch = touch->epoch, stream_bit = touch->stream_bit;
+    /* Whether a touch may have to list something whatever the residency. */
+    const bool listing = touch->ids != NULL || touch->collect_all;
+    bool watched = false;
+
     for (size_t first = 0; first < count; first += BATCH) {
         size_t n = count - first < BATCH ? count - first : BATCH;
         const uintptr_t *w = words + first;
 
         for (size_t i = 0; i < n; i++) {
-            if (w[i] >= vs_registry.lo && w[i] < vs_registry.hi)
-                __builtin_prefetch(&vs_registry.slots[vs_slot_hash((w[i] >> VS_REGISTRY_PAGE_SHIFT) + 1,
-                                                                   vs_registry.slot_mask)]);
+            key[i] = 0;
+            if (w[i] >= lo && w[i] < hi) {
+                key[i] = (w[i] >> VS_REGISTRY_PAGE_SHIFT) + 1;
+                probe[i] = vs_slot_hash(key[i], slot_mask);
+                __builtin_prefetch(&slots[probe[i]]);
+            }
         }
         for (size_t i = 0; i < n; i++) {
             pages[i] = NULL;
             hot[i] = UINT32_MAX;
-            if (w[i] < vs_registry.lo || w[i] >= vs_registry.hi)
+            if (key[i] == 0)
                 continue;
-            const vs_page_slot_t *slot = vs_slot_find((w[i] >> VS_REGISTRY_PAGE_SHIFT) + 1);
-            if (slot == NULL)
+            const vs_page_slot_t *slot = &slots[probe[i]];
+            while (slot->key != key[i] && slot->key != 0)
+                slot = &slots[(size_t)(slot - slots + 1) & slot_mask];
+            if (slot->key == 0)
                 continue;
             if (slot->base != 0) {
                 if (w[i] >= slot->base && w[i] < slot->end) {
                     hot[i] = slot->hot;
                     base[i] = slot->base;
-                    __builtin_prefetch(&vs_registry.hot[slot->hot]);
+                    __builtin_prefetch(&hots[slot->hot]);
                 }
             } else if (slot->u.page->count <= UINT16_MAX) {
                 pages[i] = slot->u.page;
@@ -815,16 +822,31 @@ size_t vs_registry_touch_many_registry_locked(const uintptr_t *words, size_t cou
             if (w[i] >= e->base && w[i] < e->end) {
                 hot[i] = e->hot;
                 base[i] = e->base;
-                __builtin_prefetch(&vs_registry.hot[e->hot]);
+                __builtin_prefetch(&hots[e->hot]);
             }
         }
+        /* The touch: stamp, epoch, stream, then the lists (rarely). */
         for (size_t i = 0; i < n; i++) {
-            if (hot[i] != UINT32_MAX) {
-                vs_hot_touch(hot[i], base[i], touch);
-                touched++;
-            }
+            if (hot[i] == UINT32_MAX)
+                continue;
+            vs_hot_t *h = &hots[hot[i]];
+            vs_hot_stamp(h, seq);
+            if (atomic_load_explicit(&h->epoch, memory_order_relaxed) != epoch)
+                atomic_store_explicit(&h->epoch, epoch, memory_order_relaxed);
+            /* Read first: the bit is almost always set already, and only a
+             * real change pays for the locked instruction (a lost bit would
+             * let an eviction skip waiting for this stream). */
+            if (stream_bit != 0 && (atomic_load_explicit(&h->streams, memory_order_relaxed) & stream_bit) == 0)
+                atomic_fetch_or_explicit(&h->streams, stream_bit, memory_order_relaxed);
+            watched |= atomic_load_explicit(&h->watched, memory_order_relaxed) != 0;
+            bool resident = atomic_load_explicit(&h->residency, memory_order_relaxed) == VS_RESIDENT;
+            if (listing || !resident)
+                vs_hot_list(hot[i], base[i], resident, touch);
+            touched++;
         }
     }
+    if (watched)
+        touch->watched = true;
     return touched;
 }
 
