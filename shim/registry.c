@@ -7,7 +7,8 @@
  * overlapping it, sorted by base). An interior look-up is one range check
  * against the lowest and highest device address ever registered, one probe
  * of a flat open-addressing table and, only where several allocations share
- * a 2 MiB page, a binary search among them: O(1) in the number of live
+ * a 2 MiB page, a step into that page's block (its 32 KiB index and its
+ * entries, one heap block) to the entry: O(1) in the number of live
  * allocations and at most two cache misses before the allocation itself,
  * which is what keeps the per-launch scan cheap. The page index is not a
  * uthash table because uthash's chained buckets cost a dependent load per
@@ -84,13 +85,16 @@ typedef struct vs_hot_s {
 /* A page shared by several allocations. `sub[k]` is the index of the last
  * entry starting at or before the k-th 32 KiB of the page (0 when none), so
  * a look-up lands on the right entry, or a few entries before it, in one
- * load instead of a binary search's chain of dependent loads. */
+ * load instead of a binary search's chain of dependent loads. The entries
+ * follow in the same block: the look-up finds them at a fixed offset from
+ * the index, not through a pointer it would have to load first, and
+ * touches one heap block per page instead of two. */
 #define VS_SUB_SHIFT 15
 #define VS_SUBS (1u << (VS_REGISTRY_PAGE_SHIFT - VS_SUB_SHIFT))
 typedef struct vs_page_s {
     uint32_t count, capacity;
-    vs_page_entry_t *entries; /* sorted by base, non-overlapping */
     uint16_t sub[VS_SUBS];
+    vs_page_entry_t entries[]; /* `capacity` of them, sorted by base, non-overlapping */
 } vs_page_t;
 
 /* The page index: open addressing with linear probing, keyed by page
@@ -389,14 +393,10 @@ static int vs_page_insert(uintptr_t page_no, vs_alloc_t *a)
     }
     if (slot->base != 0) {
         /* A second allocation in this page: move to a page array. */
-        vs_page_t *page = calloc(1, sizeof *page);
-        vs_page_entry_t *entries = page ? malloc(4 * sizeof *entries) : NULL;
-        if (entries == NULL) {
-            free(page);
+        vs_page_t *page = calloc(1, sizeof *page + 4 * sizeof page->entries[0]);
+        if (page == NULL)
             return -ENOMEM;
-        }
-        entries[0] = (vs_page_entry_t){.base = slot->base, .end = slot->end, .alloc = slot->u.single, .hot = slot->hot};
-        page->entries = entries;
+        page->entries[0] = (vs_page_entry_t){.base = slot->base, .end = slot->end, .alloc = slot->u.single, .hot = slot->hot};
         page->count = 1;
         page->capacity = 4;
         slot->base = slot->end = 0;
@@ -405,10 +405,10 @@ static int vs_page_insert(uintptr_t page_no, vs_alloc_t *a)
     vs_page_t *page = slot->u.page;
     if (page->count == page->capacity) {
         uint32_t capacity = page->capacity * 2;
-        vs_page_entry_t *grown = realloc(page->entries, capacity * sizeof *grown);
+        vs_page_t *grown = realloc(page, sizeof *grown + capacity * sizeof grown->entries[0]);
         if (grown == NULL)
             return -ENOMEM;
-        page->entries = grown;
+        page = slot->u.page = grown;
         page->capacity = capacity;
     }
     uint32_t at = vs_page_upper_bound(page, a->base);
@@ -448,12 +448,10 @@ static void vs_page_erase(uintptr_t page_no, const vs_alloc_t *a)
         slot->end = page->entries[0].end;
         slot->hot = page->entries[0].hot;
         slot->u.single = page->entries[0].alloc;
-        free(page->entries);
         free(page);
     } else if (page->count == 0) {
         slot->key = VS_SLOT_DELETED;
         slot->u.page = NULL;
-        free(page->entries);
         free(page);
     }
 }
@@ -797,6 +795,7 @@ size_t vs_registry_touch_many_registry_locked(const uintptr_t *words, size_t cou
                 }
             } else if (slot->u.page->count <= UINT16_MAX) {
                 pages[i] = slot->u.page;
+                __builtin_prefetch(pages[i]); /* the count, for the next stage's step over entries */
                 __builtin_prefetch(&pages[i]->sub[(w[i] >> VS_SUB_SHIFT) & (VS_SUBS - 1)]);
             } else {
                 /* A page too crowded for the index: the plain path. */
@@ -991,7 +990,6 @@ void vs_registry_clear(void)
         for (size_t i = 0; i <= vs_registry.slot_mask; i++) {
             vs_page_slot_t *slot = &vs_registry.slots[i];
             if (slot->key != 0 && slot->key != VS_SLOT_DELETED && slot->base == 0) {
-                free(slot->u.page->entries);
                 free(slot->u.page);
             }
         }
