@@ -3,9 +3,10 @@
  * Modeled times are computed when work is submitted, so they depend only on
  * program order, never on thread timing. Each device has three engines: one
  * host-to-device copy engine, one device-to-host copy engine and one compute
- * engine (kernels, device-to-device copies, memsets). An operation starts at
- * the latest of its stream's tail, the waited events, its engine's free time
- * and the submitting thread's host clock; it ends `cost` later. Host waits
+ * engine (kernels, device-to-device copies, memsets). An operation is ready
+ * at the latest of its stream's tail, the waited events and the submitting
+ * thread's host clock; it starts in its engine's earliest idle gap at or
+ * after that (`engine_reserve_locked`) and ends `cost` later. Host waits
  * move the host clock forward to the awaited time.
  *
  * Host costs (SIMCUDA_HOST_COSTS, on by default with the virtual clock):
@@ -312,7 +313,21 @@ typedef struct host_thread_s {
 /* Guards everything below, and the thread list. */
 static pthread_mutex_t clock_lock = PTHREAD_MUTEX_INITIALIZER;
 static uint64_t end_ns;
-static uint64_t engine_free_ns[SIM_CLOCK_MAX_DEVICES][SIM_ENGINE_COUNT];
+/* The busy intervals of one engine, sorted by start. An operation takes the
+ * earliest gap at or after its ready time that is long enough, so work a
+ * stream submits later but that is ready sooner runs in a gap before work
+ * still waiting on its stream or events, as on a GPU whose streams feed
+ * separate hardware queues. The oldest intervals are dropped when the list
+ * is full; nothing then starts before the end of the last one dropped. */
+#define ENGINE_INTERVALS 512
+typedef struct engine_busy_s {
+    uint64_t floor_ns;
+    unsigned count;
+    struct {
+        uint64_t start, end;
+    } interval[ENGINE_INTERVALS];
+} engine_busy_t;
+static engine_busy_t engine_busy[SIM_CLOCK_MAX_DEVICES][SIM_ENGINE_COUNT];
 static uint64_t engine_busy_ns[SIM_CLOCK_MAX_DEVICES][SIM_ENGINE_COUNT];
 static host_thread_t shared_host = {.id = 0, .live = true, .pending_id = -1};
 static host_thread_t *host_threads;
@@ -519,6 +534,53 @@ uint64_t sim_clock_transfer_ns(sim_engine_t engine, uint64_t bytes)
     return (uint64_t)((double)bytes * 1e9 / bytes_per_s[engine] + 0.5);
 }
 
+/* Places `cost_ns` of work on engine `busy` in its earliest gap at or after
+ * `ready_ns` and returns its start. Caller holds `clock_lock`. */
+static uint64_t engine_reserve_locked(engine_busy_t *busy, uint64_t ready_ns, uint64_t cost_ns)
+{
+    uint64_t start = ready_ns > busy->floor_ns ? ready_ns : busy->floor_ns;
+    unsigned at = 0;
+    for (; at < busy->count; at++) {
+        if (busy->interval[at].end <= start)
+            continue;
+        if (start + cost_ns <= busy->interval[at].start)
+            break;
+        start = busy->interval[at].end;
+    }
+    if (cost_ns == 0)
+        return start;
+    if (busy->count == ENGINE_INTERVALS) {
+        /* Full: the oldest interval becomes the floor. */
+        if (busy->interval[0].end > busy->floor_ns)
+            busy->floor_ns = busy->interval[0].end;
+        memmove(&busy->interval[0], &busy->interval[1], (busy->count - 1) * sizeof busy->interval[0]);
+        busy->count--;
+        if (at > 0)
+            at--;
+        if (start < busy->floor_ns)
+            return engine_reserve_locked(busy, start, cost_ns);
+    }
+    /* Merge with a neighbour it touches, else insert at `at`. */
+    if (at > 0 && busy->interval[at - 1].end == start) {
+        busy->interval[at - 1].end = start + cost_ns;
+        if (at < busy->count && busy->interval[at].start == start + cost_ns) {
+            busy->interval[at - 1].end = busy->interval[at].end;
+            memmove(&busy->interval[at], &busy->interval[at + 1], (busy->count - at - 1) * sizeof busy->interval[0]);
+            busy->count--;
+        }
+        return start;
+    }
+    if (at < busy->count && busy->interval[at].start == start + cost_ns) {
+        busy->interval[at].start = start;
+        return start;
+    }
+    memmove(&busy->interval[at + 1], &busy->interval[at], (busy->count - at) * sizeof busy->interval[0]);
+    busy->interval[at].start = start;
+    busy->interval[at].end = start + cost_ns;
+    busy->count++;
+    return start;
+}
+
 uint64_t sim_clock_schedule(int device, sim_engine_t engine, uint64_t ready_ns, uint64_t cost_ns, const char *what)
 {
     if (!sim_clock_is_virtual())
@@ -528,13 +590,11 @@ uint64_t sim_clock_schedule(int device, sim_engine_t engine, uint64_t ready_ns, 
     pthread_mutex_lock(&clock_lock);
     uint64_t host_now = atomic_load_explicit(&t->now_ns, memory_order_relaxed);
     uint64_t start = ready_ns > host_now ? ready_ns : host_now;
-    if (engine != SIM_ENGINE_NONE && engine_free_ns[slot][engine] > start)
-        start = engine_free_ns[slot][engine];
+    if (engine != SIM_ENGINE_NONE)
+        start = engine_reserve_locked(&engine_busy[slot][engine], start, cost_ns);
     uint64_t end = start + cost_ns;
-    if (engine != SIM_ENGINE_NONE) {
-        engine_free_ns[slot][engine] = end;
+    if (engine != SIM_ENGINE_NONE)
         engine_busy_ns[slot][engine] += cost_ns;
-    }
     if (end > end_ns)
         end_ns = end;
     if (timeline != NULL && engine != SIM_ENGINE_NONE) {
