@@ -129,6 +129,7 @@ CUresult CUDAAPI cuCtxSynchronize(void)
 
     vs_driver_ready();
     rc = VS_CALL(cuCtxSynchronize, ());
+    vs_offload_settle();
     vs_pool_usage_settle_all();
     vs_stats_debug_snapshot();
     return rc;
@@ -140,6 +141,7 @@ CUresult CUDAAPI cuCtxSynchronize_v2(CUcontext ctx)
 
     vs_driver_ready();
     rc = VS_CALL(cuCtxSynchronize_v2, (ctx));
+    vs_offload_settle();
     vs_pool_usage_settle_all();
     vs_stats_debug_snapshot();
     return rc;

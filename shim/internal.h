@@ -34,9 +34,9 @@
  *   ------------------ --------------------------------------- ------------------------------
  *   driver ready_lock  `vs_real`, the driver handle            the first entry loads libcuda
  *   engine lock        regions, devices, events, deferred      every engine decision and every
- *                      restores, marker rings, stats, the      driver call the engine makes;
- *                      policy objects (policy.h is not         never on an operation's fast
- *                      thread-safe: the engine lock            path (scan + submit)
+ *                      restores, departures, marker rings,     driver call the engine makes;
+ *                      stats, the policy objects (policy.h     never on an operation's fast
+ *                      is not thread-safe: the engine lock     path (scan + submit)
  *                      serialises every call into it)
  *   streams lock       the stream table (kinds, handles,       a look-up or an update of it;
  *                      owners) and its generation              no driver call under it

@@ -1,22 +1,18 @@
 /* offload.c: the core of the oversubscription engine: regions, restores
- * in flight, eviction, restore, allocation and free (`vs_offload_alloc`,
- * `vs_engine_evict`, `vs_engine_restore`). Devices, their physical memory
- * and contexts ending are in offload_device.c.
+ * in flight, restore, allocation and free (`vs_offload_alloc`,
+ * `vs_engine_restore`). Eviction, departures and room are in
+ * offload_evict.c; devices, their physical memory and contexts ending in
+ * offload_device.c.
  *
  * A region is one evictable allocation: an address range reserved with
  * `cuMemAddressReserve` for its whole life, backed by one physical
  * allocation (`cuMemCreate`, the eviction unit) while resident, and by a
  * copy in the pinned host pool while evicted (offload_tier.c).
  *
- * Eviction (`vs_engine_evict`): mark the victims moving (under the
- * registry's write lock, so no operation is between its scan and its
- * submission), make the engine's device-to-host stream wait for the streams
- * that used each victim (offload_streams.c: an event recorded on each, never
- * a device-wide sync), copy out in chunks, wait for the copies, then unmap
- * and release. Restore (`vs_engine_restore`): make room, map new physical
- * memory, copy in on the host-to-device stream and make the application's
- * stream wait for that copy's event. The host copy is given back once the
- * event has completed.
+ * Restore (`vs_engine_restore`): make room, map new physical memory, copy
+ * in on the host-to-device stream and make the application's stream wait
+ * for that copy's event. The host copy is given back once the event has
+ * completed.
  *
  * The engine lock serialises every decision and every driver call the
  * engine makes; the fast path of an operation (offload_ops.c) never takes
@@ -104,10 +100,16 @@ static void vs_engine_unrelax(CUstreamCaptureMode mode)
         (void)VS_CALL(cuThreadExchangeStreamCaptureMode, (&mode));
 }
 
-void vs_engine_lock(CUstreamCaptureMode *mode)
+void vs_engine_lock_light(CUstreamCaptureMode *mode)
 {
     vs_mutex_lock(&vs_engine.lock);
     *mode = vs_engine_relax();
+}
+
+void vs_engine_lock(CUstreamCaptureMode *mode)
+{
+    vs_engine_lock_light(mode);
+    vs_engine_departures_settle();
 }
 
 void vs_engine_unlock(CUstreamCaptureMode mode)
@@ -122,7 +124,7 @@ void vs_engine_unlock(CUstreamCaptureMode mode)
 /* Ends restore hash `slot` (-1: none): when the copy of [from, from +
  * bytes) it followed succeeded and `r` still holds its host copy, the hash
  * of what arrived becomes that copy's; the slot is free again either way. */
-static void vs_engine_restore_hash_end(vs_engine_device_t *dev, vs_region_t *r, int slot, uint64_t from,
+void vs_engine_restore_hash_end(vs_engine_device_t *dev, vs_region_t *r, int slot, uint64_t from,
                                        uint64_t bytes, bool copied)
 {
     VS_ASSERT_HELD(&vs_engine.lock);
@@ -172,7 +174,7 @@ void vs_engine_deferred_reap(bool wait)
  * the restore hashes nothing. The reap would find the region no longer
  * arriving and drop it, and the eviction would copy bytes that did not
  * change. */
-static int vs_engine_arrival_hash_take(vs_region_t *r, uint64_t *from)
+int vs_engine_arrival_hash_take(vs_region_t *r, uint64_t *from)
 {
     VS_ASSERT_HELD(&vs_engine.lock);
     for (vs_deferred_t *d = vs_engine.deferred_head; d != NULL; d = d->next) {
@@ -222,329 +224,6 @@ CUresult vs_engine_wait_for_copy(CUstream waiter, CUevent copied)
     CUresult rc = VS_CALL(cuStreamWaitEvent, (waiter, copied, 0));
     return rc == CUDA_SUCCESS ? rc : VS_CALL(cuEventSynchronize, (copied));
 }
-
-/* ---- Eviction ------------------------------------------------------------ */
-
-/* Puts back on the device a victim whose eviction cannot finish: every
- * stream in `streams` may still use it. */
-static void vs_engine_evict_undo(vs_region_t *r, bool had_copy, uint64_t streams)
-{
-    VS_ASSERT_HELD(&vs_engine.lock);
-    if (!had_copy) {
-        vs_host_pool_give(&r->host);
-        r->host_hash_known = false;
-    }
-    r->evicting = false;
-    /* Still arriving when the eviction stopped before waiting for the copy
-     * in: operations must keep waiting for it. */
-    (void)vs_registry_set_residency(r->base, r->arriving != NULL ? VS_ARRIVING : VS_RESIDENT, false, NULL);
-    vs_registry_add_streams(r->base, streams);
-}
-
-/* Clean eviction's verdicts that found a region changed, in a row, before
- * its evictions copy without hashing; and how many such blind evictions
- * pass before it is judged again (its restore then hashes what arrived,
- * and the eviction after compares). A region written at every use (the
- * activations, an optimizer's state) so skips the hash kernel and the wait
- * for its verdict, on the critical path of every eviction; one that turns
- * read-only (weights after loading) is found clean again within
- * VS_BLIND_RECHECK evictions. */
-#define VS_BLIND_AFTER 1
-#define VS_BLIND_RECHECK 8
-
-bool vs_engine_evict_blind(const vs_region_t *r)
-{
-    return r->changed_streak >= VS_BLIND_AFTER && r->blind_evictions < VS_BLIND_RECHECK;
-}
-
-/* The hash of the host copy's bytes [from, size), when it is known. */
-static bool vs_engine_host_hash(const vs_region_t *r, uint64_t from, vs_content_hash_t *out)
-{
-    if (!r->host_hash_known || r->host.count == 0 || r->host_hash_from != from)
-        return false;
-    *out = r->host_hash;
-    return true;
-}
-
-/* Evicts the regions of `victims` (all resident, on one device; at most
- * VS_EVICT_BATCH). Returns the bytes evicted; *host_full is set when the
- * host pool had no room.
- *
- * For each victim, once its users are done: the content-hash kernel runs
- * over it. A victim without a host copy is copied out at once (the hash
- * becomes its copy's). One with a host copy waits for the verdict: when the
- * device bytes hash to what the host copy hashes to, nothing is copied (a
- * clean eviction: inference weights); otherwise it is copied over its host
- * copy. Then the physical memory goes. */
-uint64_t vs_engine_evict(vs_region_t **victims, size_t count, bool *host_full)
-{
-    VS_ASSERT_HELD(&vs_engine.lock);
-    int device = victims[0]->device;
-    vs_engine_device_t *d = &vs_engine.devices[device];
-    vs_device_hasher_t *hasher = vs_engine_evict_hasher(d, device);
-    bool had_copy[VS_EVICT_BATCH], copied[VS_EVICT_BATCH], blind[VS_EVICT_BATCH], judged[VS_EVICT_BATCH];
-    uint64_t streams_of[VS_EVICT_BATCH], from_of[VS_EVICT_BATCH], arrival_from[VS_EVICT_BATCH];
-    int arrival_slot[VS_EVICT_BATCH]; /* a restore hash taken over from the victim's arrival, -1 */
-    size_t started = 0;
-    uint64_t freed = 0;
-
-    if (count > VS_EVICT_BATCH)
-        count = VS_EVICT_BATCH;
-    for (size_t i = 0; i < count; i++)
-        arrival_slot[i] = -1;
-    for (size_t i = 0; i < count; i++) {
-        vs_region_t *r = victims[i];
-        uint64_t streams = 0;
-        if (vs_registry_streams(r->base, &streams) == 0 && vs_streams_mask_capturing(streams)) {
-            victims[i] = NULL; /* used by a capture in progress: not now */
-            continue;
-        }
-        had_copy[i] = r->host.count > 0;
-        if (!had_copy[i] && vs_tier_host_take(r->size, &r->host) != 0) {
-            *host_full = true;
-            for (size_t j = i; j < count; j++)
-                victims[j] = NULL;
-            break;
-        }
-        /* The last use is read once the region is moving: from then on an
-         * operation that touches it takes the slow path and waits for the
-         * engine lock, so no use the fence must cover can be stamped after
-         * this read. Read before, it could miss a launch submitted in
-         * between, and the copy out would race that launch's writes (and
-         * the unmap its accesses). */
-        (void)vs_registry_set_residency(r->base, VS_MOVING, false, &streams);
-        vs_alloc_info_t last;
-        uint64_t epoch = vs_registry_find(r->base, &last) == 0 ? last.last_use_epoch : 0;
-        streams_of[i] = streams;
-        r->evicting = true;
-        if (vs_streams_gated(streams, epoch)) {
-            /* Its users may be waiting behind a stream memory wait that a
-             * later operation releases: not now. */
-            vs_log(VS_LOG_DEBUG, "not evicting 0x%" PRIxPTR ": used behind a pending stream memory wait", r->base);
-            vs_engine_evict_undo(r, had_copy[i], streams);
-            victims[i] = NULL;
-            continue;
-        }
-        vs_log(VS_LOG_DEBUG, "evicting 0x%" PRIxPTR " (%" PRIu64 " bytes), used by streams 0x%" PRIx64, r->base,
-               r->size, streams);
-        if (r->arriving != NULL) {
-            arrival_slot[i] = vs_engine_arrival_hash_take(r, &arrival_from[i]);
-            /* The copy out waits for the copy in. From here the region is
-             * no longer arriving: the deferred entry that still owns the
-             * event must not mark it resident while it moves. */
-            (void)vs_engine_wait_for_copy(d->to_host, r->arriving); /* or waits here */
-            r->arriving = NULL;
-        }
-        if (vs_streams_fence(streams, d->to_host, epoch) != 0) {
-            vs_log(VS_LOG_WARN, "cannot evict the allocation at 0x%" PRIxPTR "; it stays on the device", r->base);
-            (void)VS_CALL(cuStreamSynchronize, (d->to_host)); /* covers the copy in */
-            vs_engine_restore_hash_end(d, NULL, arrival_slot[i], 0, 0, false);
-            vs_engine_evict_undo(r, had_copy[i], streams);
-            victims[i] = NULL;
-            continue;
-        }
-        r->hash_slot = -1;
-        /* Partial residency: a region whose head the plan keeps moves only
-         * its tail, [split, size); any other moves all of it. A head smaller
-         * than the plan now asks stays (a new split would cost a whole
-         * copy); one larger than it goes, so that the budget holds. */
-        uint64_t from = r->split > 0 && r->split <= r->keep && r->size > r->split ? r->split : 0;
-        from_of[i] = from;
-        vs_content_hash_t known;
-        blind[i] = had_copy[i] && vs_engine_evict_blind(r);
-        if (blind[i])
-            r->host_hash_known = false; /* its host copy is about to change, unhashed */
-        else if (hasher != NULL
-                 && vs_device_hash_enqueue(hasher, (unsigned)i, (CUdeviceptr)(r->base + from), r->size - from,
-                                           d->to_host)
-                        == CUDA_SUCCESS)
-            r->hash_slot = (int)i;
-        /* Without a host copy, or a hash to judge it by, the bytes go now. */
-        bool judgeable = vs_engine_host_hash(r, from, &known) || (arrival_slot[i] >= 0 && arrival_from[i] == from);
-        copied[i] = !had_copy[i] || r->hash_slot < 0 || !judgeable;
-        judged[i] = !copied[i];
-        if (copied[i] && vs_tier_copy_region(r, from, r->size, VS_COPY_OUT, d->to_host) != CUDA_SUCCESS) {
-            vs_log(VS_LOG_WARN, "cannot evict the allocation at 0x%" PRIxPTR "; it stays on the device", r->base);
-            (void)VS_CALL(cuStreamSynchronize, (d->to_host));
-            vs_engine_restore_hash_end(d, NULL, arrival_slot[i], 0, 0, false);
-            vs_engine_evict_undo(r, had_copy[i], streams);
-            victims[i] = NULL;
-            continue;
-        }
-        started++;
-    }
-    if (started == 0)
-        return 0;
-    /* One wait for the whole batch, then the verdicts; a second wait when
-     * some of them must be copied after all. The wait covers the copies in
-     * of victims that were arriving, and the restore hashes before their
-     * events: what arrived is their host copies' hash now. */
-    CUresult rc = VS_CALL(cuStreamSynchronize, (d->to_host));
-    for (size_t i = 0; i < count; i++) {
-        vs_region_t *r = victims[i];
-        if (r != NULL && arrival_slot[i] >= 0)
-            vs_engine_restore_hash_end(d, rc == CUDA_SUCCESS ? r : NULL, arrival_slot[i], arrival_from[i],
-                                       r->size - arrival_from[i], rc == CUDA_SUCCESS);
-    }
-    bool second = false;
-    for (size_t i = 0; i < count && rc == CUDA_SUCCESS; i++) {
-        vs_region_t *r = victims[i];
-        if (r == NULL || copied[i])
-            continue;
-        vs_content_hash_t on_device = vs_device_hash_result(hasher, (unsigned)i, r->size - from_of[i]), on_host;
-        if (vs_engine_host_hash(r, from_of[i], &on_host) && vs_content_hash_equal(on_device, on_host))
-            continue;
-        copied[i] = true;
-        second = true;
-        if (vs_tier_copy_region(r, from_of[i], r->size, VS_COPY_OUT, d->to_host) != CUDA_SUCCESS) {
-            rc = CUDA_ERROR_UNKNOWN; /* handled below, for every victim of the batch */
-            break;
-        }
-    }
-    if (second && rc == CUDA_SUCCESS)
-        rc = VS_CALL(cuStreamSynchronize, (d->to_host));
-    else if (second)
-        (void)VS_CALL(cuStreamSynchronize, (d->to_host));
-    for (size_t i = 0; i < count; i++) {
-        vs_region_t *r = victims[i];
-        if (r == NULL)
-            continue;
-        if (rc != CUDA_SUCCESS) {
-            /* Nothing is known to have been waited for: every stream may
-             * still be using it. A host copy written in part is no longer
-             * what its hash says. */
-            vs_log(VS_LOG_WARN, "copying the allocation at 0x%" PRIxPTR " to the host failed (%d); it stays on the device",
-                   r->base, (int)rc);
-            r->host_hash_known = r->host_hash_known && !copied[i];
-            vs_engine_evict_undo(r, had_copy[i], streams_of[i] | VS_STREAM_BIT_OVERFLOW);
-            continue;
-        }
-        uint64_t from = from_of[i], moved = r->size - from;
-        if (r->hash_slot >= 0) {
-            /* The kernel hashed exactly the bytes the copy then took (or
-             * that the host copy already held). */
-            r->host_hash = vs_device_hash_result(hasher, (unsigned)r->hash_slot, moved);
-            r->host_hash_from = from;
-            r->host_hash_known = true;
-        } else {
-            r->host_hash_known = false;
-        }
-        /* The tail goes; the head too unless it is kept. */
-        uint64_t released = r->reserved - (from > 0 ? r->split : 0);
-        vs_engine_physical_unmap(r);
-        if (from > 0) {
-            d->kept_head_bytes += r->split;
-            vs_engine.stats.partial_evictions++;
-        } else {
-            vs_engine_physical_unmap_head(r);
-        }
-        vs_cap_release(r->device, released);
-        r->where = VS_ON_HOST;
-        r->evicting = false;
-        (void)vs_registry_set_residency(r->base, VS_ON_HOST, true, NULL);
-        if (d->policy != NULL)
-            (void)vs_policy_set_resident(d->policy, r->id, false);
-        if (r->prefetched)
-            vs_engine.stats.prefetch_unused++;
-        vs_prefetch_forget(r);
-        vs_engine.stats.evictions++;
-        vs_log(VS_LOG_DEBUG, "evicted 0x%" PRIxPTR ": %s", r->base,
-               copied[i] ? (had_copy[i] ? "copied (changed)" : "copied (no host copy)") : "clean, nothing copied");
-        if (judged[i] && copied[i]) {
-            if (r->changed_streak < UINT8_MAX)
-                r->changed_streak++;
-            r->blind_evictions = 0;
-        } else if (judged[i]) {
-            r->changed_streak = 0;
-            r->blind_evictions = 0;
-        } else if (blind[i]) {
-            r->blind_evictions++;
-        }
-        if (copied[i]) {
-            vs_engine.stats.bytes_to_host += moved;
-        } else {
-            vs_engine.stats.clean_drops++;
-            vs_engine.stats.bytes_not_copied += moved;
-        }
-        freed += released;
-    }
-    return freed;
-}
-
-
-/* Evicts from `device` until `need` more bytes fit under its limit (or, with
- * `ignore_limit`, until `need` bytes were freed), then counts `need` as
- * used. 0; -ENOSPC when nothing more can be evicted (nothing was counted);
- * -ENOMEM when the host pool is full. */
-int vs_engine_make_room(int device, uint64_t need, bool ignore_limit)
-{
-    VS_ASSERT_HELD(&vs_engine.lock);
-    vs_engine_device_t *d = vs_engine_device(device);
-    uint64_t freed_total = 0;
-    bool synced = false;
-
-    for (int round = 0;; round++) {
-        if (!ignore_limit && vs_cap_reserve(device, need) == 0)
-            return 0;
-        if (ignore_limit && freed_total >= need) {
-            vs_cap_charge(device, need);
-            return 0;
-        }
-        /* Memory pools give back what they keep freed before anything is
-         * evicted (pool_usage.c). */
-        if (round == 0 && !ignore_limit && vs_pool_usage_trim(device))
-            continue;
-        if (d == NULL || d->policy == NULL)
-            return -ENOSPC;
-        uint64_t deficit;
-        if (ignore_limit) {
-            deficit = need - freed_total;
-        } else {
-            uint64_t limit = vs_cap_limit(device), used = vs_cap_used(device);
-            deficit = used + need > limit ? used + need - limit : need;
-        }
-        if (!synced) {
-            vs_engine_policy_sync();
-            vs_prefetch_budget_update(d, device);
-            synced = true;
-        }
-        uint64_t ids[VS_EVICT_BATCH];
-        size_t n = 0;
-        int rc = vs_policy_victims(d->policy, deficit, NULL, 0, ids, VS_EVICT_BATCH, &n);
-        vs_region_t *victims[VS_EVICT_BATCH], *chosen[VS_EVICT_BATCH];
-        size_t count = 0;
-        for (size_t i = 0; i < n && (rc == 0 || rc == -ENOBUFS || rc == -ENOSPC); i++) {
-            vs_region_t *r;
-            HASH_FIND(hh_id, vs_engine.by_id, &ids[i], sizeof ids[i], r);
-            if (r != NULL && r->where == VS_RESIDENT && vs_engine_region_evictable(r))
-                victims[count++] = r;
-        }
-        if (count == 0) {
-            /* Nothing whole left to evict: the heads evicted regions keep
-             * (partial residency) go before the limit is passed. */
-            uint64_t heads = vs_engine_heads_release(device);
-            freed_total += heads;
-            if (heads > 0)
-                continue;
-            return -ENOSPC;
-        }
-        memcpy(chosen, victims, count * sizeof *chosen);
-        bool host_full = false;
-        uint64_t freed = vs_engine_evict(victims, count, &host_full);
-        freed_total += freed;
-        if (freed == 0) {
-            if (host_full)
-                return -ENOMEM;
-            /* Chosen but not evictable now (captures): keep them out of the
-             * next choice of this call. */
-            for (size_t i = 0; i < count; i++)
-                (void)vs_policy_set_evictable(d->policy, chosen[i]->id, false);
-            if (round > 64)
-                return -ENOSPC;
-        }
-    }
-}
-
 
 /* How many times one charge may spill to disk and evict again. */
 #define VS_SPILL_ROUNDS 4
@@ -918,6 +597,15 @@ bool vs_offload_free(CUdeviceptr dptr, CUresult *rc_out)
 
 /* ---- Statistics and exit -------------------------------------------------- */
 
+void vs_offload_settle(void)
+{
+    CUstreamCaptureMode mode;
+    if (!vs_offload_enabled() || atomic_load_explicit(&vs_engine.departing, memory_order_relaxed) == 0)
+        return;
+    vs_engine_lock(&mode); /* finishes the departures */
+    vs_engine_unlock(mode);
+}
+
 void vs_offload_stats(vs_offload_stats_t *out)
 {
     vs_mutex_lock(&vs_engine.lock);
@@ -938,10 +626,12 @@ void vs_offload_shutdown(void)
            " bytes, restore wait %.3f ms, over the limit %" PRIu64 " times, host pool %" PRIu64 " of %" PRIu64
            " bytes pinned, placed on the host %" PRIu64 ", copies served from host copies %" PRIu64
            " bytes, clean evictions %" PRIu64 " (%" PRIu64 " bytes not copied), prefetches %" PRIu64 " (%" PRIu64
-           " bytes, %" PRIu64 " unused), kept host copies dropped %" PRIu64 ", partial evictions %" PRIu64,
+           " bytes, %" PRIu64 " unused), kept host copies dropped %" PRIu64 ", partial evictions %" PRIu64
+           ", evictions ahead of need %" PRIu64,
            s.evictions, s.restores, s.bytes_to_host, s.bytes_to_device, (double)s.restore_wait_ns / 1e6, s.over_limit,
            pool.pinned, pool.limit, s.placed_on_host, s.bytes_served_on_host, s.clean_drops, s.bytes_not_copied,
-           s.prefetches, s.prefetch_bytes, s.prefetch_unused, s.host_copies_dropped, s.partial_evictions);
+           s.prefetches, s.prefetch_bytes, s.prefetch_unused, s.host_copies_dropped, s.partial_evictions,
+           s.evictions_ahead);
     if (vs_spill_enabled()) {
         vs_spill_stats_t disk;
         vs_spill_stats(&disk);

@@ -189,6 +189,11 @@ void vs_op_end(vs_op_t *op);
         }                                                                                          \
     } while (0)
 
+/* After a context-wide synchronisation: the evictions the prefetcher
+ * started ahead of need (departures) are over, and end now, so that the
+ * counters and the snapshot read there count them. */
+void vs_offload_settle(void);
+
 /* Counters for the exit summary and the snapshot. */
 typedef struct vs_offload_stats_s {
     uint64_t evictions, restores;
@@ -207,6 +212,7 @@ typedef struct vs_offload_stats_s {
     uint64_t disk_reads, bytes_from_disk; /* allocations restored from it */
     uint64_t contexts_destroyed; /* contexts the engine held something in, destroyed or reset */
     uint64_t partial_evictions;  /* evictions that left the region's head on the device (partial residency) */
+    uint64_t evictions_ahead;    /* evictions the prefetcher started ahead of need (departures) */
 } vs_offload_stats_t;
 
 void vs_offload_stats(vs_offload_stats_t *out);

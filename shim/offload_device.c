@@ -542,6 +542,7 @@ static void vs_engine_ctx_teardown(CUcontext ctx, uint64_t stream_slots, bool al
         d->evict_hasher = d->restore_hasher = NULL;
         d->hashers_tried = false;
         d->restore_slots_busy = 0;
+        d->evict_slots_busy = 0;
         d->to_host = d->to_device = NULL;
         d->ctx = NULL;
         d->ready = false; /* made again, in the next context, on first use */

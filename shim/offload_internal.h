@@ -111,10 +111,33 @@ typedef struct vs_deferred_s {
     struct vs_deferred_s *next;
 } vs_deferred_t;
 
-/* Hash slots: one per victim of an eviction batch, and one per restore in
- * flight (the hash of what arrived becomes the host copy's). */
+/* Hash slots: one per victim of the eviction batches under way, and one per
+ * restore in flight (the hash of what arrived becomes the host copy's). */
 #define VS_EVICT_BATCH 64
 #define VS_RESTORE_HASH_SLOTS 64
+
+/* Departures (offload_evict.c) under way at once on one device. */
+#define VS_DEPARTURES 2
+
+/* An eviction batch under way (offload_evict.c): its victims (NULL where
+ * one dropped out), what each had and will move, and the event that ends
+ * the phase on the device-to-host stream. */
+typedef struct vs_eviction_s {
+    int device;
+    size_t count;
+    vs_region_t *victims[VS_EVICT_BATCH];
+    bool had_copy[VS_EVICT_BATCH], copied[VS_EVICT_BATCH], blind[VS_EVICT_BATCH], judged[VS_EVICT_BATCH];
+    uint64_t streams_of[VS_EVICT_BATCH], from_of[VS_EVICT_BATCH], arrival_from[VS_EVICT_BATCH];
+    int arrival_slot[VS_EVICT_BATCH]; /* a restore hash taken over from the victim's arrival, -1 */
+    CUevent done;
+    uint64_t mark;      /* the order of `done`'s record among the device's marks */
+    bool phase_over;    /* the phase's work is over (or was waited for without an event) */
+    bool verdicts_read; /* the second phase (copies of changed victims) has started or was not needed */
+    bool ahead;         /* a departure (the prefetcher's), not an eviction waited for where it starts */
+    bool copying;       /* some victim's bytes are being copied out (not only hashed) */
+    CUresult rc;
+    struct vs_eviction_s *next;
+} vs_eviction_t;
 
 typedef struct vs_engine_device_s {
     bool ready;
@@ -127,6 +150,15 @@ typedef struct vs_engine_device_s {
     bool hashers_tried;
     vs_device_hasher_t *evict_hasher, *restore_hasher;
     uint64_t restore_slots_busy; /* bit per restore_hasher slot */
+    uint64_t evict_slots_busy;   /* bit per evict_hasher slot */
+    /* Eviction batches started ahead of need, oldest first. */
+    vs_eviction_t *departures;
+    uint64_t eviction_marks; /* phase ends recorded on to_host so far */
+    /* The bytes recent evictions moved off the device and those they
+     * copied out (each decayed by 1/16 per eviction): when most were
+     * copied, a departure's copy out takes as long as the restore it makes
+     * room for, and the plan leaves it a slot of its own. */
+    uint64_t evicted_recent, copied_recent;
     /* Prefetch: the window is the largest evictable allocation, plus the
      * largest smaller one when sizes differ (a block's tensors). */
     uint64_t largest, second;
@@ -182,6 +214,7 @@ typedef struct vs_engine_s {
     } *events;
     size_t event_count, event_capacity;
     vs_deferred_t *deferred_head, *deferred_tail;
+    _Atomic size_t departing; /* departures under way, on every device (written under the lock) */
     vs_offload_stats_t stats;
     bool warned_over_limit;
 } vs_engine_t;
@@ -193,6 +226,9 @@ extern vs_engine_t vs_engine;
  * capture. */
 void vs_engine_lock(CUstreamCaptureMode *mode);
 void vs_engine_unlock(CUstreamCaptureMode mode);
+/* The engine lock for an operation's own steps (prepare, end, prefetch
+ * step): departures stay under way. `vs_engine_lock` finishes them first. */
+void vs_engine_lock_light(CUstreamCaptureMode *mode);
 
 uint64_t vs_engine_now_ns(void);
 
@@ -233,6 +269,29 @@ CUresult vs_engine_wait_for_copy(CUstream waiter, CUevent copied);
 /* Evicts `victims` (resident, one device, at most VS_EVICT_BATCH); returns
  * the bytes evicted, *host_full when the host pool had no room. */
 uint64_t vs_engine_evict(vs_region_t **victims, size_t count, bool *host_full);
+
+/* Departures (offload_evict.c). `vs_engine_depart` starts evicting
+ * `victims` of `device` without waiting (false: none started);
+ * `vs_engine_departures` counts those under way on `d`, the bytes they will
+ * free and whether the oldest copies bytes out (not only hashes); `vs_engine_departures_advance` finishes those that are over,
+ * in order (with `wait`, waiting for them; with `oldest_only`, at most one)
+ * and returns the bytes freed; `vs_engine_departures_settle` finishes every
+ * one, waiting. */
+bool vs_engine_depart(vs_engine_device_t *d, int device, vs_region_t **victims, size_t count);
+size_t vs_engine_departures(const vs_engine_device_t *d, uint64_t *bytes, bool *oldest_copying);
+uint64_t vs_engine_departures_advance(vs_engine_device_t *d, bool wait, bool oldest_only);
+void vs_engine_departures_settle(void);
+
+/* The hash of the host copy's bytes [from, size), when it is known. */
+bool vs_engine_host_hash(const vs_region_t *r, uint64_t from, vs_content_hash_t *out);
+
+/* Restore hashes (offload.c): ends slot `slot` of the restore hasher (-1:
+ * none), making the hash of [from, from + bytes) `r`'s host copy's when the
+ * copy succeeded; takes the slot of a region still arriving, for its
+ * eviction to judge it by (-1: none). */
+void vs_engine_restore_hash_end(vs_engine_device_t *dev, vs_region_t *r, int slot, uint64_t from, uint64_t bytes,
+                                bool copied);
+int vs_engine_arrival_hash_take(vs_region_t *r, uint64_t *from);
 
 /* Evicts until `need` more bytes fit under the limit, then counts them.
  * 0, -ENOSPC or -ENOMEM. */

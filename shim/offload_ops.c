@@ -299,7 +299,7 @@ CUresult vs_op_prepare(vs_op_t *op, const uintptr_t *words, size_t count)
         return CUDA_ERROR_OUT_OF_MEMORY;
     }
     uint64_t start = vs_engine_now_ns();
-    vs_engine_lock(&mode);
+    vs_engine_lock_light(&mode);
     /* Captured work does not run now: leave the capture alone (the graph's
      * launch restores what it needs). */
     CUstream resolved = vs_streams_resolve(op->stream, op->per_thread);
@@ -318,6 +318,7 @@ CUresult vs_op_prepare(vs_op_t *op, const uintptr_t *words, size_t count)
     }
     /* Hold all of them first, so restoring one never evicts another. */
     size_t held = 0;
+    bool departing = false;
     for (size_t i = 0; i < found; i++) {
         vs_region_t *r = vs_engine_region_at(bases[i]);
         if (r == NULL)
@@ -325,7 +326,12 @@ CUresult vs_op_prepare(vs_op_t *op, const uintptr_t *words, size_t count)
         r->holds++;
         vs_engine_policy_refresh(r);
         bases[held++] = r->base;
+        departing = departing || r->evicting;
     }
+    /* A region the prefetcher evicts ahead of need is needed after all:
+     * its departure ends, and it is restored like any evicted region. */
+    if (departing)
+        vs_engine_departures_settle();
     vs_engine_deferred_reap(false);
     /* An earlier operation passed the limit: back under it, now that what
      * this operation needs is held (its own restores may pass it again,
@@ -377,7 +383,7 @@ void vs_op_end(vs_op_t *op)
     }
     if (op->held_count > 0) {
         CUstreamCaptureMode mode;
-        vs_engine_lock(&mode);
+        vs_engine_lock_light(&mode);
         vs_ops_unhold(op->held, op->held_count);
         vs_engine.ops_holding--;
         pthread_cond_broadcast(&vs_engine.released);

@@ -1,12 +1,16 @@
 /* offload_prefetch.c: restores ahead of use, from the policy's learned
- * order (`vs_prefetch_all`, `vs_prefetch_step`).
+ * order (`vs_prefetch_all`, `vs_prefetch_step`), and evictions ahead of
+ * need (departures, offload_evict.c).
  *
  * With prefetch on (VRAMSHIM_PREFETCH, a learned policy), the engine keeps
- * the copy engine busy: the policy plans a fixed resident set and streams
+ * both copy engines busy: the policy plans a fixed resident set and streams
  * the rest over the cycle; prefetch steps, triggered by uses of watched
  * regions, restore the next allocations the policy predicts within a window
- * of twice the largest allocation. A wrong prediction costs bandwidth,
- * never correctness. Everything here runs under the engine lock.
+ * of twice the largest allocation, and start the departure of the next
+ * victims once their last use is submitted, so that a restore finds its
+ * room leaving, or gone, instead of waiting for an eviction it starts. A
+ * wrong prediction costs bandwidth, never correctness. Everything here runs
+ * under the engine lock.
  */
 #include "offload_internal.h"
 
@@ -14,6 +18,11 @@
 
 #include "config.h"
 #include "driver.h"
+
+/* The prefetch window, in allocations of the largest size: restored ahead
+ * of use and not used yet. The plan's budget may leave room for one more,
+ * the one departing (`vs_prefetch_budget_update`). */
+#define VS_PREFETCH_WINDOW 2
 
 
 /* A prefetched region was used, evicted or freed: it no longer counts
@@ -31,8 +40,11 @@ void vs_prefetch_forget(vs_region_t *r)
 
 /* With prefetch, tells the policy what the allocations of its learned cycle
  * may keep resident: the limit, less what else is resident (allocations too
- * small to evict) and room for two of the largest (one arriving while the
- * one before is used). The policy then keeps a fixed set and spreads what it
+ * small to evict) and room for two of the largest (the window: one arriving
+ * while the one before is used), and a third for the one departing when
+ * recent evictions mostly copied their bytes out (written allocations: the
+ * copy out then takes as long as the restore it makes room for; a clean
+ * departure only hashes, and ends soon after its last use). The policy then keeps a fixed set and spreads what it
  * streams over the cycle, so that every copy overlaps compute. Without
  * prefetch nothing overlaps: Belady's order alone moves the fewest bytes. */
 void vs_prefetch_budget_update(vs_engine_device_t *d, int device)
@@ -48,7 +60,8 @@ void vs_prefetch_budget_update(vs_engine_device_t *d, int device)
         uint64_t limit = vs_cap_limit(device), used = vs_cap_used(device);
         uint64_t mine = ps.resident_bytes + d->kept_head_bytes;
         uint64_t others = used > mine ? used - mine : 0;
-        uint64_t taken = others + 2 * d->largest;
+        uint64_t slots = VS_PREFETCH_WINDOW + (2 * d->copied_recent > d->evicted_recent ? 1 : 0);
+        uint64_t taken = others + slots * d->largest;
         vs_policy_set_budget(d->policy, limit > taken ? limit - taken : 0);
     }
     if (vs_config_get()->partial_residency)
@@ -58,62 +71,118 @@ void vs_prefetch_budget_update(vs_engine_device_t *d, int device)
 /* ---- Prefetch ------------------------------------------------------------ */
 
 
+/* Chooses victims for `deficit` bytes among what the plan streams and is
+ * predicted to be used later than `next_use` (a prefetch never evicts what
+ * is needed sooner), and starts their departure. A step run for an
+ * operation that names no evictable allocation directly spares what the
+ * operation just before used: such an operation may read, through a pointer
+ * table, the buffers its predecessor wrote (preload_offload's pointer_table
+ * scenario), and without prefetch it would evict nothing. 1: started; 0:
+ * ask again (victims were skipped); -EAGAIN: none. Engine lock held. */
+static int vs_prefetch_depart(vs_engine_device_t *d, int device, uint64_t deficit, uint64_t next_use)
+{
+    VS_ASSERT_HELD(&vs_engine.lock);
+    uint64_t ids[VS_EVICT_BATCH];
+    size_t n = 0;
+    int rc = vs_policy_victims(d->policy, deficit, NULL, 0, ids, VS_EVICT_BATCH, &n);
+    if ((rc != 0 && rc != -ENOBUFS) || n == 0)
+        return -EAGAIN;
+    vs_region_t *victims[VS_EVICT_BATCH];
+    size_t count = 0;
+    bool skipped = false;
+    for (size_t i = 0; i < n; i++) {
+        vs_region_t *r;
+        uint64_t victim_next = 0;
+        HASH_FIND(hh_id, vs_engine.by_id, &ids[i], sizeof ids[i], r);
+        if (r == NULL || r->where != VS_RESIDENT || !vs_engine_region_evictable(r))
+            return -EAGAIN;
+        if (r->prefetched || r->evicting) {
+            /* Brought in for a nearer use by an earlier prefetch, or
+             * already departing. */
+            (void)vs_policy_set_evictable(d->policy, r->id, false);
+            skipped = true;
+            continue;
+        }
+        if (vs_policy_predict(d->policy, r->id, &victim_next) != 0 || victim_next <= next_use
+            || vs_policy_planned_resident(d->policy, r->id)
+            || (vs_engine.prefetch_spares_recent && r->synced_seq + 1 >= vs_registry_current_seq()))
+            return -EAGAIN; /* needed sooner than what would replace it, kept, or just used */
+        victims[count++] = r;
+    }
+    if (skipped)
+        return 0; /* ask again without them (vs_prefetch resets the skips) */
+    return vs_engine_depart(d, device, victims, count) ? 1 : -EAGAIN;
+}
+
 /* Room for `need` bytes on `device` for a prefetch whose use is predicted
- * at `next_use`: only by evicting allocations predicted to be used later
- * than that (a prefetch never evicts what is needed sooner) and that the
- * plan streams. A step run for an operation that names no evictable
- * allocation directly spares what the operation just before used: such an
- * operation may read, through a pointer table, the buffers its predecessor
- * wrote (preload_offload's pointer_table scenario), and without prefetch it
- * would evict nothing. Counts `need`
- * on success. 0 or -EAGAIN. Engine lock held. */
+ * at `next_use`, from departures (offload_evict.c): those that are over
+ * free their room at once; what is still missing departs; then the step
+ * waits for the oldest departure. Counts `need` on success. 0 or -EAGAIN.
+ * Engine lock held. */
 static int vs_prefetch_room(vs_engine_device_t *d, int device, uint64_t need, uint64_t next_use)
 {
     VS_ASSERT_HELD(&vs_engine.lock);
     for (int round = 0; round < 8; round++) {
         if (vs_cap_reserve(device, need) == 0)
             return 0;
+        if (d->departures != NULL && vs_engine_departures_advance(d, false, false) > 0)
+            continue;
+        uint64_t departing = 0;
+        bool copying = false;
+        size_t departures = vs_engine_departures(d, &departing, &copying);
         uint64_t limit = vs_cap_limit(device), used = vs_cap_used(device);
         uint64_t deficit = used + need > limit ? used + need - limit : need;
-        uint64_t ids[VS_EVICT_BATCH];
-        size_t n = 0;
-        int rc = vs_policy_victims(d->policy, deficit, NULL, 0, ids, VS_EVICT_BATCH, &n);
-        if ((rc != 0 && rc != -ENOBUFS) || n == 0)
-            return -EAGAIN;
-        vs_region_t *victims[VS_EVICT_BATCH];
-        size_t count = 0;
-        bool skipped = false;
-        for (size_t i = 0; i < n; i++) {
-            vs_region_t *r;
-            uint64_t victim_next = 0;
-            HASH_FIND(hh_id, vs_engine.by_id, &ids[i], sizeof ids[i], r);
-            if (r == NULL || r->where != VS_RESIDENT || !vs_engine_region_evictable(r))
-                return -EAGAIN;
-            if (r->prefetched) {
-                /* Brought in for a nearer use by an earlier prefetch. */
-                (void)vs_policy_set_evictable(d->policy, r->id, false);
-                skipped = true;
-                continue;
-            }
-            if (vs_policy_predict(d->policy, r->id, &victim_next) != 0 || victim_next <= next_use
-                || vs_policy_planned_resident(d->policy, r->id)
-                || (vs_engine.prefetch_spares_recent && r->synced_seq + 1 >= vs_registry_current_seq()))
-                return -EAGAIN; /* needed sooner than what would replace it, kept, or just used */
-            victims[count++] = r;
-        }
-        if (skipped)
-            continue; /* ask again without them (vs_prefetch resets the skips) */
-        bool host_full = false;
-        if (vs_engine_evict(victims, count, &host_full) == 0)
+        if (departures < VS_DEPARTURES && departing < deficit
+            && vs_prefetch_depart(d, device, deficit - departing, next_use) >= 0)
+            continue;
+        /* Waits for the oldest only when it copies nothing out (its hashes
+         * end soon after its victims' last use), or with a younger one
+         * queued behind it: the device-to-host engine never idles while the
+         * host waits. */
+        if (departures == 0 || (departures < VS_DEPARTURES && copying)
+            || vs_engine_departures_advance(d, true, true) == 0)
             return -EAGAIN;
     }
     return -EAGAIN;
 }
 
+/* Before and after a step's restores: while what is free and departing
+ * would not hold two more of the largest (the next restore and the one
+ * after), the policy's next victim departs now, one restore's room per
+ * departure. Its copy out then runs while the restores copy in, and when a
+ * step waits for the oldest departure, a younger one is already queued
+ * behind it: the device-to-host engine never idles while the host waits,
+ * and no restore waits for an eviction it started itself. Engine lock
+ * held. */
+static void vs_prefetch_ahead(vs_engine_device_t *d, int device)
+{
+    VS_ASSERT_HELD(&vs_engine.lock);
+    uint64_t departing = 0;
+    if (vs_engine_departures(d, &departing, NULL) >= VS_DEPARTURES)
+        return;
+    uint64_t limit = vs_cap_limit(device), used = vs_cap_used(device);
+    uint64_t free_bytes = limit > used ? limit - used : 0;
+    if (free_bytes + departing >= 2 * d->largest)
+        return;
+    /* The next restore: the nearest predicted use not resident. */
+    uint64_t next = 0, next_use = 0;
+    size_t n = 0;
+    if (vs_policy_prefetch(d->policy, UINT64_MAX, &next, 1, &n) != 0 || n == 0
+        || vs_policy_predict(d->policy, next, &next_use) != 0 || next_use == VS_POLICY_NEVER)
+        return;
+    /* One restore's room per departure: the oldest is then all a step
+     * waits for. */
+    uint64_t want = 2 * d->largest - free_bytes - departing;
+    for (int round = 0; round < 4; round++)
+        if (vs_prefetch_depart(d, device, want < d->largest ? want : d->largest, next_use) != 0)
+            return;
+}
+
 /* Restores, on the host-to-device stream and without making anyone wait,
  * the allocations the policy predicts are needed next, within a window of
  * twice the largest allocation (double buffering: one arriving while the
- * one before is used): the copies run while the current work computes. A
+ * one before is used): the copies run while the current work computes;
+ * departures make their room ahead (`vs_prefetch_ahead`). A
  * wrong prediction costs bandwidth, never correctness: the region is simply
  * resident (arriving) earlier. Engine lock held. */
 static void vs_prefetch(int device)
@@ -127,13 +196,16 @@ static void vs_prefetch(int device)
     vs_prefetch_budget_update(d, device);
     vs_policy_stats_t ps;
     vs_policy_stats(d->policy, &ps);
-    uint64_t window = 2 * d->largest;
-    if (ps.period == 0 || d->prefetched_bytes >= window)
-        return; /* nothing learned yet, or what was prefetched is not used yet */
+    uint64_t window = VS_PREFETCH_WINDOW * d->largest;
+    if (ps.period == 0)
+        return; /* nothing learned yet */
     uint64_t ids[8];
     size_t n = 0;
-    if (vs_policy_prefetch(d->policy, window - d->prefetched_bytes, ids, 8, &n) != 0)
-        return;
+    /* With the window full, what was prefetched is not used yet. */
+    if (d->prefetched_bytes < window
+        && vs_policy_prefetch(d->policy, window - d->prefetched_bytes, ids, 8, &n) != 0)
+        n = 0;
+    vs_prefetch_ahead(d, device);
     for (size_t i = 0; i < n; i++) {
         vs_region_t *r;
         uint64_t next_use = 0;
@@ -146,6 +218,7 @@ static void vs_prefetch(int device)
         if (vs_engine_restore_mapped(r, d, NULL, false, true) != CUDA_SUCCESS)
             break;
     }
+    vs_prefetch_ahead(d, device);
     vs_engine_policy_reset_skips();
 }
 
@@ -169,7 +242,7 @@ void vs_prefetch_all(void)
 void vs_prefetch_step(const uintptr_t *words, size_t count)
 {
     CUstreamCaptureMode mode;
-    vs_engine_lock(&mode);
+    vs_engine_lock_light(&mode);
     bool direct = false;
     for (size_t i = 0; i < count && !direct; i++)
         direct = vs_engine_region_containing(words[i]) != NULL;

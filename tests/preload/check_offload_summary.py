@@ -10,9 +10,11 @@ At VRAMSHIM_LOG=info the shim prints, at exit, one line
 This runs PROGRAM (the environment must preload the shim with a VRAM_LIMIT
 and VRAMSHIM_LOG=info), passes its output through, and checks that it
 exited 0 and that exactly one such line is on stderr, showing evictions,
-restores, bytes both ways and a host pool no larger than its limit.
+restores, bytes both ways and a host pool no larger than its limit. With
+--expect-ahead, the line must also count evictions ahead of need (the
+prefetcher's departures).
 
-    check_offload_summary.py PROGRAM [ARGS...]
+    check_offload_summary.py [--expect-ahead] PROGRAM [ARGS...]
 
 Exit status: 0 when every check holds, 1 when one fails (one line each), 2
 on a usage error.
@@ -28,18 +30,25 @@ SUMMARY = re.compile(
 )
 
 
+AHEAD = re.compile(r", evictions ahead of need (?P<ahead>\d+)(,|$)")
+
+
 def main():
-    if len(sys.argv) < 2:
+    args = sys.argv[1:]
+    expect_ahead = bool(args) and args[0] == "--expect-ahead"
+    if expect_ahead:
+        args = args[1:]
+    if not args:
         print(__doc__.strip().splitlines()[0], file=sys.stderr)
-        print("usage: check_offload_summary.py PROGRAM [ARGS...]", file=sys.stderr)
+        print("usage: check_offload_summary.py [--expect-ahead] PROGRAM [ARGS...]", file=sys.stderr)
         return 2
-    run = subprocess.run(sys.argv[1:], stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+    run = subprocess.run(args, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
     sys.stdout.write(run.stdout)
     sys.stdout.write(run.stderr)
 
     failures = []
     if run.returncode != 0:
-        failures.append(f"{sys.argv[1]} exited with status {run.returncode}")
+        failures.append(f"{args[0]} exited with status {run.returncode}")
     lines = [m for m in map(SUMMARY.match, run.stderr.splitlines()) if m]
     offload_lines = [line for line in run.stderr.splitlines() if "info: offload:" in line]
     if len(lines) != 1:
@@ -52,6 +61,10 @@ def main():
                 failures.append(f"the summary reports {name.replace('_', ' ')} {s[name]}, expected more than 0")
         if s["pinned"] > s["pool_limit"]:
             failures.append(f"the host pool pinned {s['pinned']} bytes, more than its limit {s['pool_limit']}")
+        if expect_ahead:
+            ahead = AHEAD.search(lines[0].group(0))
+            if ahead is None or int(ahead.group("ahead")) <= 0:
+                failures.append("the summary counts no evictions ahead of need (expected the prefetcher's departures)")
 
     for failure in failures:
         print("FAIL:", failure)

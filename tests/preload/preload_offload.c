@@ -13,12 +13,13 @@
  * program runs, and every buffer is read back whole at the end of each
  * scenario.
  *
- *   preload_offload [--scenario kernels|copies|graph|pointer_table|all]
+ *   preload_offload [--scenario kernels|copies|graph|pointer_table|departures|all]
  *                   [--buffers N] [--mib M] [--threads T] [--streams S]
  *                   [--rounds R] [--seed X]
  *
  * Entry point: `main`, which runs `scenario_kernels`, `scenario_copies`,
- * `scenario_graph` and `scenario_pointer_table` (all of them by default).
+ * `scenario_graph`, `scenario_pointer_table` and `scenario_departures` (all
+ * of them by default).
  * Exit status: 0 when everything matched, 1 on any mismatch (each one names
  * the scenario, the check, the buffer, the byte offset, what was expected
  * and what was read) or driver error, 2 on a usage error. Given `--seed`,
@@ -778,6 +779,53 @@ static void scenario_kernels(void)
 }
 
 /* ------------------------------------------------------------------------
+ * Scenario `departures`
+ * ------------------------------------------------------------------------ */
+
+/* Each round xors the thread's buffers in one fixed order on its first
+ * stream, so that the shim learns the cycle and its prefetcher evicts the
+ * buffer just used ahead of need (a departure) while the next ones arrive.
+ * From the third round on, the order breaks at the end of every round: the
+ * buffer just used, the one departing, is used again at once; the one used
+ * just before it (departing too) is used from another stream, or, every
+ * other round, freed and allocated again (new contents) while it departs. Every
+ * buffer is checked by checksum each round and read back whole at the end. */
+static void departures_body(offload_worker_t *w)
+{
+    CUstream cycle = w->streams[0], other = w->streams[w->stream_count > 1 ? 1 : 0];
+    fill_owned(w);
+    for (unsigned r = 0; r < options.rounds; r++) {
+        for (unsigned i = 0; i < w->owned_count; i++)
+            op_xor(w, w->owned[i], cycle, pick_form(w), 0, w->owned[i]->words);
+        if (r >= 2 && w->owned_count >= 3) {
+            offload_buffer_t *last = w->owned[w->owned_count - 1], *before = w->owned[w->owned_count - 2];
+            op_xor(w, last, cycle, pick_form(w), 0, last->words);
+            if (r % 2 == 1) {
+                /* cuMemFree waits for the buffer's work, as the driver's
+                 * does; the mirror follows the new allocation's fill. */
+                VS_CHECK(cuMemFree_v2(before->base));
+                VS_CHECK(cuMemAlloc_v2(&before->base, before->bytes));
+                before->used = false;
+                op_fill(w, before, other, pick_form(w), 0, before->words);
+            } else {
+                op_xor(w, before, other, pick_form(w), 0, before->words);
+            }
+        }
+        for (unsigned i = 0; i < w->owned_count; i++)
+            op_checksum(w, w->owned[i], cycle, pick_form(w), 0, w->owned[i]->words);
+        flush_checksums(w);
+    }
+    verify_owned(w, "final-readback");
+}
+
+static void scenario_departures(void)
+{
+    buffers_create(options.buffers, (size_t)options.mib << 20);
+    run_workers(options.threads, 0, departures_body);
+    buffers_destroy();
+}
+
+/* ------------------------------------------------------------------------
  * Scenario `copies`
  * ------------------------------------------------------------------------ */
 
@@ -1331,7 +1379,7 @@ static int describe_address(uintptr_t address, char *line, size_t cap, int lengt
 static void usage(const char *argv0)
 {
     fprintf(stderr,
-            "usage: %s [--scenario kernels|copies|graph|pointer_table|all] [--buffers N] [--mib M]\n"
+            "usage: %s [--scenario kernels|copies|graph|pointer_table|departures|all] [--buffers N] [--mib M]\n"
             "          [--threads T] [--streams S] [--rounds R] [--seed X]\n",
             argv0);
     exit(2);
@@ -1387,6 +1435,7 @@ static const offload_scenario_t scenarios[] = {
     {"copies", scenario_copies},
     {"graph", scenario_graph},
     {"pointer_table", scenario_pointer_table},
+    {"departures", scenario_departures},
 };
 
 int main(int argc, char **argv)
