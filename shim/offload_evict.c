@@ -106,7 +106,9 @@ static void vs_eviction_mark(vs_eviction_t *e, vs_engine_device_t *d)
         e->phase_over = false;
         return;
     }
-    e->rc = VS_CALL(cuStreamSynchronize, (d->to_host));
+    CUresult rc = VS_CALL(cuStreamSynchronize, (d->to_host));
+    if (e->rc == CUDA_SUCCESS)
+        e->rc = rc; /* a copy that failed before stays the batch's error */
     e->phase_over = true;
 }
 

@@ -135,10 +135,11 @@ static int vs_prefetch_room(vs_engine_device_t *d, int device, uint64_t need, ui
         if (departures < VS_DEPARTURES && departing < deficit
             && vs_prefetch_depart(d, device, deficit - departing, next_use) >= 0)
             continue;
-        /* Waits for the oldest only when it copies nothing out (its hashes
-         * end soon after its victims' last use), or with a younger one
-         * queued behind it: the device-to-host engine never idles while the
-         * host waits. */
+        /* Waits for the oldest only when it copies nothing out (the
+         * device-to-host engine has nothing to idle on: its hashes end once
+         * what its victims' streams were given before it is done), or with
+         * a younger one queued behind it, so that the copies out run back to
+         * back while the host waits. */
         if (departures == 0 || (departures < VS_DEPARTURES && copying)
             || vs_engine_departures_advance(d, true, true) == 0)
             return -EAGAIN;
