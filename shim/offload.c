@@ -125,7 +125,7 @@ void vs_engine_unlock(CUstreamCaptureMode mode)
  * bytes) it followed succeeded and `r` still holds its host copy, the hash
  * of what arrived becomes that copy's; the slot is free again either way. */
 void vs_engine_restore_hash_end(vs_engine_device_t *dev, vs_region_t *r, int slot, uint64_t from,
-                                       uint64_t bytes, bool copied)
+                                uint64_t bytes, bool copied)
 {
     VS_ASSERT_HELD(&vs_engine.lock);
     if (slot < 0)
