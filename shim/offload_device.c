@@ -402,11 +402,24 @@ void vs_engine_keep_update(vs_engine_device_t *d)
             keep = (granules < most ? granules : most) * d->granularity;
         }
     }
+    /* A plan rebuilt with less than a granule over leaves the allocation
+     * chosen before its head while the plan still streams it: a noisy cycle
+     * (threads interleaving, a buffer used twice in one pass) makes the
+     * plan's room come and go between rebuilds, every change of choice
+     * costs a whole copy, and a kept head is the first thing given back
+     * when room runs short (`vs_engine_heads_release`). */
+    if (keep == 0 && d->keep_id != 0 && ps.planned_streamed_bytes > 0
+        && !vs_policy_planned_resident(d->policy, d->keep_id))
+        return;
     if (d->keep_id != 0 && (d->keep_id != id || keep == 0)) {
         vs_region_t *old;
         HASH_FIND(hh_id, vs_engine.by_id, &d->keep_id, sizeof d->keep_id, old);
-        if (old != NULL)
+        if (old != NULL) {
             old->keep = 0; /* its next eviction unmaps its head too */
+            vs_log(VS_LOG_DEBUG, "partial residency: 0x%" PRIxPTR " keeps no head any more (the plan keeps %" PRIu64
+                   " bytes of allocation %" PRIu64 ", streams %" PRIu64 ")", old->base, ps.planned_partial_bytes, id,
+                   ps.planned_streamed_bytes);
+        }
         d->keep_id = 0;
     }
     if (r != NULL && keep > 0) {

@@ -44,10 +44,12 @@
  *   preload_offload_clean [--buffers N] [--mib M] [--threads T] [--streams S]
  *                         [--rounds R] [--seed X] [--order random|cyclic]
  *
- * With `--order cyclic` every round visits the buffers in the same order:
- * the learned policy then plans the cycle, and one streamed buffer keeps a
- * head of whole granules on the device between uses (partial residency),
- * so that the writes at granule edges fall on both sides of its split.
+ * With `--order cyclic` every round visits the buffers in the same order,
+ * and each buffer's write comes on the same side of its read (odd buffers
+ * after it), so that its uses repeat every round: the learned policy then
+ * plans the cycle, and one streamed buffer keeps a head of whole granules
+ * on the device between uses (partial residency), so that the writes at
+ * granule edges fall on both sides of its split.
  *
  * Each thread owns every T-th buffer and uses S non-blocking streams and
  * the legacy default stream; operations on one buffer are ordered with an
@@ -1007,7 +1009,7 @@ static void *worker_main(void *arg)
         if (!options.cyclic)
             shuffle(w, order, w->owned_count);
         for (unsigned i = 0; i < w->owned_count; i++) {
-            bool after_read = rng_below(&w->rng, 2) == 0;
+            bool after_read = options.cyclic ? (order[i]->index & 1) != 0 : rng_below(&w->rng, 2) == 0;
             if (!after_read)
                 write_plan(w, order[i], false);
             read_checksum(w, order[i]);
