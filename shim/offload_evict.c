@@ -235,7 +235,6 @@ static size_t vs_eviction_start(vs_eviction_t *e, vs_region_t **victims, size_t 
             e->victims[i] = NULL;
             continue;
         }
-        e->copying = e->copying || e->copied[i];
         started++;
     }
     if (started == 0)
@@ -278,10 +277,8 @@ static bool vs_eviction_verdicts(vs_eviction_t *e, vs_engine_device_t *d)
             break;
         }
     }
-    if (second) {
-        e->copying = true;
+    if (second)
         vs_eviction_mark(e, d);
-    }
     return second;
 }
 
@@ -414,7 +411,7 @@ uint64_t vs_engine_evict(vs_region_t **victims, size_t count, bool *host_full)
  * An operation that needs a departing region, and every eviction for room
  * (`vs_engine_make_room`), waits for them too. */
 
-size_t vs_engine_departures(const vs_engine_device_t *d, uint64_t *bytes, bool *oldest_copying)
+size_t vs_engine_departures(const vs_engine_device_t *d, uint64_t *bytes)
 {
     VS_ASSERT_HELD(&vs_engine.lock);
     size_t count = 0;
@@ -427,8 +424,6 @@ size_t vs_engine_departures(const vs_engine_device_t *d, uint64_t *bytes, bool *
     }
     if (bytes != NULL)
         *bytes = total;
-    if (oldest_copying != NULL)
-        *oldest_copying = d->departures != NULL && d->departures->copying;
     return count;
 }
 

@@ -134,7 +134,6 @@ typedef struct vs_eviction_s {
     bool phase_over;    /* the phase's work is over (or was waited for without an event) */
     bool verdicts_read; /* the second phase (copies of changed victims) has started or was not needed */
     bool ahead;         /* a departure (the prefetcher's), not an eviction waited for where it starts */
-    bool copying;       /* some victim's bytes are being copied out (not only hashed) */
     CUresult rc;
     struct vs_eviction_s *next;
 } vs_eviction_t;
@@ -159,6 +158,10 @@ typedef struct vs_engine_device_s {
      * copied, a departure's copy out takes as long as the restore it makes
      * room for, and the plan leaves it a slot of its own. */
     uint64_t evicted_recent, copied_recent;
+    /* The plan leaves the departing allocation a slot: set once more than
+     * half the recent bytes were copied out, cleared below a third, so that
+     * the plan's budget does not move with every eviction. */
+    bool departure_slot;
     /* Prefetch: the window is the largest evictable allocation, plus the
      * largest smaller one when sizes differ (a block's tensors). */
     uint64_t largest, second;
@@ -272,13 +275,13 @@ uint64_t vs_engine_evict(vs_region_t **victims, size_t count, bool *host_full);
 
 /* Departures (offload_evict.c). `vs_engine_depart` starts evicting
  * `victims` of `device` without waiting (false: none started);
- * `vs_engine_departures` counts those under way on `d`, the bytes they will
- * free and whether the oldest copies bytes out (not only hashes); `vs_engine_departures_advance` finishes those that are over,
- * in order (with `wait`, waiting for them; with `oldest_only`, at most one)
+ * `vs_engine_departures` counts those under way on `d` and the bytes they
+ * will free; `vs_engine_departures_advance` finishes those that are over, in
+ * order (with `wait`, waiting for them; with `oldest_only`, at most one)
  * and returns the bytes freed; `vs_engine_departures_settle` finishes every
  * one, waiting. */
 bool vs_engine_depart(vs_engine_device_t *d, int device, vs_region_t **victims, size_t count);
-size_t vs_engine_departures(const vs_engine_device_t *d, uint64_t *bytes, bool *oldest_copying);
+size_t vs_engine_departures(const vs_engine_device_t *d, uint64_t *bytes);
 uint64_t vs_engine_departures_advance(vs_engine_device_t *d, bool wait, bool oldest_only);
 void vs_engine_departures_settle(void);
 
