@@ -62,10 +62,12 @@ typedef struct vs_alloc_s {
 } vs_alloc_t;
 
 /* One allocation as seen from a page: its bounds are copied here so that a
- * look-up compares addresses without touching the allocation itself. */
+ * look-up compares addresses without touching the allocation itself (the
+ * record is `vs_registry.hot_alloc[hot]`). 32 bytes, aligned: no entry
+ * straddles two cache lines, which would cost a look-up a second miss. */
 typedef struct vs_page_entry_s {
-    uintptr_t base, end;
-    vs_alloc_t *alloc;
+    _Alignas(32) uintptr_t base;
+    uintptr_t end;
     uint32_t hot;
 } vs_page_entry_t;
 
@@ -74,13 +76,16 @@ typedef struct vs_page_entry_s {
  * of a cache line scattered somewhere in the heap. A free slot holds the
  * index of the next free one in `last_use_seq`. */
 typedef struct vs_hot_s {
-    _Atomic uint64_t last_use_seq;
-    _Atomic uint64_t use_count;
+    _Alignas(32) _Atomic uint64_t last_use_seq;
     _Atomic uint64_t streams;   /* streams that used it since it became resident */
     _Atomic uint64_t epoch;     /* the epoch of its last use */
-    _Atomic uint32_t residency; /* a vs_residency_t; changed under the write lock */
-    _Atomic uint32_t watched;   /* its use is news to the prefetcher (vs_registry_set_watched) */
+    _Atomic uint32_t use_count; /* stops at UINT32_MAX */
+    _Atomic uint16_t residency; /* a vs_residency_t; changed under the write lock */
+    _Atomic uint16_t watched;   /* its use is news to the prefetcher (vs_registry_set_watched) */
 } vs_hot_t;
+/* Two to a cache line in an array on a line boundary (`vs_lines_alloc`):
+ * a touch misses once, where a slot straddling two lines missed twice. */
+_Static_assert(sizeof(vs_hot_t) == 32, "a hot slot is half a cache line");
 
 /* A page shared by several allocations. `sub[k]` is the index of the last
  * entry starting at or before the k-th 32 KiB of the page (0 when none), so
@@ -100,17 +105,18 @@ typedef struct vs_page_s {
 /* The page index: open addressing with linear probing, keyed by page
  * number + 1 (0 = empty slot, VS_SLOT_DELETED = tombstone). A page with one
  * allocation, the common case for buffers of 2 MiB and more, is held in the
- * slot itself, so a look-up is one probe and one compare. */
+ * slot itself, so a look-up is one probe and one compare. 32 bytes, in a
+ * table on a line boundary: a probe reads one cache line. */
 #define VS_SLOT_DELETED UINTPTR_MAX
 typedef struct vs_page_slot_s {
     uintptr_t key;
-    uintptr_t base, end; /* the single allocation when `single` */
-    uint32_t hot;
+    uintptr_t base, end; /* the single allocation when base != 0 */
     union {
-        vs_alloc_t *single; /* base != 0 */
-        vs_page_t *page;    /* base == 0: several allocations */
+        uint32_t hot;    /* base != 0: the single allocation's hot slot */
+        vs_page_t *page; /* base == 0: several allocations */
     } u;
 } vs_page_slot_t;
+_Static_assert(sizeof(vs_page_slot_t) == 32, "a page slot is half a cache line");
 
 static const struct {
     const char *name;
@@ -130,7 +136,7 @@ static struct {
     size_t slot_mask; /* capacity - 1; capacity is a power of two */
     size_t slots_used; /* live + tombstones */
     vs_hot_t *hot;
-    uint64_t *hot_id; /* the id of the allocation of each hot slot (VRAMSHIM_TRACE) */
+    vs_alloc_t **hot_alloc; /* the allocation of each hot slot */
     uint32_t hot_capacity, hot_top, hot_free; /* hot_free: UINT32_MAX = none */
     /* Every device-side allocation lies in [lo, hi): a word outside is not a
      * pointer into one (most scalars fail here). Only ever widened. */
@@ -250,6 +256,16 @@ static void vs_alloc_copy(const vs_alloc_t *a, vs_alloc_info_t *out)
     out->pinned_reason = a->pinned_reason;
 }
 
+/* `bytes` (a multiple of 64) zeroed, starting on a cache line: the tables
+ * the launch path reads keep their slots within one line each. */
+static void *vs_lines_alloc(size_t bytes)
+{
+    void *p = aligned_alloc(64, bytes);
+    if (p != NULL)
+        memset(p, 0, bytes);
+    return p;
+}
+
 /* A zeroed hot slot; write lock held. 0 or -ENOMEM. */
 static int vs_hot_take(uint32_t *index)
 {
@@ -259,13 +275,16 @@ static int vs_hot_take(uint32_t *index)
     } else {
         if (vs_registry.hot_top == vs_registry.hot_capacity) {
             uint32_t capacity = vs_registry.hot_capacity ? vs_registry.hot_capacity * 2 : 1024;
-            uint64_t *ids = realloc(vs_registry.hot_id, capacity * sizeof *ids);
-            if (ids == NULL)
+            vs_alloc_t **allocs = realloc(vs_registry.hot_alloc, capacity * sizeof *allocs);
+            if (allocs == NULL)
                 return -ENOMEM;
-            vs_registry.hot_id = ids;
-            vs_hot_t *grown = realloc(vs_registry.hot, capacity * sizeof *grown);
+            vs_registry.hot_alloc = allocs;
+            vs_hot_t *grown = vs_lines_alloc(capacity * sizeof *grown);
             if (grown == NULL)
                 return -ENOMEM;
+            if (vs_registry.hot != NULL)
+                memcpy((void *)grown, (void *)vs_registry.hot, vs_registry.hot_top * sizeof *grown);
+            free(vs_registry.hot);
             vs_registry.hot = grown;
             vs_registry.hot_capacity = capacity;
         }
@@ -336,7 +355,7 @@ static inline vs_page_slot_t *vs_slot_find(uintptr_t key)
 static int vs_slots_grow(void)
 {
     size_t capacity = vs_registry.slots ? (vs_registry.slot_mask + 1) * 2 : 1024;
-    vs_page_slot_t *slots = calloc(capacity, sizeof *slots);
+    vs_page_slot_t *slots = vs_lines_alloc(capacity * sizeof *slots);
     if (slots == NULL)
         return -ENOMEM;
     size_t mask = capacity - 1, used = 0;
@@ -375,11 +394,25 @@ static vs_page_slot_t *vs_slot_claim(uintptr_t key)
     return &vs_registry.slots[i];
 }
 
+/* A page block with room for `capacity` entries holding the first `count`
+ * of `from` (NULL: none), on a cache line like the other tables. */
+static vs_page_t *vs_page_block(uint32_t capacity, const vs_page_t *from, uint32_t count)
+{
+    size_t bytes = (sizeof(vs_page_t) + capacity * sizeof(vs_page_entry_t) + 63) & ~(size_t)63;
+    vs_page_t *page = vs_lines_alloc(bytes);
+    if (page == NULL)
+        return NULL;
+    if (from != NULL)
+        memcpy(page, from, sizeof *page + count * sizeof page->entries[0]);
+    page->capacity = capacity;
+    return page;
+}
+
 static int vs_page_insert(uintptr_t page_no, vs_alloc_t *a)
 {
     uintptr_t key = page_no + 1;
     vs_page_slot_t *slot = vs_slot_find(key);
-    vs_page_entry_t entry = {.base = a->base, .end = a->base + a->size, .alloc = a, .hot = a->hot};
+    vs_page_entry_t entry = {.base = a->base, .end = a->base + a->size, .hot = a->hot};
 
     if (slot == NULL) {
         slot = vs_slot_claim(key);
@@ -387,29 +420,26 @@ static int vs_page_insert(uintptr_t page_no, vs_alloc_t *a)
             return -ENOMEM;
         slot->base = entry.base;
         slot->end = entry.end;
-        slot->hot = entry.hot;
-        slot->u.single = a;
+        slot->u.hot = entry.hot;
         return 0;
     }
     if (slot->base != 0) {
         /* A second allocation in this page: move to a page array. */
-        vs_page_t *page = calloc(1, sizeof *page + 4 * sizeof page->entries[0]);
+        vs_page_t *page = vs_page_block(4, NULL, 0);
         if (page == NULL)
             return -ENOMEM;
-        page->entries[0] = (vs_page_entry_t){.base = slot->base, .end = slot->end, .alloc = slot->u.single, .hot = slot->hot};
+        page->entries[0] = (vs_page_entry_t){.base = slot->base, .end = slot->end, .hot = slot->u.hot};
         page->count = 1;
-        page->capacity = 4;
         slot->base = slot->end = 0;
         slot->u.page = page;
     }
     vs_page_t *page = slot->u.page;
     if (page->count == page->capacity) {
-        uint32_t capacity = page->capacity * 2;
-        vs_page_t *grown = realloc(page, sizeof *grown + capacity * sizeof grown->entries[0]);
+        vs_page_t *grown = vs_page_block(page->capacity * 2, page, page->count);
         if (grown == NULL)
             return -ENOMEM;
+        free(page);
         page = slot->u.page = grown;
-        page->capacity = capacity;
     }
     uint32_t at = vs_page_upper_bound(page, a->base);
     memmove(&page->entries[at + 1], &page->entries[at], (page->count - at) * sizeof *page->entries);
@@ -426,16 +456,16 @@ static void vs_page_erase(uintptr_t page_no, const vs_alloc_t *a)
     if (slot == NULL)
         return;
     if (slot->base != 0) {
-        if (slot->u.single == a) {
+        if (slot->base == a->base) {
             slot->key = VS_SLOT_DELETED;
             slot->base = slot->end = 0;
-            slot->u.single = NULL;
+            slot->u.page = NULL;
         }
         return;
     }
     vs_page_t *page = slot->u.page;
     for (uint32_t i = 0; i < page->count; i++) {
-        if (page->entries[i].alloc == a) {
+        if (page->entries[i].base == a->base) {
             memmove(&page->entries[i], &page->entries[i + 1], (page->count - i - 1) * sizeof *page->entries);
             page->count--;
             break;
@@ -446,8 +476,7 @@ static void vs_page_erase(uintptr_t page_no, const vs_alloc_t *a)
         /* Back to the single form. */
         slot->base = page->entries[0].base;
         slot->end = page->entries[0].end;
-        slot->hot = page->entries[0].hot;
-        slot->u.single = page->entries[0].alloc;
+        slot->u.hot = page->entries[0].hot;
         free(page);
     } else if (page->count == 0) {
         slot->key = VS_SLOT_DELETED;
@@ -519,7 +548,7 @@ int vs_registry_add(const vs_alloc_desc_t *desc, uint64_t *id_out)
     rc = vs_hot_take(&a->hot);
     if (rc != 0)
         goto out_unlock;
-    vs_registry.hot_id[a->hot] = a->id;
+    vs_registry.hot_alloc[a->hot] = a;
     vs_registry.oom = false;
     HASH_ADD(hh, vs_registry.by_base, base, sizeof a->base, a);
     if (vs_registry.oom) {
@@ -623,8 +652,8 @@ static inline vs_alloc_t *vs_registry_lookup_registry_locked(uintptr_t addr, uin
     if (slot->base != 0) {
         if (addr < slot->base || addr >= slot->end)
             return NULL;
-        *hot = slot->hot;
-        return slot->u.single;
+        *hot = slot->u.hot;
+        return vs_registry.hot_alloc[slot->u.hot];
     }
     const vs_page_t *page = slot->u.page;
     const vs_page_entry_t *e;
@@ -647,7 +676,7 @@ static inline vs_alloc_t *vs_registry_lookup_registry_locked(uintptr_t addr, uin
     if (addr < e->base || addr >= e->end)
         return NULL;
     *hot = e->hot;
-    return e->alloc;
+    return vs_registry.hot_alloc[e->hot];
 }
 
 int vs_registry_find(uintptr_t addr, vs_alloc_info_t *out)
@@ -690,8 +719,9 @@ static inline void vs_hot_stamp(vs_hot_t *hot, uint64_t seq)
     uint64_t last = atomic_load_explicit(&hot->last_use_seq, memory_order_relaxed);
     if (last < seq) {
         atomic_store_explicit(&hot->last_use_seq, seq, memory_order_relaxed);
-        atomic_store_explicit(&hot->use_count, atomic_load_explicit(&hot->use_count, memory_order_relaxed) + 1,
-                              memory_order_relaxed);
+        uint32_t uses = atomic_load_explicit(&hot->use_count, memory_order_relaxed);
+        if (uses != UINT32_MAX)
+            atomic_store_explicit(&hot->use_count, uses + 1, memory_order_relaxed);
     }
 }
 
@@ -713,7 +743,7 @@ bool vs_registry_touch_registry_locked(uintptr_t addr, uint64_t seq)
 static void vs_hot_list(uint32_t index, uintptr_t base, bool resident, vs_touch_t *touch)
 {
     if (touch->ids != NULL) {
-        uint64_t id = vs_registry.hot_id[index];
+        uint64_t id = vs_registry.hot_alloc[index]->id;
         bool listed = false;
         for (size_t k = 0; k < touch->ids_count && k < touch->ids_cap && !listed; k++)
             listed = touch->ids[k] == id;
@@ -789,9 +819,9 @@ size_t vs_registry_touch_many_registry_locked(const uintptr_t *words, size_t cou
                 continue;
             if (slot->base != 0) {
                 if (w[i] >= slot->base && w[i] < slot->end) {
-                    hot[i] = slot->hot;
+                    hot[i] = slot->u.hot;
                     base[i] = slot->base;
-                    __builtin_prefetch(&hots[slot->hot]);
+                    __builtin_prefetch(&hots[slot->u.hot]);
                 }
             } else if (slot->u.page->count <= UINT16_MAX) {
                 pages[i] = slot->u.page;
@@ -876,7 +906,7 @@ int vs_registry_set_residency(uintptr_t base, vs_residency_t residency, bool mov
     if (moved && vs_trace_enabled()) /* VRAMSHIM_TRACE: real evictions and restores only */
         vs_trace_residency(a->id, !leaves_device);
     a->residency = residency;
-    atomic_store_explicit(&hot->residency, (uint32_t)residency, memory_order_relaxed);
+    atomic_store_explicit(&hot->residency, (uint16_t)residency, memory_order_relaxed);
     vs_registry_unlock();
     return 0;
 }
@@ -1000,8 +1030,8 @@ void vs_registry_clear(void)
     }
     free(vs_registry.hot);
     vs_registry.hot = NULL;
-    free(vs_registry.hot_id);
-    vs_registry.hot_id = NULL;
+    free(vs_registry.hot_alloc);
+    vs_registry.hot_alloc = NULL;
     vs_registry.hot_capacity = vs_registry.hot_top = 0;
     vs_registry.hot_free = UINT32_MAX;
     memset(&vs_registry.stats, 0, sizeof vs_registry.stats);
