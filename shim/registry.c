@@ -823,20 +823,27 @@ size_t vs_registry_touch_many_registry_locked(const uintptr_t *words, size_t cou
                     base[i] = slot->base;
                     __builtin_prefetch(&hots[slot->u.hot]);
                 }
-            } else if (slot->u.page->count <= UINT16_MAX) {
-                pages[i] = slot->u.page;
-                __builtin_prefetch(pages[i]); /* the count, for the next stage's step over entries */
-                __builtin_prefetch(&pages[i]->sub[(w[i] >> VS_SUB_SHIFT) & (VS_SUBS - 1)]);
             } else {
-                /* A page too crowded for the index: the plain path. */
-                const vs_alloc_t *a = vs_registry_lookup_registry_locked(w[i], &hot[i]);
-                if (a != NULL)
-                    base[i] = a->base;
+                /* The count is read in the next stage: reading it here would
+                 * wait for this miss before the next word's probe. */
+                pages[i] = slot->u.page;
+                __builtin_prefetch(pages[i]);
+                __builtin_prefetch(&pages[i]->sub[(w[i] >> VS_SUB_SHIFT) & (VS_SUBS - 1)]);
             }
         }
         for (size_t i = 0; i < n; i++) {
             if (pages[i] == NULL)
                 continue;
+            if (pages[i]->count > UINT16_MAX) {
+                /* A page too crowded for the index: the plain path. */
+                pages[i] = NULL;
+                const vs_alloc_t *a = vs_registry_lookup_registry_locked(w[i], &hot[i]);
+                if (a != NULL) {
+                    base[i] = a->base;
+                    __builtin_prefetch(&hots[hot[i]]);
+                }
+                continue;
+            }
             at[i] = pages[i]->sub[(w[i] >> VS_SUB_SHIFT) & (VS_SUBS - 1)];
             __builtin_prefetch(&pages[i]->entries[at[i]]);
         }
