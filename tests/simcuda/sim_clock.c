@@ -539,10 +539,18 @@ uint64_t sim_clock_transfer_ns(sim_engine_t engine, uint64_t bytes)
 static uint64_t engine_reserve_locked(engine_busy_t *busy, uint64_t ready_ns, uint64_t cost_ns)
 {
     uint64_t start = ready_ns > busy->floor_ns ? ready_ns : busy->floor_ns;
-    unsigned at = 0;
+    /* The intervals are sorted and disjoint, so their ends rise: the first
+     * one ending after `start` is found by binary search, then the gaps
+     * from there are tried in order. */
+    unsigned at = 0, past = busy->count;
+    while (at < past) {
+        unsigned mid = at + (past - at) / 2;
+        if (busy->interval[mid].end <= start)
+            at = mid + 1;
+        else
+            past = mid;
+    }
     for (; at < busy->count; at++) {
-        if (busy->interval[at].end <= start)
-            continue;
         if (start + cost_ns <= busy->interval[at].start)
             break;
         start = busy->interval[at].end;
