@@ -72,9 +72,9 @@ typedef struct vs_page_entry_s {
 } vs_page_entry_t;
 
 /* What a launch writes: kept apart from the records, in one dense array,
- * so that stamping ten thousand allocations touches half a cache line each instead
- * of a cache line scattered somewhere in the heap. A free slot holds the
- * index of the next free one in `last_use_seq`. */
+ * so that stamping ten thousand allocations touches half a cache line each
+ * instead of a whole one scattered somewhere in the heap. A free slot holds
+ * the index of the next free one in `last_use_seq`. */
 typedef struct vs_hot_s {
     _Alignas(32) _Atomic uint64_t last_use_seq;
     _Atomic uint64_t streams;   /* streams that used it since it became resident */
