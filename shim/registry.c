@@ -266,6 +266,18 @@ static void *vs_lines_alloc(size_t bytes)
     return p;
 }
 
+/* `vs_lines_alloc`'s realloc: the first `keep` bytes of `old` (NULL: none)
+ * in a new block of `bytes`, the rest zeroed; frees `old` on success only. */
+static void *vs_lines_realloc(void *old, size_t keep, size_t bytes)
+{
+    void *p = vs_lines_alloc(bytes);
+    if (p != NULL && old != NULL) {
+        memcpy(p, old, keep);
+        free(old);
+    }
+    return p;
+}
+
 /* A zeroed hot slot; write lock held. 0 or -ENOMEM. */
 static int vs_hot_take(uint32_t *index)
 {
@@ -279,12 +291,10 @@ static int vs_hot_take(uint32_t *index)
             if (allocs == NULL)
                 return -ENOMEM;
             vs_registry.hot_alloc = allocs;
-            vs_hot_t *grown = vs_lines_alloc(capacity * sizeof *grown);
+            vs_hot_t *grown = vs_lines_realloc((void *)vs_registry.hot, vs_registry.hot_top * sizeof *grown,
+                                               capacity * sizeof *grown);
             if (grown == NULL)
                 return -ENOMEM;
-            if (vs_registry.hot != NULL)
-                memcpy((void *)grown, (void *)vs_registry.hot, vs_registry.hot_top * sizeof *grown);
-            free(vs_registry.hot);
             vs_registry.hot = grown;
             vs_registry.hot_capacity = capacity;
         }
@@ -394,18 +404,16 @@ static vs_page_slot_t *vs_slot_claim(uintptr_t key)
     return &vs_registry.slots[i];
 }
 
-/* A page block with room for `capacity` entries holding the first `count`
- * of `from` (NULL: none), on a cache line like the other tables. */
-static vs_page_t *vs_page_block(uint32_t capacity, const vs_page_t *from, uint32_t count)
+/* `page` (NULL: a new one) with room for `capacity` entries, on a cache
+ * line like the other tables; frees the old block on success only. */
+static vs_page_t *vs_page_block(vs_page_t *page, uint32_t capacity)
 {
     size_t bytes = (sizeof(vs_page_t) + capacity * sizeof(vs_page_entry_t) + 63) & ~(size_t)63;
-    vs_page_t *page = vs_lines_alloc(bytes);
-    if (page == NULL)
-        return NULL;
-    if (from != NULL)
-        memcpy(page, from, sizeof *page + count * sizeof page->entries[0]);
-    page->capacity = capacity;
-    return page;
+    size_t keep = page != NULL ? sizeof *page + page->count * sizeof page->entries[0] : 0;
+    vs_page_t *grown = vs_lines_realloc(page, keep, bytes);
+    if (grown != NULL)
+        grown->capacity = capacity;
+    return grown;
 }
 
 static int vs_page_insert(uintptr_t page_no, vs_alloc_t *a)
@@ -425,7 +433,7 @@ static int vs_page_insert(uintptr_t page_no, vs_alloc_t *a)
     }
     if (slot->base != 0) {
         /* A second allocation in this page: move to a page array. */
-        vs_page_t *page = vs_page_block(4, NULL, 0);
+        vs_page_t *page = vs_page_block(NULL, 4);
         if (page == NULL)
             return -ENOMEM;
         page->entries[0] = (vs_page_entry_t){.base = slot->base, .end = slot->end, .hot = slot->u.hot};
@@ -435,10 +443,9 @@ static int vs_page_insert(uintptr_t page_no, vs_alloc_t *a)
     }
     vs_page_t *page = slot->u.page;
     if (page->count == page->capacity) {
-        vs_page_t *grown = vs_page_block(page->capacity * 2, page, page->count);
+        vs_page_t *grown = vs_page_block(page, page->capacity * 2);
         if (grown == NULL)
             return -ENOMEM;
-        free(page);
         page = slot->u.page = grown;
     }
     uint32_t at = vs_page_upper_bound(page, a->base);
