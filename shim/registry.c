@@ -7,9 +7,10 @@
  * overlapping it, sorted by base). An interior look-up is one range check
  * against the lowest and highest device address ever registered, one probe
  * of a flat open-addressing table and, only where several allocations share
- * a 2 MiB page, a step into that page's block (its 32 KiB index and its
- * entries, one heap block) to the entry: O(1) in the number of live
- * allocations and at most two cache misses before the allocation itself,
+ * a 2 MiB page, one read of that page's index of 32 KiB pieces, which names
+ * the one or two allocations overlapping the piece (its entries, in the same
+ * heap block, only where more share it): O(1) in the number of live
+ * allocations and one cache miss before the allocation's hot slot,
  * which is what keeps the per-launch scan cheap. The page index is not a
  * uthash table because uthash's chained buckets cost a dependent load per
  * link on this, the hottest path of the shim.
@@ -87,18 +88,32 @@ typedef struct vs_hot_s {
  * a touch misses once, where a slot straddling two lines missed twice. */
 _Static_assert(sizeof(vs_hot_t) == 32, "a hot slot is half a cache line");
 
-/* A page shared by several allocations. `sub[k]` is the index of the last
- * entry starting at or before the k-th 32 KiB of the page (0 when none), so
- * a look-up lands on the right entry, or a few entries before it, in one
- * load instead of a binary search's chain of dependent loads. The entries
- * follow in the same block: the look-up finds them at a fixed offset from
- * the index, not through a pointer it would have to load first, and
- * touches one heap block per page instead of two. */
-#define VS_SUB_SHIFT 15
-#define VS_SUBS (1u << (VS_REGISTRY_PAGE_SHIFT - VS_SUB_SHIFT))
+/* A page shared by several allocations, with an index of its 32 KiB
+ * pieces (`pieces`). A piece names the one or two allocations that overlap it:
+ * their hot slots and bounds as offsets in the piece, so a look-up there
+ * needs neither the entries nor the records, and prefetches the hot slot one
+ * stage earlier. An unused name has `lo` == `hi` (every address misses it).
+ * A piece that more than two allocations overlap names none and says
+ * VS_PIECE_WALK in `lo[0]`, with `hot[0]` the index of the last entry
+ * starting at or before the piece (0 when none), from which a look-up steps
+ * over the few entries that start inside it. The entries follow in the same
+ * block, found at a fixed offset instead of through a pointer, one heap block
+ * per page. */
+#define VS_PIECE_SHIFT 15
+#define VS_PIECE_BYTES ((uintptr_t)1 << VS_PIECE_SHIFT)
+#define VS_PIECES (1u << (VS_REGISTRY_PAGE_SHIFT - VS_PIECE_SHIFT))
+#define VS_PIECE_WALK UINT16_MAX
+typedef struct vs_page_piece_s {
+    _Alignas(16) uint16_t lo[2]; /* [lo, hi): offsets in the piece, hi up to VS_PIECE_BYTES */
+    uint16_t hi[2];
+    uint32_t hot[2];
+} vs_page_piece_t;
+_Static_assert(sizeof(vs_page_piece_t) == 16, "a piece's index is a quarter of a cache line");
+_Static_assert(VS_PIECE_BYTES < VS_PIECE_WALK, "piece offsets fit in 16 bits");
+
 typedef struct vs_page_s {
     uint32_t count, capacity;
-    uint16_t sub[VS_SUBS];
+    vs_page_piece_t pieces[VS_PIECES];
     vs_page_entry_t entries[]; /* `capacity` of them, sorted by base, non-overlapping */
 } vs_page_t;
 
@@ -329,18 +344,61 @@ static inline uint32_t vs_page_upper_bound(const vs_page_t *page, uintptr_t addr
     return lo;
 }
 
-/* Recomputes `page->sub` after a change; `page_base` is the page's first
- * address. Pages holding more than 65535 allocations keep no index (the
- * look-up falls back to a binary search). */
+/* Recomputes `page->pieces` after a change; `page_base` is the page's first
+ * address. */
 static void vs_page_reindex(vs_page_t *page, uintptr_t page_base)
 {
     uint32_t i = 0;
-    for (uint32_t k = 0; k < VS_SUBS; k++) {
-        uintptr_t start = page_base + ((uintptr_t)k << VS_SUB_SHIFT);
+
+    for (uint32_t k = 0; k < VS_PIECES; k++) {
+        uintptr_t start = page_base + (uintptr_t)k * VS_PIECE_BYTES, end = start + VS_PIECE_BYTES;
         while (i + 1 < page->count && page->entries[i + 1].base <= start)
             i++;
-        page->sub[k] = (uint16_t)(page->count <= UINT16_MAX ? i : 0);
+        vs_page_piece_t *piece = &page->pieces[k];
+        *piece = (vs_page_piece_t){0};
+        /* The entries overlapping [start, end): entry i when it reaches past
+         * start, then those that start before end. */
+        uint32_t overlapping = 0;
+        for (uint32_t j = i; j < page->count && page->entries[j].base < end; j++) {
+            const vs_page_entry_t *e = &page->entries[j];
+            if (e->end <= start)
+                continue;
+            if (overlapping == 2) {
+                *piece = (vs_page_piece_t){.lo = {VS_PIECE_WALK, 0}, .hot = {i, 0}};
+                break;
+            }
+            piece->lo[overlapping] = (uint16_t)((e->base > start ? e->base : start) - start);
+            piece->hi[overlapping] = (uint16_t)((e->end < end ? e->end : end) - start);
+            piece->hot[overlapping] = e->hot;
+            overlapping++;
+        }
     }
+}
+
+/* The hot slot of the allocation containing `addr` among those `piece` names:
+ * true when found, false when none of them holds it (then the entries
+ * decide when the piece says VS_PIECE_WALK, otherwise nothing does). */
+static inline bool vs_page_piece_find(const vs_page_piece_t *piece, uintptr_t addr, uint32_t *hot)
+{
+    uint32_t offset = (uint32_t)(addr & (VS_PIECE_BYTES - 1));
+    for (int k = 0; k < 2; k++) {
+        if (offset >= piece->lo[k] && offset < piece->hi[k]) {
+            *hot = piece->hot[k];
+            return true;
+        }
+    }
+    return false;
+}
+
+/* The entry of `page` containing addr, from entry `first` on; NULL when
+ * none does. */
+static inline const vs_page_entry_t *vs_page_walk(const vs_page_t *page, uint32_t first, uintptr_t addr)
+{
+    uint32_t i = first;
+    while (i + 1 < page->count && page->entries[i + 1].base <= addr)
+        i++;
+    const vs_page_entry_t *e = &page->entries[i];
+    return addr >= e->base && addr < e->end ? e : NULL;
 }
 
 static inline size_t vs_slot_hash(uintptr_t key, size_t mask)
@@ -663,24 +721,13 @@ static inline vs_alloc_t *vs_registry_lookup_registry_locked(uintptr_t addr, uin
         return vs_registry.hot_alloc[slot->u.hot];
     }
     const vs_page_t *page = slot->u.page;
-    const vs_page_entry_t *e;
-    if (page->count <= UINT16_MAX) {
-        /* Start at the last entry before this 32 KiB and step over the few
-         * that start inside it. */
-        uint32_t i = page->sub[(addr >> VS_SUB_SHIFT) & (VS_SUBS - 1)];
-        while (i + 1 < page->count && page->entries[i + 1].base <= addr)
-            i++;
-        e = &page->entries[i];
-    } else {
-        /* Branch-free binary search for the last entry with base <= addr. */
-        e = page->entries;
-        for (uint32_t n = page->count; n > 1;) {
-            uint32_t half = n / 2;
-            e = e[half].base <= addr ? e + half : e;
-            n -= half;
-        }
-    }
-    if (addr < e->base || addr >= e->end)
+    const vs_page_piece_t *piece = &page->pieces[(addr >> VS_PIECE_SHIFT) & (VS_PIECES - 1)];
+    if (vs_page_piece_find(piece, addr, hot))
+        return vs_registry.hot_alloc[*hot];
+    if (piece->lo[0] != VS_PIECE_WALK)
+        return NULL;
+    const vs_page_entry_t *e = vs_page_walk(page, piece->hot[0], addr);
+    if (e == NULL)
         return NULL;
     *hot = e->hot;
     return vs_registry.hot_alloc[e->hot];
@@ -747,7 +794,7 @@ bool vs_registry_touch_registry_locked(uintptr_t addr, uint64_t seq)
  * VRAMSHIM_TRACE) and the bases of what is not resident, or of everything
  * with `collect_all`. Out of the common path: a launch that finds
  * everything resident, untraced, lists nothing. */
-static void vs_hot_list(uint32_t index, uintptr_t base, bool resident, vs_touch_t *touch)
+static void vs_hot_list(uint32_t index, bool resident, vs_touch_t *touch)
 {
     if (touch->ids != NULL) {
         uint64_t id = vs_registry.hot_alloc[index]->id;
@@ -761,6 +808,7 @@ static void vs_hot_list(uint32_t index, uintptr_t base, bool resident, vs_touch_
         }
     }
     if (touch->collect_all || !resident) {
+        uintptr_t base = vs_registry.hot_alloc[index]->base;
         for (size_t k = 0; k < touch->missing_count && k < touch->missing_cap; k++) {
             if (touch->missing[k] == base)
                 return;
@@ -774,16 +822,15 @@ static void vs_hot_list(uint32_t index, uintptr_t base, bool resident, vs_touch_
 size_t vs_registry_touch_many_registry_locked(const uintptr_t *words, size_t count, vs_touch_t *touch)
 {
     /* The look-ups of a launch are independent. Done in stages over all the
-     * words, each stage prefetching what the next one reads (slot, page
-     * index, entry, hot slot), their cache misses overlap instead of
-     * queueing behind one another. */
+     * words, each stage prefetching what the next one reads (slot, piece,
+     * entries where a piece says to walk them, hot slot), their cache misses
+     * overlap instead of queueing behind one another. */
     enum { BATCH = 64 };
     uintptr_t key[BATCH]; /* the page's key in the index; 0: outside [lo, hi) */
     size_t probe[BATCH];  /* where its probe starts */
-    const vs_page_t *pages[BATCH];
-    uint32_t at[BATCH];
+    const vs_page_t *pages[BATCH]; /* a shared page... */
+    const vs_page_piece_t *piece_at[BATCH]; /* ...and the word's piece of it */
     uint32_t hot[BATCH];
-    uintptr_t base[BATCH];
     size_t touched = 0;
 
     VS_ASSERT(vs_registry_lock_held());
@@ -805,6 +852,7 @@ size_t vs_registry_touch_many_registry_locked(const uintptr_t *words, size_t cou
     for (size_t first = 0; first < count; first += BATCH) {
         size_t n = count - first < BATCH ? count - first : BATCH;
         const uintptr_t *w = words + first;
+        bool walking = false;
 
         for (size_t i = 0; i < n; i++) {
             key[i] = 0;
@@ -814,9 +862,11 @@ size_t vs_registry_touch_many_registry_locked(const uintptr_t *words, size_t cou
                 __builtin_prefetch(&slots[probe[i]]);
             }
         }
+        /* The slot: a page's single allocation is found here; a shared
+         * page's piece is prefetched. */
         for (size_t i = 0; i < n; i++) {
-            pages[i] = NULL;
             hot[i] = UINT32_MAX;
+            pages[i] = NULL;
             if (key[i] == 0)
                 continue;
             const vs_page_slot_t *slot = &slots[probe[i]];
@@ -827,44 +877,39 @@ size_t vs_registry_touch_many_registry_locked(const uintptr_t *words, size_t cou
             if (slot->base != 0) {
                 if (w[i] >= slot->base && w[i] < slot->end) {
                     hot[i] = slot->u.hot;
-                    base[i] = slot->base;
                     __builtin_prefetch(&hots[slot->u.hot]);
                 }
             } else {
-                /* The count is read in the next stage: reading it here would
-                 * wait for this miss before the next word's probe. */
                 pages[i] = slot->u.page;
-                __builtin_prefetch(pages[i]);
-                __builtin_prefetch(&pages[i]->sub[(w[i] >> VS_SUB_SHIFT) & (VS_SUBS - 1)]);
+                piece_at[i] = &pages[i]->pieces[(w[i] >> VS_PIECE_SHIFT) & (VS_PIECES - 1)];
+                __builtin_prefetch(piece_at[i]);
             }
         }
+        /* The piece: one allocation, none, or a walk over the entries. */
         for (size_t i = 0; i < n; i++) {
             if (pages[i] == NULL)
                 continue;
-            if (pages[i]->count > UINT16_MAX) {
-                /* A page too crowded for the index: the plain path. */
+            const vs_page_piece_t *piece = piece_at[i];
+            if (vs_page_piece_find(piece, w[i], &hot[i])) {
+                __builtin_prefetch(&hots[hot[i]]);
                 pages[i] = NULL;
-                const vs_alloc_t *a = vs_registry_lookup_registry_locked(w[i], &hot[i]);
-                if (a != NULL) {
-                    base[i] = a->base;
-                    __builtin_prefetch(&hots[hot[i]]);
-                }
                 continue;
             }
-            at[i] = pages[i]->sub[(w[i] >> VS_SUB_SHIFT) & (VS_SUBS - 1)];
-            __builtin_prefetch(&pages[i]->entries[at[i]]);
+            if (piece->lo[0] != VS_PIECE_WALK) {
+                pages[i] = NULL;
+                continue;
+            }
+            __builtin_prefetch(&pages[i]->count);
+            __builtin_prefetch(&pages[i]->entries[piece->hot[0]]);
+            __builtin_prefetch(&pages[i]->entries[piece->hot[0] + 1]);
+            walking = true;
         }
-        for (size_t i = 0; i < n; i++) {
+        for (size_t i = 0; walking && i < n; i++) {
             if (pages[i] == NULL)
                 continue;
-            const vs_page_t *page = pages[i];
-            uint32_t k = at[i];
-            while (k + 1 < page->count && page->entries[k + 1].base <= w[i])
-                k++;
-            const vs_page_entry_t *e = &page->entries[k];
-            if (w[i] >= e->base && w[i] < e->end) {
+            const vs_page_entry_t *e = vs_page_walk(pages[i], piece_at[i]->hot[0], w[i]);
+            if (e != NULL) {
                 hot[i] = e->hot;
-                base[i] = e->base;
                 __builtin_prefetch(&hots[e->hot]);
             }
         }
@@ -884,7 +929,7 @@ size_t vs_registry_touch_many_registry_locked(const uintptr_t *words, size_t cou
             watched |= atomic_load_explicit(&h->watched, memory_order_relaxed) != 0;
             bool resident = atomic_load_explicit(&h->residency, memory_order_relaxed) == VS_RESIDENT;
             if (listing || !resident)
-                vs_hot_list(hot[i], base[i], resident, touch);
+                vs_hot_list(hot[i], resident, touch);
             touched++;
         }
     }

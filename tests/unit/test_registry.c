@@ -80,6 +80,89 @@ static void test_registry_gap_between_allocations_is_not_found(void **state)
     assert_int_equal(vs_registry_find(BASE + 8192, NULL), -ENOENT);
 }
 
+/* What a layout of `n` allocations says about `addr`: the index of the one
+ * containing it, or -1. */
+static int owner_of(const uintptr_t *bases, const uint64_t *sizes, const bool *live, int n, uintptr_t addr)
+{
+    for (int i = 0; i < n; i++)
+        if (live[i] && addr >= bases[i] && addr - bases[i] < sizes[i])
+            return i;
+    return -1;
+}
+
+/* Every address of the layout, at a 1536-byte step and on each side of every
+ * boundary, through the single look-up and the launch scan alike. */
+static void check_layout(const uintptr_t *bases, const uint64_t *sizes, const uint64_t *ids, const bool *live, int n,
+                         uintptr_t from, uintptr_t to)
+{
+    uintptr_t probes[4096 + 4 * 64];
+    assert_true(n <= 64 && (to - from) / 1536 <= 4096);
+    size_t count = 0;
+    for (uintptr_t a = from; a < to; a += 1536)
+        probes[count++] = a;
+    for (int i = 0; i < n; i++) {
+        probes[count++] = bases[i] - 1;
+        probes[count++] = bases[i];
+        probes[count++] = bases[i] + sizes[i] - 1;
+        probes[count++] = bases[i] + sizes[i];
+    }
+    size_t expected_hits = 0;
+    for (size_t k = 0; k < count; k++) {
+        int owner = owner_of(bases, sizes, live, n, probes[k]);
+        vs_alloc_info_t info;
+        if (owner < 0) {
+            assert_int_equal(vs_registry_find(probes[k], &info), -ENOENT);
+            continue;
+        }
+        expected_hits++;
+        assert_int_equal(vs_registry_find(probes[k], &info), 0);
+        assert_int_equal(info.id, ids[owner]);
+    }
+    vs_touch_t touch = {.seq = 0};
+    vs_registry_read_begin();
+    size_t hits = vs_registry_touch_many_registry_locked(probes, count, &touch);
+    vs_registry_read_end();
+    assert_int_equal(hits, expected_hits);
+}
+
+static void test_registry_shared_pages_resolve_every_address(void **state)
+{
+    enum { N = 40 };
+    uintptr_t bases[N];
+    uint64_t sizes[N], ids[N];
+    bool live[N];
+    int n = 0;
+    (void)state;
+    /* One allocation ending inside the second page; then 64 KiB ones with a
+     * 4 KiB gap between them (a 32 KiB piece overlapped by one or two);
+     * then 3 KiB ones packed (pieces overlapped by more than two); the last
+     * runs into the third page. */
+    uintptr_t at = BASE;
+    bases[n] = at, sizes[n] = 2 * MiB + 100 * 1024, n++;
+    at += 2 * MiB + 104 * 1024;
+    while (n < 20) {
+        bases[n] = at, sizes[n] = 64 * 1024, n++;
+        at += 68 * 1024;
+    }
+    while (n < N - 1) {
+        bases[n] = at, sizes[n] = 3 * 1024, n++;
+        at += 3 * 1024 + 512;
+    }
+    bases[n] = BASE + 4 * MiB - 8192, sizes[n] = 3 * MiB, n++;
+    for (int i = 0; i < n; i++) {
+        int k = (i * 17) % n; /* out of order */
+        ids[k] = add(bases[k], sizes[k], VS_ALLOC_DEVICE);
+        live[k] = true;
+    }
+    check_layout(bases, sizes, ids, live, n, BASE, BASE + 6 * MiB);
+    /* Removals reindex the pieces: every other one goes. */
+    for (int i = 1; i < n; i += 2) {
+        assert_int_equal(vs_registry_remove(bases[i], 1u << VS_ALLOC_DEVICE, NULL), 0);
+        live[i] = false;
+    }
+    check_layout(bases, sizes, ids, live, n, BASE, BASE + 6 * MiB);
+}
+
 static void test_registry_remove_forgets_every_page(void **state)
 {
     vs_alloc_info_t info;
@@ -252,6 +335,7 @@ int main(void)
         cmocka_unit_test_setup(test_registry_address_past_end_or_before_base_is_not_found, clear),
         cmocka_unit_test_setup(test_registry_many_small_allocations_in_one_page_resolve_each, clear),
         cmocka_unit_test_setup(test_registry_gap_between_allocations_is_not_found, clear),
+        cmocka_unit_test_setup(test_registry_shared_pages_resolve_every_address, clear),
         cmocka_unit_test_setup(test_registry_remove_forgets_every_page, clear),
         cmocka_unit_test_setup(test_registry_remove_of_other_kind_is_refused, clear),
         cmocka_unit_test_setup(test_registry_duplicate_base_is_eexist_and_zero_size_einval, clear),
