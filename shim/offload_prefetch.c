@@ -38,16 +38,29 @@ void vs_prefetch_forget(vs_region_t *r)
 }
 
 
+/* Allocations under this size copy over the link (50 GB/s) in less than
+ * ten times the host work a swap costs around a clean departure (unmap, then
+ * the restore's map and grant: about 70 us on an H100, docs/benchmarks.md):
+ * their restores get room of their own (`vs_prefetch_budget_update`). */
+#define VS_SMALL_STREAM_BYTES (32ull << 20)
+
 /* With prefetch, tells the policy what the allocations of its learned cycle
  * may keep resident: the limit, less what else is resident (allocations too
  * small to evict) and room for two of the largest (the window: one arriving
- * while the one before is used), and a third for the one departing when
- * recent evictions mostly copied their bytes out (written allocations: the
- * copy out then takes as long as the restore it makes room for; a clean
- * departure only hashes, and ends soon after its last use), with hysteresis
- * (`departure_slot`). The policy then keeps a fixed set and spreads what it
- * streams over the cycle, so that every copy overlaps compute. Without
- * prefetch nothing overlaps: Belady's order alone moves the fewest bytes. */
+ * while the one before is used), and room for the one departing:
+ * - a third of the largest when recent evictions mostly copied their bytes
+ *   out (written allocations: the copy out then takes as long as the restore
+ *   it makes room for), with hysteresis (`departure_slot`);
+ * - otherwise, when the largest is small (VS_SMALL_STREAM_BYTES), the
+ *   second largest (the largest when all are alike): a clean departure only
+ *   hashes, but the host work around it (the unmap, the restore's map and
+ *   grant) then costs about as much as the copy, and a restore whose room is
+ *   the allocation used just before waits for all of it with the link idle
+ *   (the sweep's DiT rows: 1.49 times the bound at the balance point, 1.12
+ *   with this room).
+ * The policy then keeps a fixed set and spreads what it streams over the
+ * cycle, so that every copy overlaps compute. Without prefetch nothing
+ * overlaps: Belady's order alone moves the fewest bytes. */
 void vs_prefetch_budget_update(vs_engine_device_t *d, int device)
 {
     VS_ASSERT_HELD(&vs_engine.lock);
@@ -65,8 +78,12 @@ void vs_prefetch_budget_update(vs_engine_device_t *d, int device)
             d->departure_slot = true;
         else if (3 * d->copied_recent < d->evicted_recent)
             d->departure_slot = false;
-        uint64_t slots = VS_PREFETCH_WINDOW + (d->departure_slot ? 1 : 0);
-        uint64_t taken = others + slots * d->largest;
+        uint64_t departing = 0;
+        if (d->departure_slot)
+            departing = d->largest;
+        else if (d->largest < VS_SMALL_STREAM_BYTES)
+            departing = d->second != 0 ? d->second : d->largest;
+        uint64_t taken = others + VS_PREFETCH_WINDOW * d->largest + departing;
         vs_policy_set_budget(d->policy, limit > taken ? limit - taken : 0);
     }
     if (vs_config_get()->partial_residency)
