@@ -78,12 +78,12 @@ void vs_prefetch_budget_update(vs_engine_device_t *d, int device)
             d->departure_slot = true;
         else if (3 * d->copied_recent < d->evicted_recent)
             d->departure_slot = false;
-        uint64_t departing = 0;
+        uint64_t departure_room = 0;
         if (d->departure_slot)
-            departing = d->largest;
+            departure_room = d->largest;
         else if (d->largest < VS_SMALL_STREAM_BYTES)
-            departing = d->second != 0 ? d->second : d->largest;
-        uint64_t taken = others + VS_PREFETCH_WINDOW * d->largest + departing;
+            departure_room = d->second != 0 ? d->second : d->largest;
+        uint64_t taken = others + VS_PREFETCH_WINDOW * d->largest + departure_room;
         vs_policy_set_budget(d->policy, limit > taken ? limit - taken : 0);
     }
     if (vs_config_get()->partial_residency)
