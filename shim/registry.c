@@ -344,6 +344,16 @@ static inline uint32_t vs_page_upper_bound(const vs_page_t *page, uintptr_t addr
     return lo;
 }
 
+/* From entry `i` of `page`, the last entry starting at or before addr (`i`
+ * itself when none after it does): a step over the few entries that start
+ * inside one piece. */
+static inline uint32_t vs_page_step(const vs_page_t *page, uint32_t i, uintptr_t addr)
+{
+    while (i + 1 < page->count && page->entries[i + 1].base <= addr)
+        i++;
+    return i;
+}
+
 /* Recomputes `page->pieces` after a change; `page_base` is the page's first
  * address. */
 static void vs_page_reindex(vs_page_t *page, uintptr_t page_base)
@@ -352,8 +362,7 @@ static void vs_page_reindex(vs_page_t *page, uintptr_t page_base)
 
     for (uint32_t k = 0; k < VS_PIECES; k++) {
         uintptr_t start = page_base + (uintptr_t)k * VS_PIECE_BYTES, end = start + VS_PIECE_BYTES;
-        while (i + 1 < page->count && page->entries[i + 1].base <= start)
-            i++;
+        i = vs_page_step(page, i, start);
         vs_page_piece_t *piece = &page->pieces[k];
         *piece = (vs_page_piece_t){0};
         /* The entries overlapping [start, end): entry i when it reaches past
@@ -394,10 +403,7 @@ static inline bool vs_page_piece_find(const vs_page_piece_t *piece, uintptr_t ad
  * none does. */
 static inline const vs_page_entry_t *vs_page_walk(const vs_page_t *page, uint32_t first, uintptr_t addr)
 {
-    uint32_t i = first;
-    while (i + 1 < page->count && page->entries[i + 1].base <= addr)
-        i++;
-    const vs_page_entry_t *e = &page->entries[i];
+    const vs_page_entry_t *e = &page->entries[vs_page_step(page, first, addr)];
     return addr >= e->base && addr < e->end ? e : NULL;
 }
 
