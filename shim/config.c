@@ -318,9 +318,14 @@ static int vs_config_apply(vs_config_t *cfg, const char *name, const char *value
         return 0;
     }
     if (strcmp(name, "VRAMSHIM_PARTIAL") == 0) {
-        if (strcmp(value, "on") != 0 && strcmp(value, "off") != 0)
+        if (strcmp(value, "on") == 0)
+            cfg->partial_residency = VS_PARTIAL_ON;
+        else if (strcmp(value, "auto") == 0)
+            cfg->partial_residency = VS_PARTIAL_AUTO;
+        else if (strcmp(value, "off") == 0)
+            cfg->partial_residency = VS_PARTIAL_OFF;
+        else
             return -EINVAL;
-        cfg->partial_residency = strcmp(value, "on") == 0;
         return 0;
     }
     if (strcmp(name, "VRAMSHIM_MEMINFO") == 0) {
@@ -380,7 +385,7 @@ int vs_config_parse(vs_config_t *cfg, vs_config_getenv_fn get, void *ctx, char *
     /* The learned cycle; LRU stays selectable as the baseline. */
     cfg->policy = (int)VS_POLICY_CYCLIC;
     cfg->prefetch = true;
-    cfg->partial_residency = false;
+    cfg->partial_residency = VS_PARTIAL_AUTO;
     cfg->log_level = VS_LOG_WARN;
 
 #define VS_PARSE_VAR(field, name, forms)                                                           \

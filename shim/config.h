@@ -42,7 +42,7 @@
     X(min_evict, "VRAMSHIM_MIN_EVICT", VS_SIZE_FORMS ", at least 2M")                              \
     X(policy, "VRAMSHIM_POLICY", "lru|cyclic|learned")                                             \
     X(prefetch, "VRAMSHIM_PREFETCH", "on|off")                                             \
-    X(partial_residency, "VRAMSHIM_PARTIAL", "on|off")                                             \
+    X(partial_residency, "VRAMSHIM_PARTIAL", "auto|on|off")                                        \
     X(meminfo, "VRAMSHIM_MEMINFO", "limit|device")                                                 \
     X(pin_device_pointers, "VRAMSHIM_PIN_DEVICE_POINTERS", "on|off")                               \
     X(log, "VRAMSHIM_LOG", "error|warn|info|debug")                                                \
@@ -53,6 +53,15 @@
     X(spill_dir, "VRAMSHIM_SPILL_DIR", VS_SPILL_DIR_FORMS)                                         \
     X(io_fault, "VRAMSHIM_IO_FAULT", VS_SPILL_IO_FAULT_FORMS " (testing only)")                   \
     X(snapshot_rows, "VRAMSHIM_SNAPSHOT_ROWS", "a number of rows from 1 to 4194304")
+
+/* VRAMSHIM_PARTIAL: whether the plan may keep a head of one streamed
+ * allocation resident. `auto`: where the device's largest evictable
+ * allocation is 32 MiB or more (vs_prefetch_budget_update). */
+typedef enum vs_partial_e {
+    VS_PARTIAL_OFF = 0,
+    VS_PARTIAL_AUTO,
+    VS_PARTIAL_ON,
+} vs_partial_t;
 
 typedef enum vs_mode_e {
     VS_MODE_TRACK = 0, /* no VRAM_LIMIT: track and observe only */
@@ -86,7 +95,7 @@ typedef struct vs_config_s {
     uint64_t min_evict;                 /* VRAMSHIM_MIN_EVICT, >= VS_MIN_EVICT_FLOOR */
     int policy;                         /* a vs_policy_kind_t */
     bool prefetch;                      /* VRAMSHIM_PREFETCH: restore ahead from the learned order */
-    bool partial_residency;             /* VRAMSHIM_PARTIAL: a streamed allocation may keep a head resident */
+    int partial_residency;              /* VRAMSHIM_PARTIAL (vs_partial_t): a streamed allocation may keep a head resident */
     bool meminfo_device;                /* VRAMSHIM_MEMINFO=device: cuMemGetInfo answers the driver's figures */
     bool pin_device_pointers;           /* VRAMSHIM_PIN_DEVICE_POINTERS: pin what small host-to-device copies name */
     vs_log_level_t log_level;

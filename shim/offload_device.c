@@ -386,12 +386,12 @@ uint64_t vs_engine_heads_release(int device)
     return released;
 }
 
-void vs_engine_keep_update(vs_engine_device_t *d)
+void vs_engine_keep_update(vs_engine_device_t *d, bool wanted)
 {
     VS_ASSERT_HELD(&vs_engine.lock);
     vs_policy_stats_t ps;
     vs_policy_stats(d->policy, &ps);
-    uint64_t id = ps.planned_partial_bytes > 0 ? ps.planned_partial_id : 0, keep = 0;
+    uint64_t id = wanted && ps.planned_partial_bytes > 0 ? ps.planned_partial_id : 0, keep = 0;
     vs_region_t *r = NULL;
     if (id != 0) {
         HASH_FIND(hh_id, vs_engine.by_id, &id, sizeof id, r);
@@ -408,7 +408,7 @@ void vs_engine_keep_update(vs_engine_device_t *d)
      * plan's room come and go between rebuilds, every change of choice
      * costs a whole copy, and a kept head is the first thing given back
      * when room runs short (`vs_engine_heads_release`). */
-    if (keep == 0 && d->keep_id != 0 && ps.planned_streamed_bytes > 0
+    if (wanted && keep == 0 && d->keep_id != 0 && ps.planned_streamed_bytes > 0
         && !vs_policy_planned_resident(d->policy, d->keep_id))
         return;
     if (d->keep_id != 0 && (d->keep_id != id || keep == 0)) {

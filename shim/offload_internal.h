@@ -342,8 +342,9 @@ uint64_t vs_engine_heads_release(int device);
 
 /* Sets, from the plan, which region of `device` keeps a head resident and
  * how much (vs_policy_stats_t.planned_partial_*): a granule multiple,
- * leaving the region a tail to stream. */
-void vs_engine_keep_update(vs_engine_device_t *d);
+ * leaving the region a tail to stream. Not `wanted`: none does (the head
+ * kept is unmapped at its region's next eviction). */
+void vs_engine_keep_update(vs_engine_device_t *d, bool wanted);
 
 /* Releases the physical memory kept for reuse (vs_engine_device_t.spare)
  * on every device: before the engine lock is let go. */

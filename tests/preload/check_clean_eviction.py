@@ -17,9 +17,10 @@ was dropped): so some evictions copied over a kept host copy, the verdict
 ("changed", or "not known to be unchanged") that a lost write would have
 needed to be "clean". The program itself proves that no write was lost.
 
-    check_clean_eviction.py [--partial] EVICTABLE PROGRAM [ARGS...]
+    check_clean_eviction.py [--partial|--no-partial] EVICTABLE PROGRAM [ARGS...]
 
-With --partial, some evictions must also have left their allocation's head
+With --no-partial, no eviction may have left a head on the device. With
+--partial, some evictions must also have left their allocation's head
 on the device (partial residency: the summary's "partial evictions"). Which
 allocation the plan names depends on how the threads' uses interleave, and
 a run whose plan never names one happens (once in about fifteen runs with
@@ -45,7 +46,7 @@ SUMMARY = re.compile(
 NO_PARTIAL = "no partial eviction: no allocation kept a head on the device"
 
 
-def check(command, evictable, partial):
+def check(command, evictable, partial, no_partial=False):
     """Runs the program once; returns the list of failed checks."""
     run = subprocess.run(command, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
     sys.stdout.write(run.stdout)
@@ -79,6 +80,8 @@ def check(command, evictable, partial):
             print(f"partial residency: {s['partial']} evictions left a head on the device")
             if s["partial"] <= 0:
                 failures.append(NO_PARTIAL)
+        if no_partial and s["partial"] != 0:
+            failures.append(f"{s['partial']} evictions left a head on the device, expected none")
         if changed <= 0:
             failures.append(f"{copied} evictions copied, no more than could lack a host copy "
                             f"({evictable} allocations + {s['dropped']} kept copies dropped): none is known to "
@@ -90,13 +93,15 @@ def check(command, evictable, partial):
 def main():
     args = sys.argv[1:]
     partial = bool(args) and args[0] == "--partial"
-    args = args[1:] if partial else args
+    no_partial = bool(args) and args[0] == "--no-partial"
+    args = args[1:] if partial or no_partial else args
     if len(args) < 2 or not args[0].isdigit():
-        print("usage: check_clean_eviction.py [--partial] EVICTABLE PROGRAM [ARGS...]", file=sys.stderr)
+        print("usage: check_clean_eviction.py [--partial|--no-partial] EVICTABLE PROGRAM [ARGS...]",
+              file=sys.stderr)
         return 2
     evictable = int(args[0])
     command = args[1:]
-    failures = check(command, evictable, partial)
+    failures = check(command, evictable, partial, no_partial)
     if failures == [NO_PARTIAL]:
         print("partial residency: this run kept no head; running it once more")
         failures = check(command, evictable, partial)

@@ -473,18 +473,20 @@ static void test_parse_prefetch_is_on_by_default_and_switchable(void **state)
         assert_refused("VRAMSHIM_PREFETCH", bad[i], "on|off");
 }
 
-static void test_parse_partial_is_off_by_default_and_switchable(void **state)
+static void test_parse_partial_is_auto_by_default_and_switchable(void **state)
 {
     (void)state;
     const char *none[] = {"VRAM_LIMIT", "1G", NULL};
-    assert_false(parse_ok(none).partial_residency);
+    assert_int_equal(parse_ok(none).partial_residency, VS_PARTIAL_AUTO);
     const char *off[] = {"VRAM_LIMIT", "1G", "VRAMSHIM_PARTIAL", "off", NULL};
-    assert_false(parse_ok(off).partial_residency);
+    assert_int_equal(parse_ok(off).partial_residency, VS_PARTIAL_OFF);
     const char *on[] = {"VRAM_LIMIT", "1G", "VRAMSHIM_PARTIAL", "on", NULL};
-    assert_true(parse_ok(on).partial_residency);
-    static const char *const bad[] = {"", "ON", "1", "partial"};
+    assert_int_equal(parse_ok(on).partial_residency, VS_PARTIAL_ON);
+    const char *automatic[] = {"VRAM_LIMIT", "1G", "VRAMSHIM_PARTIAL", "auto", NULL};
+    assert_int_equal(parse_ok(automatic).partial_residency, VS_PARTIAL_AUTO);
+    static const char *const bad[] = {"", "ON", "1", "partial", "Auto"};
     for (size_t i = 0; i < sizeof bad / sizeof bad[0]; i++)
-        assert_refused("VRAMSHIM_PARTIAL", bad[i], "on|off");
+        assert_refused("VRAMSHIM_PARTIAL", bad[i], "auto|on|off");
 }
 
 static void test_parse_pin_device_pointers_is_off_unless_on(void **state)
@@ -646,7 +648,7 @@ int main(void)
         cmocka_unit_test(test_parse_policy_names_select_their_order),
         cmocka_unit_test(test_parse_unknown_policy_is_refused_naming_every_policy),
         cmocka_unit_test(test_parse_prefetch_is_on_by_default_and_switchable),
-        cmocka_unit_test(test_parse_partial_is_off_by_default_and_switchable),
+        cmocka_unit_test(test_parse_partial_is_auto_by_default_and_switchable),
         cmocka_unit_test(test_parse_pin_device_pointers_is_off_unless_on),
         cmocka_unit_test(test_parse_offload_variables_are_read_together),
         cmocka_unit_test(test_parse_trace_unset_leaves_tracing_off),
