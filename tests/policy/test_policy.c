@@ -382,6 +382,40 @@ static void test_policy_plan_streams_a_fixed_set_spread_over_the_cycle(void **st
     sim_fini(&s);
 }
 
+/* Few large streamed allocations rather than many small ones: the 8-unit
+ * tensors hold what must stream and an eighth more, so only they stream;
+ * when they do not, the 6-unit ones join, never the 2-unit ones while the
+ * larger ones hold it. */
+static void test_policy_plan_streams_the_largest_first(void **state)
+{
+    (void)state;
+    static const struct {
+        uint64_t budget, floor;
+    } cases[] = {
+        {120, 8}, /* streams 120 of 240: the 8s hold 160 >= 135 */
+        {80, 6},  /* streams 160: the 8s hold 160 < 180, with the 6s 220 */
+        {20, 2},  /* streams 220: every member */
+    };
+    for (size_t c = 0; c < sizeof cases / sizeof cases[0]; c++) {
+        sim_t s;
+        bool brought[PLAN_N];
+        plan_run(&s, cases[c].budget, 8, brought);
+        uint64_t streamed = 0, smallest = UINT64_MAX;
+        for (size_t i = 0; i < PLAN_N; i++) {
+            if (vs_policy_planned_resident(s.policy, i))
+                continue;
+            streamed += s.size[i];
+            smallest = s.size[i] < smallest ? s.size[i] : smallest;
+            /* What the plan keeps is never brought in again. */
+        }
+        for (size_t i = 0; i < PLAN_N; i++)
+            assert_false(vs_policy_planned_resident(s.policy, i) && brought[i]);
+        assert_int_equal(smallest, cases[c].floor);
+        assert_true(streamed >= 240 - cases[c].budget && streamed <= 240 - cases[c].budget + 8);
+        sim_fini(&s);
+    }
+}
+
 static void test_policy_plan_keeps_what_is_used_more_than_once_per_cycle(void **state)
 {
     (void)state;
@@ -536,6 +570,7 @@ int main(void)
         cmocka_unit_test(test_policy_cyclic_one_off_is_first_victim_and_dead),
         cmocka_unit_test(test_policy_prefetch_follows_learned_cycle_within_budget),
         cmocka_unit_test(test_policy_plan_streams_a_fixed_set_spread_over_the_cycle),
+        cmocka_unit_test(test_policy_plan_streams_the_largest_first),
         cmocka_unit_test(test_policy_plan_keeps_what_is_used_more_than_once_per_cycle),
         cmocka_unit_test(test_policy_plan_off_without_budget_and_for_lru),
         cmocka_unit_test(test_policy_plan_small_budget_drift_keeps_the_plan),
