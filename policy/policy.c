@@ -537,8 +537,8 @@ static int plan_size_descending(const void *x, const void *y)
  * copy at 50 GB/s does not hide), so the plan streams few large
  * allocations rather than many small ones; written allocations, small in a
  * decoder (KV caches), then stay resident and are not copied out either.
- * On the virtual clock this took the sweep's DiT and LLM rows at 75% and
- * the balance point from 1.38 and 1.39 to 1.14 times the bound. 0 when
+ * On the virtual clock this took the sweep's DiT and LLM cells at 75% and
+ * the balance point from 1.38 to 1.14 and 1.15 times the bound. 0 when
  * all of them are needed. Members of the plan in `policy->members[0, n)`. */
 static uint64_t plan_stream_floor(const vs_policy_t *policy, size_t n, uint64_t stream)
 {

@@ -56,7 +56,8 @@
 
 /* VRAMSHIM_PARTIAL: whether the plan may keep a head of one streamed
  * allocation resident. `auto`: where the device's largest evictable
- * allocation is 32 MiB or more (vs_prefetch_budget_update). */
+ * allocation is 32 MiB or more and its evictions are mostly clean
+ * (vs_prefetch_budget_update). */
 typedef enum vs_partial_e {
     VS_PARTIAL_OFF = 0,
     VS_PARTIAL_AUTO,
