@@ -539,9 +539,13 @@ static int plan_size_descending(const void *x, const void *y)
  * decoder (KV caches), then stay resident and are not copied out either.
  * On the virtual clock this took the sweep's DiT and LLM cells at 75% and
  * the balance point from 1.38 to 1.14 and 1.15 times the bound. 0 when
- * all of them are needed. Members of the plan in `policy->members[0, n)`. */
-static uint64_t plan_stream_floor(const vs_policy_t *policy, size_t n, uint64_t stream)
+ * all of them are needed. Members of the plan in `policy->members[0, n)`,
+ * whose bytes are `cycle_bytes`; *floor_bytes receives those of the members
+ * at or above the floor. */
+static uint64_t plan_stream_floor(const vs_policy_t *policy, size_t n, uint64_t stream, uint64_t cycle_bytes,
+                                  uint64_t *floor_bytes)
 {
+    *floor_bytes = cycle_bytes;
     uint64_t *sizes = malloc(n * sizeof *sizes);
     if (sizes == NULL)
         return 0; /* out of memory: any member may stream */
@@ -552,8 +556,10 @@ static uint64_t plan_stream_floor(const vs_policy_t *policy, size_t n, uint64_t 
     for (size_t i = 0; i < n && floor_size == 0; i++) {
         bytes += sizes[i];
         /* With every member of that size: the floor is a size, not a member. */
-        if (bytes >= want && (i + 1 == n || sizes[i + 1] != sizes[i]))
+        if (bytes >= want && (i + 1 == n || sizes[i + 1] != sizes[i])) {
             floor_size = sizes[i];
+            *floor_bytes = bytes;
+        }
     }
     free(sizes);
     return floor_size;
@@ -616,11 +622,8 @@ static void plan_build(vs_policy_t *policy)
     double hysteresis = (double)largest_member / 2.0;
     /* The largest members stream first (`plan_stream_floor`); the spread
      * is over the bytes of those that may. */
-    uint64_t floor_size = plan_stream_floor(policy, n, stream);
-    uint64_t spread_bytes = 0;
-    for (size_t i = 0; i < n; i++)
-        if (policy->members[i]->size >= floor_size)
-            spread_bytes += policy->members[i]->size;
+    uint64_t spread_bytes;
+    uint64_t floor_size = plan_stream_floor(policy, n, stream, cycle_bytes, &spread_bytes);
     uint64_t seen = 0, streamed = 0;
     for (size_t i = 0; i < n; i++) {
         vs_policy_alloc_t *m = policy->members[i];

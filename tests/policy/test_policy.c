@@ -406,8 +406,8 @@ static void test_policy_plan_streams_the_largest_first(void **state)
                 continue;
             streamed += s.size[i];
             smallest = s.size[i] < smallest ? s.size[i] : smallest;
-            /* What the plan keeps is never brought in again. */
         }
+        /* What the plan keeps is never brought in again. */
         for (size_t i = 0; i < PLAN_N; i++)
             assert_false(vs_policy_planned_resident(s.policy, i) && brought[i]);
         assert_int_equal(smallest, cases[c].floor);
