@@ -225,16 +225,53 @@ CUresult vs_engine_wait_for_copy(CUstream waiter, CUevent copied)
     return rc == CUDA_SUCCESS ? rc : VS_CALL(cuEventSynchronize, (copied));
 }
 
-/* How many times one charge may spill to disk and evict again. */
+/* How many times one charge may spill to disk and evict again before it
+ * waits: other threads may take the room each spill makes. */
 #define VS_SPILL_ROUNDS 4
+/* How many times in a row a charge that finds the host pool full and
+ * nothing to spill waits for other threads' spills, evictions and
+ * operations to end (VS_ROOM_WAIT_MS each) before it fails. */
+#define VS_HOST_WAITS 250
+
+/* Whether host memory may come free without this thread: another thread
+ * writes a host copy to disk or reads one back, an eviction's copy is
+ * under way, or other operations hold regions (`own_holding` are this
+ * thread's). Engine lock held. */
+static bool vs_engine_host_busy(uint32_t own_holding)
+{
+    VS_ASSERT_HELD(&vs_engine.lock);
+    if (vs_engine.ops_holding > own_holding || atomic_load(&vs_engine.departing) > 0)
+        return true;
+    for (vs_region_t *r = vs_engine.by_base; r != NULL; r = r->hh.next)
+        if (r->disk_io || r->evicting)
+            return true;
+    return false;
+}
+
+/* Waits up to VS_ROOM_WAIT_MS for a region to be released. Engine lock
+ * held; let go meanwhile. */
+static void vs_engine_room_wait(void)
+{
+    VS_ASSERT_HELD(&vs_engine.lock);
+    struct timespec until;
+    clock_gettime(CLOCK_REALTIME, &until);
+    until.tv_nsec += VS_ROOM_WAIT_MS * 1000000l;
+    if (until.tv_nsec >= 1000000000l) {
+        until.tv_sec++;
+        until.tv_nsec -= 1000000000l;
+    }
+    vs_engine_spares_release();
+    vs_mutex_timedwait(&vs_engine.released, &vs_engine.lock, &until);
+}
 
 /* Counts `bytes` on `device` for something that must be resident: within
  * the limit when eviction allows, past it (with one warning) otherwise.
- * Engine lock held. 0 or -ENOMEM (host pool full). */
+ * Engine lock held. 0 or -ENOMEM: the host pool is full, nothing more can
+ * be spilled to disk, and no other thread is about to free any. */
 int vs_engine_charge_engine_locked(int device, uint64_t bytes, const char *what, uint32_t own_holding)
 {
     VS_ASSERT_HELD(&vs_engine.lock);
-    int rc, spills = 0;
+    int rc, spills = 0, host_waits = 0;
     for (int waits = 0;; waits++) {
         rc = vs_engine_make_room(device, bytes, false);
         vs_engine_policy_reset_skips();
@@ -247,24 +284,35 @@ int vs_engine_charge_engine_locked(int device, uint64_t bytes, const char *what,
             int failed = 0;
             if (spills++ < VS_SPILL_ROUNDS && vs_tier_spill(bytes, &failed) > 0) {
                 waits--;
+                host_waits = 0;
                 continue;
             }
-            return rc;
+            /* Nothing to spill now (other threads move or hold every host
+             * copy) or others took what the spills freed: wait for them,
+             * then spill again. A failed write ends it: the disk is full
+             * or failing. */
+            if (failed != 0 || host_waits++ >= VS_HOST_WAITS || !vs_engine_host_busy(own_holding)) {
+                vs_log(vs_engine.warned_host_full ? VS_LOG_DEBUG : VS_LOG_WARN,
+                       "device %d: %s needs %" PRIu64 " bytes, but the host pool (VRAMSHIM_HOST_LIMIT) is full and "
+                       "%s: out of memory",
+                       device, what, bytes,
+                       !vs_spill_enabled() ? "no disk tier is set (VRAMSHIM_SPILL_DIR)"
+                       : failed != 0       ? "writing to the disk tier failed"
+                                           : "nothing more can be spilled to disk");
+                vs_engine.warned_host_full = true;
+                return rc;
+            }
+            spills = 0;
+            waits--;
+            vs_engine_room_wait();
+            continue;
         }
         /* Other threads' operations hold memory only until they are
          * submitted: wait for them rather than pass the limit. Bounded, so
          * that two operations can never wait for each other for long. */
         if (vs_engine.ops_holding <= own_holding || waits >= VS_ROOM_WAITS)
             break;
-        struct timespec until;
-        clock_gettime(CLOCK_REALTIME, &until);
-        until.tv_nsec += VS_ROOM_WAIT_MS * 1000000l;
-        if (until.tv_nsec >= 1000000000l) {
-            until.tv_sec++;
-            until.tv_nsec -= 1000000000l;
-        }
-        vs_engine_spares_release();
-        vs_mutex_timedwait(&vs_engine.released, &vs_engine.lock, &until);
+        vs_engine_room_wait();
     }
     vs_cap_charge(device, bytes);
     vs_engine.stats.over_limit++;

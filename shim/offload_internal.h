@@ -220,6 +220,7 @@ typedef struct vs_engine_s {
     _Atomic size_t departing; /* departures under way, on every device (written under the lock) */
     vs_offload_stats_t stats;
     bool warned_over_limit;
+    bool warned_host_full; /* a charge failed: the host pool full, nothing to spill */
 } vs_engine_t;
 
 extern vs_engine_t vs_engine;

@@ -103,6 +103,7 @@ static void vs_tier_disk_io_end(vs_region_t *r)
     vs_mutex_lock(&vs_engine.lock);
     r->disk_io = false;
     pthread_cond_broadcast(&vs_engine.disk_io_done);
+    pthread_cond_broadcast(&vs_engine.released); /* a charge may wait for host memory */
 }
 
 /* Reads `r` back from disk into its mapped memory, chunk by chunk through
