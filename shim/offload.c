@@ -228,10 +228,11 @@ CUresult vs_engine_wait_for_copy(CUstream waiter, CUevent copied)
 /* How many times one charge may spill to disk and evict again before it
  * waits: other threads may take the room each spill makes. */
 #define VS_SPILL_ROUNDS 4
-/* How many times in a row a charge that finds the host pool full and
- * nothing to spill waits for other threads' spills, evictions and
- * operations to end (VS_ROOM_WAIT_MS each) before it fails. */
-#define VS_HOST_WAITS 250
+/* How long one charge that finds the host pool full and nothing to spill
+ * may wait, in all, for other threads' spills, evictions and operations
+ * before it fails (a bound, even while they make progress: they may take
+ * every byte its own spills free). */
+#define VS_HOST_WAIT_MS 10000
 
 /* Whether host memory may come free without this thread: another thread
  * writes a host copy to disk or reads one back, an eviction's copy is
@@ -271,7 +272,8 @@ static void vs_engine_room_wait(void)
 int vs_engine_charge_engine_locked(int device, uint64_t bytes, const char *what, uint32_t own_holding)
 {
     VS_ASSERT_HELD(&vs_engine.lock);
-    int rc, spills = 0, host_waits = 0;
+    int rc, spills = 0;
+    uint64_t host_wait_since = 0;
     for (int waits = 0;; waits++) {
         rc = vs_engine_make_room(device, bytes, false);
         vs_engine_policy_reset_skips();
@@ -284,14 +286,17 @@ int vs_engine_charge_engine_locked(int device, uint64_t bytes, const char *what,
             int failed = 0;
             if (spills++ < VS_SPILL_ROUNDS && vs_tier_spill(bytes, &failed) > 0) {
                 waits--;
-                host_waits = 0;
                 continue;
             }
             /* Nothing to spill now (other threads move or hold every host
              * copy) or others took what the spills freed: wait for them,
              * then spill again. A failed write ends it: the disk is full
              * or failing. */
-            if (failed != 0 || host_waits++ >= VS_HOST_WAITS || !vs_engine_host_busy(own_holding)) {
+            uint64_t now = vs_engine_now_ns();
+            if (host_wait_since == 0)
+                host_wait_since = now;
+            if (failed != 0 || now - host_wait_since > VS_HOST_WAIT_MS * 1000000ull
+                || !vs_engine_host_busy(own_holding)) {
                 vs_log(vs_engine.warned_host_full ? VS_LOG_DEBUG : VS_LOG_WARN,
                        "device %d: %s needs %" PRIu64 " bytes, but the host pool (VRAMSHIM_HOST_LIMIT) is full and "
                        "%s: out of memory",
