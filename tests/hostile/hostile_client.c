@@ -6,9 +6,10 @@
  *   hostile_client fork-exit      cuInit, cuMemAlloc, fork(); the child
  *                                 calls exit(0) and must be gone within 10 s
  *   hostile_client work MS [MIB]  allocates buffers (MIB MiB each, default
- *                                 4), prints "ready", then for MS ms writes
- *                                 a pattern into each buffer and reads it
- *                                 back, comparing every byte
+ *                                 4), prints "ready", then for MS ms (or
+ *                                 until SIGUSR1) writes a pattern into each
+ *                                 buffer and reads it back, comparing every
+ *                                 byte
  *
  * Exit status: 0 when every check holds, 1 otherwise (each failure printed).
  */
@@ -86,6 +87,17 @@ static int hostile_fork_exit(void)
     return 1;
 }
 
+/* Set by SIGUSR1: the work loop ends after its round, as at its deadline
+ * (a test that must observe the program while it runs, however loaded the
+ * machine, gives it a long deadline and stops it so). */
+static volatile sig_atomic_t hostile_stop;
+
+static void hostile_on_stop(int signo)
+{
+    (void)signo;
+    hostile_stop = 1;
+}
+
 static int hostile_work(unsigned ms, unsigned mib)
 {
     CUcontext ctx;
@@ -98,6 +110,10 @@ static int hostile_work(unsigned ms, unsigned mib)
         return 1;
     for (int i = 0; i < HOSTILE_BUFFERS; i++)
         HOSTILE_CHECK(cuMemAlloc(&buffers[i], bytes));
+    struct sigaction stop = {.sa_handler = hostile_on_stop};
+    sigemptyset(&stop.sa_mask);
+    if (sigaction(SIGUSR1, &stop, NULL) != 0)
+        return 1;
     printf("ready\n");
     fflush(stdout);
     uint64_t end = hostile_now_ms() + ms;
@@ -120,7 +136,7 @@ static int hostile_work(unsigned ms, unsigned mib)
         }
         rounds++;
         usleep(1000);
-    } while (hostile_now_ms() < end);
+    } while (!hostile_stop && hostile_now_ms() < end);
     for (int i = 0; i < HOSTILE_BUFFERS; i++)
         HOSTILE_CHECK(cuMemFree(buffers[i]));
     free(pattern);
