@@ -110,15 +110,18 @@ static void vs_metrics_free(vs_metrics_set_t *set)
     free(set->copies);
 }
 
-/* A label value: backslash, double quote and newline escaped, as the text
- * format wants. */
-static void vs_metrics_label(FILE *out, const char *s)
+/* The program's name as a label value: every byte that is not printable
+ * ASCII replaced with '?', as `ps`, `dump` and `top` show it (a name is any
+ * bytes its process chose: terminal escapes, a carriage return, or bytes
+ * that are not UTF-8, which would make Prometheus reject the whole scrape),
+ * then backslash and double quote escaped, as the text format wants. */
+static void vs_metrics_program_label(FILE *out, const vs_snapshot_header_t *h)
 {
-    for (; *s; s++) {
+    char program[sizeof h->program + 1];
+    vs_format_program(program, sizeof program, h);
+    for (const char *s = program; *s; s++) {
         if (*s == '\\' || *s == '"')
             fprintf(out, "\\%c", *s);
-        else if (*s == '\n')
-            fputs("\\n", out);
         else
             fputc(*s, out);
     }
@@ -128,7 +131,7 @@ static void vs_metrics_sample(FILE *out, const char *name, const vs_snapshot_hea
                               const vs_snapshot_device_t *d, uint64_t value)
 {
     fprintf(out, "vramshim_%s{pid=\"%lld\",program=\"", name, (long long)h->pid);
-    vs_metrics_label(out, h->program);
+    vs_metrics_program_label(out, h);
     if (d)
         fprintf(out, "\",device=\"%" PRIu64, d->ordinal);
     fprintf(out, "\"} %" PRIu64 "\n", value);

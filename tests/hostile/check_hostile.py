@@ -388,6 +388,10 @@ def case_escapes_in_program_name():
             "dump": subprocess.run([VRAMSHIM, "dump", str(pid)], capture_output=True, timeout=60),
             "top": subprocess.run([VRAMSHIM, "top", str(pid), "--iterations", "1"], capture_output=True,
                                   timeout=60),
+            # Every process of the user, this one among them: a raw carriage
+            # return or a byte that is not UTF-8 in a label would break the
+            # scrape of all of them.
+            "metrics": subprocess.run([VRAMSHIM, "metrics"], capture_output=True, timeout=60),
         }
     finally:
         proc.stdin.close()
@@ -399,7 +403,7 @@ def case_escapes_in_program_name():
         check(not bad, f"{command} printed control bytes {[hex(b) for b in bad]}: {raw!r}")
         check(b"evil?]0;owned" in result.stdout or command == "ps" and b"evil?]0;owned"[:16] in result.stdout,
               f"{command} does not show the name with its control bytes replaced: {result.stdout!r}")
-    print("ps, dump and top print the name with its control bytes replaced")
+    print("ps, dump, top and metrics print the name with its control bytes replaced")
 
 
 # Row 9: `vramshim dump` while the disk tier is busy (spill I/O holds the
