@@ -198,6 +198,22 @@ static void vs_read_on_sigbus(int sig)
     siglongjmp(vs_read_bus_jump, 1);
 }
 
+/* Whether the mapped header's magic number is set; false as well when the
+ * object was truncated below the header after it was measured (the load
+ * would raise SIGBUS). */
+static bool vs_read_initialised(const void *map)
+{
+    struct sigaction bus = {0}, old_bus;
+    bus.sa_handler = vs_read_on_sigbus;
+    sigemptyset(&bus.sa_mask);
+    sigaction(SIGBUS, &bus, &old_bus);
+    volatile bool initialised = false;
+    if (sigsetjmp(vs_read_bus_jump, 1) == 0)
+        initialised = __atomic_load_n(&((const vs_snapshot_header_t *)map)->magic, __ATOMIC_ACQUIRE) != 0;
+    sigaction(SIGBUS, &old_bus, NULL);
+    return initialised;
+}
+
 /* Acquire loads: if any word comes from a publication that began after
  * `before` was read, the sequence load that follows sees that begin's odd
  * value or later (the words are release stores, see snapshot_writer.c).
@@ -418,8 +434,7 @@ int vs_snapshot_read_pid(pid_t pid, vs_snapshot_copy_t *copy, char *msg, size_t 
                                   strerror(errno));
                 goto out;
             }
-            initialised = __atomic_load_n(&((const vs_snapshot_header_t *)map)->magic,
-                                          __ATOMIC_ACQUIRE) != 0;
+            initialised = vs_read_initialised(map);
         }
         if (initialised)
             break;

@@ -17,6 +17,7 @@ import stat
 import subprocess
 import sys
 import tempfile
+import threading
 import time
 
 SKIP = 77
@@ -163,10 +164,31 @@ def case_snapshot_truncated():
         # still runs when `vramshim dump` looks.
         proc = start_client(["work", "60000"], shim_env(mode))
         path = wait_for_snapshot(proc.pid)
+        # Readers run meanwhile, truncated under: they may report the
+        # snapshot truncated, never die of SIGBUS.
+        stop_truncating = threading.Event()
+
+        def truncate_often():
+            while not stop_truncating.is_set():
+                try:
+                    os.truncate(path, 0)
+                except FileNotFoundError:
+                    pass
+                time.sleep(0.002)
+        truncator = threading.Thread(target=truncate_often)
+        truncator.start()
         end = time.monotonic() + 1.0
-        while time.monotonic() < end:
-            os.truncate(path, 0)
-            time.sleep(0.03)
+        readers = 0
+        try:
+            while time.monotonic() < end:
+                for reader in (["ps"], ["metrics"], ["dump", str(proc.pid)]):
+                    r = subprocess.run([VRAMSHIM, *reader], capture_output=True, timeout=60)
+                    readers += 1
+                    check(r.returncode >= 0, f"{mode}: vramshim {reader[0]} died of signal {-r.returncode} "
+                                             f"while the snapshot was truncated")
+        finally:
+            stop_truncating.set()
+            truncator.join()
         # The live view comes back with the next publications.
         time.sleep(0.6)
         if proc.poll() is not None:
@@ -178,7 +200,7 @@ def case_snapshot_truncated():
         check(dump.returncode == 0, f"{mode}: the live view did not recover after the truncation: {dump.stderr}")
         check(alive, f"{mode}: the program ended before it was told to")
         finish(proc, f"{mode}, snapshot truncated")
-        print(f"{mode}: survived a second of truncations; the live view recovered")
+        print(f"{mode}: survived a second of truncations, {readers} reads among them; the live view recovered")
 
 
 # Row 5: another user pre-creates our snapshot names.
