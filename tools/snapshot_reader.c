@@ -198,15 +198,22 @@ static void vs_read_on_sigbus(int sig)
     siglongjmp(vs_read_bus_jump, 1);
 }
 
+/* Sends SIGBUS to `vs_read_on_sigbus` until the caller puts `old` back. */
+static void vs_read_catch_sigbus(struct sigaction *old)
+{
+    struct sigaction bus = {0};
+    bus.sa_handler = vs_read_on_sigbus;
+    sigemptyset(&bus.sa_mask);
+    sigaction(SIGBUS, &bus, old);
+}
+
 /* Whether the mapped header's magic number is set; false as well when the
  * object was truncated below the header after it was measured (the load
  * would raise SIGBUS). */
 static bool vs_read_initialised(const void *map)
 {
-    struct sigaction bus = {0}, old_bus;
-    bus.sa_handler = vs_read_on_sigbus;
-    sigemptyset(&bus.sa_mask);
-    sigaction(SIGBUS, &bus, &old_bus);
+    struct sigaction old_bus;
+    vs_read_catch_sigbus(&old_bus);
     volatile bool initialised = false;
     if (sigsetjmp(vs_read_bus_jump, 1) == 0)
         initialised = __atomic_load_n(&((const vs_snapshot_header_t *)map)->magic, __ATOMIC_ACQUIRE) != 0;
@@ -457,10 +464,8 @@ int vs_snapshot_read_pid(pid_t pid, vs_snapshot_copy_t *copy, char *msg, size_t 
         nanosleep(&ts, NULL);
     }
 
-    struct sigaction bus = {0}, old_bus;
-    bus.sa_handler = vs_read_on_sigbus;
-    sigemptyset(&bus.sa_mask);
-    sigaction(SIGBUS, &bus, &old_bus);
+    struct sigaction old_bus;
+    vs_read_catch_sigbus(&old_bus);
     if (sigsetjmp(vs_read_bus_jump, 1) == 0) {
         rc = vs_read_copy(map, map_len, copy, msg, msg_len);
     } else {
