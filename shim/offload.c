@@ -362,7 +362,10 @@ static CUresult vs_engine_restore_copy(vs_region_t *r, uint64_t from, vs_engine_
     CUresult rc = vs_tier_copy_region(r, from, r->size, VS_COPY_IN, d->to_device);
     int hash_slot = -1;
     vs_content_hash_t known;
-    uint64_t judged = r->split < r->size ? r->split : 0; /* where its evictions' hash will start */
+    /* Where its evictions' hash will start: after a kept head, whose bytes
+     * the host copy may not have; at 0 when there is none, or when the
+     * head came from the host copy (its evictions move it too). */
+    uint64_t judged = r->split < r->size && !r->head_from_host ? r->split : 0;
     if (rc == CUDA_SUCCESS && !vs_engine_host_hash(r, judged, &known) && !vs_engine_evict_blind(r)
         && vs_engine_evict_hasher(d, r->device) != NULL
         && (hash_slot = vs_engine_restore_hash_slot(d)) >= 0
@@ -442,6 +445,7 @@ CUresult vs_engine_restore_mapped(vs_region_t *r, vs_engine_device_t *d, CUstrea
         vs_engine.stats.bytes_to_device += r->size - from;
     }
     d->kept_head_bytes -= kept; /* resident again: its head counts with the rest */
+    r->head_from_host = false;   /* its tail's arrival covers the head's (one stream) */
     if (d->policy != NULL)
         (void)vs_policy_set_resident(d->policy, r->id, true);
     vs_engine.stats.restores++;
@@ -680,11 +684,11 @@ void vs_offload_shutdown(void)
            " bytes pinned, placed on the host %" PRIu64 ", copies served from host copies %" PRIu64
            " bytes, clean evictions %" PRIu64 " (%" PRIu64 " bytes not copied), prefetches %" PRIu64 " (%" PRIu64
            " bytes, %" PRIu64 " unused), kept host copies dropped %" PRIu64 ", partial evictions %" PRIu64
-           ", evictions ahead of need %" PRIu64,
+           ", evictions ahead of need %" PRIu64 ", partial restores %" PRIu64,
            s.evictions, s.restores, s.bytes_to_host, s.bytes_to_device, (double)s.restore_wait_ns / 1e6, s.over_limit,
            pool.pinned, pool.limit, s.placed_on_host, s.bytes_served_on_host, s.clean_drops, s.bytes_not_copied,
            s.prefetches, s.prefetch_bytes, s.prefetch_unused, s.host_copies_dropped, s.partial_evictions,
-           s.evictions_ahead);
+           s.evictions_ahead, s.partial_restores);
     if (vs_spill_enabled()) {
         vs_spill_stats_t disk;
         vs_spill_stats(&disk);

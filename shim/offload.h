@@ -213,6 +213,7 @@ typedef struct vs_offload_stats_s {
     uint64_t contexts_destroyed; /* contexts the engine held something in, destroyed or reset */
     uint64_t partial_evictions;  /* evictions that left the region's head on the device (partial residency) */
     uint64_t evictions_ahead;    /* evictions the prefetcher started ahead of need (departures) */
+    uint64_t partial_restores;   /* prefetches that brought a head in ahead of its tail (room still leaving) */
 } vs_offload_stats_t;
 
 void vs_offload_stats(vs_offload_stats_t *out);

@@ -246,6 +246,27 @@ static CUresult vs_engine_physical_map(vs_region_t *r)
     return rc;
 }
 
+CUresult vs_engine_restore_head(vs_region_t *r, uint64_t bytes)
+{
+    VS_ASSERT_HELD(&vs_engine.lock);
+    vs_engine_device_t *d = &vs_engine.devices[r->device];
+    VS_ASSERT(r->where == VS_ON_HOST && r->split == 0 && bytes > 0 && bytes < r->reserved && bytes < r->size);
+    CUresult rc = vs_engine_physical_map_range(r, 0, bytes, &r->head_phys);
+    if (rc != CUDA_SUCCESS)
+        return rc;
+    r->split = bytes;
+    rc = vs_tier_copy_region(r, 0, bytes, VS_COPY_IN, d->to_device);
+    if (rc != CUDA_SUCCESS) {
+        (void)VS_CALL(cuStreamSynchronize, (d->to_device)); /* what was queued of it */
+        vs_engine_physical_unmap_head(r);
+        return rc;
+    }
+    r->head_from_host = true;
+    d->kept_head_bytes += bytes;
+    vs_engine.stats.bytes_to_device += bytes;
+    return CUDA_SUCCESS;
+}
+
 /* Peer access from a context on `accessor` to one on `owner` was enabled
  * (`enabled`) or disabled by the application. The mappings already on the
  * owner's device get the accessor's grant now (or lose it when no context
@@ -332,6 +353,11 @@ void vs_engine_physical_unmap_head(vs_region_t *r)
     VS_ASSERT_HELD(&vs_engine.lock);
     if (r->split == 0)
         return;
+    if (r->head_from_host) {
+        /* Its copy in may still be writing there. */
+        (void)VS_CALL(cuStreamSynchronize, (vs_engine.devices[r->device].to_device));
+        r->head_from_host = false;
+    }
     (void)VS_CALL(cuMemUnmap, ((CUdeviceptr)r->base, r->split));
     (void)VS_CALL(cuMemRelease, (r->head_phys));
     r->head_phys = 0;
@@ -365,17 +391,22 @@ uint64_t vs_engine_heads_release(int device)
         if (r->device != device || r->where == VS_RESIDENT || r->split == 0 || r->disk_io)
             continue;
         /* Its head's bytes live only there: to the host copy first (its
-         * users were waited for when its tail was evicted). */
-        CUresult rc = vs_tier_copy_region(r, 0, r->split, VS_COPY_OUT, d->to_host);
-        if (rc == CUDA_SUCCESS)
-            rc = VS_CALL(cuStreamSynchronize, (d->to_host));
+         * users were waited for when its tail was evicted). A head that
+         * came from the host copy is that copy already. */
+        CUresult rc = CUDA_SUCCESS;
+        if (!r->head_from_host) {
+            rc = vs_tier_copy_region(r, 0, r->split, VS_COPY_OUT, d->to_host);
+            if (rc == CUDA_SUCCESS)
+                rc = VS_CALL(cuStreamSynchronize, (d->to_host));
+        }
         if (rc != CUDA_SUCCESS) {
             vs_log(VS_LOG_WARN, "cannot copy the head of the allocation at 0x%" PRIxPTR " to the host (error %d); it "
                    "stays on the device", r->base, (int)rc);
             continue;
         }
         uint64_t head = r->split;
-        vs_engine.stats.bytes_to_host += head;
+        if (!r->head_from_host)
+            vs_engine.stats.bytes_to_host += head;
         vs_engine_physical_unmap_head(r);
         vs_cap_release(device, head);
         d->kept_head_bytes -= head;

@@ -70,6 +70,11 @@ typedef struct vs_region_s {
      * other eviction unmaps both. `split` is 0 while no head is mapped. */
     uint64_t keep, split;
     CUmemGenericAllocationHandle head_phys;
+    /* Its head came in from the host copy ahead of its tail, while it was
+     * evicted (`vs_engine_restore_head`): those bytes are the host copy's,
+     * and the copy may still be under way on the host-to-device stream.
+     * False again once the region is resident. */
+    bool head_from_host;
     /* The host copy: the data while evicted. While resident it is kept as
      * long as the pool has room: when the device bytes still hash to
      * `host_hash`, an eviction drops them without copying. */
@@ -331,6 +336,12 @@ void vs_engine_physical_unmap(vs_region_t *r);
 
 /* Unmaps and releases `r`'s head (`split` becomes 0). */
 void vs_engine_physical_unmap_head(vs_region_t *r);
+
+/* Partial restore: while evicted `r` (on the host, no head) waits for the
+ * room its whole needs, maps the first `bytes` (a granule multiple, counted
+ * already) as its head and copies them in on the host-to-device stream; its
+ * restore then moves only the tail. 0 or a driver error (nothing mapped). */
+CUresult vs_engine_restore_head(vs_region_t *r, uint64_t bytes);
 
 /* Unmaps everything of `r` that is mapped and gives back its charge: for a
  * region that ends (freed, or its context destroyed). */

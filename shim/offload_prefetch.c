@@ -15,6 +15,7 @@
 #include "offload_internal.h"
 
 #include <errno.h>
+#include <inttypes.h>
 
 #include "config.h"
 #include "driver.h"
@@ -43,6 +44,17 @@ void vs_prefetch_forget(vs_region_t *r)
  * the restore's map and grant: about 70 us on an H100, docs/benchmarks.md):
  * their restores get room of their own (`vs_prefetch_budget_update`). */
 #define VS_SMALL_STREAM_BYTES (32ull << 20)
+
+/* Whether regions of `d` may be partly resident (VRAMSHIM_PARTIAL): a head
+ * kept between uses, or one brought in ahead of its tail. `auto`: where the
+ * largest allocation is large and evictions are clean
+ * (`vs_prefetch_budget_update`). */
+static bool vs_prefetch_heads_wanted(const vs_engine_device_t *d)
+{
+    int partial = vs_config_get()->partial_residency;
+    return partial == VS_PARTIAL_ON
+           || (partial == VS_PARTIAL_AUTO && d->largest >= VS_SMALL_STREAM_BYTES && !d->departure_slot);
+}
 
 /* With prefetch, tells the policy what the allocations of its learned cycle
  * may keep resident: the limit, less what else is resident (allocations too
@@ -97,9 +109,7 @@ void vs_prefetch_budget_update(vs_engine_device_t *d, int device)
      * the allocation used before the tail, whose departure (a copy out)
      * outlasts the tail's copy (offload_throughput, 64 MiB written buffers:
      * 95.2 to 93.4% of the link with heads). */
-    int partial = vs_config_get()->partial_residency;
-    bool heads = partial == VS_PARTIAL_ON
-                 || (partial == VS_PARTIAL_AUTO && d->largest >= VS_SMALL_STREAM_BYTES && !d->departure_slot);
+    bool heads = vs_prefetch_heads_wanted(d);
     if (heads || d->keep_id != 0)
         vs_engine_keep_update(d, heads);
 }
@@ -150,13 +160,49 @@ static int vs_prefetch_depart(vs_engine_device_t *d, int device, uint64_t defici
     return vs_engine_depart(d, device, victims, count) ? 1 : -EAGAIN;
 }
 
-/* Room for `need` bytes on `device` for a prefetch whose use is predicted
- * at `next_use`, from departures (offload_evict.c): those that are over
- * free their room at once; what is still missing departs; with the most
- * departures under way, the step waits for the oldest. Counts `need` on
- * success. 0 or -EAGAIN.
+/* Partial restore: when the room free now holds most of evicted `r` but
+ * not all of it, its head comes in now, as many whole granules as fit, and
+ * its tail once the departure under way has left (its next restore). The
+ * link then goes on copying while the allocation used now finishes, instead
+ * of idling until all of its room is free: with the limit's room taken by
+ * whole allocations and a kept head, every restore's room is short by what
+ * else is resident, and the link idled for the length of a kernel each pass
+ * (the sweep's cycle rows). True when the head's copy started. Engine lock
+ * held. */
+static bool vs_prefetch_head(vs_engine_device_t *d, int device, vs_region_t *r)
+{
+    VS_ASSERT_HELD(&vs_engine.lock);
+    if (!vs_prefetch_heads_wanted(d) || r->where != VS_ON_HOST || r->split > 0
+        || r->disk_io || r->evicting || r->pinned || r->host.count == 0 || d->granularity == 0 || r->size <= 1)
+        return false;
+    uint64_t limit = vs_cap_limit(device), used = vs_cap_used(device);
+    uint64_t head = (limit > used ? limit - used : 0) / d->granularity * d->granularity;
+    uint64_t most = (r->size - 1) / d->granularity * d->granularity; /* a tail with data left */
+    if (head > most)
+        head = most;
+    /* Worth a second map and grant only when most of it fits now. */
+    if (head == 0 || 2 * head < r->reserved || vs_cap_reserve(device, head) != 0)
+        return false;
+    CUresult rc = vs_engine_restore_head(r, head);
+    if (rc != CUDA_SUCCESS) {
+        vs_cap_release(device, head);
+        vs_log(VS_LOG_DEBUG, "cannot bring the head of 0x%" PRIxPTR " in ahead (error %d)", r->base, (int)rc);
+        return false;
+    }
+    vs_engine.stats.partial_restores++;
+    vs_log(VS_LOG_DEBUG, "prefetching the first %" PRIu64 " of %" PRIu64 " bytes of 0x%" PRIxPTR
+           " while its room is leaving", head, r->size, r->base);
+    return true;
+}
+
+/* Room for `need` bytes on `device` for a prefetch of `r`, whose use is
+ * predicted at `next_use`, from departures (offload_evict.c): those that
+ * are over free their room at once; what is still missing departs; when
+ * the room free now holds most of `r`, its head comes in
+ * (`vs_prefetch_head`); otherwise, with the most departures under way, the
+ * step waits for the oldest. Counts `need` on success. 0 or -EAGAIN.
  * Engine lock held. */
-static int vs_prefetch_room(vs_engine_device_t *d, int device, uint64_t need, uint64_t next_use)
+static int vs_prefetch_room(vs_engine_device_t *d, int device, vs_region_t *r, uint64_t need, uint64_t next_use)
 {
     VS_ASSERT_HELD(&vs_engine.lock);
     for (int round = 0; round < 8; round++) {
@@ -180,6 +226,8 @@ static int vs_prefetch_room(vs_engine_device_t *d, int device, uint64_t need, ui
          * host behind the operations queued before the hash, and the copy
          * engines idled with it (the sweep's DiT and LLM rows, 1.3 to 1.8
          * times the bound). */
+        if (vs_prefetch_head(d, device, r))
+            return -EAGAIN;
         if (departures < VS_DEPARTURES || vs_engine_departures_advance(d, true, true) == 0)
             return -EAGAIN;
     }
@@ -253,7 +301,7 @@ static void vs_prefetch(int device)
         if (r == NULL || r->where == VS_RESIDENT || r->pinned || r->disk_io || (r->host.count == 0 && r->where != VS_ON_DISK)
             || vs_policy_predict(d->policy, r->id, &next_use) != 0 || next_use == VS_POLICY_NEVER)
             continue;
-        if (vs_prefetch_room(d, device, vs_engine_region_missing(r), next_use) != 0)
+        if (vs_prefetch_room(d, device, r, vs_engine_region_missing(r), next_use) != 0)
             break; /* room comes once what is used now is done */
         if (vs_engine_restore_mapped(r, d, NULL, false, true) != CUDA_SUCCESS)
             break;

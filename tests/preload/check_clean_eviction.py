@@ -21,11 +21,13 @@ needed to be "clean". The program itself proves that no write was lost.
 
 With --no-partial, no eviction may have left a head on the device. With
 --partial, some evictions must also have left their allocation's head
-on the device (partial residency: the summary's "partial evictions"). Which
+on the device (partial residency: the summary's "partial evictions"), and
+some prefetches must have brought an allocation's head in ahead of its tail
+("partial restores"); with --no-partial, none may have. Which
 allocation the plan names depends on how the threads' uses interleave, and
 a run whose plan never names one happens (once in about fifteen runs with
 two threads under ASan); so a run that passes every other check but kept
-no head is run once more, and the second must keep one. A run that fails
+no head (or brought none in ahead) is run once more, and the second must. A run that fails
 any other check fails at once.
 EVICTABLE is the number of evictable allocations PROGRAM makes (each can
 lack a host copy once, at its first eviction). Exit status: 0 when every
@@ -39,11 +41,12 @@ SUMMARY = re.compile(
     r"^vramshim\[\d+\] info: offload: evictions (?P<evictions>\d+), restores (?P<restores>\d+), "
     r"to host (?P<to_host>\d+) bytes, .*"
     r"clean evictions (?P<clean>\d+) \((?P<not_copied>\d+) bytes not copied\), .*"
-    r"kept host copies dropped (?P<dropped>\d+), partial evictions (?P<partial>\d+)"
+    r"kept host copies dropped (?P<dropped>\d+), partial evictions (?P<partial>\d+), .*"
+    r"partial restores (?P<partial_restores>\d+)"
 )
 
 
-NO_PARTIAL = "no partial eviction: no allocation kept a head on the device"
+NO_PARTIAL = "no partial residency: no allocation kept a head on the device, or none came in ahead of its tail"
 
 
 def check(command, evictable, partial, no_partial=False):
@@ -78,10 +81,13 @@ def check(command, evictable, partial, no_partial=False):
                             f"{s['to_host']} bytes)")
         if partial:
             print(f"partial residency: {s['partial']} evictions left a head on the device")
-            if s["partial"] <= 0:
+            print(f"partial residency: {s['partial_restores']} prefetches brought a head in ahead of its tail")
+            if s["partial"] <= 0 or s["partial_restores"] <= 0:
                 failures.append(NO_PARTIAL)
         if no_partial and s["partial"] != 0:
             failures.append(f"{s['partial']} evictions left a head on the device, expected none")
+        if no_partial and s["partial_restores"] != 0:
+            failures.append(f"{s['partial_restores']} prefetches brought a head in ahead of its tail, expected none")
         if changed <= 0:
             failures.append(f"{copied} evictions copied, no more than could lack a host copy "
                             f"({evictable} allocations + {s['dropped']} kept copies dropped): none is known to "
