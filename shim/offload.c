@@ -363,9 +363,10 @@ static CUresult vs_engine_restore_copy(vs_region_t *r, uint64_t from, vs_engine_
     int hash_slot = -1;
     vs_content_hash_t known;
     /* Where its evictions' hash will start: after a kept head, whose bytes
-     * the host copy may not have; at 0 when there is none, or when the
-     * head came from the host copy (its evictions move it too). */
-    uint64_t judged = r->split < r->size && !r->head_from_host ? r->split : 0;
+     * the host copy may not have; at 0 when there is none, or when a head
+     * that came from the host copy is not one the plan keeps (its
+     * evictions move it too: `from` in offload_evict.c). */
+    uint64_t judged = r->split < r->size && (!r->head_from_host || r->split <= r->keep) ? r->split : 0;
     if (rc == CUDA_SUCCESS && !vs_engine_host_hash(r, judged, &known) && !vs_engine_evict_blind(r)
         && vs_engine_evict_hasher(d, r->device) != NULL
         && (hash_slot = vs_engine_restore_hash_slot(d)) >= 0
