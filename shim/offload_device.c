@@ -318,7 +318,9 @@ CUresult vs_engine_physical_map_evicting(vs_region_t *r)
     CUresult rc;
     while ((rc = vs_engine_physical_map(r)) == CUDA_ERROR_OUT_OF_MEMORY) {
         uint64_t missing = r->reserved - r->split;
+        r->mapping_tail = r->split > 0;
         int room = vs_engine_make_room(r->device, missing, true);
+        r->mapping_tail = false;
         vs_engine_policy_reset_skips();
         if (room != 0)
             break;
@@ -388,7 +390,7 @@ uint64_t vs_engine_heads_release(int device)
     if (d->kept_head_bytes == 0 || !d->ready)
         return 0;
     for (vs_region_t *r = vs_engine.by_base; r != NULL; r = r->hh.next) {
-        if (r->device != device || r->where == VS_RESIDENT || r->split == 0 || r->disk_io)
+        if (r->device != device || r->where == VS_RESIDENT || r->split == 0 || r->disk_io || r->mapping_tail)
             continue;
         /* Its head's bytes live only there: to the host copy first (its
          * users were waited for when its tail was evicted). A head that

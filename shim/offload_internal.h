@@ -75,6 +75,10 @@ typedef struct vs_region_s {
      * and the copy may still be under way on the host-to-device stream.
      * False again once the region is resident. */
     bool head_from_host;
+    /* Its restore is mapping its tail (`vs_engine_physical_map_evicting`):
+     * room made meanwhile must not take its head, which the restore copies
+     * nothing into. */
+    bool mapping_tail;
     /* The host copy: the data while evicted. While resident it is kept as
      * long as the pool has room: when the device bytes still hash to
      * `host_hash`, an eviction drops them without copying. */
