@@ -14,9 +14,9 @@
  * (the policy learns the cycle in the first ones): modeled time between
  * events recorded after the warm-up's last kernel and after the last
  * measured one (nothing waits in between, so the passes run as in a loop,
- * in steady state), and bytes in and out from the shim's live counters. After the last pass it reads
- * every weight back and compares it with what it loaded: clean evictions
- * (nothing copied back) must never lose a byte.
+ * in steady state), and bytes in and out from the shim's live counters.
+ * After the last pass it reads every weight back and compares it with what
+ * it loaded: clean evictions (nothing copied back) must never lose a byte.
  *
  * Per pass, with W the weights, L the limit and B the link:
  *   bound  = max(C, streamed / B), streamed = the bytes the shim brought in;
@@ -334,6 +334,8 @@ static int child_run(const workload_t *w, double ns_per_byte, const char *result
     float measured_ms = 0.0f;
     VS_CHECK(cuEventElapsedTime(&measured_ms, at_start_event, at_end_event));
     uint64_t measured_ns = (uint64_t)((double)measured_ms * 1e6 + 0.5);
+    VS_CHECK(cuEventDestroy(at_start_event));
+    VS_CHECK(cuEventDestroy(at_end_event));
 
     /* Every byte of every tensor, as loaded (or as written). */
     uint64_t mismatched = 0;
@@ -472,7 +474,8 @@ static int parent_run(const char *self, const char *shim, const char *only)
     if (gbps == 0.0)
         return 2;
     printf("offload_cycle: virtual clock, SIMCUDA_HOST_COSTS=%s, H2D link %.1f GB/s; %d measured passes after the "
-           "warm-up (cycle: 20, so that every weight loaded while resident has had its one copy back; dit: 4); per "
+           "warm-up (cycle: 20, so that every weight loaded while resident has had its one copy back; dit: 4), "
+           "timed in steady state (events, no wait before them); per "
            "pass: in/out = bytes brought in / copied back, bound = max(C, in/B), ideal = max(C, (W-L)/B), "
            "idle = 1 - C / (ms/pass), the share of a pass the GPU does not run the model's kernels\n",
            host_costs_name(), gbps, MEASURED_PASSES);
@@ -664,7 +667,8 @@ static int sweep_run(const char *self, const char *shim, const char *svg_path)
     size_t workload_total = sweep_workloads_list(sweep_workloads);
     static sweep_cell_t cells[WORKLOAD_COUNT][3][SWEEP_RATIOS];
     printf("offload_sweep: virtual clock, SIMCUDA_HOST_COSTS=%s, H2D link %.1f GB/s; the shim's default (learned "
-           "cycle, prefetch); %d measured passes after the warm-up; per pass: F = W - L + 2 x largest, "
+           "cycle, prefetch); %d measured passes after the warm-up, timed in steady state (events, no wait "
+           "before them); per pass: F = W - L + 2 x largest, "
            "bound = max(C, F/B), C = ratio x F/B; out = bytes copied back, dirty = the written tensors' bytes; "
            "idle = 1 - C / (ms/pass)\n",
            host_costs_name(), gbps, SWEEP_MEASURED_PASSES);
