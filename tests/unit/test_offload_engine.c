@@ -24,6 +24,7 @@
 #include "config.h"
 #include "driver.h"
 #include "offload.h"
+#include "offload_internal.h"
 #include "registry.h"
 
 #define REGION_BYTES (8ull << 20)
@@ -126,6 +127,85 @@ static void test_offload_engine_free_of_foreign_pointer_declines(void **state)
     assert_false(vs_offload_free((CUdeviceptr)0x1000, &rc));
 }
 
+/* The device itself full (memory outside the limit's count: another
+ * process, a limit above the device), while evicted regions keep heads:
+ * a restore that maps its tail finds no physical memory, and with nothing
+ * whole left to evict the room comes from the heads given back. The head
+ * of the region being restored must not be among them: its restore copies
+ * in only the tail, so a head given back would come back mapped but never
+ * filled. Two evicted regions each get a head from their host copies (as a
+ * partial restore brings one in); the device is then filled from outside
+ * the engine until less than a tail is free, but a whole region would fit
+ * if both heads went. The restore must take the other region's head and
+ * bring back every byte. */
+static void test_offload_engine_device_full_restore_keeps_its_head(void **state)
+{
+    (void)state;
+    enum { PAIR = 2 };
+    const uint64_t head = REGION_BYTES / 2;
+    CUdeviceptr regions[PAIR];
+    vs_region_t *r[PAIR];
+    unsigned char *expected = malloc(REGION_BYTES), *seen = malloc(REGION_BYTES);
+    assert_non_null(expected);
+    assert_non_null(seen);
+
+    for (int i = 0; i < PAIR; i++) {
+        assert_int_equal(vs_offload_alloc(&regions[i], REGION_BYTES, 0, VS_ALLOC_DEVICE), CUDA_SUCCESS);
+        fill(expected, REGION_BYTES, (unsigned)(100 + i));
+        assert_int_equal(copy_to_device(regions[i], expected, REGION_BYTES), CUDA_SUCCESS);
+    }
+    /* Both to the host, then the first half of each back as a head. */
+    CUstreamCaptureMode mode;
+    vs_engine_lock(&mode);
+    for (int i = 0; i < PAIR; i++) {
+        r[i] = vs_engine_region_at((uintptr_t)regions[i]);
+        assert_non_null(r[i]);
+    }
+    bool host_full = false;
+    assert_int_equal(vs_engine_evict(r, PAIR, &host_full), PAIR * REGION_BYTES);
+    for (int i = 0; i < PAIR; i++) {
+        assert_int_equal(r[i]->where, VS_ON_HOST);
+        assert_int_equal(vs_cap_reserve(0, head), 0);
+        assert_int_equal(vs_engine_restore_head(r[i], head), CUDA_SUCCESS);
+        assert_int_equal(r[i]->split, head);
+    }
+    vs_engine_unlock(mode);
+    assert_int_equal(VS_CALL(cuCtxSynchronize, ()), CUDA_SUCCESS);
+
+    /* Fill the device from outside the engine: a quarter of a region stays
+     * free, less than a tail, and a whole region would fit with both heads
+     * given back. */
+    size_t free_bytes = 0, total_bytes = 0;
+    assert_int_equal(VS_CALL(cuMemGetInfo_v2, (&free_bytes, &total_bytes)), CUDA_SUCCESS);
+    assert_true(free_bytes > REGION_BYTES / 4);
+    CUdeviceptr filler = 0;
+    assert_int_equal(VS_CALL(cuMemAlloc_v2, (&filler, free_bytes - REGION_BYTES / 4)), CUDA_SUCCESS);
+
+    fill(expected, REGION_BYTES, 100);
+    memset(seen, 0, REGION_BYTES);
+    assert_int_equal(copy_to_host(seen, regions[0], REGION_BYTES), CUDA_SUCCESS);
+    assert_memory_equal(seen, expected, REGION_BYTES);
+    /* The room came from the other region's head. */
+    vs_engine_lock(&mode);
+    assert_int_equal(r[0]->where, VS_RESIDENT);
+    assert_int_equal(r[1]->where, VS_ON_HOST);
+    assert_int_equal(r[1]->split, 0);
+    vs_engine_unlock(mode);
+
+    assert_int_equal(VS_CALL(cuMemFree_v2, (filler)), CUDA_SUCCESS);
+    fill(expected, REGION_BYTES, 101);
+    memset(seen, 0, REGION_BYTES);
+    assert_int_equal(copy_to_host(seen, regions[1], REGION_BYTES), CUDA_SUCCESS);
+    assert_memory_equal(seen, expected, REGION_BYTES);
+    for (int i = 0; i < PAIR; i++) {
+        CUresult rc = CUDA_ERROR_UNKNOWN;
+        assert_true(vs_offload_free(regions[i], &rc));
+        assert_int_equal(rc, CUDA_SUCCESS);
+    }
+    free(expected);
+    free(seen);
+}
+
 int main(void)
 {
     /* Before the first configuration read: offload mode, a limit of two
@@ -134,9 +214,12 @@ int main(void)
     setenv("VRAM_LIMIT", "20M", 1);
     setenv("VRAMSHIM_MODE", "offload", 1);
     setenv("VRAMSHIM_PREFETCH", "off", 1);
+    /* A device that memory from outside the engine can fill quickly. */
+    setenv("SIMCUDA_DEVICE_MEM", "256M", 1);
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(test_offload_engine_evict_restore_is_byte_exact),
         cmocka_unit_test(test_offload_engine_free_of_foreign_pointer_declines),
+        cmocka_unit_test(test_offload_engine_device_full_restore_keeps_its_head),
     };
     return cmocka_run_group_tests_name("offload engine", tests, setup_driver, NULL);
 }
