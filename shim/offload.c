@@ -685,11 +685,11 @@ void vs_offload_shutdown(void)
            " bytes pinned, placed on the host %" PRIu64 ", copies served from host copies %" PRIu64
            " bytes, clean evictions %" PRIu64 " (%" PRIu64 " bytes not copied), prefetches %" PRIu64 " (%" PRIu64
            " bytes, %" PRIu64 " unused), kept host copies dropped %" PRIu64 ", partial evictions %" PRIu64
-           ", evictions ahead of need %" PRIu64 ", partial restores %" PRIu64,
+           ", evictions ahead of need %" PRIu64 ", partial restores %" PRIu64 ", restores mapped ahead %" PRIu64,
            s.evictions, s.restores, s.bytes_to_host, s.bytes_to_device, (double)s.restore_wait_ns / 1e6, s.over_limit,
            pool.pinned, pool.limit, s.placed_on_host, s.bytes_served_on_host, s.clean_drops, s.bytes_not_copied,
            s.prefetches, s.prefetch_bytes, s.prefetch_unused, s.host_copies_dropped, s.partial_evictions,
-           s.evictions_ahead, s.partial_restores);
+           s.evictions_ahead, s.partial_restores, s.mapped_ahead);
     if (vs_spill_enabled()) {
         vs_spill_stats_t disk;
         vs_spill_stats(&disk);

@@ -162,14 +162,57 @@ static void vs_engine_spare_release(vs_engine_device_t *d)
     d->spare_bytes = 0;
 }
 
+void vs_engine_lent_unmap(vs_engine_device_t *d)
+{
+    VS_ASSERT_HELD(&vs_engine.lock);
+    if (d->lent_bytes == 0)
+        return;
+    CUresult rc = VS_CALL(cuMemUnmap, ((CUdeviceptr)d->lent_base, d->lent_bytes));
+    if (rc != CUDA_SUCCESS)
+        vs_log(VS_LOG_WARN, "cannot unmap the evicted allocation at 0x%" PRIxPTR " (error %d)", d->lent_base, (int)rc);
+    d->lent_base = 0;
+    d->lent_bytes = 0;
+}
+
 void vs_engine_spares_release(void)
 {
     VS_ASSERT_HELD(&vs_engine.lock);
     if (!vs_engine.spares_held)
         return;
-    for (int device = 0; device < VS_MAX_DEVICES; device++)
+    for (int device = 0; device < VS_MAX_DEVICES; device++) {
         vs_engine_spare_release(&vs_engine.devices[device]);
+        vs_engine_lent_unmap(&vs_engine.devices[device]);
+    }
     vs_engine.spares_held = false;
+}
+
+/* Maps `phys` at [at, at + bytes) of `r`'s range, granted to the owner and
+ * to every device with peer access to it; on failure nothing stays mapped
+ * (`phys` is the caller's). */
+static CUresult vs_engine_map_granted(const vs_region_t *r, CUdeviceptr at, uint64_t bytes,
+                                      CUmemGenericAllocationHandle phys)
+{
+    VS_ASSERT_HELD(&vs_engine.lock);
+    CUresult rc = VS_CALL(cuMemMap, (at, bytes, 0, phys, 0));
+    if (rc != CUDA_SUCCESS)
+        return rc;
+    /* The owner, and every device with peer access to it: a new mapping
+     * has no access at all, peer access does not apply to it. */
+    CUmemAccessDesc access[VS_MAX_DEVICES];
+    size_t grants = 0;
+    for (int device = 0; device < VS_MAX_DEVICES; device++) {
+        if (device != r->device && vs_engine.peer_refs[r->device][device] == 0)
+            continue;
+        memset(&access[grants], 0, sizeof access[grants]);
+        access[grants].location.type = CU_MEM_LOCATION_TYPE_DEVICE;
+        access[grants].location.id = device;
+        access[grants].flags = CU_MEM_ACCESS_FLAGS_PROT_READWRITE;
+        grants++;
+    }
+    rc = VS_CALL(cuMemSetAccess, (at, bytes, access, grants));
+    if (rc != CUDA_SUCCESS)
+        (void)VS_CALL(cuMemUnmap, (at, bytes));
+    return rc;
 }
 
 /* Maps [offset, offset + bytes) of `r` to physical memory of its device
@@ -183,6 +226,7 @@ static CUresult vs_engine_physical_map_range(vs_region_t *r, uint64_t offset, ui
     CUmemGenericAllocationHandle phys = 0;
     CUresult rc = CUDA_SUCCESS;
     CUdeviceptr at = (CUdeviceptr)(r->base + offset);
+    vs_engine_lent_unmap(d); /* `r` may be the allocation whose range it is */
     if (d->spare != 0 && d->spare_bytes == bytes) {
         phys = d->spare; /* what an eviction just unmapped: no release, no create */
         d->spare = 0;
@@ -198,27 +242,8 @@ static CUresult vs_engine_physical_map_range(vs_region_t *r, uint64_t offset, ui
         if (rc != CUDA_SUCCESS)
             return rc;
     }
-    rc = VS_CALL(cuMemMap, (at, bytes, 0, phys, 0));
+    rc = vs_engine_map_granted(r, at, bytes, phys);
     if (rc != CUDA_SUCCESS) {
-        (void)VS_CALL(cuMemRelease, (phys));
-        return rc;
-    }
-    /* The owner, and every device with peer access to it: a new mapping
-     * has no access at all, peer access does not apply to it. */
-    CUmemAccessDesc access[VS_MAX_DEVICES];
-    size_t grants = 0;
-    for (int device = 0; device < VS_MAX_DEVICES; device++) {
-        if (device != r->device && vs_engine.peer_refs[r->device][device] == 0)
-            continue;
-        memset(&access[grants], 0, sizeof access[grants]);
-        access[grants].location.type = CU_MEM_LOCATION_TYPE_DEVICE;
-        access[grants].location.id = device;
-        access[grants].flags = CU_MEM_ACCESS_FLAGS_PROT_READWRITE;
-        grants++;
-    }
-    rc = VS_CALL(cuMemSetAccess, (at, bytes, access, grants));
-    if (rc != CUDA_SUCCESS) {
-        (void)VS_CALL(cuMemUnmap, (at, bytes));
         (void)VS_CALL(cuMemRelease, (phys));
         return rc;
     }
@@ -232,6 +257,11 @@ static CUresult vs_engine_physical_map_range(vs_region_t *r, uint64_t offset, ui
 static CUresult vs_engine_physical_map(vs_region_t *r)
 {
     VS_ASSERT_HELD(&vs_engine.lock);
+    if (r->premapped) {
+        r->premapped = false; /* mapped and granted ahead, onto what is now its memory */
+        vs_engine.stats.mapped_ahead++;
+        return CUDA_SUCCESS;
+    }
     if (r->split > 0)
         return vs_engine_physical_map_range(r, r->split, r->reserved - r->split, &r->phys);
     if (r->keep == 0 || r->keep >= r->reserved)
@@ -339,6 +369,19 @@ void vs_engine_physical_unmap(vs_region_t *r)
     VS_ASSERT_HELD(&vs_engine.lock);
     vs_engine_device_t *d = &vs_engine.devices[r->device];
     uint64_t bytes = r->reserved - r->split;
+    if (r->phys_lent) {
+        /* Mapped ahead at another range (`vs_engine_premap`): the memory is
+         * that allocation's now. This range is unmapped once its copy is
+         * queued, within this hold of the lock. */
+        vs_engine_lent_unmap(d);
+        d->lent_base = r->base + r->split;
+        d->lent_bytes = bytes;
+        vs_engine.spares_held = true;
+        r->phys_lent = false;
+        r->phys = 0;
+        return;
+    }
+    vs_engine_lent_unmap(d); /* before this memory can be mapped again */
     if (VS_CALL(cuMemUnmap, ((CUdeviceptr)(r->base + r->split), bytes)) != CUDA_SUCCESS) {
         (void)VS_CALL(cuMemRelease, (r->phys));
     } else {
@@ -348,6 +391,42 @@ void vs_engine_physical_unmap(vs_region_t *r)
         vs_engine.spares_held = true;
     }
     r->phys = 0;
+}
+
+bool vs_engine_premap(vs_region_t *r, vs_region_t *lender)
+{
+    VS_ASSERT_HELD(&vs_engine.lock);
+    if (r->where != VS_ON_HOST || r->phys != 0 || r->split != 0 || r->premapped || r->disk_io || r->evicting
+        || (r->keep != 0 && r->keep < r->reserved) || lender->where != VS_RESIDENT || lender->phys == 0
+        || lender->split != 0 || lender->phys_lent || lender->reserved != r->reserved
+        || lender->device != r->device || lender->ctx != r->ctx)
+        return false;
+    if (vs_engine_map_granted(r, (CUdeviceptr)r->base, r->reserved, lender->phys) != CUDA_SUCCESS)
+        return false;
+    r->phys = lender->phys;
+    r->premapped = true;
+    lender->phys_lent = true;
+    return true;
+}
+
+void vs_engine_premap_drop(vs_region_t *r, vs_region_t *lender)
+{
+    VS_ASSERT_HELD(&vs_engine.lock);
+    if (!r->premapped)
+        return;
+    vs_engine_device_t *d = &vs_engine.devices[r->device];
+    (void)VS_CALL(cuMemUnmap, ((CUdeviceptr)r->base, r->reserved));
+    if (lender->phys_lent && lender->phys == r->phys) {
+        lender->phys_lent = false; /* its departure has not ended: still its memory */
+    } else {
+        vs_engine_lent_unmap(d);
+        vs_engine_spare_release(d);
+        d->spare = r->phys;
+        d->spare_bytes = r->reserved;
+        vs_engine.spares_held = true;
+    }
+    r->phys = 0;
+    r->premapped = false;
 }
 
 void vs_engine_physical_unmap_head(vs_region_t *r)

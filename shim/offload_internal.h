@@ -79,6 +79,14 @@ typedef struct vs_region_s {
      * room made meanwhile must not take its head, which the restore copies
      * nothing into. */
     bool mapping_tail;
+    /* Mapping ahead (`vs_engine_premap`): `premapped`, its whole range is
+     * mapped and granted, before its restore, onto the physical memory of
+     * an allocation still departing (its `phys` is that memory), so the
+     * restore only copies; `phys_lent`, its own physical memory is mapped
+     * ahead like that at another allocation's range, and goes to that
+     * allocation when this one's departure unmaps it. */
+    bool premapped;
+    bool phys_lent;
     /* The host copy: the data while evicted. While resident it is kept as
      * long as the pool has room: when the device bytes still hash to
      * `host_hash`, an eviction drops them without copying. */
@@ -183,6 +191,13 @@ typedef struct vs_engine_device_s {
      * so it never holds memory the limit does not count past that. */
     CUmemGenericAllocationHandle spare;
     uint64_t spare_bytes;
+    /* The range of an allocation whose physical memory was mapped ahead at
+     * another's (`vs_engine_premap`): left mapped when its departure ended,
+     * so that the unmap runs once the other's copy is queued
+     * (`vs_engine_lent_unmap`), never past this hold of the engine lock.
+     * 0 bytes: none. */
+    uintptr_t lent_base;
+    uint64_t lent_bytes;
     /* Partial residency: the heads mapped while their regions are evicted
      * (the sum of their `split`), and the region the plan asks to keep a
      * head (its id; 0: none). */
@@ -337,6 +352,24 @@ CUresult vs_engine_physical_map_evicting(vs_region_t *r);
 /* Unmaps `r`'s tail (all of it when no head is mapped); its memory is kept
  * as the device's spare until the engine lock is let go. */
 void vs_engine_physical_unmap(vs_region_t *r);
+
+/* Mapping ahead: while `lender` (resident, whole, of `r`'s size and
+ * context) departs, maps `r`'s whole range (evicted, nothing mapped) onto
+ * `lender`'s physical memory and grants access, so that the restore of `r`
+ * that the departure makes room for starts with its copy. Nothing more is
+ * charged: it is the same memory. When `lender`'s departure ends, its
+ * memory becomes `r`'s (`vs_engine_physical_unmap`). False: not possible
+ * (nothing changed). */
+bool vs_engine_premap(vs_region_t *r, vs_region_t *lender);
+
+/* Ends a mapping ahead that the restore will not use: `r`'s range is
+ * unmapped, and the memory stays `lender`'s when its departure did not end
+ * (or was called off), else becomes the device's spare. */
+void vs_engine_premap_drop(vs_region_t *r, vs_region_t *lender);
+
+/* Unmaps the range an ended departure left mapped for a mapping ahead
+ * (vs_engine_device_t.lent_base), if any. */
+void vs_engine_lent_unmap(vs_engine_device_t *d);
 
 /* Unmaps and releases `r`'s head (`split` becomes 0). */
 void vs_engine_physical_unmap_head(vs_region_t *r);

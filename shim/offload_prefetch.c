@@ -195,6 +195,20 @@ static bool vs_prefetch_head(vs_engine_device_t *d, int device, vs_region_t *r)
     return true;
 }
 
+/* The victim of the oldest departure whose physical memory the restore of
+ * `r` can map ahead (`vs_engine_premap`): one of its size. NULL: none. */
+static vs_region_t *vs_prefetch_lender(const vs_engine_device_t *d, const vs_region_t *r)
+{
+    VS_ASSERT_HELD(&vs_engine.lock);
+    const vs_eviction_t *oldest = d->departures;
+    for (size_t i = 0; oldest != NULL && i < oldest->count; i++) {
+        vs_region_t *victim = oldest->victims[i];
+        if (victim != NULL && victim->reserved == r->reserved && victim->split == 0 && !victim->phys_lent)
+            return victim;
+    }
+    return NULL;
+}
+
 /* Room for `need` bytes on `device` for a prefetch of `r`, whose use is
  * predicted at `next_use`, from departures (offload_evict.c): those that
  * are over free their room at once; what is still missing departs; when
@@ -228,7 +242,20 @@ static int vs_prefetch_room(vs_engine_device_t *d, int device, vs_region_t *r, u
          * times the bound). */
         if (vs_prefetch_head(d, device, r))
             return -EAGAIN;
-        if (departures < VS_DEPARTURES || vs_engine_departures_advance(d, true, true) == 0)
+        if (departures < VS_DEPARTURES)
+            return -EAGAIN;
+        /* The host work of the restore (the map and the grant) is done
+         * while the oldest departure's users still run: then, once it
+         * ends, only the copy is left to queue. */
+        vs_region_t *lender = vs_prefetch_lender(d, r);
+        bool premapped = lender != NULL && vs_engine_premap(r, lender);
+        uint64_t freed = vs_engine_departures_advance(d, true, true);
+        if (premapped) {
+            if (!lender->phys_lent && vs_cap_reserve(device, need) == 0)
+                return 0;
+            vs_engine_premap_drop(r, lender);
+        }
+        if (freed == 0)
             return -EAGAIN;
     }
     return -EAGAIN;
@@ -303,7 +330,9 @@ static void vs_prefetch(int device)
             continue;
         if (vs_prefetch_room(d, device, r, vs_engine_region_missing(r), next_use) != 0)
             break; /* room comes once what is used now is done */
-        if (vs_engine_restore_mapped(r, d, NULL, false, true) != CUDA_SUCCESS)
+        CUresult rc = vs_engine_restore_mapped(r, d, NULL, false, true);
+        vs_engine_lent_unmap(d); /* a range mapped ahead left behind: unmapped behind the copy */
+        if (rc != CUDA_SUCCESS)
             break;
     }
     vs_prefetch_ahead(d, device);
