@@ -12,7 +12,8 @@ and VRAMSHIM_LOG=info), passes its output through, and checks that it
 exited 0 and that exactly one such line is on stderr, showing evictions,
 restores, bytes both ways and a host pool no larger than its limit. With
 --expect-ahead, the line must also count evictions ahead of need (the
-prefetcher's departures).
+prefetcher's departures) and restores mapped ahead (a restore's map and
+grant done on a departing allocation's memory before its departure ended).
 
     check_offload_summary.py [--expect-ahead] PROGRAM [ARGS...]
 
@@ -31,6 +32,7 @@ SUMMARY = re.compile(
 
 
 AHEAD = re.compile(r", evictions ahead of need (?P<ahead>\d+)(,|$)")
+MAPPED_AHEAD = re.compile(r", restores mapped ahead (?P<mapped>\d+)(,|$)")
 
 
 def main():
@@ -65,6 +67,10 @@ def main():
             ahead = AHEAD.search(lines[0].group(0))
             if ahead is None or int(ahead.group("ahead")) <= 0:
                 failures.append("the summary counts no evictions ahead of need (expected the prefetcher's departures)")
+            mapped = MAPPED_AHEAD.search(lines[0].group(0))
+            if mapped is None or int(mapped.group("mapped")) <= 0:
+                failures.append("the summary counts no restores mapped ahead (expected restores mapped onto "
+                                "departing allocations' memory)")
 
     for failure in failures:
         print("FAIL:", failure)
