@@ -165,13 +165,28 @@ static void vs_engine_spare_release(vs_engine_device_t *d)
 void vs_engine_lent_unmap(vs_engine_device_t *d)
 {
     VS_ASSERT_HELD(&vs_engine.lock);
-    if (d->lent_bytes == 0)
-        return;
-    CUresult rc = VS_CALL(cuMemUnmap, ((CUdeviceptr)d->lent_base, d->lent_bytes));
-    if (rc != CUDA_SUCCESS)
-        vs_log(VS_LOG_WARN, "cannot unmap the evicted allocation at 0x%" PRIxPTR " (error %d)", d->lent_base, (int)rc);
-    d->lent_base = 0;
-    d->lent_bytes = 0;
+    for (size_t i = 0; i < sizeof d->lent / sizeof d->lent[0]; i++) {
+        if (d->lent[i].bytes == 0)
+            continue;
+        CUresult rc = VS_CALL(cuMemUnmap, ((CUdeviceptr)d->lent[i].base, d->lent[i].bytes));
+        if (rc != CUDA_SUCCESS)
+            vs_log(VS_LOG_WARN, "cannot unmap the evicted allocation at 0x%" PRIxPTR " (error %d)", d->lent[i].base,
+                   (int)rc);
+        d->lent[i].base = 0;
+        d->lent[i].bytes = 0;
+    }
+}
+
+/* Leaves [base, base + bytes), mapped onto memory that another range now
+ * owns, for `vs_engine_lent_unmap`. */
+static void vs_engine_lent_leave(vs_engine_device_t *d, size_t slot, uintptr_t base, uint64_t bytes)
+{
+    VS_ASSERT_HELD(&vs_engine.lock);
+    if (d->lent[slot].bytes != 0)
+        vs_engine_lent_unmap(d);
+    d->lent[slot].base = base;
+    d->lent[slot].bytes = bytes;
+    vs_engine.spares_held = true; /* unmapped at the latest when the lock is let go */
 }
 
 void vs_engine_spares_release(void)
@@ -258,7 +273,15 @@ static CUresult vs_engine_physical_map(vs_region_t *r)
 {
     VS_ASSERT_HELD(&vs_engine.lock);
     if (r->premapped) {
-        r->premapped = false; /* mapped and granted ahead, onto what is now its memory */
+        /* Mapped and granted ahead, onto what is now its memory. */
+        r->premapped = false;
+        r->split = r->premap_split;
+        r->head_phys = r->premap_head;
+        /* A head the restore fills from the host copy, as a partial
+         * restore's: its evictions judge [0, size) (`vs_engine_restore_copy`). */
+        r->head_from_host = r->split > 0;
+        r->premap_split = 0;
+        r->premap_head = 0;
         vs_engine.stats.mapped_ahead++;
         return CUDA_SUCCESS;
     }
@@ -372,12 +395,11 @@ void vs_engine_physical_unmap(vs_region_t *r)
     if (r->phys_lent) {
         /* Mapped ahead at another range (`vs_engine_premap`): the memory is
          * that allocation's now. This range is unmapped once its copy is
-         * queued, within this hold of the lock. */
-        vs_engine_lent_unmap(d);
-        d->lent_base = r->base + r->split;
-        d->lent_bytes = bytes;
-        vs_engine.spares_held = true;
-        r->phys_lent = false;
+         * queued, within this hold of the lock; so is the head's, which
+         * goes the same way (`vs_engine_physical_unmap_head`). */
+        vs_engine_lent_leave(d, 0, r->base + r->split, bytes);
+        if (r->split == 0)
+            r->phys_lent = false;
         r->phys = 0;
         return;
     }
@@ -398,14 +420,26 @@ bool vs_engine_premap(vs_region_t *r, vs_region_t *lender)
     VS_ASSERT_HELD(&vs_engine.lock);
     if (r->where != VS_ON_HOST || r->phys != 0 || r->split != 0 || r->premapped || r->disk_io || r->evicting
         || (r->keep != 0 && r->keep < r->reserved) || lender->where != VS_RESIDENT || lender->phys == 0
-        || lender->split != 0 || lender->phys_lent || lender->reserved != r->reserved
+        || lender->phys_lent || lender->head_from_host || lender->reserved != r->reserved
         || lender->device != r->device || lender->ctx != r->ctx)
         return false;
-    if (vs_engine_map_granted(r, (CUdeviceptr)r->base, r->reserved, lender->phys) != CUDA_SUCCESS)
+    /* The lender's pieces, at the same offsets: a head, when it has one,
+     * and the tail. */
+    uint64_t split = lender->split;
+    if (split > 0 && vs_engine_map_granted(r, (CUdeviceptr)r->base, split, lender->head_phys) != CUDA_SUCCESS)
         return false;
+    if (vs_engine_map_granted(r, (CUdeviceptr)(r->base + split), r->reserved - split, lender->phys) != CUDA_SUCCESS) {
+        if (split > 0)
+            (void)VS_CALL(cuMemUnmap, ((CUdeviceptr)r->base, split));
+        return false;
+    }
     r->phys = lender->phys;
+    r->premap_split = split;
+    r->premap_head = split > 0 ? lender->head_phys : 0;
     r->premapped = true;
     lender->phys_lent = true;
+    vs_log(VS_LOG_DEBUG, "mapping 0x%" PRIxPTR " ahead onto the memory of departing 0x%" PRIxPTR " (head %" PRIu64
+           " bytes)", r->base, lender->base, split);
     return true;
 }
 
@@ -415,18 +449,26 @@ void vs_engine_premap_drop(vs_region_t *r, vs_region_t *lender)
     if (!r->premapped)
         return;
     vs_engine_device_t *d = &vs_engine.devices[r->device];
-    (void)VS_CALL(cuMemUnmap, ((CUdeviceptr)r->base, r->reserved));
+    uint64_t split = r->premap_split;
+    if (split > 0)
+        (void)VS_CALL(cuMemUnmap, ((CUdeviceptr)r->base, split));
+    (void)VS_CALL(cuMemUnmap, ((CUdeviceptr)(r->base + split), r->reserved - split));
     if (lender->phys_lent && lender->phys == r->phys) {
         lender->phys_lent = false; /* its departure has not ended: still its memory */
     } else {
+        /* The lender's ranges are gone too: the memory is no one's. */
         vs_engine_lent_unmap(d);
+        if (split > 0)
+            (void)VS_CALL(cuMemRelease, (r->premap_head));
         vs_engine_spare_release(d);
         d->spare = r->phys;
-        d->spare_bytes = r->reserved;
+        d->spare_bytes = r->reserved - split;
         vs_engine.spares_held = true;
     }
     r->phys = 0;
     r->premapped = false;
+    r->premap_split = 0;
+    r->premap_head = 0;
 }
 
 void vs_engine_physical_unmap_head(vs_region_t *r)
@@ -434,6 +476,15 @@ void vs_engine_physical_unmap_head(vs_region_t *r)
     VS_ASSERT_HELD(&vs_engine.lock);
     if (r->split == 0)
         return;
+    if (r->phys_lent && r->phys == 0) {
+        /* Its tail went to a mapping ahead (`vs_engine_physical_unmap`):
+         * the head goes with it. */
+        vs_engine_lent_leave(&vs_engine.devices[r->device], 1, r->base, r->split);
+        r->phys_lent = false;
+        r->head_phys = 0;
+        r->split = 0;
+        return;
+    }
     if (r->head_from_host) {
         /* Its copy in may still be writing there. */
         (void)VS_CALL(cuStreamSynchronize, (vs_engine.devices[r->device].to_device));

@@ -81,12 +81,16 @@ typedef struct vs_region_s {
     bool mapping_tail;
     /* Mapping ahead (`vs_engine_premap`): `premapped`, its whole range is
      * mapped and granted, before its restore, onto the physical memory of
-     * an allocation still departing (its `phys` is that memory), so the
-     * restore only copies; `phys_lent`, its own physical memory is mapped
-     * ahead like that at another allocation's range, and goes to that
-     * allocation when this one's departure unmaps it. */
+     * an allocation still departing (its `phys` is that memory's tail part;
+     * a head part, when that allocation had one, is `premap_head` at
+     * [0, premap_split)), so the restore only copies; `phys_lent`, its own
+     * physical memory (head and tail) is mapped ahead like that at another
+     * allocation's range, and goes to that allocation when this one's
+     * departure unmaps it. */
     bool premapped;
     bool phys_lent;
+    uint64_t premap_split;
+    CUmemGenericAllocationHandle premap_head;
     /* The host copy: the data while evicted. While resident it is kept as
      * long as the pool has room: when the device bytes still hash to
      * `host_hash`, an eviction drops them without copying. */
@@ -191,13 +195,15 @@ typedef struct vs_engine_device_s {
      * so it never holds memory the limit does not count past that. */
     CUmemGenericAllocationHandle spare;
     uint64_t spare_bytes;
-    /* The range of an allocation whose physical memory was mapped ahead at
-     * another's (`vs_engine_premap`): left mapped when its departure ended,
-     * so that the unmap runs once the other's copy is queued
+    /* The ranges of an allocation whose physical memory was mapped ahead
+     * at another's (`vs_engine_premap`): left mapped when its departure
+     * ended, so that the unmap runs once the other's copy is queued
      * (`vs_engine_lent_unmap`), never past this hold of the engine lock.
      * 0 bytes: none. */
-    uintptr_t lent_base;
-    uint64_t lent_bytes;
+    struct vs_lent_range_s {
+        uintptr_t base;
+        uint64_t bytes;
+    } lent[2]; /* a tail and a head */
     /* Partial residency: the heads mapped while their regions are evicted
      * (the sum of their `split`), and the region the plan asks to keep a
      * head (its id; 0: none). */
@@ -353,8 +359,8 @@ CUresult vs_engine_physical_map_evicting(vs_region_t *r);
  * as the device's spare until the engine lock is let go. */
 void vs_engine_physical_unmap(vs_region_t *r);
 
-/* Mapping ahead: while `lender` (resident, whole, of `r`'s size and
- * context) departs, maps `r`'s whole range (evicted, nothing mapped) onto
+/* Mapping ahead: while `lender` (resident, of `r`'s size and context,
+ * leaving whole) departs, maps `r`'s whole range (evicted, nothing mapped) onto
  * `lender`'s physical memory and grants access, so that the restore of `r`
  * that the departure makes room for starts with its copy. Nothing more is
  * charged: it is the same memory. When `lender`'s departure ends, its
@@ -367,8 +373,8 @@ bool vs_engine_premap(vs_region_t *r, vs_region_t *lender);
  * (or was called off), else becomes the device's spare. */
 void vs_engine_premap_drop(vs_region_t *r, vs_region_t *lender);
 
-/* Unmaps the range an ended departure left mapped for a mapping ahead
- * (vs_engine_device_t.lent_base), if any. */
+/* Unmaps the ranges an ended departure left mapped for a mapping ahead
+ * (vs_engine_device_t.lent), if any. */
 void vs_engine_lent_unmap(vs_engine_device_t *d);
 
 /* Unmaps and releases `r`'s head (`split` becomes 0). */

@@ -196,14 +196,15 @@ static bool vs_prefetch_head(vs_engine_device_t *d, int device, vs_region_t *r)
 }
 
 /* The victim of the oldest departure whose physical memory the restore of
- * `r` can map ahead (`vs_engine_premap`): one of its size. NULL: none. */
+ * `r` can map ahead (`vs_engine_premap`): one of its size that leaves
+ * whole (keeps no head). NULL: none. */
 static vs_region_t *vs_prefetch_lender(const vs_engine_device_t *d, const vs_region_t *r)
 {
     VS_ASSERT_HELD(&vs_engine.lock);
     const vs_eviction_t *oldest = d->departures;
     for (size_t i = 0; oldest != NULL && i < oldest->count; i++) {
         vs_region_t *victim = oldest->victims[i];
-        if (victim != NULL && victim->reserved == r->reserved && victim->split == 0 && !victim->phys_lent)
+        if (victim != NULL && victim->reserved == r->reserved && oldest->from_of[i] == 0 && !victim->phys_lent)
             return victim;
     }
     return NULL;

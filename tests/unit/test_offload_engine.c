@@ -206,6 +206,109 @@ static void test_offload_engine_device_full_restore_keeps_its_head(void **state)
     free(seen);
 }
 
+/* Reads `dptr` through the engine and compares it with fill(seed). */
+static void expect_region(CUdeviceptr dptr, unsigned seed)
+{
+    unsigned char *expected = malloc(REGION_BYTES), *seen = malloc(REGION_BYTES);
+    assert_non_null(expected);
+    assert_non_null(seen);
+    fill(expected, REGION_BYTES, seed);
+    memset(seen, 0, REGION_BYTES);
+    assert_int_equal(copy_to_host(seen, dptr, REGION_BYTES), CUDA_SUCCESS);
+    assert_memory_equal(seen, expected, REGION_BYTES);
+    free(expected);
+    free(seen);
+}
+
+/* Mapping ahead (`vs_engine_premap`) onto a departing region that has a
+ * head and a tail (a partial restore's two physical allocations): the
+ * restore mapped ahead gets both, at the same offsets, and brings back
+ * every byte; the departed region's bytes are intact on the host. And a
+ * mapping ahead dropped before the departure ends leaves the departing
+ * region its memory and its bytes. */
+static void test_offload_engine_mapping_ahead_onto_head_and_tail(void **state)
+{
+    (void)state;
+    enum { LENDER, BORROWER, COUNT };
+    const uint64_t head = REGION_BYTES / 2;
+    CUdeviceptr regions[COUNT];
+    vs_region_t *r[COUNT];
+    for (int i = 0; i < COUNT; i++) {
+        unsigned char *bytes = malloc(REGION_BYTES);
+        assert_non_null(bytes);
+        assert_int_equal(vs_offload_alloc(&regions[i], REGION_BYTES, 0, VS_ALLOC_DEVICE), CUDA_SUCCESS);
+        fill(bytes, REGION_BYTES, (unsigned)(200 + i));
+        assert_int_equal(copy_to_device(regions[i], bytes, REGION_BYTES), CUDA_SUCCESS);
+        free(bytes);
+    }
+    CUstreamCaptureMode mode;
+    vs_engine_lock(&mode);
+    for (int i = 0; i < COUNT; i++)
+        r[i] = vs_engine_region_at((uintptr_t)regions[i]);
+    bool host_full = false;
+    assert_int_equal(vs_engine_evict(r, COUNT, &host_full), COUNT * REGION_BYTES);
+    /* The lender: a head from its host copy, then the rest (resident with
+     * two physical allocations). */
+    assert_int_equal(vs_cap_reserve(0, head), 0);
+    assert_int_equal(vs_engine_restore_head(r[LENDER], head), CUDA_SUCCESS);
+    vs_engine_unlock(mode);
+    expect_region(regions[LENDER], 200 + LENDER);
+    vs_engine_lock(&mode);
+    assert_int_equal(r[LENDER]->where, VS_RESIDENT);
+    assert_int_equal(r[LENDER]->split, head);
+
+    /* Dropped before the departure ends: the lender keeps its memory. */
+    vs_engine_device_t *d = vs_engine_device(0);
+    assert_non_null(d);
+    vs_region_t *lender = r[LENDER];
+    assert_true(vs_engine_depart(d, 0, &lender, 1));
+    assert_true(vs_engine_premap(r[BORROWER], r[LENDER]));
+    vs_engine_premap_drop(r[BORROWER], r[LENDER]);
+    assert_false(r[LENDER]->phys_lent);
+    assert_int_equal(r[BORROWER]->phys, 0);
+    vs_engine_departures_settle();
+    assert_int_equal(r[LENDER]->where, VS_ON_HOST);
+    vs_engine_unlock(mode);
+    expect_region(regions[LENDER], 200 + LENDER);
+
+    /* Taken: the borrower maps ahead onto the lender's head and tail. */
+    vs_engine_lock(&mode);
+    assert_int_equal(r[LENDER]->where, VS_RESIDENT);
+    if (r[LENDER]->split == 0) {
+        /* Restored whole by the read: make it two pieces again. */
+        lender = r[LENDER];
+        assert_int_equal(vs_engine_evict(&lender, 1, &host_full), REGION_BYTES);
+        assert_int_equal(vs_cap_reserve(0, head), 0);
+        assert_int_equal(vs_engine_restore_head(r[LENDER], head), CUDA_SUCCESS);
+        vs_engine_unlock(mode);
+        expect_region(regions[LENDER], 200 + LENDER);
+        vs_engine_lock(&mode);
+    }
+    assert_int_equal(r[LENDER]->split, head);
+    lender = r[LENDER];
+    assert_true(vs_engine_depart(d, 0, &lender, 1));
+    assert_true(vs_engine_premap(r[BORROWER], r[LENDER]));
+    assert_true(vs_engine_departures_advance(d, true, true) > 0);
+    assert_int_equal(r[LENDER]->where, VS_ON_HOST);
+    assert_false(r[LENDER]->phys_lent);
+    assert_int_equal(vs_cap_reserve(0, r[BORROWER]->reserved), 0);
+    uint64_t mapped_ahead = vs_engine.stats.mapped_ahead;
+    assert_int_equal(vs_engine_restore_mapped(r[BORROWER], d, NULL, false, true), CUDA_SUCCESS);
+    vs_engine_lent_unmap(d);
+    assert_int_equal(vs_engine.stats.mapped_ahead, mapped_ahead + 1);
+    assert_int_equal(r[BORROWER]->split, head);
+    vs_engine_unlock(mode);
+    expect_region(regions[BORROWER], 200 + BORROWER);
+    expect_region(regions[LENDER], 200 + LENDER);
+    expect_region(regions[BORROWER], 200 + BORROWER);
+
+    for (int i = 0; i < COUNT; i++) {
+        CUresult rc = CUDA_ERROR_UNKNOWN;
+        assert_true(vs_offload_free(regions[i], &rc));
+        assert_int_equal(rc, CUDA_SUCCESS);
+    }
+}
+
 int main(void)
 {
     /* Before the first configuration read: offload mode, a limit of two
@@ -220,6 +323,7 @@ int main(void)
         cmocka_unit_test(test_offload_engine_evict_restore_is_byte_exact),
         cmocka_unit_test(test_offload_engine_free_of_foreign_pointer_declines),
         cmocka_unit_test(test_offload_engine_device_full_restore_keeps_its_head),
+        cmocka_unit_test(test_offload_engine_mapping_ahead_onto_head_and_tail),
     };
     return cmocka_run_group_tests_name("offload engine", tests, setup_driver, NULL);
 }
