@@ -220,6 +220,21 @@ static void expect_region(CUdeviceptr dptr, unsigned seed)
     free(seen);
 }
 
+/* Brings evicted `r` back as two physical allocations, a head of `head`
+ * bytes from its host copy and then the rest, as a partial restore does;
+ * its bytes must be fill(seed). Engine lock held (let go meanwhile). */
+static void in_two_pieces(vs_region_t *r, uint64_t head, unsigned seed, CUstreamCaptureMode *mode)
+{
+    assert_int_equal(r->where, VS_ON_HOST);
+    assert_int_equal(vs_cap_reserve(0, head), 0);
+    assert_int_equal(vs_engine_restore_head(r, head), CUDA_SUCCESS);
+    vs_engine_unlock(*mode);
+    expect_region((CUdeviceptr)r->base, seed);
+    vs_engine_lock(mode);
+    assert_int_equal(r->where, VS_RESIDENT);
+    assert_int_equal(r->split, head);
+}
+
 /* Mapping ahead (`vs_engine_premap`) onto a departing region that has a
  * head and a tail (a partial restore's two physical allocations): the
  * restore mapped ahead gets both, at the same offsets, and brings back
@@ -247,15 +262,7 @@ static void test_offload_engine_mapping_ahead_onto_head_and_tail(void **state)
         r[i] = vs_engine_region_at((uintptr_t)regions[i]);
     bool host_full = false;
     assert_int_equal(vs_engine_evict(r, COUNT, &host_full), COUNT * REGION_BYTES);
-    /* The lender: a head from its host copy, then the rest (resident with
-     * two physical allocations). */
-    assert_int_equal(vs_cap_reserve(0, head), 0);
-    assert_int_equal(vs_engine_restore_head(r[LENDER], head), CUDA_SUCCESS);
-    vs_engine_unlock(mode);
-    expect_region(regions[LENDER], 200 + LENDER);
-    vs_engine_lock(&mode);
-    assert_int_equal(r[LENDER]->where, VS_RESIDENT);
-    assert_int_equal(r[LENDER]->split, head);
+    in_two_pieces(r[LENDER], head, 200 + LENDER, &mode);
 
     /* Dropped before the departure ends: the lender keeps its memory. */
     vs_engine_device_t *d = vs_engine_device(0);
@@ -273,19 +280,10 @@ static void test_offload_engine_mapping_ahead_onto_head_and_tail(void **state)
 
     /* Taken: the borrower maps ahead onto the lender's head and tail. */
     vs_engine_lock(&mode);
-    assert_int_equal(r[LENDER]->where, VS_RESIDENT);
-    if (r[LENDER]->split == 0) {
-        /* Restored whole by the read: make it two pieces again. */
-        lender = r[LENDER];
-        assert_int_equal(vs_engine_evict(&lender, 1, &host_full), REGION_BYTES);
-        assert_int_equal(vs_cap_reserve(0, head), 0);
-        assert_int_equal(vs_engine_restore_head(r[LENDER], head), CUDA_SUCCESS);
-        vs_engine_unlock(mode);
-        expect_region(regions[LENDER], 200 + LENDER);
-        vs_engine_lock(&mode);
-    }
-    assert_int_equal(r[LENDER]->split, head);
+    assert_int_equal(r[LENDER]->where, VS_RESIDENT); /* restored whole by the read */
     lender = r[LENDER];
+    assert_int_equal(vs_engine_evict(&lender, 1, &host_full), REGION_BYTES);
+    in_two_pieces(r[LENDER], head, 200 + LENDER, &mode);
     assert_true(vs_engine_depart(d, 0, &lender, 1));
     assert_true(vs_engine_premap(r[BORROWER], r[LENDER]));
     assert_true(vs_engine_departures_advance(d, true, true) > 0);
