@@ -2,9 +2,12 @@
  * simulated driver, without the preload library: this program links the
  * driver layer and the engine directly (`vramshim_engine`), does the
  * start-up shim.c's constructor would do (the cap), and runs allocation,
- * eviction and restore through `VS_OPERATE`, as the hooks do. The bytes
- * that come back from the host and from other regions' evictions must be
- * exactly the bytes written.
+ * eviction and restore through `VS_OPERATE`, as the hooks do; states no
+ * application can steer into on purpose (heads brought in ahead, a device
+ * full of other memory, a departure under way) are set up through the
+ * engine's own calls (offload_internal.h). The bytes that come back from
+ * the host and from other regions' evictions must be exactly the bytes
+ * written.
  *
  * Needs the simulated libcuda.so.1 on LD_LIBRARY_PATH (meson's test_env).
  */
