@@ -162,30 +162,31 @@ static void vs_engine_spare_release(vs_engine_device_t *d)
     d->spare_bytes = 0;
 }
 
-void vs_engine_lent_unmap(vs_engine_device_t *d)
+void vs_engine_lent_unmap(void)
 {
     VS_ASSERT_HELD(&vs_engine.lock);
-    for (size_t i = 0; i < sizeof d->lent / sizeof d->lent[0]; i++) {
-        if (d->lent[i].bytes == 0)
+    for (size_t i = 0; i < sizeof vs_engine.lent / sizeof vs_engine.lent[0]; i++) {
+        struct vs_lent_range_s *range = &vs_engine.lent[i];
+        if (range->bytes == 0)
             continue;
-        CUresult rc = VS_CALL(cuMemUnmap, ((CUdeviceptr)d->lent[i].base, d->lent[i].bytes));
+        CUresult rc = VS_CALL(cuMemUnmap, ((CUdeviceptr)range->base, range->bytes));
         if (rc != CUDA_SUCCESS)
-            vs_log(VS_LOG_WARN, "cannot unmap the evicted allocation at 0x%" PRIxPTR " (error %d)", d->lent[i].base,
+            vs_log(VS_LOG_WARN, "cannot unmap the evicted allocation at 0x%" PRIxPTR " (error %d)", range->base,
                    (int)rc);
-        d->lent[i].base = 0;
-        d->lent[i].bytes = 0;
+        range->base = 0;
+        range->bytes = 0;
     }
 }
 
 /* Leaves [base, base + bytes), mapped onto memory that another range now
  * owns, for `vs_engine_lent_unmap`. */
-static void vs_engine_lent_leave(vs_engine_device_t *d, size_t slot, uintptr_t base, uint64_t bytes)
+static void vs_engine_lent_leave(size_t slot, uintptr_t base, uint64_t bytes)
 {
     VS_ASSERT_HELD(&vs_engine.lock);
-    if (d->lent[slot].bytes != 0)
-        vs_engine_lent_unmap(d);
-    d->lent[slot].base = base;
-    d->lent[slot].bytes = bytes;
+    if (vs_engine.lent[slot].bytes != 0)
+        vs_engine_lent_unmap();
+    vs_engine.lent[slot].base = base;
+    vs_engine.lent[slot].bytes = bytes;
     vs_engine.spares_held = true; /* unmapped at the latest when the lock is let go */
 }
 
@@ -194,10 +195,9 @@ void vs_engine_spares_release(void)
     VS_ASSERT_HELD(&vs_engine.lock);
     if (!vs_engine.spares_held)
         return;
-    for (int device = 0; device < VS_MAX_DEVICES; device++) {
+    for (int device = 0; device < VS_MAX_DEVICES; device++)
         vs_engine_spare_release(&vs_engine.devices[device]);
-        vs_engine_lent_unmap(&vs_engine.devices[device]);
-    }
+    vs_engine_lent_unmap();
     vs_engine.spares_held = false;
 }
 
@@ -241,7 +241,7 @@ static CUresult vs_engine_physical_map_range(vs_region_t *r, uint64_t offset, ui
     CUmemGenericAllocationHandle phys = 0;
     CUresult rc = CUDA_SUCCESS;
     CUdeviceptr at = (CUdeviceptr)(r->base + offset);
-    vs_engine_lent_unmap(d); /* `r` may be the allocation whose range it is */
+    vs_engine_lent_unmap(); /* `r` may be the allocation whose range it is */
     if (d->spare != 0 && d->spare_bytes == bytes) {
         phys = d->spare; /* what an eviction just unmapped: no release, no create */
         d->spare = 0;
@@ -397,13 +397,13 @@ void vs_engine_physical_unmap(vs_region_t *r)
          * that allocation's now. This range is unmapped once its copy is
          * queued, within this hold of the lock; so is the head's, which
          * goes the same way (`vs_engine_physical_unmap_head`). */
-        vs_engine_lent_leave(d, 0, r->base + r->split, bytes);
+        vs_engine_lent_leave(0, r->base + r->split, bytes);
         if (r->split == 0)
             r->phys_lent = false;
         r->phys = 0;
         return;
     }
-    vs_engine_lent_unmap(d); /* before this memory can be mapped again */
+    vs_engine_lent_unmap(); /* before this memory can be mapped again */
     if (VS_CALL(cuMemUnmap, ((CUdeviceptr)(r->base + r->split), bytes)) != CUDA_SUCCESS) {
         (void)VS_CALL(cuMemRelease, (r->phys));
     } else {
@@ -457,7 +457,7 @@ void vs_engine_premap_drop(vs_region_t *r, vs_region_t *lender)
         lender->phys_lent = false; /* its departure has not ended: still its memory */
     } else {
         /* The lender's ranges are gone too: the memory is no one's. */
-        vs_engine_lent_unmap(d);
+        vs_engine_lent_unmap();
         if (split > 0)
             (void)VS_CALL(cuMemRelease, (r->premap_head));
         vs_engine_spare_release(d);
@@ -479,7 +479,7 @@ void vs_engine_physical_unmap_head(vs_region_t *r)
     if (r->phys_lent && r->phys == 0) {
         /* Its tail went to a mapping ahead (`vs_engine_physical_unmap`):
          * the head goes with it. */
-        vs_engine_lent_leave(&vs_engine.devices[r->device], 1, r->base, r->split);
+        vs_engine_lent_leave(1, r->base, r->split);
         r->phys_lent = false;
         r->head_phys = 0;
         r->split = 0;

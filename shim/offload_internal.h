@@ -195,15 +195,6 @@ typedef struct vs_engine_device_s {
      * so it never holds memory the limit does not count past that. */
     CUmemGenericAllocationHandle spare;
     uint64_t spare_bytes;
-    /* The ranges of an allocation whose physical memory was mapped ahead
-     * at another's (`vs_engine_premap`): left mapped when its departure
-     * ended, so that the unmap runs once the other's copy is queued
-     * (`vs_engine_lent_unmap`), never past this hold of the engine lock.
-     * 0 bytes: none. */
-    struct vs_lent_range_s {
-        uintptr_t base;
-        uint64_t bytes;
-    } lent[2]; /* a tail and a head */
     /* Partial residency: the heads mapped while their regions are evicted
      * (the sum of their `split`), and the region the plan asks to keep a
      * head (its id; 0: none). */
@@ -216,7 +207,7 @@ typedef struct vs_engine_s {
     vs_mutex_t lock;
     pthread_cond_t released; /* an operation let go of what it held, or memory was freed */
     pthread_cond_t disk_io_done; /* a region's disk I/O ended (vs_region_t.disk_io) */
-    bool spares_held;            /* some device keeps a spare (vs_engine_device_t.spare) */
+    bool spares_held;            /* some device keeps a spare (vs_engine_device_t.spare), or `lent` is set */
     uint32_t ops_holding;    /* operations between their restore and their submission */
     /* The limit was passed for an operation that needed it: the next
      * operation evicts back under it. */
@@ -249,6 +240,15 @@ typedef struct vs_engine_s {
     vs_deferred_t *deferred_head, *deferred_tail;
     _Atomic size_t departing; /* departures under way, on every device (written under the lock) */
     vs_offload_stats_t stats;
+    /* The ranges of an allocation whose physical memory was mapped ahead
+     * at another's (`vs_engine_premap`): left mapped when its departure
+     * ended, so that the unmap runs once the other's copy is queued
+     * (`vs_engine_lent_unmap`), never past this hold of the engine lock
+     * (one departure's at a time). 0 bytes: none. */
+    struct vs_lent_range_s {
+        uintptr_t base;
+        uint64_t bytes;
+    } lent[2]; /* a tail and a head */
     bool warned_over_limit;
     bool warned_host_full; /* a charge failed: the host pool full, nothing to spill */
 } vs_engine_t;
@@ -374,8 +374,8 @@ bool vs_engine_premap(vs_region_t *r, vs_region_t *lender);
 void vs_engine_premap_drop(vs_region_t *r, vs_region_t *lender);
 
 /* Unmaps the ranges an ended departure left mapped for a mapping ahead
- * (vs_engine_device_t.lent), if any. */
-void vs_engine_lent_unmap(vs_engine_device_t *d);
+ * (vs_engine_t.lent), if any. */
+void vs_engine_lent_unmap(void);
 
 /* Unmaps and releases `r`'s head (`split` becomes 0). */
 void vs_engine_physical_unmap_head(vs_region_t *r);

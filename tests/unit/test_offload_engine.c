@@ -295,7 +295,7 @@ static void test_offload_engine_mapping_ahead_onto_head_and_tail(void **state)
     assert_int_equal(vs_cap_reserve(0, r[BORROWER]->reserved), 0);
     uint64_t mapped_ahead = vs_engine.stats.mapped_ahead;
     assert_int_equal(vs_engine_restore_mapped(r[BORROWER], d, NULL, false, true), CUDA_SUCCESS);
-    vs_engine_lent_unmap(d);
+    vs_engine_lent_unmap();
     assert_int_equal(vs_engine.stats.mapped_ahead, mapped_ahead + 1);
     assert_int_equal(r[BORROWER]->split, head);
     vs_engine_unlock(mode);
