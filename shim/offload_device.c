@@ -162,6 +162,17 @@ static void vs_engine_spare_release(vs_engine_device_t *d)
     d->spare_bytes = 0;
 }
 
+/* Keeps `phys` (unmapped, `bytes` long) as `d`'s spare, in place of the one
+ * kept before, until the engine lock is let go. */
+static void vs_engine_spare_keep(vs_engine_device_t *d, CUmemGenericAllocationHandle phys, uint64_t bytes)
+{
+    VS_ASSERT_HELD(&vs_engine.lock);
+    vs_engine_spare_release(d);
+    d->spare = phys;
+    d->spare_bytes = bytes;
+    vs_engine.spares_held = true;
+}
+
 void vs_engine_lent_unmap(void)
 {
     VS_ASSERT_HELD(&vs_engine.lock);
@@ -407,10 +418,7 @@ void vs_engine_physical_unmap(vs_region_t *r)
     if (VS_CALL(cuMemUnmap, ((CUdeviceptr)(r->base + r->split), bytes)) != CUDA_SUCCESS) {
         (void)VS_CALL(cuMemRelease, (r->phys));
     } else {
-        vs_engine_spare_release(d);
-        d->spare = r->phys;
-        d->spare_bytes = bytes;
-        vs_engine.spares_held = true;
+        vs_engine_spare_keep(d, r->phys, bytes);
     }
     r->phys = 0;
 }
@@ -460,10 +468,7 @@ void vs_engine_premap_drop(vs_region_t *r, vs_region_t *lender)
         vs_engine_lent_unmap();
         if (split > 0)
             (void)VS_CALL(cuMemRelease, (r->premap_head));
-        vs_engine_spare_release(d);
-        d->spare = r->phys;
-        d->spare_bytes = r->reserved - split;
-        vs_engine.spares_held = true;
+        vs_engine_spare_keep(d, r->phys, r->reserved - split);
     }
     r->phys = 0;
     r->premapped = false;

@@ -356,7 +356,9 @@ vs_device_hasher_t *vs_engine_evict_hasher(vs_engine_device_t *d, int device);
 CUresult vs_engine_physical_map_evicting(vs_region_t *r);
 
 /* Unmaps `r`'s tail (all of it when no head is mapped); its memory is kept
- * as the device's spare until the engine lock is let go. */
+ * as the device's spare until the engine lock is let go, or, when it was
+ * mapped ahead at another range (`phys_lent`), is that range's, and this
+ * range's unmap waits for `vs_engine_lent_unmap`. */
 void vs_engine_physical_unmap(vs_region_t *r);
 
 /* Mapping ahead: while `lender` (resident, of `r`'s size and context,
