@@ -254,9 +254,16 @@ static bool vs_eviction_verdicts(vs_eviction_t *e, vs_engine_device_t *d)
     e->verdicts_read = true;
     for (size_t i = 0; i < e->count; i++) {
         vs_region_t *r = e->victims[i];
-        if (r != NULL && e->arrival_slot[i] >= 0)
-            vs_engine_restore_hash_end(d, e->rc == CUDA_SUCCESS ? r : NULL, e->arrival_slot[i], e->arrival_from[i],
-                                       r->size - e->arrival_from[i], e->rc == CUDA_SUCCESS);
+        vs_content_hash_t known;
+        /* The hash of what arrived becomes the host copy's, unless it
+         * covers other bytes than this eviction moves and the host copy's
+         * hash of those is known: the plan dropped the head the restore
+         * expected to keep, and the verdict below needs the hash from 0. */
+        if (r != NULL && e->arrival_slot[i] >= 0) {
+            bool useful = e->arrival_from[i] == e->from_of[i] || !vs_engine_host_hash(r, e->from_of[i], &known);
+            vs_engine_restore_hash_end(d, e->rc == CUDA_SUCCESS && useful ? r : NULL, e->arrival_slot[i],
+                                       e->arrival_from[i], r->size - e->arrival_from[i], e->rc == CUDA_SUCCESS);
+        }
         if (r != NULL)
             e->arrival_slot[i] = -1;
     }

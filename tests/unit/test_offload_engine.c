@@ -310,6 +310,64 @@ static void test_offload_engine_mapping_ahead_onto_head_and_tail(void **state)
     }
 }
 
+/* A restore whose head the plan keeps hashes only its tail as it arrives
+ * (its evictions will move only the tail). When the plan drops the head
+ * before the next eviction, that eviction moves all the bytes, and the host
+ * copy's hash of all of them, known from before, must still judge it: a
+ * region nobody wrote leaves clean, nothing copied, and is not taken for
+ * one written at every use (whose evictions then copy without a verdict). */
+static void test_offload_engine_dropped_head_still_judged_clean(void **state)
+{
+    (void)state;
+    const uint64_t head = REGION_BYTES / 2;
+    const unsigned seed = 300;
+    CUdeviceptr dptr;
+    unsigned char *bytes = malloc(REGION_BYTES);
+    assert_non_null(bytes);
+    assert_int_equal(vs_offload_alloc(&dptr, REGION_BYTES, 0, VS_ALLOC_DEVICE), CUDA_SUCCESS);
+    fill(bytes, REGION_BYTES, seed);
+    assert_int_equal(copy_to_device(dptr, bytes, REGION_BYTES), CUDA_SUCCESS);
+    free(bytes);
+
+    CUstreamCaptureMode mode;
+    vs_engine_lock(&mode);
+    vs_region_t *r = vs_engine_region_at((uintptr_t)dptr);
+    assert_non_null(r);
+    vs_engine_device_t *d = vs_engine_device(0);
+    assert_non_null(d);
+    bool host_full = false;
+    assert_int_equal(vs_engine_evict(&r, 1, &host_full), REGION_BYTES);
+    assert_true(r->host_hash_known);
+    assert_int_equal(r->host_hash_from, 0);
+
+    /* Back in two pieces, the plan keeping the head: the tail's restore
+     * hashes the tail, and is still arriving. */
+    r->keep = head;
+    assert_int_equal(vs_cap_reserve(0, head), 0);
+    assert_int_equal(vs_engine_restore_head(r, head), CUDA_SUCCESS);
+    assert_int_equal(vs_cap_reserve(0, vs_engine_region_missing(r)), 0);
+    assert_int_equal(vs_engine_restore_mapped(r, d, NULL, false, true), CUDA_SUCCESS);
+    assert_int_equal(r->split, head);
+    assert_non_null(r->arriving);
+
+    /* The plan no longer keeps it: the eviction moves everything. */
+    r->keep = 0;
+    vs_offload_stats_t before = vs_engine.stats;
+    assert_int_equal(vs_engine_evict(&r, 1, &host_full), REGION_BYTES);
+    vs_offload_stats_t after = vs_engine.stats;
+    assert_int_equal(r->where, VS_ON_HOST);
+    assert_int_equal(r->split, 0);
+    assert_int_equal(after.clean_drops, before.clean_drops + 1);
+    assert_int_equal(after.bytes_to_host, before.bytes_to_host);
+    assert_int_equal(r->changed_streak, 0);
+    vs_engine_unlock(mode);
+    expect_region(dptr, seed);
+
+    CUresult rc = CUDA_ERROR_UNKNOWN;
+    assert_true(vs_offload_free(dptr, &rc));
+    assert_int_equal(rc, CUDA_SUCCESS);
+}
+
 int main(void)
 {
     /* Before the first configuration read: offload mode, a limit of two
@@ -325,6 +383,7 @@ int main(void)
         cmocka_unit_test(test_offload_engine_free_of_foreign_pointer_declines),
         cmocka_unit_test(test_offload_engine_device_full_restore_keeps_its_head),
         cmocka_unit_test(test_offload_engine_mapping_ahead_onto_head_and_tail),
+        cmocka_unit_test(test_offload_engine_dropped_head_still_judged_clean),
     };
     return cmocka_run_group_tests_name("offload engine", tests, setup_driver, NULL);
 }
