@@ -102,10 +102,6 @@ struct vs_policy_s {
     bool plan_dirty;        /* the cycle, the budget or the members changed */
     uint64_t plan_built_at; /* `now` when it was last built */
     uint64_t planned_streamed_bytes;
-    /* What the plan was built for: the length of the cycle, and how many
-     * members it had. */
-    uint64_t plan_cycle;
-    size_t plan_members;
     /* What the streamed allocations take past what must stream (whole
      * allocations rarely add up to it): one of them, `partial_id`, may keep
      * that many of its bytes resident (partial residency). 0: none. */
@@ -618,20 +614,12 @@ static void plan_build(vs_policy_t *policy)
     }
     qsort(policy->members, n, sizeof *policy->members, plan_member_order);
     /* A rebuild keeps each member's class while the spread stays within
-     * half the largest member of even: every change of class costs a copy.
-     * Not when the plan before was made for another cycle or other
-     * members: made while the cycle was being learned, from predictions of
-     * several lengths, its classes are not spread over this cycle (the
-     * sweep's cycle at 50%: four whole layers streamed in a row, kept by
-     * every later plan, left the copy engine idle twice a pass). */
+     * half the largest member of even: every change of class costs a copy. */
     uint64_t largest_member = 0;
     for (size_t i = 0; i < n; i++)
         if (policy->members[i]->size > largest_member)
             largest_member = policy->members[i]->size;
-    bool same_cycle = cycle == policy->plan_cycle && n == policy->plan_members;
-    double hysteresis = same_cycle ? (double)largest_member / 2.0 : 0.0;
-    policy->plan_cycle = cycle;
-    policy->plan_members = n;
+    double hysteresis = (double)largest_member / 2.0;
     /* The largest members stream first (`plan_stream_floor`); the spread
      * is over the bytes of those that may. */
     uint64_t spread_bytes;
@@ -652,7 +640,6 @@ static void plan_build(vs_policy_t *policy)
     }
     /* Rounding may leave the kept members a little over: stream the largest
      * kept ones until they fit. */
-    vs_policy_alloc_t *rounded = NULL;
     while (streamed < stream) {
         vs_policy_alloc_t *largest = NULL;
         for (size_t i = 0; i < n; i++) {
@@ -664,23 +651,17 @@ static void plan_build(vs_policy_t *policy)
             break;
         plan_set(policy, largest, true);
         streamed += largest->size;
-        rounded = largest;
     }
     policy->planned_streamed_bytes = streamed;
     /* Whole allocations stream more than must: the largest streamed one may
      * keep the difference resident, so that the budget is used to the byte.
-     * Among the largest, the last one streamed only to round up comes first:
-     * the spread left it kept, and as the partial one it streams only what
-     * it does not keep, so the spread stays even. Then the one chosen
-     * before, while it is streamed: every change of choice costs a whole
-     * copy. */
+     * The one chosen before stays while it is streamed and as large as any:
+     * every change of choice costs a whole copy. */
     vs_policy_alloc_t *partial = NULL;
     for (size_t i = 0; i < n && streamed > stream; i++) {
         vs_policy_alloc_t *m = policy->members[i];
-        if (!m->streamed)
-            continue;
-        if (partial == NULL || m->size > partial->size
-            || (m->size == partial->size && partial != rounded && (m == rounded || m->id == previous)))
+        if (m->streamed
+            && (partial == NULL || m->size > partial->size || (m->size == partial->size && m->id == previous)))
             partial = m;
     }
     if (partial != NULL) {
