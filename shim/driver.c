@@ -22,6 +22,7 @@
 #include <string.h>
 
 #include "config.h"
+#include "internal.h"
 #include "log.h"
 
 vs_real_t vs_real;
@@ -208,7 +209,7 @@ static int vs_driver_load(void (*run[VS_ON_LOAD_MAX])(void))
     return vs_driver.on_load_count;
 }
 
-int vs_driver_ready(void)
+VS_LAUNCH_PATH int vs_driver_ready(void)
 {
     if (atomic_load_explicit(&vs_driver.ready, memory_order_acquire) == 2)
         return vs_driver.handle != NULL ? 0 : -ENOENT;

@@ -10,6 +10,7 @@
 
 #include "offload.h"
 #include "hooks.h"
+#include "internal.h"
 #include "pool_usage.h"
 #include "launch.h"
 
@@ -31,7 +32,7 @@
         return vs_rc_;                                                                             \
     } while (0)
 
-CUresult CUDAAPI cuLaunchKernel(CUfunction f, unsigned int gridDimX, unsigned int gridDimY, unsigned int gridDimZ,
+VS_LAUNCH_PATH CUresult CUDAAPI cuLaunchKernel(CUfunction f, unsigned int gridDimX, unsigned int gridDimY, unsigned int gridDimZ,
                                 unsigned int blockDimX, unsigned int blockDimY, unsigned int blockDimZ,
                                 unsigned int sharedMemBytes, CUstream hStream, void **kernelParams, void **extra)
 {
@@ -40,7 +41,7 @@ CUresult CUDAAPI cuLaunchKernel(CUfunction f, unsigned int gridDimX, unsigned in
                                     sharedMemBytes, hStream, kernelParams, extra)));
 }
 
-CUresult CUDAAPI cuLaunchKernel_ptsz(CUfunction f, unsigned int gridDimX, unsigned int gridDimY,
+VS_LAUNCH_PATH CUresult CUDAAPI cuLaunchKernel_ptsz(CUfunction f, unsigned int gridDimX, unsigned int gridDimY,
                                      unsigned int gridDimZ, unsigned int blockDimX, unsigned int blockDimY,
                                      unsigned int blockDimZ, unsigned int sharedMemBytes, CUstream hStream,
                                      void **kernelParams, void **extra)
@@ -50,13 +51,13 @@ CUresult CUDAAPI cuLaunchKernel_ptsz(CUfunction f, unsigned int gridDimX, unsign
                                          sharedMemBytes, hStream, kernelParams, extra)));
 }
 
-CUresult CUDAAPI cuLaunchKernelEx(const CUlaunchConfig *config, CUfunction f, void **kernelParams, void **extra)
+VS_LAUNCH_PATH CUresult CUDAAPI cuLaunchKernelEx(const CUlaunchConfig *config, CUfunction f, void **kernelParams, void **extra)
 {
     VS_LAUNCH(config != NULL ? config->hStream : NULL, false, f, kernelParams, extra,
               VS_CALL(cuLaunchKernelEx, (config, f, kernelParams, extra)));
 }
 
-CUresult CUDAAPI cuLaunchKernelEx_ptsz(const CUlaunchConfig *config, CUfunction f, void **kernelParams,
+VS_LAUNCH_PATH CUresult CUDAAPI cuLaunchKernelEx_ptsz(const CUlaunchConfig *config, CUfunction f, void **kernelParams,
                                        void **extra)
 {
     VS_LAUNCH(config != NULL ? config->hStream : NULL, true, f, kernelParams, extra,
