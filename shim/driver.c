@@ -209,7 +209,8 @@ static int vs_driver_load(void (*run[VS_ON_LOAD_MAX])(void))
     return vs_driver.on_load_count;
 }
 
-VS_LAUNCH_PATH int vs_driver_ready(void)
+VS_LAUNCH_PATH
+int vs_driver_ready(void)
 {
     if (atomic_load_explicit(&vs_driver.ready, memory_order_acquire) == 2)
         return vs_driver.handle != NULL ? 0 : -ENOENT;

@@ -32,7 +32,8 @@
         return vs_rc_;                                                                             \
     } while (0)
 
-VS_LAUNCH_PATH CUresult CUDAAPI cuLaunchKernel(CUfunction f, unsigned int gridDimX, unsigned int gridDimY, unsigned int gridDimZ,
+VS_LAUNCH_PATH
+CUresult CUDAAPI cuLaunchKernel(CUfunction f, unsigned int gridDimX, unsigned int gridDimY, unsigned int gridDimZ,
                                 unsigned int blockDimX, unsigned int blockDimY, unsigned int blockDimZ,
                                 unsigned int sharedMemBytes, CUstream hStream, void **kernelParams, void **extra)
 {
@@ -41,7 +42,8 @@ VS_LAUNCH_PATH CUresult CUDAAPI cuLaunchKernel(CUfunction f, unsigned int gridDi
                                     sharedMemBytes, hStream, kernelParams, extra)));
 }
 
-VS_LAUNCH_PATH CUresult CUDAAPI cuLaunchKernel_ptsz(CUfunction f, unsigned int gridDimX, unsigned int gridDimY,
+VS_LAUNCH_PATH
+CUresult CUDAAPI cuLaunchKernel_ptsz(CUfunction f, unsigned int gridDimX, unsigned int gridDimY,
                                      unsigned int gridDimZ, unsigned int blockDimX, unsigned int blockDimY,
                                      unsigned int blockDimZ, unsigned int sharedMemBytes, CUstream hStream,
                                      void **kernelParams, void **extra)
@@ -51,13 +53,15 @@ VS_LAUNCH_PATH CUresult CUDAAPI cuLaunchKernel_ptsz(CUfunction f, unsigned int g
                                          sharedMemBytes, hStream, kernelParams, extra)));
 }
 
-VS_LAUNCH_PATH CUresult CUDAAPI cuLaunchKernelEx(const CUlaunchConfig *config, CUfunction f, void **kernelParams, void **extra)
+VS_LAUNCH_PATH
+CUresult CUDAAPI cuLaunchKernelEx(const CUlaunchConfig *config, CUfunction f, void **kernelParams, void **extra)
 {
     VS_LAUNCH(config != NULL ? config->hStream : NULL, false, f, kernelParams, extra,
               VS_CALL(cuLaunchKernelEx, (config, f, kernelParams, extra)));
 }
 
-VS_LAUNCH_PATH CUresult CUDAAPI cuLaunchKernelEx_ptsz(const CUlaunchConfig *config, CUfunction f, void **kernelParams,
+VS_LAUNCH_PATH
+CUresult CUDAAPI cuLaunchKernelEx_ptsz(const CUlaunchConfig *config, CUfunction f, void **kernelParams,
                                        void **extra)
 {
     VS_LAUNCH(config != NULL ? config->hStream : NULL, true, f, kernelParams, extra,

@@ -21,11 +21,11 @@
 #define HASH_NONFATAL_OOM 1
 #include <uthash.h>
 
+#include "log.h"
+#include "registry.h"
 #include "driver.h"
 #include "internal.h"
 #include "launch.h"
-#include "log.h"
-#include "registry.h"
 #include "stats.h"
 
 typedef struct vs_layout_s {
@@ -338,7 +338,8 @@ void vs_memset_visit(const CUDA_MEMSET_NODE_PARAMS *p, void (*visit)(uintptr_t w
                    vs_strided_extent((uint64_t)p->width * p->elementSize, height, 1, p->pitch, height), visit, arg);
 }
 
-VS_LAUNCH_PATH void vs_launch_gather(CUfunction f, void **kernel_params, void **extra, vs_words_t *w)
+VS_LAUNCH_PATH
+void vs_launch_gather(CUfunction f, void **kernel_params, void **extra, vs_words_t *w)
 {
     const vs_layout_t *layout;
 

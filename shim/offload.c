@@ -76,7 +76,8 @@ static void vs_engine_init(void)
     vs_engine.initialised = true;
 }
 
-VS_LAUNCH_PATH bool vs_offload_enabled(void)
+VS_LAUNCH_PATH
+bool vs_offload_enabled(void)
 {
     pthread_once(&vs_engine_once, vs_engine_init);
     return vs_engine.enabled;

@@ -131,7 +131,8 @@ size_t vs_offload_pin_named(uintptr_t dst, const void *host, uint64_t bytes, voi
 
 /* ---- Operations ---------------------------------------------------------- */
 
-VS_LAUNCH_PATH void vs_op_begin(vs_op_t *op, CUstream stream, bool per_thread)
+VS_LAUNCH_PATH
+void vs_op_begin(vs_op_t *op, CUstream stream, bool per_thread)
 {
     op->stream = stream;
     op->per_thread = per_thread;
@@ -213,7 +214,8 @@ static void vs_ops_trace_registry_locked(const vs_op_t *op, const uintptr_t *wor
     free(ids);
 }
 
-VS_LAUNCH_PATH bool vs_op_scan(vs_op_t *op, const uintptr_t *words, size_t count)
+VS_LAUNCH_PATH
+bool vs_op_scan(vs_op_t *op, const uintptr_t *words, size_t count)
 {
     /* One sequence number per operation, however many scans it takes: the
      * policy learns the order of operations, not of attempts. */
@@ -375,7 +377,8 @@ CUresult vs_op_prepare(vs_op_t *op, const uintptr_t *words, size_t count)
     return rc;
 }
 
-VS_LAUNCH_PATH void vs_op_end(vs_op_t *op)
+VS_LAUNCH_PATH
+void vs_op_end(vs_op_t *op)
 {
     if (op->locked) {
         vs_registry_read_end();

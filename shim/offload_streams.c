@@ -157,7 +157,8 @@ static vs_stream_entry_t vs_streams_entry_copy(int slot)
 }
 
 /* The mask bit of the stream an operation runs on. */
-VS_LAUNCH_PATH uint64_t vs_streams_bit(CUstream stream, bool per_thread)
+VS_LAUNCH_PATH
+uint64_t vs_streams_bit(CUstream stream, bool per_thread)
 {
     uint64_t generation = atomic_load_explicit(&vs_streams.generation, memory_order_acquire);
     vs_stream_kind_t kind;

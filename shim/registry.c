@@ -234,7 +234,8 @@ bool vs_registry_kind_device_side(vs_alloc_kind_t kind)
     return (unsigned)kind < VS_ALLOC_KIND_COUNT && vs_kind_table[kind].device_side;
 }
 
-VS_LAUNCH_PATH uint64_t vs_registry_next_seq(void)
+VS_LAUNCH_PATH
+uint64_t vs_registry_next_seq(void)
 {
     return atomic_fetch_add_explicit(&vs_registry_seq, 1, memory_order_relaxed) + 1;
 }
@@ -758,12 +759,14 @@ int vs_registry_find(uintptr_t addr, vs_alloc_info_t *out)
     return rc;
 }
 
-VS_LAUNCH_PATH void vs_registry_read_begin(void)
+VS_LAUNCH_PATH
+void vs_registry_read_begin(void)
 {
     vs_registry_rdlock();
 }
 
-VS_LAUNCH_PATH void vs_registry_read_end(void)
+VS_LAUNCH_PATH
+void vs_registry_read_end(void)
 {
     vs_registry_unlock();
 }
@@ -825,7 +828,8 @@ static void vs_hot_list(uint32_t index, bool resident, vs_touch_t *touch)
     }
 }
 
-VS_LAUNCH_PATH size_t vs_registry_touch_many_registry_locked(const uintptr_t *words, size_t count, vs_touch_t *touch)
+VS_LAUNCH_PATH
+size_t vs_registry_touch_many_registry_locked(const uintptr_t *words, size_t count, vs_touch_t *touch)
 {
     /* The look-ups of a launch are independent. Done in stages over all the
      * words, each stage prefetching what the next one reads (slot, piece,
