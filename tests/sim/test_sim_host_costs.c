@@ -14,6 +14,7 @@
 #include <cuda.h>
 
 #include <pthread.h>
+#include <semaphore.h>
 #include <setjmp.h>
 #include <stdarg.h>
 #include <stdbool.h>
@@ -23,6 +24,7 @@
 #include <stdlib.h>
 #include <string.h>
 #include <sys/wait.h>
+#include <time.h>
 #include <unistd.h>
 
 #include <cmocka.h>
@@ -209,11 +211,102 @@ static void test_event_query_answers_on_modeled_time(void **state)
         polls++;
     assert_int_equal(rc, CUDA_SUCCESS);
     assert_true(simcuda_clock_now_ns() >= end);
-    /* From t0 + 2.86 us it takes 8 polls to reach t0 + 12.69 us: at least
-     * 7 answer not ready (more if the work had not really run yet). */
-    assert_true(polls >= 7);
+    /* From t0 + 2.86 us it takes 8 polls to reach t0 + 12.69 us: 7 answer
+     * not ready, however far the stream's worker has really got. */
+    assert_int_equal(polls, 7);
     assert_int_equal(simcuda_clock_now_ns() - t0, LAUNCH + RECORD + (uint64_t)(polls + 1) * QUERY);
     assert_int_equal(cuStreamQuery(s1), CUDA_SUCCESS);
+    cuEventDestroy_v2(ev);
+}
+
+/* A kernel the model ends 1 us after it starts and the worker runs for
+ * 50 ms of real time: a worker that lags far behind the modeled clock, as
+ * one does on a loaded machine. */
+#define SLOW_REAL_NS 50000000L
+#define SLOW_MODELED_NS 1000
+
+static void slow_kernel(void **args, const simcuda_launch_t *launch, void *user)
+{
+    (void)args;
+    (void)launch;
+    (void)user;
+    struct timespec pause = {.tv_sec = 0, .tv_nsec = SLOW_REAL_NS};
+    while (nanosleep(&pause, &pause) != 0)
+        continue;
+}
+
+static uint64_t wall_ns(void)
+{
+    struct timespec ts;
+    clock_gettime(CLOCK_MONOTONIC, &ts);
+    return (uint64_t)ts.tv_sec * 1000000000ull + (uint64_t)ts.tv_nsec;
+}
+
+/* A poll answers from the model whatever the worker's real progress: the
+ * host has passed the slow kernel's modeled end at its first poll, which
+ * answers done (it waits the 50 ms for the worker), for an event as for the
+ * stream. Without that wait the answer would depend on this machine's
+ * speed, and so would every figure of a benchmark that polls. */
+static void test_poll_answers_done_behind_a_lagging_worker(void **state)
+{
+    (void)state;
+    CUfunction slow;
+    CUevent ev;
+    assert_int_equal(cuModuleGetFunction(&slow, module, "test_slow_in_real_time"), CUDA_SUCCESS);
+    assert_int_equal(cuEventCreate(&ev, CU_EVENT_DISABLE_TIMING), CUDA_SUCCESS);
+    uint64_t t0 = quiesce();
+    uint64_t wall0 = wall_ns();
+    assert_int_equal(cuLaunchKernel(slow, 1, 1, 1, 1, 1, 1, 0, s1, NULL, NULL), CUDA_SUCCESS);
+    assert_int_equal(cuEventRecord(ev, s1), CUDA_SUCCESS);
+    /* Ends at t0 + 3.69 us; the poll is at t0 + 4.16 us. */
+    assert_int_equal(cuEventQuery(ev), CUDA_SUCCESS);
+    assert_true(wall_ns() - wall0 >= (uint64_t)SLOW_REAL_NS);
+    assert_int_equal(simcuda_clock_now_ns() - t0, LAUNCH + RECORD + QUERY);
+
+    t0 = quiesce();
+    assert_int_equal(cuLaunchKernel(slow, 1, 1, 1, 1, 1, 1, 0, s1, NULL, NULL), CUDA_SUCCESS);
+    assert_int_equal(cuStreamQuery(s1), CUDA_SUCCESS);
+    assert_int_equal(simcuda_clock_now_ns() - t0, LAUNCH + QUERY);
+    cuEventDestroy_v2(ev);
+}
+
+static sem_t gate_entered, gate_release;
+
+static void CUDA_CB gate(void *arg)
+{
+    (void)arg;
+    sem_post(&gate_entered);
+    while (sem_wait(&gate_release) != 0)
+        continue;
+}
+
+/* A host function may wait for the thread that polls (here it does): while
+ * one runs, a poll answers from real progress instead of waiting, even past
+ * the modeled end of what it asks about. */
+static void test_poll_does_not_wait_for_a_host_function(void **state)
+{
+    (void)state;
+    CUevent ev;
+    assert_int_equal(cuEventCreate(&ev, CU_EVENT_DISABLE_TIMING), CUDA_SUCCESS);
+    assert_int_equal(sem_init(&gate_entered, 0, 0), 0);
+    assert_int_equal(sem_init(&gate_release, 0, 0), 0);
+    quiesce();
+    assert_int_equal(cuLaunchHostFunc(s1, gate, NULL), CUDA_SUCCESS);
+    spin(s1, 1000);
+    assert_int_equal(cuEventRecord(ev, s1), CUDA_SUCCESS);
+    while (sem_wait(&gate_entered) != 0)
+        continue;
+    uint64_t wall0 = wall_ns();
+    for (int i = 0; i < 10; i++)
+        assert_int_equal(cuEventQuery(ev), CUDA_ERROR_NOT_READY);
+    assert_int_equal(cuStreamQuery(s1), CUDA_ERROR_NOT_READY);
+    /* Far less than the 5 s a poll would wait for a worker. */
+    assert_true(wall_ns() - wall0 < 1000000000ull);
+    sem_post(&gate_release);
+    assert_int_equal(cuEventSynchronize(ev), CUDA_SUCCESS);
+    assert_int_equal(cuEventQuery(ev), CUDA_SUCCESS);
+    sem_destroy(&gate_entered);
+    sem_destroy(&gate_release);
     cuEventDestroy_v2(ev);
 }
 
@@ -537,6 +630,9 @@ int main(int argc, char **argv)
             return child_report();
         return 3;
     }
+    simcuda_kernel_desc_t slow = {.name = "test_slow_in_real_time", .fn = slow_kernel, .cost_ns = SLOW_MODELED_NS};
+    if (simcuda_register_kernel(&slow) != 0)
+        return 1;
     int fd = mkstemp(timeline_path);
     if (fd < 0)
         return 1;
@@ -551,6 +647,8 @@ int main(int argc, char **argv)
         cmocka_unit_test(test_sized_calls_charge_per_gib),
         cmocka_unit_test(test_one_wakeup_for_a_wait_on_several_streams),
         cmocka_unit_test(test_event_query_answers_on_modeled_time),
+        cmocka_unit_test(test_poll_answers_done_behind_a_lagging_worker),
+        cmocka_unit_test(test_poll_does_not_wait_for_a_host_function),
         cmocka_unit_test(test_threads_have_their_own_host_clock),
         cmocka_unit_test(test_costs_file_overrides_the_named_calls),
         cmocka_unit_test(test_malformed_costs_file_is_one_line_and_exit_2),

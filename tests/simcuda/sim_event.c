@@ -318,10 +318,11 @@ SIM_EXPORT CUresult cuEventQuery(CUevent hEvent)
     uint64_t gen;
     if (!event_snapshot(event, &dep, &gen))
         return CUDA_SUCCESS; /* never recorded: complete */
-    /* With host costs, done on the modeled clock too: a GPU would not yet
-     * answer done to a host that has not reached the work's end. */
-    bool done = sim_dep_done(&dep) &&
-                (!sim_clock_host_polls_virtually(SIM_ID(cuEventQuery)) || sim_clock_host_reached(dep.vt_ns));
+    /* With host costs, on the modeled clock: a GPU would not yet answer
+     * done to a host that has not reached the work's end, and would to one
+     * that has, however far behind the simulator's worker runs. */
+    bool done = sim_clock_host_polls_virtually(SIM_ID(cuEventQuery)) ? sim_dep_done_at_host_time(&dep)
+                                                                      : sim_dep_done(&dep);
     sim_dep_release(&dep);
     return done ? CUDA_SUCCESS : CUDA_ERROR_NOT_READY;
 }

@@ -262,6 +262,44 @@ bool sim_dep_done(const sim_dep_t *dep)
     return done;
 }
 
+/* Workers now running a command whose end the modeled clock does not know:
+ * a host function or a wait on a memory value may wait for the very thread
+ * that polls (`sim_dep_done_at_host_time`). */
+static _Atomic unsigned outside_model;
+
+/* How long a poll waits for a worker that lags behind the modeled clock
+ * before it answers from real progress after all: a guard against a kernel
+ * that waits for the host, which no kernel of the simulator's own does. */
+#define SIM_POLL_LAG_LIMIT_NS (5ull * 1000000000ull)
+
+bool sim_dep_done_at_host_time(const sim_dep_t *dep)
+{
+    if (!sim_clock_host_reached(dep->vt_ns))
+        return false;
+    /* Done on the model. The worker may not have got there yet in real
+     * time (it runs kernels and copies as fast as this machine lets it):
+     * wait for it, so that the answer depends on the program's order only,
+     * never on how far a worker has got. */
+    struct CUstream_st *s = dep->stream;
+    uint64_t give_up = sim_clock_wall_ns() + SIM_POLL_LAG_LIMIT_NS;
+    pthread_mutex_lock(&s->lock);
+    while (s->completed_seq < dep->seq && atomic_load(&outside_model) == 0 && sim_clock_wall_ns() < give_up) {
+        /* Woken by each completion; the timeout notices a host function
+         * or a memory wait that started meanwhile. */
+        struct timespec until;
+        clock_gettime(CLOCK_REALTIME, &until);
+        until.tv_nsec += 1000000;
+        if (until.tv_nsec >= 1000000000) {
+            until.tv_sec++;
+            until.tv_nsec -= 1000000000;
+        }
+        pthread_cond_timedwait(&s->cond, &s->lock, &until);
+    }
+    bool done = s->completed_seq >= dep->seq;
+    pthread_mutex_unlock(&s->lock);
+    return done;
+}
+
 void sim_dep_wait(const sim_dep_t *dep)
 {
     struct CUstream_st *s = dep->stream;
@@ -481,10 +519,14 @@ void sim_cmd_execute(const sim_cmd_t *cmd, uint64_t event_gen)
         sim_set_execute(&cmd->u.set);
         break;
     case SIM_CMD_HOST:
+        atomic_fetch_add(&outside_model, 1);
         cmd->u.host.fn(cmd->u.host.arg);
+        atomic_fetch_sub(&outside_model, 1);
         break;
     case SIM_CMD_MEMOP:
+        atomic_fetch_add(&outside_model, 1);
         sim_memop_execute(&cmd->u.memop);
+        atomic_fetch_sub(&outside_model, 1);
         break;
     case SIM_CMD_GRAPH:
         for (size_t i = 0; i < cmd->u.graph.count; i++)
@@ -1137,7 +1179,7 @@ static CUresult stream_query(CUstream handle, bool per_thread, sim_api_id_t id)
     pthread_mutex_unlock(&sim_submit_lock);
     for (size_t i = 0; i < count; i++) {
         if (result == CUDA_SUCCESS &&
-            (!sim_dep_done(&deps[i]) || (virtual_poll && !sim_clock_host_reached(deps[i].vt_ns))))
+            !(virtual_poll ? sim_dep_done_at_host_time(&deps[i]) : sim_dep_done(&deps[i])))
             result = CUDA_ERROR_NOT_READY;
         sim_dep_release(&deps[i]);
     }
