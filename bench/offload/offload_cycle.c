@@ -43,7 +43,12 @@
  * allocation, what double buffering must stream. Goals per cell: time per
  * pass at most 1.05 x max(C, F/B), bytes in at most 1.02 x F, nothing
  * copied back but written allocations (the KV caches). It prints a table
- * and, with --svg, writes it as a heat map (time over the bound).
+ * and, with --svg, writes it as a heat map (time over the bound). Each cell
+ * runs 8 passes before the 2 it measures: the shim measures the link's
+ * busy time for two cycles of a settled plan before it may plan for a
+ * compute-bound cycle (shim/offload_meter.c), and that plan settles too.
+ * `offload_cycle SHIM sweep --cell WORKLOAD PERCENT RATIO LOG` runs one cell
+ * and keeps the shim's log in LOG.
  *
  * It exits 0 whether goals are met or not (a benchmark reports); 1 when
  * something is broken (a child failed, data came back wrong).
@@ -67,8 +72,9 @@
 
 #define MIB ((uint64_t)1 << 20)
 #define MEASURED_PASSES 3
-/* The sweep's: fewer measured, more warm-up passes, so that every weight
- * loaded while resident has had its one copy back before they start. */
+/* The sweep's: fewer measured, more warm-up passes (8), so that every
+ * weight loaded while resident has had its one copy back and the link
+ * meter's plan has settled before they start. */
 #define SWEEP_MEASURED_PASSES 2
 #define DEFAULT_GBPS "50"
 #define CHILD_MARK "VS_OFFLOAD_CYCLE_CHILD"
@@ -112,15 +118,15 @@ static const workload_t workloads[] = {
      * under 2 MiB are never evicted, so the sizes cannot shrink), fewer
      * blocks, so that 45 cells run in minutes. */
     {.name = "cycle", .blocks = 12, .tensors = 1, .tensor_bytes = {32 * MIB}, .limit_percent = {25, 50, 75},
-     .limit_count = 3, .warmup_passes = 5, .measured_passes = SWEEP_MEASURED_PASSES, .sweep = true},
+     .limit_count = 3, .warmup_passes = 8, .measured_passes = SWEEP_MEASURED_PASSES, .sweep = true},
     {.name = "dit", .blocks = 16, .tensors = 5, .tensor_bytes = {6 * MIB, 2 * MIB, 8 * MIB, 8 * MIB, 64 << 10},
-     .limit_percent = {25, 50, 75}, .limit_count = 3, .warmup_passes = 5,
+     .limit_percent = {25, 50, 75}, .limit_count = 3, .warmup_passes = 8,
      .measured_passes = SWEEP_MEASURED_PASSES, .sweep = true},
     /* Per layer: qkv, attention out, MLP up and down, and the layer's KV
      * cache, which every token appends to; then the LM head. */
     {.name = "llm", .blocks = 12, .tensors = 5, .tensor_bytes = {6 * MIB, 2 * MIB, 8 * MIB, 8 * MIB, 4 * MIB},
      .written_tensors = 1u << 4, .head_bytes = 16 * MIB, .limit_percent = {25, 50, 75}, .limit_count = 3,
-     .warmup_passes = 5, .measured_passes = SWEEP_MEASURED_PASSES, .sweep = true},
+     .warmup_passes = 8, .measured_passes = SWEEP_MEASURED_PASSES, .sweep = true},
 };
 #define WORKLOAD_COUNT (sizeof workloads / sizeof workloads[0])
 
@@ -370,8 +376,10 @@ typedef struct result_s {
     uint64_t modeled_ns, compute_ns, errors, in, out;
 } result_t;
 
+/* Runs one configuration in a child; its shim log is removed once it
+ * succeeds, or moved to `keep_log` (not NULL). */
 static int run_child(const char *self, const char *shim, const char *dir, int workload, double ns_per_byte,
-                     uint64_t limit, const config_t *config, result_t *result)
+                     uint64_t limit, const config_t *config, result_t *result, const char *keep_log)
 {
     char result_path[4096], log_path[4096], workload_arg[16], limit_arg[32], compute_arg[32];
     snprintf(result_path, sizeof result_path, "%s/result", dir);
@@ -417,7 +425,8 @@ static int run_child(const char *self, const char *shim, const char *dir, int wo
         fprintf(stderr, "offload_cycle: the child failed (status 0x%x); the shim's log is %s\n", status, log_path);
         return -1;
     }
-    unlink(log_path);
+    if (keep_log == NULL || rename(log_path, keep_log) != 0)
+        unlink(log_path);
     return 0;
 }
 
@@ -492,7 +501,7 @@ static int parent_run(const char *self, const char *shim, const char *only)
             for (size_t ci = 0; ci < CONFIG_COUNT && rc == 0; ci++) {
                 const config_t *c = &configs[ci];
                 result_t r;
-                if (run_child(self, shim, dir, (int)wi, w->compute_per_byte_ns, limit, c, &r) != 0) {
+                if (run_child(self, shim, dir, (int)wi, w->compute_per_byte_ns, limit, c, &r, NULL) != 0) {
                     rc = 1;
                     break;
                 }
@@ -657,7 +666,22 @@ static int sweep_demo(const char *svg_path)
                : 1;
 }
 
-static int sweep_run(const char *self, const char *shim, const char *svg_path)
+/* One cell of the sweep alone (`sweep --cell`), its shim log kept. */
+typedef struct sweep_only_s {
+    const char *workload;
+    int limit_percent;
+    double ratio;
+    const char *log_path;
+} sweep_only_t;
+
+static bool sweep_only_skips(const sweep_only_t *only, const workload_t *w, int limit_percent, double ratio)
+{
+    return only != NULL
+           && (strcmp(only->workload, w->name) != 0 || only->limit_percent != limit_percent
+               || only->ratio < ratio - 1e-9 || only->ratio > ratio + 1e-9);
+}
+
+static int sweep_run(const char *self, const char *shim, const char *svg_path, const sweep_only_t *only)
 {
     char dir[] = "/tmp/offload_sweep.XXXXXX";
     double gbps = parent_setup(dir);
@@ -685,9 +709,13 @@ static int sweep_run(const char *self, const char *shim, const char *svg_path)
             double transfer_ms = f_bytes / (gbps * 1e9) * 1e3;
             for (size_t ri = 0; ri < SWEEP_RATIOS && rc == 0; ri++) {
                 /* C = ratio x F/B, spread over the weights' bytes. */
+                if (sweep_only_skips(only, w, w->limit_percent[li], sweep_ratios[ri]))
+                    continue;
                 double ns_per_byte = sweep_ratios[ri] * transfer_ms * 1e6 / (double)bytes;
                 result_t r;
-                if (run_child(self, shim, dir, (int)(w - workloads), ns_per_byte, limit, &configs[0], &r) != 0) {
+                if (run_child(self, shim, dir, (int)(w - workloads), ns_per_byte, limit, &configs[0], &r,
+                              only != NULL ? only->log_path : NULL)
+                    != 0) {
                     rc = 1;
                     break;
                 }
@@ -720,6 +748,11 @@ static int sweep_run(const char *self, const char *shim, const char *svg_path)
     parent_cleanup(dir);
     if (rc != 0)
         return rc;
+    if (only != NULL && total == 0) {
+        fprintf(stderr, "offload_sweep: no cell %s %d%% %.2f (workloads cycle, dit, llm; limits 25, 50, 75; ratios "
+                "0.5, 0.75, 1, 1.33, 2)\n", only->workload, only->limit_percent, only->ratio);
+        return 2;
+    }
     if (svg_path != NULL) {
         if (sweep_write_svg(svg_path, (const sweep_cell_t(*)[3][SWEEP_RATIOS])cells, sweep_workloads,
                             workload_total, gbps)
@@ -752,12 +785,20 @@ int main(int argc, char **argv)
     }
     if (argc >= 3 && strcmp(argv[2], "sweep") == 0) {
         if (argc == 3 || (argc == 5 && strcmp(argv[3], "--svg") == 0))
-            return sweep_run(argv[0], argv[1], argc == 5 ? argv[4] : NULL);
+            return sweep_run(argv[0], argv[1], argc == 5 ? argv[4] : NULL, NULL);
+        if (argc == 8 && strcmp(argv[3], "--cell") == 0) {
+            sweep_only_t only = {.workload = argv[4], .limit_percent = atoi(argv[5]), .ratio = atof(argv[6]),
+                                 .log_path = argv[7]};
+            return sweep_run(argv[0], argv[1], NULL, &only);
+        }
         if (argc == 6 && strcmp(argv[3], "--svg") == 0 && strcmp(argv[5], "--demo") == 0)
             return sweep_demo(argv[4]);
     } else if (argc == 2 || argc == 3) {
         return parent_run(argv[0], argv[1], argc == 3 ? argv[2] : NULL);
     }
-    fprintf(stderr, "usage: %s /path/to/libvramshim.so [cycle|dit|sweep [--svg FILE]]\n", argv[0]);
+    fprintf(stderr,
+            "usage: %s /path/to/libvramshim.so [cycle|dit|sweep [--svg FILE]|sweep --cell WORKLOAD PERCENT RATIO "
+            "LOG]\n",
+            argv[0]);
     return 2;
 }
