@@ -695,6 +695,15 @@ void vs_policy_set_budget(vs_policy_t *policy, uint64_t bytes)
         policy->plan_dirty = true;
 }
 
+void vs_policy_replan(vs_policy_t *policy)
+{
+    vs_policy_alloc_t *a, *tmp;
+    HASH_ITER(hh, policy->by_id, a, tmp) {
+        plan_set(policy, a, false);
+    }
+    policy->plan_dirty = true;
+}
+
 bool vs_policy_planned_resident(const vs_policy_t *policy, uint64_t id)
 {
     const vs_policy_alloc_t *a = find(policy, id);

@@ -114,6 +114,11 @@ int vs_policy_prefetch(vs_policy_t *policy, uint64_t budget, uint64_t *ids, size
  * come from the streamed allocations first, and Belady's rule orders within
  * each class. UINT64_MAX (the default) disables the plan. */
 void vs_policy_set_budget(vs_policy_t *policy, uint64_t bytes);
+/* Plans again from scratch at the next use: the classes the plan gave keep
+ * no weight (a rebuild otherwise keeps each member's class while the spread
+ * allows it). For a change of regime, after which the old plan's order is
+ * no guide. */
+void vs_policy_replan(vs_policy_t *policy);
 /* Whether the plan keeps `id` resident between its uses (false without a
  * plan). A prefetch must not evict what the plan keeps. */
 bool vs_policy_planned_resident(const vs_policy_t *policy, uint64_t id);

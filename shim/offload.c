@@ -361,6 +361,8 @@ static CUresult vs_engine_restore_copy(vs_region_t *r, uint64_t from, vs_engine_
     /* Recorded on the device's copy stream: an event of its context. */
     CUevent done = vs_engine_event_get(d->ctx);
     CUresult rc = vs_tier_copy_region(r, from, r->size, VS_COPY_IN, d->to_device);
+    if (rc == CUDA_SUCCESS)
+        vs_meter_copied(d, r->device, r->size - from);
     int hash_slot = -1;
     vs_content_hash_t known;
     /* Where its evictions' hash will start: after a kept head, whose bytes
@@ -377,6 +379,8 @@ static CUresult vs_engine_restore_copy(vs_region_t *r, uint64_t from, vs_engine_
         vs_engine_restore_hash_end(d, NULL, hash_slot, 0, 0, false);
         hash_slot = -1;
     }
+    if (hash_slot >= 0)
+        vs_meter_other_work(d);
     if (rc == CUDA_SUCCESS)
         rc = done != NULL ? VS_CALL(cuEventRecord, (done, d->to_device)) : CUDA_ERROR_OUT_OF_MEMORY;
     if (rc == CUDA_SUCCESS && wait)
@@ -686,11 +690,12 @@ void vs_offload_shutdown(void)
            " bytes pinned, placed on the host %" PRIu64 ", copies served from host copies %" PRIu64
            " bytes, clean evictions %" PRIu64 " (%" PRIu64 " bytes not copied), prefetches %" PRIu64 " (%" PRIu64
            " bytes, %" PRIu64 " unused), kept host copies dropped %" PRIu64 ", partial evictions %" PRIu64
-           ", evictions ahead of need %" PRIu64 ", partial restores %" PRIu64 ", restores mapped ahead %" PRIu64,
+           ", evictions ahead of need %" PRIu64 ", partial restores %" PRIu64 ", restores mapped ahead %" PRIu64
+           ", regime changes %" PRIu64,
            s.evictions, s.restores, s.bytes_to_host, s.bytes_to_device, (double)s.restore_wait_ns / 1e6, s.over_limit,
            pool.pinned, pool.limit, s.placed_on_host, s.bytes_served_on_host, s.clean_drops, s.bytes_not_copied,
            s.prefetches, s.prefetch_bytes, s.prefetch_unused, s.host_copies_dropped, s.partial_evictions,
-           s.evictions_ahead, s.partial_restores, s.mapped_ahead);
+           s.evictions_ahead, s.partial_restores, s.mapped_ahead, s.regime_changes);
     if (vs_spill_enabled()) {
         vs_spill_stats_t disk;
         vs_spill_stats(&disk);

@@ -215,6 +215,7 @@ typedef struct vs_offload_stats_s {
     uint64_t evictions_ahead;    /* evictions the prefetcher started ahead of need (departures) */
     uint64_t partial_restores;   /* prefetches that brought a head in ahead of its tail (room still leaving) */
     uint64_t mapped_ahead;       /* restores whose map and grant were done while their room was departing */
+    uint64_t regime_changes;     /* times a cycle was found compute-bound or no longer (offload_meter.c) */
 } vs_offload_stats_t;
 
 void vs_offload_stats(vs_offload_stats_t *out);

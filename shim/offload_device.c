@@ -325,6 +325,7 @@ CUresult vs_engine_restore_head(vs_region_t *r, uint64_t bytes)
         vs_engine_physical_unmap_head(r);
         return rc;
     }
+    vs_meter_copied(d, r->device, bytes);
     r->head_from_host = true;
     d->kept_head_bytes += bytes;
     vs_engine.stats.bytes_to_device += bytes;
@@ -720,6 +721,7 @@ static void vs_engine_ctx_teardown(CUcontext ctx, uint64_t stream_slots, bool al
             vs_device_hasher_forget(d->evict_hasher);
             vs_device_hasher_forget(d->restore_hasher);
         }
+        vs_meter_forget(d, alive);
         d->evict_hasher = d->restore_hasher = NULL;
         d->hashers_tried = false;
         d->restore_slots_busy = 0;

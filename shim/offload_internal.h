@@ -159,6 +159,35 @@ typedef struct vs_eviction_s {
     struct vs_eviction_s *next;
 } vs_eviction_t;
 
+/* The host-to-device link's busy fraction, measured on the GPU's clock
+ * (offload_meter.c): a timing event after each copy in, read once done. The
+ * time between two copies' ends is the second copy's when the link ran
+ * them back to back, and more when it idled between them; the link's rate
+ * is the fastest seen. */
+#define VS_METER_SLOTS 8
+typedef struct vs_link_meter_s {
+    CUevent events[VS_METER_SLOTS]; /* created on first use */
+    uint64_t bytes[VS_METER_SLOTS]; /* of the copies each one ends */
+    uint64_t unmetered; /* copied since the last event recorded */
+    /* The stream ran other work (a hash kernel, which waits for the
+     * compute engine) between the copy a slot ends and the one before: its
+     * interval says nothing of the link. */
+    bool after_other_work[VS_METER_SLOTS];
+    bool other_work;
+    /* The slot read last (`have_last`: its end starts the next interval),
+     * and the `pending` slots after it, oldest first. */
+    unsigned last, pending;
+    bool have_last;
+    double bytes_per_ns; /* the link's rate: the fastest interval seen */
+    double window_ns, window_bytes;
+    unsigned window_intervals;
+    uint64_t window_from; /* the operation the window started at */
+    double busy; /* over the last whole window; 0 before the first */
+    bool toward; /* that window pointed to the other regime */
+    bool off;    /* its events could not be made in this context */
+    uint64_t settled_at; /* the operation from which the plan is measured; 0: none yet */
+} vs_link_meter_t;
+
 typedef struct vs_engine_device_s {
     bool ready;
     CUcontext ctx;
@@ -200,6 +229,13 @@ typedef struct vs_engine_device_s {
      * head (its id; 0: none). */
     uint64_t kept_head_bytes;
     uint64_t keep_id;
+    /* The cycle is compute-bound: the link idles much of each pass
+     * (`vs_meter_copied`), so a departure's host work never holds up a
+     * copy, and the plan needs neither a departure's room nor whole
+     * allocations (vs_prefetch_budget_update). */
+    vs_link_meter_t meter;
+    bool compute_bound;
+    bool planned_lean; /* the plan was made for it (vs_prefetch_budget_update) */
 } vs_engine_device_t;
 
 /* The engine. Every field is guarded by `lock` except the atomics. */
@@ -460,11 +496,25 @@ uint64_t vs_streams_marker_record(CUstream stream, uint64_t bit);
  * later operation of the program, and it must not be evicted now. */
 bool vs_streams_gated(uint64_t mask, uint64_t epoch);
 
+/* The link meter (offload_meter.c). `vs_meter_copied` follows each copy of
+ * `bytes` queued on `d->to_device` over the link: it reads the copies
+ * before that are done, and updates `d->compute_bound`;
+ * `vs_meter_other_work` follows other work queued there. `vs_meter_forget`
+ * ends the meter with `d`'s context (`alive`: about to be destroyed, its
+ * events are destroyed; else already gone). Engine lock held. */
+void vs_meter_copied(vs_engine_device_t *d, int device, uint64_t bytes);
+/* Other work was queued on `d->to_device` after the last copy. */
+void vs_meter_other_work(vs_engine_device_t *d);
+void vs_meter_forget(vs_engine_device_t *d, bool alive);
+
 /* The engine's pool of events, per context: `vs_engine_event_get(ctx)`
  * gives an event of `ctx` (created there when the pool has none), to be
  * recorded on a stream of `ctx` only and put back with the same `ctx`. */
 CUevent vs_engine_event_get(CUcontext ctx);
 void vs_engine_event_put(CUcontext ctx, CUevent ev);
+/* An event of `ctx` that keeps time (the pool's do not), its caller's to
+ * destroy. NULL when the driver refuses. */
+CUevent vs_engine_timing_event_create(CUcontext ctx);
 
 /* The stream table's slots whose stream belongs to `ctx` (asked while it
  * lives), and the end of everything the table and the event pool hold in

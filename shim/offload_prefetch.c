@@ -53,7 +53,8 @@ static bool vs_prefetch_heads_wanted(const vs_engine_device_t *d)
 {
     int partial = vs_config_get()->partial_residency;
     return partial == VS_PARTIAL_ON
-           || (partial == VS_PARTIAL_AUTO && d->largest >= VS_SMALL_STREAM_BYTES && !d->departure_slot);
+           || (partial == VS_PARTIAL_AUTO && (d->largest >= VS_SMALL_STREAM_BYTES || d->compute_bound)
+               && !d->departure_slot);
 }
 
 /* With prefetch, tells the policy what the allocations of its learned cycle
@@ -91,9 +92,17 @@ void vs_prefetch_budget_update(vs_engine_device_t *d, int device)
         else if (3 * d->copied_recent < d->evicted_recent)
             d->departure_slot = false;
         uint64_t departure_room = 0;
+        /* Small allocations in a compute-bound cycle: no room, heads
+         * (offload_meter.c). The plan made for the other regime is no
+         * guide to this one's order: a fresh one is made. */
+        bool lean = !d->departure_slot && d->largest < VS_SMALL_STREAM_BYTES && d->compute_bound;
+        if (lean != d->planned_lean) {
+            d->planned_lean = lean;
+            vs_policy_replan(d->policy);
+        }
         if (d->departure_slot)
             departure_room = d->largest;
-        else if (d->largest < VS_SMALL_STREAM_BYTES)
+        else if (d->largest < VS_SMALL_STREAM_BYTES && !lean)
             departure_room = d->second != 0 ? d->second : d->largest;
         uint64_t taken = others + VS_PREFETCH_WINDOW * d->largest + departure_room;
         vs_policy_set_budget(d->policy, limit > taken ? limit - taken : 0);
@@ -172,7 +181,12 @@ static int vs_prefetch_depart(vs_engine_device_t *d, int device, uint64_t defici
 static bool vs_prefetch_head(vs_engine_device_t *d, int device, vs_region_t *r)
 {
     VS_ASSERT_HELD(&vs_engine.lock);
-    if (!vs_prefetch_heads_wanted(d) || r->where != VS_ON_HOST || r->split > 0
+    /* `auto` keeps heads of small allocations only in a compute-bound
+     * cycle, and brings none in ahead: there the second map and grant cost
+     * more than the copy time they win (the DiT's 8 MiB tensors, each
+     * restored half ahead and half on demand: 1.57 x the bound). */
+    bool ahead = vs_config_get()->partial_residency == VS_PARTIAL_ON || d->largest >= VS_SMALL_STREAM_BYTES;
+    if (!vs_prefetch_heads_wanted(d) || !ahead || r->where != VS_ON_HOST || r->split > 0
         || r->disk_io || r->evicting || r->pinned || r->host.count == 0 || d->granularity == 0 || r->size <= 1)
         return false;
     uint64_t limit = vs_cap_limit(device), used = vs_cap_used(device);

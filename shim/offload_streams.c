@@ -288,6 +288,17 @@ CUevent vs_engine_event_get(CUcontext ctx)
     return ev;
 }
 
+CUevent vs_engine_timing_event_create(CUcontext ctx)
+{
+    VS_ASSERT_HELD(&vs_engine.lock);
+    CUevent ev = NULL;
+    bool pushed = vs_streams_ctx_enter(ctx);
+    if (VS_CALL(cuEventCreate, (&ev, CU_EVENT_DEFAULT)) != CUDA_SUCCESS)
+        ev = NULL;
+    vs_streams_ctx_leave(pushed);
+    return ev;
+}
+
 void vs_engine_event_put(CUcontext ctx, CUevent ev)
 {
     VS_ASSERT_HELD(&vs_engine.lock);

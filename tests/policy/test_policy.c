@@ -486,6 +486,39 @@ static void test_policy_plan_small_budget_drift_keeps_the_plan(void **state)
     sim_fini(&s);
 }
 
+/* A plan made again from scratch (`vs_policy_replan`, for a change of
+ * regime) comes close to the plan of a policy that never had another,
+ * where a rebuild for the new budget keeps each member's class while the
+ * spread allows it, and stays further from it. (Not equal: the spread
+ * starts at the member used next, which depends on when each plan was
+ * made.) */
+static void test_policy_replan_forgets_the_classes(void **state)
+{
+    (void)state;
+    sim_t s, fresh;
+    bool brought[PLAN_N], rebuilt[PLAN_N];
+    plan_run(&s, 120, 6, brought);
+    vs_policy_set_budget(s.policy, 100);
+    sim_pass(&s, 0, PLAN_N);
+    for (size_t i = 0; i < PLAN_N; i++)
+        rebuilt[i] = vs_policy_planned_resident(s.policy, i);
+    vs_policy_replan(s.policy);
+    sim_pass(&s, 0, PLAN_N);
+    plan_run(&fresh, 100, 8, brought);
+    unsigned rebuilt_off = 0, replanned_off = 0;
+    uint64_t streamed = 0;
+    for (size_t i = 0; i < PLAN_N; i++) {
+        bool want = vs_policy_planned_resident(fresh.policy, i), replanned = vs_policy_planned_resident(s.policy, i);
+        rebuilt_off += rebuilt[i] != want;
+        replanned_off += replanned != want;
+        streamed += replanned ? 0 : s.size[i];
+    }
+    assert_true(replanned_off < rebuilt_off);
+    assert_true(streamed >= 240 - 100 && streamed <= 240 - 100 + 8);
+    sim_fini(&fresh);
+    sim_fini(&s);
+}
+
 /* Partial residency: twelve layers of 32 units under a budget of 31 keep
  * none whole; the plan names one streamed layer that may keep 31 units, and
  * keeps naming the same one pass after pass. */
@@ -574,6 +607,7 @@ int main(void)
         cmocka_unit_test(test_policy_plan_keeps_what_is_used_more_than_once_per_cycle),
         cmocka_unit_test(test_policy_plan_off_without_budget_and_for_lru),
         cmocka_unit_test(test_policy_plan_small_budget_drift_keeps_the_plan),
+        cmocka_unit_test(test_policy_replan_forgets_the_classes),
         cmocka_unit_test(test_policy_plan_names_one_partial_member_and_keeps_it),
         cmocka_unit_test(test_policy_large_scale_10k_allocs_1m_accesses_completes),
     };
