@@ -384,7 +384,7 @@ static CUresult vs_engine_restore_copy(vs_region_t *r, uint64_t from, vs_engine_
     if (rc == CUDA_SUCCESS)
         rc = done != NULL ? VS_CALL(cuEventRecord, (done, d->to_device)) : CUDA_ERROR_OUT_OF_MEMORY;
     if (rc == CUDA_SUCCESS && wait)
-        rc = vs_engine_wait_for_copy(waiter, done);
+        rc = vs_meter_wait_for_copy(d, waiter, done);
     if (rc != CUDA_SUCCESS) {
         vs_log(VS_LOG_WARN, "cannot copy the allocation at 0x%" PRIxPTR " back to the device (error %d)", r->base,
                (int)rc);

@@ -159,12 +159,20 @@ typedef struct vs_eviction_s {
     struct vs_eviction_s *next;
 } vs_eviction_t;
 
-/* The host-to-device link's busy fraction, measured on the GPU's clock
- * (offload_meter.c): a timing event after each copy in, read once done. The
- * time between two copies' ends is the second copy's when the link ran
- * them back to back, and more when it idled between them; the link's rate
- * is the fastest seen. */
+/* The cycle's regime, measured on the GPU's clock (offload_meter.c). */
+typedef enum vs_regime_e {
+    VS_REGIME_BALANCED = 0, /* compute and transfer near each other: the plan keeps room for a departure */
+    VS_REGIME_COMPUTE_BOUND, /* the link idles much of each pass */
+    VS_REGIME_LINK_BOUND,    /* the application waits for copies much of each pass */
+} vs_regime_t;
+
+/* What the meter reads: a timing event after each copy in (the time
+ * between two copies' ends is the second copy's when the link ran them
+ * back to back, and more when it idled between them; the link's rate is
+ * the fastest seen), and two around each wait of an application stream for
+ * a copy (the time between them is the stream's stall). */
 #define VS_METER_SLOTS 8
+#define VS_METER_WAITS 8
 typedef struct vs_link_meter_s {
     CUevent events[VS_METER_SLOTS]; /* created on first use */
     uint64_t bytes[VS_METER_SLOTS]; /* of the copies each one ends */
@@ -178,14 +186,17 @@ typedef struct vs_link_meter_s {
      * and the `pending` slots after it, oldest first. */
     unsigned last, pending;
     bool have_last;
+    /* Waits: [0] before, [1] after; `waits_pending` from `waits_first`. */
+    CUevent waits[VS_METER_WAITS][2];
+    unsigned waits_first, waits_pending;
     double bytes_per_ns; /* the link's rate: the fastest interval seen */
-    double window_ns, window_bytes;
+    double window_ns, window_bytes, window_stall_ns;
     unsigned window_intervals;
     uint64_t window_from; /* the operation the window started at */
-    double busy; /* over the last whole window; 0 before the first */
-    bool toward; /* that window pointed to the other regime */
-    bool off;    /* its events could not be made in this context */
-    uint64_t settled_at; /* the operation from which the plan is measured; 0: none yet */
+    double busy, stalled; /* shares of the last whole window; 0 before the first */
+    vs_regime_t toward;   /* where the last window pointed */
+    bool off;             /* its events could not be made in this context */
+    uint64_t settled_at;  /* the operation from which the plan is measured; 0: none yet */
 } vs_link_meter_t;
 
 typedef struct vs_engine_device_s {
@@ -229,12 +240,11 @@ typedef struct vs_engine_device_s {
      * head (its id; 0: none). */
     uint64_t kept_head_bytes;
     uint64_t keep_id;
-    /* The cycle is compute-bound: the link idles much of each pass
-     * (`vs_meter_copied`), so a departure's host work never holds up a
-     * copy, and the plan needs neither a departure's room nor whole
+    /* The cycle's regime (offload_meter.c). Far from the balance point,
+     * either side, the plan needs neither a departure's room nor whole
      * allocations (vs_prefetch_budget_update). */
     vs_link_meter_t meter;
-    bool compute_bound;
+    vs_regime_t regime;
     bool planned_lean; /* the plan was made for it (vs_prefetch_budget_update) */
 } vs_engine_device_t;
 
@@ -496,15 +506,17 @@ uint64_t vs_streams_marker_record(CUstream stream, uint64_t bit);
  * later operation of the program, and it must not be evicted now. */
 bool vs_streams_gated(uint64_t mask, uint64_t epoch);
 
-/* The link meter (offload_meter.c). `vs_meter_copied` follows each copy of
- * `bytes` queued on `d->to_device` over the link: it reads the copies
- * before that are done, and updates `d->compute_bound`;
- * `vs_meter_other_work` follows other work queued there. `vs_meter_forget`
+/* The regime meter (offload_meter.c). `vs_meter_copied` follows each copy
+ * of `bytes` queued on `d->to_device` over the link: it reads what is done
+ * of what it measured before, and updates `d->regime`;
+ * `vs_meter_other_work` follows other work queued there;
+ * `vs_meter_wait_for_copy` makes an application stream wait for a copy
+ * (`vs_engine_wait_for_copy`) and measures its stall. `vs_meter_forget`
  * ends the meter with `d`'s context (`alive`: about to be destroyed, its
  * events are destroyed; else already gone). Engine lock held. */
 void vs_meter_copied(vs_engine_device_t *d, int device, uint64_t bytes);
-/* Other work was queued on `d->to_device` after the last copy. */
 void vs_meter_other_work(vs_engine_device_t *d);
+CUresult vs_meter_wait_for_copy(vs_engine_device_t *d, CUstream waiter, CUevent copied);
 void vs_meter_forget(vs_engine_device_t *d, bool alive);
 
 /* The engine's pool of events, per context: `vs_engine_event_get(ctx)`

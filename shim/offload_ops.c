@@ -353,8 +353,9 @@ CUresult vs_op_prepare(vs_op_t *op, const uintptr_t *words, size_t count)
         if (r->where != VS_RESIDENT) {
             rc = vs_engine_restore(r, op->stream, op->per_thread, op->held_count > 0 ? 1 : 0);
         } else if (r->arriving != NULL) {
-            /* Restored for another stream; this one waits for the copy. */
-            (void)vs_engine_wait_for_copy(resolved, r->arriving);
+            /* Restored for another stream (a prefetch); this one waits
+             * for the copy. */
+            (void)vs_meter_wait_for_copy(&vs_engine.devices[r->device], resolved, r->arriving);
         }
     }
     /* While this operation's own restores are in flight, start the copies

@@ -53,7 +53,7 @@ static bool vs_prefetch_heads_wanted(const vs_engine_device_t *d)
 {
     int partial = vs_config_get()->partial_residency;
     return partial == VS_PARTIAL_ON
-           || (partial == VS_PARTIAL_AUTO && (d->largest >= VS_SMALL_STREAM_BYTES || d->compute_bound)
+           || (partial == VS_PARTIAL_AUTO && (d->largest >= VS_SMALL_STREAM_BYTES || d->regime != VS_REGIME_BALANCED)
                && !d->departure_slot);
 }
 
@@ -92,10 +92,10 @@ void vs_prefetch_budget_update(vs_engine_device_t *d, int device)
         else if (3 * d->copied_recent < d->evicted_recent)
             d->departure_slot = false;
         uint64_t departure_room = 0;
-        /* Small allocations in a compute-bound cycle: no room, heads
-         * (offload_meter.c). The plan made for the other regime is no
-         * guide to this one's order: a fresh one is made. */
-        bool lean = !d->departure_slot && d->largest < VS_SMALL_STREAM_BYTES && d->compute_bound;
+        /* Small allocations in a cycle far from the balance point: no
+         * room, heads (offload_meter.c). The plan made for the other regime
+         * is no guide to this one's order: a fresh one is made. */
+        bool lean = !d->departure_slot && d->largest < VS_SMALL_STREAM_BYTES && d->regime != VS_REGIME_BALANCED;
         if (lean != d->planned_lean) {
             d->planned_lean = lean;
             vs_policy_replan(d->policy);
@@ -181,8 +181,8 @@ static int vs_prefetch_depart(vs_engine_device_t *d, int device, uint64_t defici
 static bool vs_prefetch_head(vs_engine_device_t *d, int device, vs_region_t *r)
 {
     VS_ASSERT_HELD(&vs_engine.lock);
-    /* `auto` keeps heads of small allocations only in a compute-bound
-     * cycle, and brings none in ahead: there the second map and grant cost
+    /* `auto` keeps heads of small allocations only in a cycle far from the
+     * balance point, and brings none in ahead: there the second map and grant cost
      * more than the copy time they win (the DiT's 8 MiB tensors, each
      * restored half ahead and half on demand: 1.57 x the bound). */
     bool ahead = vs_config_get()->partial_residency == VS_PARTIAL_ON || d->largest >= VS_SMALL_STREAM_BYTES;
