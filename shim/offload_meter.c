@@ -117,12 +117,32 @@ static void vs_meter_read_waits(vs_link_meter_t *m, bool counting)
     }
 }
 
-/* Reads the pending copies that are done, oldest first: the time from the
- * copy before (CUDA_ERROR_NOT_READY while either is not done: one call,
- * where a poll and then a read would be two). */
+/* Reads what is done of the waits and copies measured, oldest first: a
+ * copy's time from the copy before (CUDA_ERROR_NOT_READY while either is
+ * not done: one call, where a poll and then a read would be two). */
 static void vs_meter_read(vs_engine_device_t *d, int device)
 {
     vs_link_meter_t *m = &d->meter;
+    /* Only a pass that streams what the plan says is measured, from
+     * VS_METER_SETTLE_CYCLES after the plan: while the cycle is learned and
+     * a plan settles, restores wait for the operations that need them, and
+     * the link idles whatever the regime. */
+    vs_policy_stats_t ps;
+    vs_policy_stats(d->policy, &ps);
+    bool planned = ps.period != 0 && ps.planned_streamed_bytes > 0;
+    if (!planned)
+        m->settled_at = 0;
+    else if (m->settled_at == 0)
+        m->settled_at = ps.now + VS_METER_SETTLE_CYCLES * ps.period;
+    bool counting = planned && ps.now >= m->settled_at;
+    vs_meter_read_waits(m, counting);
+    if (!counting) {
+        m->window_ns = 0;
+        m->window_bytes = 0;
+        m->window_stall_ns = 0;
+        m->window_intervals = 0;
+        m->window_from = ps.now;
+    }
     while (m->pending > 0) {
         unsigned at = (m->last + 1) % VS_METER_SLOTS;
         float ms = 0;
@@ -130,26 +150,7 @@ static void vs_meter_read(vs_engine_device_t *d, int device)
                                    : VS_CALL(cuEventQuery, (m->events[at]));
         if (rc == CUDA_ERROR_NOT_READY)
             return;
-        /* Only a pass that streams what the plan says is measured, from
-         * VS_METER_SETTLE_CYCLES after the plan: while the cycle is learned
-         * and a plan settles, restores wait for the operations that need
-         * them, and the link idles whatever the regime. */
-        vs_policy_stats_t ps;
-        vs_policy_stats(d->policy, &ps);
-        bool planned = ps.period != 0 && ps.planned_streamed_bytes > 0;
-        if (!planned)
-            m->settled_at = 0;
-        else if (m->settled_at == 0)
-            m->settled_at = ps.now + VS_METER_SETTLE_CYCLES * ps.period;
-        bool counting = planned && ps.now >= m->settled_at;
-        vs_meter_read_waits(m, counting);
-        if (!counting) {
-            m->window_ns = 0;
-            m->window_bytes = 0;
-            m->window_stall_ns = 0;
-            m->window_intervals = 0;
-            m->window_from = ps.now;
-        } else if (rc == CUDA_SUCCESS && m->have_last && !m->after_other_work[at] && ms > 0) {
+        if (counting && rc == CUDA_SUCCESS && m->have_last && !m->after_other_work[at] && ms > 0) {
             double ns = (double)ms * 1e6, bytes = (double)m->bytes[at];
             if (bytes / ns > m->bytes_per_ns)
                 m->bytes_per_ns = bytes / ns;

@@ -13,6 +13,7 @@
  */
 #include <cuda.h>
 
+#include <math.h>
 #include <pthread.h>
 #include <semaphore.h>
 #include <setjmp.h>
@@ -267,6 +268,27 @@ static void test_poll_answers_done_behind_a_lagging_worker(void **state)
     assert_int_equal(cuLaunchKernel(slow, 1, 1, 1, 1, 1, 1, 0, s1, NULL, NULL), CUDA_SUCCESS);
     assert_int_equal(cuStreamQuery(s1), CUDA_SUCCESS);
     assert_int_equal(simcuda_clock_now_ns() - t0, LAUNCH + QUERY);
+
+    /* An elapsed time is there when a poll would say done: a timed span
+     * around the slow kernel, asked for until the host passes its end
+     * (0.2 us a call: from t + 3.03 us to t + 3.86 us, 5 calls). */
+    CUevent from, to;
+    assert_int_equal(cuEventCreate(&from, CU_EVENT_DEFAULT), CUDA_SUCCESS);
+    assert_int_equal(cuEventCreate(&to, CU_EVENT_DEFAULT), CUDA_SUCCESS);
+    quiesce();
+    assert_int_equal(cuEventRecord(from, s1), CUDA_SUCCESS);
+    assert_int_equal(cuLaunchKernel(slow, 1, 1, 1, 1, 1, 1, 0, s1, NULL, NULL), CUDA_SUCCESS);
+    assert_int_equal(cuEventRecord(to, s1), CUDA_SUCCESS);
+    float ms = 0;
+    int calls = 1;
+    while (cuEventElapsedTime(&ms, from, to) == CUDA_ERROR_NOT_READY)
+        calls++;
+    assert_int_equal(calls, 5);
+    /* From the record to the kernel's end: the launch's 2.69 us (the
+     * kernel starts when it returns) and the kernel's 1 us. */
+    assert_true(fabs(ms * 1e6 - (double)(LAUNCH + SLOW_MODELED_NS)) < 1.0);
+    cuEventDestroy_v2(from);
+    cuEventDestroy_v2(to);
     cuEventDestroy_v2(ev);
 }
 

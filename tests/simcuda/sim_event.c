@@ -345,7 +345,7 @@ SIM_EXPORT CUresult cuEventSynchronize(CUevent hEvent)
     return CUDA_SUCCESS;
 }
 
-static CUresult event_elapsed(float *ms, CUevent start_handle, CUevent end_handle)
+static CUresult event_elapsed(float *ms, CUevent start_handle, CUevent end_handle, sim_api_id_t id)
 {
     if (ms == NULL)
         return CUDA_ERROR_INVALID_VALUE;
@@ -364,7 +364,12 @@ static CUresult event_elapsed(float *ms, CUevent start_handle, CUevent end_handl
         return CUDA_ERROR_INVALID_HANDLE;
     }
     CUresult result = CUDA_SUCCESS;
-    if (!sim_dep_done(&start_dep) || !sim_dep_done(&end_dep)) {
+    /* Done as a poll says (`cuEventQuery`): on the modeled clock with host
+     * costs, once the caller's clock has passed both. */
+    bool done = sim_clock_host_polls_virtually(id)
+                    ? sim_dep_done_at_host_time(&start_dep) && sim_dep_done_at_host_time(&end_dep)
+                    : sim_dep_done(&start_dep) && sim_dep_done(&end_dep);
+    if (!done) {
         result = CUDA_ERROR_NOT_READY;
     } else if (sim_clock_is_virtual()) {
         *ms = (float)(((double)end_dep.vt_ns - (double)start_dep.vt_ns) / 1e6);
@@ -385,7 +390,7 @@ SIM_EXPORT CUresult cuEventElapsedTime(float *pMilliseconds, CUevent hStart, CUe
     CUresult entry = SIM_ENTER(cuEventElapsedTime, SIM_NEED_NOTHING);
     if (entry != CUDA_SUCCESS)
         return entry;
-    return event_elapsed(pMilliseconds, hStart, hEnd);
+    return event_elapsed(pMilliseconds, hStart, hEnd, SIM_ID(cuEventElapsedTime));
 }
 
 SIM_EXPORT CUresult cuEventElapsedTime_v2(float *pMilliseconds, CUevent hStart, CUevent hEnd)
@@ -393,7 +398,7 @@ SIM_EXPORT CUresult cuEventElapsedTime_v2(float *pMilliseconds, CUevent hStart, 
     CUresult entry = SIM_ENTER(cuEventElapsedTime_v2, SIM_NEED_NOTHING);
     if (entry != CUDA_SUCCESS)
         return entry;
-    return event_elapsed(pMilliseconds, hStart, hEnd);
+    return event_elapsed(pMilliseconds, hStart, hEnd, SIM_ID(cuEventElapsedTime_v2));
 }
 
 static CUresult stream_wait_event(CUstream stream_handle, CUevent event_handle, unsigned flags, bool per_thread)
