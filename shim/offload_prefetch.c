@@ -47,8 +47,8 @@ void vs_prefetch_forget(vs_region_t *r)
 
 /* Whether regions of `d` may be partly resident (VRAMSHIM_PARTIAL): a head
  * kept between uses, or one brought in ahead of its tail. `auto`: where the
- * largest allocation is large and evictions are clean
- * (`vs_prefetch_budget_update`). */
+ * largest allocation is large, or the cycle is far from the balance point
+ * (offload_meter.c), and evictions are clean (`vs_prefetch_budget_update`). */
 static bool vs_prefetch_heads_wanted(const vs_engine_device_t *d)
 {
     int partial = vs_config_get()->partial_residency;
@@ -70,7 +70,9 @@ static bool vs_prefetch_heads_wanted(const vs_engine_device_t *d)
  *   grant) then costs about as much as the copy, and a restore whose room is
  *   the allocation used just before waits for all of it with the link idle
  *   (the sweep's DiT rows: 1.49 times the bound at the balance point, 1.12
- *   with this room).
+ *   with this room), unless the cycle is compute-bound or link-bound
+ *   (offload_meter.c): there that host work costs no time, and the room
+ *   only bytes.
  * The policy then keeps a fixed set and spreads what it streams over the
  * cycle, so that every copy overlaps compute. Without prefetch nothing
  * overlaps: Belady's order alone moves the fewest bytes. */

@@ -270,6 +270,17 @@ synchronize:
 
 /* ---- Events -------------------------------------------------------------- */
 
+/* A new event of `ctx` with `flags`, or NULL. */
+static CUevent vs_engine_event_create(CUcontext ctx, unsigned flags)
+{
+    CUevent ev = NULL;
+    bool pushed = vs_streams_ctx_enter(ctx);
+    if (VS_CALL(cuEventCreate, (&ev, flags)) != CUDA_SUCCESS)
+        ev = NULL;
+    vs_streams_ctx_leave(pushed);
+    return ev;
+}
+
 CUevent vs_engine_event_get(CUcontext ctx)
 {
     VS_ASSERT_HELD(&vs_engine.lock);
@@ -280,23 +291,13 @@ CUevent vs_engine_event_get(CUcontext ctx)
         vs_engine.events[i] = vs_engine.events[--vs_engine.event_count];
         return ev;
     }
-    CUevent ev = NULL;
-    bool pushed = vs_streams_ctx_enter(ctx);
-    if (VS_CALL(cuEventCreate, (&ev, CU_EVENT_DISABLE_TIMING)) != CUDA_SUCCESS)
-        ev = NULL;
-    vs_streams_ctx_leave(pushed);
-    return ev;
+    return vs_engine_event_create(ctx, CU_EVENT_DISABLE_TIMING);
 }
 
 CUevent vs_engine_timing_event_create(CUcontext ctx)
 {
     VS_ASSERT_HELD(&vs_engine.lock);
-    CUevent ev = NULL;
-    bool pushed = vs_streams_ctx_enter(ctx);
-    if (VS_CALL(cuEventCreate, (&ev, CU_EVENT_DEFAULT)) != CUDA_SUCCESS)
-        ev = NULL;
-    vs_streams_ctx_leave(pushed);
-    return ev;
+    return vs_engine_event_create(ctx, CU_EVENT_DEFAULT);
 }
 
 void vs_engine_event_put(CUcontext ctx, CUevent ev)
