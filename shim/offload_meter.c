@@ -54,6 +54,16 @@ static const char *const vs_regime_names[] = {
     [VS_REGIME_LINK_BOUND] = "link-bound; no room for departures, heads kept",
 };
 
+/* Starts a new window at operation `from`. */
+static void vs_meter_window_start(vs_link_meter_t *m, uint64_t from)
+{
+    m->window_ns = 0;
+    m->window_bytes = 0;
+    m->window_stall_ns = 0;
+    m->window_intervals = 0;
+    m->window_from = from;
+}
+
 /* Where the last window points from `now`. */
 static vs_regime_t vs_meter_points(const vs_link_meter_t *m, vs_regime_t now)
 {
@@ -70,10 +80,10 @@ static vs_regime_t vs_meter_points(const vs_link_meter_t *m, vs_regime_t now)
     return m->stalled > VS_METER_STALL_ENTER ? VS_REGIME_LINK_BOUND : VS_REGIME_BALANCED;
 }
 
-/* Ends the current window; the regime changes after two in a row that
- * point to the same other one (one may span the passes where a plan
- * settles). */
-static void vs_meter_window_end(vs_engine_device_t *d, int device)
+/* Ends the current window (the next starts at operation `now`); the
+ * regime changes after two in a row that point to the same other one (one
+ * may span the passes where a plan settles). */
+static void vs_meter_window_end(vs_engine_device_t *d, int device, uint64_t now)
 {
     vs_link_meter_t *m = &d->meter;
     m->busy = m->window_bytes / m->bytes_per_ns / m->window_ns;
@@ -94,10 +104,7 @@ static void vs_meter_window_end(vs_engine_device_t *d, int device)
     } else {
         m->toward = points;
     }
-    m->window_ns = 0;
-    m->window_bytes = 0;
-    m->window_stall_ns = 0;
-    m->window_intervals = 0;
+    vs_meter_window_start(m, now);
 }
 
 /* Reads the waits measured that are done, oldest first, into the window
@@ -136,13 +143,8 @@ static void vs_meter_read(vs_engine_device_t *d, int device)
         m->settled_at = ps.now + VS_METER_SETTLE_CYCLES * ps.period;
     bool counting = planned && ps.now >= m->settled_at;
     vs_meter_read_waits(m, counting);
-    if (!counting) {
-        m->window_ns = 0;
-        m->window_bytes = 0;
-        m->window_stall_ns = 0;
-        m->window_intervals = 0;
-        m->window_from = ps.now;
-    }
+    if (!counting)
+        vs_meter_window_start(m, ps.now);
     while (m->pending > 0) {
         unsigned at = (m->last + 1) % VS_METER_SLOTS;
         float ms = 0;
@@ -158,10 +160,8 @@ static void vs_meter_read(vs_engine_device_t *d, int device)
             m->window_bytes += bytes;
             m->window_intervals++;
             if (m->window_intervals >= VS_METER_MAX_INTERVALS
-                || (m->window_intervals >= VS_METER_MIN_INTERVALS && ps.now - m->window_from >= ps.period)) {
-                vs_meter_window_end(d, device);
-                m->window_from = ps.now;
-            }
+                || (m->window_intervals >= VS_METER_MIN_INTERVALS && ps.now - m->window_from >= ps.period))
+                vs_meter_window_end(d, device, ps.now);
         }
         m->last = at;
         m->have_last = rc == CUDA_SUCCESS;

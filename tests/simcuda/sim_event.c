@@ -321,8 +321,7 @@ SIM_EXPORT CUresult cuEventQuery(CUevent hEvent)
     /* With host costs, on the modeled clock: a GPU would not yet answer
      * done to a host that has not reached the work's end, and would to one
      * that has, however far behind the simulator's worker runs. */
-    bool done = sim_clock_host_polls_virtually(SIM_ID(cuEventQuery)) ? sim_dep_done_at_host_time(&dep)
-                                                                      : sim_dep_done(&dep);
+    bool done = sim_dep_polled_done(&dep, SIM_ID(cuEventQuery));
     sim_dep_release(&dep);
     return done ? CUDA_SUCCESS : CUDA_ERROR_NOT_READY;
 }
@@ -366,10 +365,7 @@ static CUresult event_elapsed(float *ms, CUevent start_handle, CUevent end_handl
     CUresult result = CUDA_SUCCESS;
     /* Done as a poll says (`cuEventQuery`): on the modeled clock with host
      * costs, once the caller's clock has passed both. */
-    bool done = sim_clock_host_polls_virtually(id)
-                    ? sim_dep_done_at_host_time(&start_dep) && sim_dep_done_at_host_time(&end_dep)
-                    : sim_dep_done(&start_dep) && sim_dep_done(&end_dep);
-    if (!done) {
+    if (!sim_dep_polled_done(&start_dep, id) || !sim_dep_polled_done(&end_dep, id)) {
         result = CUDA_ERROR_NOT_READY;
     } else if (sim_clock_is_virtual()) {
         *ms = (float)(((double)end_dep.vt_ns - (double)start_dep.vt_ns) / 1e6);

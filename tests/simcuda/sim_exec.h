@@ -248,12 +248,13 @@ SIM_HIDDEN CUresult sim_submit(struct CUstream_st *stream, sim_cmd_t *cmd);
 SIM_HIDDEN sim_dep_t sim_stream_tail_dep(struct CUstream_st *stream);
 SIM_HIDDEN void sim_dep_release(sim_dep_t *dep);
 SIM_HIDDEN bool sim_dep_done(const sim_dep_t *dep);
-/* A poll on the virtual clock with host costs: done when the calling
- * thread's host clock has reached `dep`'s modeled end, waiting in real time
- * for a worker that lags behind; from real progress (`sim_dep_done`) while
- * a worker runs a host function or a memory wait, which may wait for the
- * polling thread. */
-SIM_HIDDEN bool sim_dep_done_at_host_time(const sim_dep_t *dep);
+/* What a poll made by call `id` (`cuEventQuery`, `cuStreamQuery`,
+ * `cuEventElapsedTime`) sees of `dep`. On the virtual clock with host costs:
+ * done when the calling thread's host clock has reached `dep`'s modeled
+ * end, waiting in real time for a worker that lags behind; from real
+ * progress (`sim_dep_done`) while a worker runs a host function or a memory
+ * wait, which may wait for the polling thread. Otherwise `sim_dep_done`. */
+SIM_HIDDEN bool sim_dep_polled_done(const sim_dep_t *dep, sim_api_id_t id);
 SIM_HIDDEN void sim_dep_wait(const sim_dep_t *dep);
 /* Host-side wait for all work submitted so far on the stream (for the legacy
  * stream also the blocking streams); advances the host clock. */

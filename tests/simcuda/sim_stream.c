@@ -264,7 +264,7 @@ bool sim_dep_done(const sim_dep_t *dep)
 
 /* Workers now running a command whose end the modeled clock does not know:
  * a host function or a wait on a memory value may wait for the very thread
- * that polls (`sim_dep_done_at_host_time`). */
+ * that polls (`sim_dep_polled_done`). */
 static _Atomic unsigned outside_model;
 
 /* How long a poll waits for a worker that lags behind the modeled clock
@@ -272,7 +272,7 @@ static _Atomic unsigned outside_model;
  * that waits for the host, which no kernel of the simulator's own does. */
 #define SIM_POLL_LAG_LIMIT_NS (5ull * 1000000000ull)
 
-bool sim_dep_done_at_host_time(const sim_dep_t *dep)
+static bool dep_done_at_host_time(const sim_dep_t *dep)
 {
     if (!sim_clock_host_reached(dep->vt_ns))
         return false;
@@ -298,6 +298,11 @@ bool sim_dep_done_at_host_time(const sim_dep_t *dep)
     bool done = s->completed_seq >= dep->seq;
     pthread_mutex_unlock(&s->lock);
     return done;
+}
+
+bool sim_dep_polled_done(const sim_dep_t *dep, sim_api_id_t id)
+{
+    return sim_clock_host_polls_virtually(id) ? dep_done_at_host_time(dep) : sim_dep_done(dep);
 }
 
 void sim_dep_wait(const sim_dep_t *dep)
@@ -1161,7 +1166,6 @@ SIM_EXPORT CUresult cuStreamSynchronize_ptsz(CUstream hStream)
 
 static CUresult stream_query(CUstream handle, bool per_thread, sim_api_id_t id)
 {
-    bool virtual_poll = sim_clock_host_polls_virtually(id);
     CUresult result;
     struct CUstream_st *s = sim_stream_resolve(handle, per_thread, &result);
     if (s == NULL)
@@ -1178,8 +1182,7 @@ static CUresult stream_query(CUstream handle, bool per_thread, sim_api_id_t id)
     }
     pthread_mutex_unlock(&sim_submit_lock);
     for (size_t i = 0; i < count; i++) {
-        if (result == CUDA_SUCCESS &&
-            !(virtual_poll ? sim_dep_done_at_host_time(&deps[i]) : sim_dep_done(&deps[i])))
+        if (result == CUDA_SUCCESS && !sim_dep_polled_done(&deps[i], id))
             result = CUDA_ERROR_NOT_READY;
         sim_dep_release(&deps[i]);
     }
