@@ -147,6 +147,8 @@ void vs_engine_deferred_reap(bool wait)
     VS_ASSERT_HELD(&vs_engine.lock);
     while (vs_engine.deferred_head != NULL) {
         vs_deferred_t *d = vs_engine.deferred_head;
+        if (wait)
+            vs_meter_may_stall(&vs_engine.devices[d->device]);
         CUresult rc = wait ? VS_CALL(cuEventSynchronize, (d->done)) : VS_CALL(cuEventQuery, (d->done));
         if (rc == CUDA_ERROR_NOT_READY)
             return;

@@ -119,6 +119,8 @@ static bool vs_eviction_phase_over(vs_eviction_t *e, bool wait)
     VS_ASSERT_HELD(&vs_engine.lock);
     if (e->phase_over)
         return true;
+    if (wait)
+        vs_meter_may_stall(&vs_engine.devices[e->device]);
     CUresult rc = wait ? VS_CALL(cuEventSynchronize, (e->done)) : VS_CALL(cuEventQuery, (e->done));
     if (rc == CUDA_ERROR_NOT_READY)
         return false;
@@ -347,8 +349,11 @@ static uint64_t vs_eviction_finish(vs_eviction_t *e, vs_engine_device_t *d)
         if (e->ahead)
             vs_engine.stats.evictions_ahead++;
         vs_log(VS_LOG_DEBUG, "evicted 0x%" PRIxPTR ": %s", r->base,
-               e->copied[i] ? (e->had_copy[i] ? "copied (changed)" : "copied (no host copy)")
-                            : "clean, nothing copied");
+               !e->copied[i]  ? "clean, nothing copied"
+               : !e->had_copy[i] ? "copied (no host copy)"
+               : e->judged[i]    ? "copied (changed)"
+               : e->blind[i]     ? "copied (changed at its last evictions, not hashed)"
+                                 : "copied (no hash of these bytes to judge by)");
         if (e->judged[i] && e->copied[i]) {
             if (r->changed_streak < UINT8_MAX)
                 r->changed_streak++;

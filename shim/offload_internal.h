@@ -173,6 +173,8 @@ typedef enum vs_regime_e {
  * a copy (the time between them is the stream's stall). */
 #define VS_METER_SLOTS 8
 #define VS_METER_WAITS 8
+#define VS_METER_MARKS 4
+#define VS_REGIME_COUNT 3
 typedef struct vs_link_meter_s {
     CUevent events[VS_METER_SLOTS]; /* created on first use */
     uint64_t bytes[VS_METER_SLOTS]; /* of the copies each one ends */
@@ -186,8 +188,12 @@ typedef struct vs_link_meter_s {
      * and the `pending` slots after it, oldest first. */
     unsigned last, pending;
     bool have_last;
-    /* Waits: [0] before, [1] after; `waits_pending` from `waits_first`. */
+    /* Stalls: [0] before, [1] after; `waits_pending` from `waits_first`,
+     * the newest still open while its operation is prepared (the engine
+     * lock may be let go meanwhile); failed: its second event could not be
+     * recorded. */
     CUevent waits[VS_METER_WAITS][2];
+    bool wait_open[VS_METER_WAITS], wait_failed[VS_METER_WAITS];
     unsigned waits_first, waits_pending;
     double bytes_per_ns; /* the link's rate: the fastest interval seen */
     double window_ns, window_bytes, window_stall_ns;
@@ -197,6 +203,21 @@ typedef struct vs_link_meter_s {
     vs_regime_t toward;   /* where the last window pointed */
     bool off;             /* its events could not be made in this context */
     uint64_t settled_at;  /* the operation from which the plan is measured; 0: none yet */
+    /* The cycle's clock: an event on an application stream once a cycle
+     * (`vs_meter_mark`), with the operation it follows and the plan it
+     * measures (`plan`, counted from 1; 0: a plan not settled yet);
+     * `marks_pending` from `marks_first`. */
+    CUevent marks[VS_METER_MARKS];
+    uint64_t mark_op[VS_METER_MARKS], mark_plan[VS_METER_MARKS];
+    unsigned marks_first, marks_pending;
+    uint64_t next_mark; /* the operation from which the next mark goes */
+    uint64_t plan;      /* the regime's plan: one more at each change */
+    /* Per regime: the ns per operation its last plan measured, cycle by
+     * cycle (the sum and how many), and whether it was found slower than
+     * near the balance point (then it is not tried again). */
+    double cycle_ns_per_op[VS_REGIME_COUNT];
+    unsigned cycles_timed[VS_REGIME_COUNT];
+    bool refused[VS_REGIME_COUNT];
 } vs_link_meter_t;
 
 typedef struct vs_engine_device_s {
@@ -511,12 +532,21 @@ bool vs_streams_gated(uint64_t mask, uint64_t epoch);
  * of what it measured before, and updates `d->regime`;
  * `vs_meter_other_work` follows other work queued there;
  * `vs_meter_wait_for_copy` makes an application stream wait for a copy
- * (`vs_engine_wait_for_copy`) and measures its stall. `vs_meter_forget`
- * ends the meter with `d`'s context (`alive`: about to be destroyed, its
- * events are destroyed; else already gone). Engine lock held. */
+ * (`vs_engine_wait_for_copy`) and measures its stall. Between
+ * `vs_meter_arm` and `vs_meter_disarm` (an operation's preparation, a
+ * prefetch step: this thread), `stream` is the application's, and its
+ * stall is measured from the first `vs_meter_may_stall` (the host is about
+ * to wait for `d`'s GPU) or wait for a copy on it. `vs_meter_mark` times
+ * the cycle on `stream`, once a cycle. `vs_meter_forget` ends the meter
+ * with `d`'s context (`alive`: about to be destroyed, its events are
+ * destroyed; else already gone). Engine lock held. */
 void vs_meter_copied(vs_engine_device_t *d, int device, uint64_t bytes);
 void vs_meter_other_work(vs_engine_device_t *d);
 CUresult vs_meter_wait_for_copy(vs_engine_device_t *d, CUstream waiter, CUevent copied);
+void vs_meter_arm(CUstream stream);
+void vs_meter_mark(vs_engine_device_t *d, CUstream stream);
+void vs_meter_may_stall(vs_engine_device_t *d);
+void vs_meter_disarm(void);
 void vs_meter_forget(vs_engine_device_t *d, bool alive);
 
 /* The engine's pool of events, per context: `vs_engine_event_get(ctx)`
@@ -588,6 +618,6 @@ void vs_prefetch_all(void);
 
 /* A prefetch step before an operation's scan (takes the engine lock: called
  * without it). */
-void vs_prefetch_step(const uintptr_t *words, size_t count);
+void vs_prefetch_step(CUstream stream, bool per_thread, const uintptr_t *words, size_t count);
 
 #endif /* VS_OFFLOAD_INTERNAL_H */

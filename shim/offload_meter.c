@@ -1,7 +1,8 @@
 /* offload_meter.c: the learned cycle's regime (bound by its compute, by
- * the link, or near the balance point), measured on the GPU's clock.
+ * the link, or near the balance point), measured on the GPU's clock, and
+ * the plan kept for it only while it pays.
  *
- * Two measures, neither of which waits (its events are read at later
+ * Three measures, none of which waits (their events are read at later
  * copies, once done):
  * - The link's busy share. After each copy the engine queues on a device's
  *   host-to-device stream a timing event is recorded there
@@ -10,9 +11,20 @@
  *   idled in between; the link's rate is the fastest interval seen. An
  *   interval with other work between its copies (a hash kernel, which waits
  *   for the compute engine) is not counted.
- * - The application's stall share. An application stream's wait for a
- *   copy in (`vs_meter_wait_for_copy`) is bracketed by two timing events on
- *   that stream: the time between them is how long it stalled.
+ * - The application's stall share. An application stream that may have to
+ *   wait for the engine gets a timing event at the first point where it
+ *   may: a wait for a copy in (`vs_meter_wait_for_copy`), or, while an
+ *   operation is prepared or a prefetch step runs for it (`vs_meter_arm`),
+ *   the first time the host waits for the GPU (`vs_meter_may_stall`: a
+ *   departure's hash, a restore's copy). A second event goes on the stream
+ *   when its next work is queued (`vs_meter_disarm`): the time between them
+ *   is how long the stream had nothing to run, its own wait on the GPU and
+ *   the host's together. Counting only the waits on the GPU read 0.10-0.19
+ *   for the sweep's LLM at 25%, ratio 0.5, whose application in fact
+ *   waits about half of the time.
+ * - The cycle's time. An event on an application stream once a cycle
+ *   (`vs_meter_mark`): between two of them, the ns per operation of the
+ *   plan that ran.
  * Per window (a cycle, or VS_METER_MAX_INTERVALS copies of a long one) of a
  * plan that has run VS_METER_SETTLE_CYCLES: the bytes copied at the link's
  * rate over the time the window spans, and the stalls over that time.
@@ -22,31 +34,39 @@
  * VS_METER_IDLE_LEAVE), link-bound over VS_METER_STALL_ENTER stalled (back
  * under VS_METER_STALL_LEAVE). Compute-bound, the copies wait for room,
  * never the GPU for its copies, and the host work of a swap (an unmap, a
- * map, a grant) hides in the link's idle time; link-bound, the link's rate
- * sets the time whatever that work does. Either way the plan leaves no room
- * for a departure and keeps heads (vs_prefetch_budget_update), and streams
- * fewer bytes a pass in the same time. Near the balance point the room is
- * what keeps that host work off the link's critical path. On the sweep's
- * workloads (docs/benchmarks.md, "The regime meter"): at twice the
- * transfer's time the link is busy 48-65% of the time, at 1.33 times
- * 69-80%, at the balance point 92-99%; at half of it the application
- * waits for copies about half of the time, at 0.75 about a quarter.
+ * map, a grant) may hide in the link's idle time; link-bound, the link's
+ * rate sets the time and fewer bytes take less of it. Either way the plan
+ * leaves no room for a departure and keeps heads (vs_prefetch_budget_update):
+ * it streams fewer bytes a pass. Near the balance point the room is what
+ * keeps that host work off the link's critical path, and the shares alone
+ * cannot tell how near: at 0.75 and 1.33 times the transfer's time the
+ * sweep's DiT and LLM read alike (busy 0.69-0.80 or stalled 0.24-0.40),
+ * and without the room the DiT takes 9-10% longer, the LLM 1-10% less. So
+ * a lean plan is a trial (`vs_meter_judge`): it starts only once the
+ * balanced plan's cycle is timed, and when, over two cycles or more, it
+ * takes VS_METER_LEAN_TOLERANCE longer an operation, the cycle goes back for
+ * good. A trial takes about eight cycles (two windows, two cycles for the
+ * new plan to settle, two timed, two more for the plan it returns to).
  */
 #include "offload_internal.h"
 
 #include "driver.h"
 
 /* A window: a cycle of at least VS_METER_MIN_INTERVALS intervals, or
- * VS_METER_MAX_INTERVALS of a longer cycle. */
+ * VS_METER_MAX_INTERVALS of a longer cycle. Whole cycles: the sweep's LLM
+ * at 50%, ratio 1.33 (about 45 copies a cycle) read 0.77-0.91 busy in
+ * windows of 32 copies, as their start moved along the cycle, in whole cycles
+ * 0.79-0.85. */
 #define VS_METER_MIN_INTERVALS 8
-#define VS_METER_MAX_INTERVALS 32
+#define VS_METER_MAX_INTERVALS 256
 /* Cycles a plan runs before it is measured: in its first passes what it
  * keeps comes in and what the plan before kept leaves, on demand. */
 #define VS_METER_SETTLE_CYCLES 2
-#define VS_METER_IDLE_ENTER 0.66
-#define VS_METER_IDLE_LEAVE 0.76
-#define VS_METER_STALL_ENTER 0.40
-#define VS_METER_STALL_LEAVE 0.30
+#define VS_METER_IDLE_ENTER 0.82
+#define VS_METER_IDLE_LEAVE 0.90
+#define VS_METER_STALL_ENTER 0.25
+#define VS_METER_STALL_LEAVE 0.15
+#define VS_METER_LEAN_TOLERANCE 0.02
 
 static const char *const vs_regime_names[] = {
     [VS_REGIME_BALANCED] = "near the balance point; room for departures, whole allocations",
@@ -75,9 +95,28 @@ static vs_regime_t vs_meter_points(const vs_link_meter_t *m, vs_regime_t now)
     case VS_REGIME_BALANCED:
         break;
     }
-    if (m->busy < VS_METER_IDLE_ENTER)
+    /* A lean plan is tried once the balanced one is timed, to compare. */
+    if (m->cycles_timed[VS_REGIME_BALANCED] == 0)
+        return now;
+    if (m->busy < VS_METER_IDLE_ENTER && !m->refused[VS_REGIME_COMPUTE_BOUND])
         return VS_REGIME_COMPUTE_BOUND;
-    return m->stalled > VS_METER_STALL_ENTER ? VS_REGIME_LINK_BOUND : VS_REGIME_BALANCED;
+    if (m->stalled > VS_METER_STALL_ENTER && !m->refused[VS_REGIME_LINK_BOUND])
+        return VS_REGIME_LINK_BOUND;
+    return VS_REGIME_BALANCED;
+}
+
+/* Moves the cycle to `regime`: a new plan follows (vs_prefetch_budget_update),
+ * measured from two cycles on. */
+static void vs_meter_regime_set(vs_engine_device_t *d, vs_regime_t regime)
+{
+    vs_link_meter_t *m = &d->meter;
+    d->regime = regime;
+    m->settled_at = 0;
+    m->plan++;
+    m->cycle_ns_per_op[regime] = 0; /* its new plan is timed afresh */
+    m->cycles_timed[regime] = 0;
+    m->toward = regime; /* two windows again */
+    vs_engine.stats.regime_changes++;
 }
 
 /* Ends the current window (the next starts at operation `now`); the
@@ -91,30 +130,31 @@ static void vs_meter_window_end(vs_engine_device_t *d, int device, uint64_t now)
     m->busy = m->busy > 1.0 ? 1.0 : m->busy;
     m->stalled = m->stalled > 1.0 ? 1.0 : m->stalled;
     vs_regime_t points = vs_meter_points(m, d->regime);
+    vs_log(VS_LOG_DEBUG, "meter window: %u copies, busy %.3f stalled %.3f", m->window_intervals, m->busy, m->stalled);
     if (points != d->regime && points == m->toward) {
-        d->regime = points;
-        m->settled_at = 0; /* a new plan follows (vs_prefetch_budget_update) */
-        vs_engine.stats.regime_changes++;
         vs_log(VS_LOG_INFO,
                "device %d: over the last %u copies in (%.1f GB/s) the link was busy %.0f%% of the time and the "
                "application waited for copies %.0f%%: the cycle is %s",
                device, m->window_intervals, m->bytes_per_ns, 100.0 * m->busy, 100.0 * m->stalled,
                vs_regime_names[points]);
-        m->toward = d->regime; /* a new plan: two windows again */
+        vs_meter_regime_set(d, points);
     } else {
         m->toward = points;
     }
     vs_meter_window_start(m, now);
 }
 
-/* Reads the waits measured that are done, oldest first, into the window
- * when it counts (`counting`). */
+/* Reads the stalls measured that are done, oldest first, into the window
+ * when it counts (`counting`); one still open stops the reading. */
 static void vs_meter_read_waits(vs_link_meter_t *m, bool counting)
 {
     while (m->waits_pending > 0) {
-        CUevent *w = m->waits[m->waits_first];
+        unsigned at = m->waits_first;
+        if (m->wait_open[at])
+            return;
+        CUevent *w = m->waits[at];
         float ms = 0;
-        CUresult rc = VS_CALL(cuEventElapsedTime, (&ms, w[0], w[1]));
+        CUresult rc = m->wait_failed[at] ? CUDA_ERROR_INVALID_VALUE : VS_CALL(cuEventElapsedTime, (&ms, w[0], w[1]));
         if (rc == CUDA_ERROR_NOT_READY)
             return;
         if (rc == CUDA_SUCCESS && counting && ms > 0)
@@ -124,24 +164,132 @@ static void vs_meter_read_waits(vs_link_meter_t *m, bool counting)
     }
 }
 
+/* The meter's events, made on first use; false when the driver refuses
+ * them (then the regime stays as it is in this context). */
+static bool vs_meter_ready(vs_engine_device_t *d)
+{
+    vs_link_meter_t *m = &d->meter;
+    if (m->off || d->policy == NULL)
+        return false;
+    if (m->events[0] != NULL)
+        return true;
+    CUevent *all[VS_METER_SLOTS + 2 * VS_METER_WAITS + VS_METER_MARKS];
+    size_t n = 0;
+    for (unsigned i = 0; i < VS_METER_SLOTS; i++)
+        all[n++] = &m->events[i];
+    for (unsigned i = 0; i < VS_METER_MARKS; i++)
+        all[n++] = &m->marks[i];
+    for (unsigned i = 0; i < VS_METER_WAITS; i++) {
+        all[n++] = &m->waits[i][0];
+        all[n++] = &m->waits[i][1];
+    }
+    for (size_t i = 0; i < n; i++) {
+        *all[i] = vs_engine_timing_event_create(d->ctx);
+        if (*all[i] == NULL) {
+            vs_meter_forget(d, true);
+            m->off = true;
+            return false;
+        }
+    }
+    return true;
+}
+
+/* Whether the plan has settled (VS_METER_SETTLE_CYCLES after it appeared):
+ * only a pass that streams what the plan says is measured; while the cycle
+ * is learned and a plan settles, restores wait for the operations that
+ * need them, and the link idles whatever the regime. */
+static bool vs_meter_counting(vs_link_meter_t *m, const vs_policy_stats_t *ps)
+{
+    bool planned = ps->period != 0 && ps->planned_streamed_bytes > 0;
+    if (!planned)
+        m->settled_at = 0;
+    else if (m->settled_at == 0)
+        m->settled_at = ps->now + VS_METER_SETTLE_CYCLES * ps->period;
+    return planned && ps->now >= m->settled_at;
+}
+
+/* The mean ns per operation of `regime`'s plan over the cycles timed. */
+static double vs_meter_ns_per_op(const vs_link_meter_t *m, vs_regime_t regime)
+{
+    return m->cycles_timed[regime] > 0 ? m->cycle_ns_per_op[regime] / m->cycles_timed[regime] : 0;
+}
+
+/* A settled plan took `ns_per_op` over a cycle. A lean regime's plan (no
+ * room for departures) slower on average, over two cycles or more, by
+ * more than VS_METER_LEAN_TOLERANCE than the balanced one timed before: the
+ * host work of its swaps is on the critical path after all, and the cycle
+ * goes back for good. Within the tolerance the lean plan stays: it moves
+ * fewer bytes (measured on the sweep: one cycle's time varies by about
+ * 1.5% from the mean of a plan's). */
+static void vs_meter_judge(vs_engine_device_t *d, int device, double ns_per_op)
+{
+    vs_link_meter_t *m = &d->meter;
+    m->cycle_ns_per_op[d->regime] += ns_per_op;
+    m->cycles_timed[d->regime]++;
+    vs_log(VS_LOG_DEBUG, "device %d: a cycle took %.0f ns an operation (%s)", device, ns_per_op,
+           vs_regime_names[d->regime]);
+    double lean = vs_meter_ns_per_op(m, d->regime), balanced = vs_meter_ns_per_op(m, VS_REGIME_BALANCED);
+    if (d->regime == VS_REGIME_BALANCED || m->cycles_timed[d->regime] < 2 || balanced == 0
+        || lean <= balanced * (1.0 + VS_METER_LEAN_TOLERANCE))
+        return;
+    vs_log(VS_LOG_INFO,
+           "device %d: planned %s, the cycle takes %.0f ns an operation, %.0f near the balance point: back to %s",
+           device, d->regime == VS_REGIME_LINK_BOUND ? "link-bound" : "compute-bound", lean, balanced,
+           vs_regime_names[VS_REGIME_BALANCED]);
+    m->refused[d->regime] = true;
+    vs_meter_regime_set(d, VS_REGIME_BALANCED);
+}
+
+/* Reads the cycle's marks that are done, oldest first: two of one settled
+ * plan measure it. */
+static void vs_meter_read_marks(vs_engine_device_t *d, int device)
+{
+    vs_link_meter_t *m = &d->meter;
+    while (m->marks_pending >= 2) {
+        unsigned a = m->marks_first, b = (a + 1) % VS_METER_MARKS;
+        float ms = 0;
+        CUresult rc = VS_CALL(cuEventElapsedTime, (&ms, m->marks[a], m->marks[b]));
+        if (rc == CUDA_ERROR_NOT_READY)
+            return;
+        if (rc == CUDA_SUCCESS && ms > 0 && m->mark_plan[a] != 0 && m->mark_plan[a] == m->mark_plan[b]
+            && m->mark_plan[a] == m->plan + 1 && m->mark_op[b] > m->mark_op[a])
+            vs_meter_judge(d, device, (double)ms * 1e6 / (double)(m->mark_op[b] - m->mark_op[a]));
+        m->marks_first = b;
+        m->marks_pending--;
+    }
+}
+
+void vs_meter_mark(vs_engine_device_t *d, CUstream stream)
+{
+    VS_ASSERT_HELD(&vs_engine.lock);
+    vs_link_meter_t *m = &d->meter;
+    if (!vs_meter_ready(d))
+        return;
+    vs_policy_stats_t ps;
+    vs_policy_stats(d->policy, &ps);
+    if (ps.period == 0 || ps.now < m->next_mark || m->marks_pending == VS_METER_MARKS)
+        return;
+    bool counting = vs_meter_counting(m, &ps);
+    unsigned at = (m->marks_first + m->marks_pending) % VS_METER_MARKS;
+    m->next_mark = ps.now + ps.period;
+    /* A stream of another context cannot record the meter's events. */
+    if (VS_CALL(cuEventRecord, (m->marks[at], stream)) != CUDA_SUCCESS)
+        return;
+    m->mark_op[at] = ps.now;
+    m->mark_plan[at] = counting ? m->plan + 1 : 0;
+    m->marks_pending++;
+}
+
 /* Reads what is done of the waits and copies measured, oldest first: a
  * copy's time from the copy before (CUDA_ERROR_NOT_READY while either is
  * not done: one call, where a poll and then a read would be two). */
 static void vs_meter_read(vs_engine_device_t *d, int device)
 {
     vs_link_meter_t *m = &d->meter;
-    /* Only a pass that streams what the plan says is measured, from
-     * VS_METER_SETTLE_CYCLES after the plan: while the cycle is learned and
-     * a plan settles, restores wait for the operations that need them, and
-     * the link idles whatever the regime. */
+    vs_meter_read_marks(d, device); /* first: it may end the plan */
     vs_policy_stats_t ps;
     vs_policy_stats(d->policy, &ps);
-    bool planned = ps.period != 0 && ps.planned_streamed_bytes > 0;
-    if (!planned)
-        m->settled_at = 0;
-    else if (m->settled_at == 0)
-        m->settled_at = ps.now + VS_METER_SETTLE_CYCLES * ps.period;
-    bool counting = planned && ps.now >= m->settled_at;
+    bool counting = vs_meter_counting(m, &ps);
     vs_meter_read_waits(m, counting);
     if (!counting)
         vs_meter_window_start(m, ps.now);
@@ -169,33 +317,6 @@ static void vs_meter_read(vs_engine_device_t *d, int device)
     }
 }
 
-/* The meter's events, made on first use; false when the driver refuses
- * them (then the regime stays as it is in this context). */
-static bool vs_meter_ready(vs_engine_device_t *d)
-{
-    vs_link_meter_t *m = &d->meter;
-    if (m->off || d->policy == NULL)
-        return false;
-    if (m->events[0] != NULL)
-        return true;
-    CUevent *all[VS_METER_SLOTS + 2 * VS_METER_WAITS];
-    size_t n = 0;
-    for (unsigned i = 0; i < VS_METER_SLOTS; i++)
-        all[n++] = &m->events[i];
-    for (unsigned i = 0; i < VS_METER_WAITS; i++) {
-        all[n++] = &m->waits[i][0];
-        all[n++] = &m->waits[i][1];
-    }
-    for (size_t i = 0; i < n; i++) {
-        *all[i] = vs_engine_timing_event_create(d->ctx);
-        if (*all[i] == NULL) {
-            vs_meter_forget(d, true);
-            m->off = true;
-            return false;
-        }
-    }
-    return true;
-}
 
 void vs_meter_copied(vs_engine_device_t *d, int device, uint64_t bytes)
 {
@@ -203,7 +324,12 @@ void vs_meter_copied(vs_engine_device_t *d, int device, uint64_t bytes)
     vs_link_meter_t *m = &d->meter;
     if (!vs_meter_ready(d))
         return;
-    vs_meter_read(d, device);
+    /* Read in batches: each read of an event not done yet is a driver call
+     * spent on the launching thread for nothing (three a copy, read at
+     * every copy: 28 us a pass of the 60-block DiT at 360M, 1.2% of the
+     * time it waits for the link). */
+    if (m->pending >= VS_METER_SLOTS / 2 || m->waits_pending >= VS_METER_WAITS / 2)
+        vs_meter_read(d, device);
     /* A copy that finds every slot pending goes unmetered; its bytes go
      * with the next one, whose interval spans both. */
     m->unmetered += bytes;
@@ -225,21 +351,76 @@ void vs_meter_other_work(vs_engine_device_t *d)
     d->meter.other_work = true;
 }
 
+/* The stall of an application stream, from the event recorded on it when
+ * it may start to wait (`vs_meter_stall_open`) to the one recorded when its
+ * next work is queued (`vs_meter_stall_close`): the time between them is
+ * how long the stream had nothing to run. Slot of the ring, or -1 (not
+ * measured: the ring is full, or the stream is of another context). */
+static int vs_meter_stall_open(vs_engine_device_t *d, CUstream waiter)
+{
+    vs_link_meter_t *m = &d->meter;
+    if (!vs_meter_ready(d) || m->waits_pending >= VS_METER_WAITS)
+        return -1;
+    unsigned at = (m->waits_first + m->waits_pending) % VS_METER_WAITS;
+    if (VS_CALL(cuEventRecord, (m->waits[at][0], waiter)) != CUDA_SUCCESS)
+        return -1;
+    m->wait_open[at] = true;
+    m->wait_failed[at] = false;
+    m->waits_pending++;
+    return (int)at;
+}
+
+static void vs_meter_stall_close(vs_engine_device_t *d, int at, CUstream waiter)
+{
+    vs_link_meter_t *m = &d->meter;
+    if (at < 0 || m->waits[at][1] == NULL) /* the context went meanwhile (vs_meter_forget) */
+        return;
+    m->wait_failed[at] = VS_CALL(cuEventRecord, (m->waits[at][1], waiter)) != CUDA_SUCCESS;
+    m->wait_open[at] = false;
+}
+
+/* The operation this thread prepares (`vs_meter_arm`): its stream, and the
+ * stall measured on it once opened. */
+static __thread struct vs_meter_armed_s {
+    bool armed;
+    CUstream stream;
+    vs_engine_device_t *device;
+    int slot;
+} vs_meter_armed;
+
+void vs_meter_arm(CUstream stream)
+{
+    VS_ASSERT_HELD(&vs_engine.lock);
+    vs_meter_armed = (struct vs_meter_armed_s){.armed = true, .stream = stream, .slot = -1};
+}
+
+void vs_meter_may_stall(vs_engine_device_t *d)
+{
+    VS_ASSERT_HELD(&vs_engine.lock);
+    if (!vs_meter_armed.armed || vs_meter_armed.device != NULL)
+        return;
+    vs_meter_armed.device = d;
+    vs_meter_armed.slot = vs_meter_stall_open(d, vs_meter_armed.stream);
+}
+
+void vs_meter_disarm(void)
+{
+    VS_ASSERT_HELD(&vs_engine.lock);
+    if (vs_meter_armed.device != NULL)
+        vs_meter_stall_close(vs_meter_armed.device, vs_meter_armed.slot, vs_meter_armed.stream);
+    vs_meter_armed = (struct vs_meter_armed_s){.slot = -1};
+}
+
 CUresult vs_meter_wait_for_copy(vs_engine_device_t *d, CUstream waiter, CUevent copied)
 {
     VS_ASSERT_HELD(&vs_engine.lock);
-    vs_link_meter_t *m = &d->meter;
-    /* A stream of another context cannot record the meter's events: its
-     * wait goes unmeasured. */
-    CUevent *w = NULL;
-    if (vs_meter_ready(d) && m->waits_pending < VS_METER_WAITS) {
-        w = m->waits[(m->waits_first + m->waits_pending) % VS_METER_WAITS];
-        if (VS_CALL(cuEventRecord, (w[0], waiter)) != CUDA_SUCCESS)
-            w = NULL;
+    if (vs_meter_armed.armed && vs_meter_armed.stream == waiter) {
+        vs_meter_may_stall(d); /* closed with the operation's preparation */
+        return vs_engine_wait_for_copy(waiter, copied);
     }
+    int at = vs_meter_stall_open(d, waiter);
     CUresult rc = vs_engine_wait_for_copy(waiter, copied);
-    if (w != NULL && VS_CALL(cuEventRecord, (w[1], waiter)) == CUDA_SUCCESS)
-        m->waits_pending++;
+    vs_meter_stall_close(d, at, waiter);
     return rc;
 }
 
@@ -254,6 +435,9 @@ void vs_meter_forget(vs_engine_device_t *d, bool alive)
         for (int k = 0; k < 2; k++)
             if (m->waits[i][k] != NULL)
                 (void)VS_CALL(cuEventDestroy_v2, (m->waits[i][k]));
+    for (unsigned i = 0; i < VS_METER_MARKS && alive; i++)
+        if (m->marks[i] != NULL)
+            (void)VS_CALL(cuEventDestroy_v2, (m->marks[i]));
     *m = (vs_link_meter_t){0};
     d->regime = VS_REGIME_BALANCED;
 }

@@ -222,7 +222,7 @@ bool vs_op_scan(vs_op_t *op, const uintptr_t *words, size_t count)
     if (op->attempts == 0) {
         op->touch.seq = vs_registry_next_seq();
         if (atomic_load_explicit(&vs_engine.prefetch_step_due, memory_order_relaxed))
-            vs_prefetch_step(words, count);
+            vs_prefetch_step(op->stream, op->per_thread, words, count);
     }
     op->touch.watched = false;
     op->touch.missing = op->missing;
@@ -318,6 +318,7 @@ CUresult vs_op_prepare(vs_op_t *op, const uintptr_t *words, size_t count)
         vs_engine_unlock(mode);
         return CUDA_ERROR_OUT_OF_MEMORY;
     }
+    vs_meter_arm(resolved);
     /* Hold all of them first, so restoring one never evicts another. */
     size_t held = 0;
     bool departing = false;
@@ -364,6 +365,7 @@ CUresult vs_op_prepare(vs_op_t *op, const uintptr_t *words, size_t count)
         vs_engine_policy_sync();
         vs_prefetch_all();
     }
+    vs_meter_disarm();
     /* Holds taken by an earlier attempt are superseded. */
     vs_ops_unhold(op->held, op->held_count);
     if (op->held_count == 0 && held > 0)

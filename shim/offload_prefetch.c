@@ -373,10 +373,12 @@ void vs_prefetch_all(void)
  * engine should take up the next one now rather than when something is
  * found missing. Running before the scan, the operation's own allocations
  * are the nearest uses, never victims. */
-void vs_prefetch_step(const uintptr_t *words, size_t count)
+void vs_prefetch_step(CUstream stream, bool per_thread, const uintptr_t *words, size_t count)
 {
     CUstreamCaptureMode mode;
     vs_engine_lock_light(&mode);
+    CUstream resolved = vs_streams_resolve(stream, per_thread);
+    vs_meter_arm(resolved);
     bool direct = false;
     for (size_t i = 0; i < count && !direct; i++)
         direct = vs_engine_region_containing(words[i]) != NULL;
@@ -385,5 +387,9 @@ void vs_prefetch_step(const uintptr_t *words, size_t count)
     vs_engine_policy_sync();
     vs_prefetch_all();
     vs_engine.prefetch_spares_recent = false;
+    for (int device = 0; device < VS_MAX_DEVICES; device++)
+        if (vs_engine.devices[device].ready)
+            vs_meter_mark(&vs_engine.devices[device], resolved);
+    vs_meter_disarm();
     vs_engine_unlock(mode);
 }

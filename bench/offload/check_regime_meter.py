@@ -1,21 +1,30 @@
 #!/usr/bin/env python3
 """check_regime_meter.py: the shim finds a compute-bound cycle compute-bound,
-a link-bound one link-bound and a balanced one neither, and plans each as
-its regime asks (shim/offload_meter.c).
+a link-bound one link-bound and a balanced one neither, plans each as its
+regime asks, and keeps a lean plan only while it is not slower
+(shim/offload_meter.c).
 
 usage: check_regime_meter.py OFFLOAD_CYCLE SHIM WORK_DIR
 
-Runs three cells of the sweep alone (`OFFLOAD_CYCLE SHIM sweep --cell dit 25
-RATIO LOG`, the DiT at 25% of its weights, on the virtual clock: the
-figures do not depend on the machine) and reads the row and the shim's log
-of each:
-- ratio 2 (compute twice the transfer): the log says the cycle is
-  compute-bound, the exit summary counts one regime change, and the plan
-  streams at most 1.02 x F a pass (no room for a departure) within 1.05 x
-  the bound;
-- ratio 0.5 (transfer twice the compute): the same, link-bound;
-- ratio 1 (the balance point): no regime change; the departure's room
-  stays (bytes over 1.02 x F), which keeps the pass within 1.10 x the bound.
+Runs six cells of the sweep alone (`OFFLOAD_CYCLE SHIM sweep --cell
+WORKLOAD PERCENT RATIO LOG`, on the virtual clock: the figures do not depend
+on the machine) and reads the row and the shim's log of each:
+- the DiT at 25%, ratio 2 (compute twice the transfer): the log says the
+  cycle is compute-bound, the exit summary counts one regime change, and
+  the plan streams at most 1.02 x F a pass (no room for a departure) within
+  1.05 x the bound;
+- the DiT at 25%, ratio 0.5 (transfer twice the compute): the same,
+  link-bound;
+- the DiT at 25%, ratio 1 (the balance point): no regime change; the
+  departure's room stays (bytes over 1.02 x F), which keeps the pass within
+  1.10 x the bound;
+- the DiT at 25%, ratio 0.75: the cycle reads link-bound, the lean plan is
+  timed slower than the balanced one and the cycle goes back to it (two
+  changes); the room is back (bytes over 1.02 x F), within 1.10 x the bound;
+- the LLM at 50%, ratio 0.75: link-bound, and the lean plan stays (one
+  change): at most 1.02 x F within 1.05 x the bound;
+- the LLM at 25%, ratio 0.5: the same; found link-bound only when the
+  stall counts the host's waits for the GPU along with the stream's own.
 Exit 0 when all of it holds, 1 otherwise.
 """
 import os
@@ -23,38 +32,46 @@ import re
 import subprocess
 import sys
 
-ROW = re.compile(r"^dit\s+25%\s+(?P<ratio>[\d.]+)\s+[\d.]+\s+[\d.]+\s+(?P<in_f>[\d.]+)\s+[\d.]+\s+[\d.]+\s+[\d.]+"
-                 r"\s+(?P<bound>[\d.]+)\s+[\d.]+\s+(?P<goal>\S+)$", re.M)
+ROW = re.compile(r"^(?P<workload>\w+)\s+(?P<percent>\d+)%\s+(?P<ratio>[\d.]+)\s+[\d.]+\s+[\d.]+\s+(?P<in_f>[\d.]+)"
+                 r"\s+[\d.]+\s+[\d.]+\s+[\d.]+\s+(?P<bound>[\d.]+)\s+[\d.]+\s+(?P<goal>\S+)$", re.M)
 CHANGES = re.compile(r", regime changes (?P<n>\d+)")
-# ratio, the regime the log must name (None: no change), at most (in/F, time/bound), at least in/F
-CELLS = [("2", "compute-bound", 1.02, 1.05, 0.0), ("0.5", "link-bound", 1.02, 1.05, 0.0),
-         ("1", None, 9.0, 1.10, 1.02)]
+BACK = "near the balance point: back to"
+# workload, percent, ratio, the regime the log must name (None: none), whether the cycle goes back from
+# it, at most (in/F, time/bound), more than in/F
+CELLS = [("dit", "25", "2", "compute-bound", False, 1.02, 1.05, 0.0),
+         ("dit", "25", "0.5", "link-bound", False, 1.02, 1.05, 0.0),
+         ("dit", "25", "1", None, False, 9.0, 1.10, 1.02),
+         ("dit", "25", "0.75", "link-bound", True, 9.0, 1.10, 1.02),
+         ("llm", "50", "0.75", "link-bound", False, 1.02, 1.05, 0.0),
+         ("llm", "25", "0.5", "link-bound", False, 1.02, 1.05, 0.0)]
 
 
-def run_cell(program, shim, work, ratio):
-    log = os.path.join(work, f"dit_25_{ratio}.log")
+def run_cell(program, shim, work, workload, percent, ratio):
+    name = f"{workload} {percent}% ratio {ratio}"
+    log = os.path.join(work, f"{workload}_{percent}_{ratio}.log")
     if os.path.exists(log):
         os.unlink(log)
-    run = subprocess.run([program, shim, "sweep", "--cell", "dit", "25", ratio, log], capture_output=True,
+    run = subprocess.run([program, shim, "sweep", "--cell", workload, percent, ratio, log], capture_output=True,
                          text=True)
     if run.returncode != 0:
-        return None, None, f"ratio {ratio}: exit status {run.returncode}: {run.stderr.strip()}"
+        return None, None, f"{name}: exit status {run.returncode}: {run.stderr.strip()}"
     row = ROW.search(run.stdout)
     if row is None:
-        return None, None, f"ratio {ratio}: no row in:\n{run.stdout}"
+        return None, None, f"{name}: no row in:\n{run.stdout}"
     try:
         with open(log, encoding="utf-8") as f:
             return row, f.read(), None
     except OSError as e:
-        return None, None, f"ratio {ratio}: no shim log: {e}"
+        return None, None, f"{name}: no shim log: {e}"
 
 
 def main():
     program, shim, work = sys.argv[1:4]
     os.makedirs(work, exist_ok=True)
     failures = []
-    for ratio, regime, max_in, max_time, min_in in CELLS:
-        row, log, error = run_cell(program, shim, work, ratio)
+    for workload, percent, ratio, regime, back, max_in, max_time, min_in in CELLS:
+        name = f"{workload} {percent}% ratio {ratio}"
+        row, log, error = run_cell(program, shim, work, workload, percent, ratio)
         if error is not None:
             failures.append(error)
             continue
@@ -62,14 +79,15 @@ def main():
         n = int(changes.group("n")) if changes else -1
         in_f, bound = float(row.group("in_f")), float(row.group("bound"))
         named = [r for r in ("compute-bound", "link-bound") if f"the cycle is {r}" in log]
-        print(f"check_regime_meter: ratio {ratio}: in {in_f} x F, {bound} x the bound, regime changes {n}, "
-              f"found {named or 'none'}")
-        if regime is not None and (named != [regime] or n != 1):
-            failures.append(f"ratio {ratio}: expected one change, to {regime}")
-        if regime is None and (named or n != 0):
-            failures.append(f"ratio {ratio}: expected no regime change")
+        went_back = BACK in log
+        print(f"check_regime_meter: {name}: in {in_f} x F, {bound} x the bound, regime changes {n}, "
+              f"found {named or 'none'}{', went back' if went_back else ''}")
+        expected = 0 if regime is None else 2 if back else 1
+        if (named != ([regime] if regime else [])) or n != expected or went_back != back:
+            failures.append(f"{name}: expected {expected} change(s), "
+                            f"{'to ' + regime if regime else 'none'}{' and back' if back else ''}")
         if in_f > max_in or in_f <= min_in or bound > max_time:
-            failures.append(f"ratio {ratio}: in {in_f} x F (over {min_in}, at most {max_in}), {bound} x the bound "
+            failures.append(f"{name}: in {in_f} x F (over {min_in}, at most {max_in}), {bound} x the bound "
                             f"(at most {max_time})")
     for f in failures:
         print("check_regime_meter: FAILED: " + f)

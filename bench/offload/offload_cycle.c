@@ -33,9 +33,11 @@
  *     25%, 50% and 75% of W: at most 1.05 x the bound.
  * Configurations beside each: the shim's default (learned cycle, prefetch),
  * no prefetch (VRAMSHIM_PREFETCH=off) and LRU without prefetch. The DiT
- * runs 10 passes before the 3 it measures: at 75% its cycle is
- * compute-bound, and the shim's new plan for that (shim/offload_meter.c)
- * settles by then; the passes of the change cost 2.5 times the bound.
+ * runs 20 passes before the 3 it measures: at 50% and 75% its cycle reads
+ * compute-bound, and the shim's trial of a plan for that
+ * (shim/offload_meter.c) is over by then (at 50% it goes back: the lean
+ * plan took 2.3% longer); the passes of a change cost up to 2.5 times the
+ * bound.
  *
  * `offload_cycle SHIM sweep [--svg FILE]` runs the shim's default over a
  * grid instead (issue 15's done-when): three workloads (a cycle of equal
@@ -47,9 +49,11 @@
  * pass at most 1.05 x max(C, F/B), bytes in at most 1.02 x F, nothing
  * copied back but written allocations (the KV caches). It prints a table
  * and, with --svg, writes it as a heat map (time over the bound). Each cell
- * runs 8 passes before the 2 it measures: the shim measures the link's
- * busy time for two cycles of a settled plan before it may plan for a
- * compute-bound cycle (shim/offload_meter.c), and that plan settles too.
+ * runs 24 passes before the 2 it measures: the shim times a settled plan
+ * and measures two cycles of it before it may try a plan for a
+ * compute-bound or link-bound cycle, times that one in turn, and goes back
+ * when it is slower (shim/offload_meter.c): a trial that goes back takes
+ * about ten passes, and the plan it returns to settles too.
  * `offload_cycle SHIM sweep --cell WORKLOAD PERCENT RATIO LOG` runs one cell
  * and keeps the shim's log in LOG.
  *
@@ -75,9 +79,9 @@
 
 #define MIB ((uint64_t)1 << 20)
 #define MEASURED_PASSES 3
-/* The sweep's: fewer measured, more warm-up passes (8), so that every
- * weight loaded while resident has had its one copy back and the link
- * meter's plan has settled before they start. */
+/* The sweep's: fewer measured, more warm-up passes (24), so that every
+ * weight loaded while resident has had its one copy back and the regime
+ * meter's trial of a lean plan is over before they start. */
 #define SWEEP_MEASURED_PASSES 2
 #define DEFAULT_GBPS "50"
 #define CHILD_MARK "VS_OFFLOAD_CYCLE_CHILD"
@@ -115,21 +119,21 @@ static const workload_t workloads[] = {
      .max_in_over_ideal = 1.15, .max_time_over_bound = 1.10},
     {.name = "dit", .blocks = 60, .tensors = 5,
      .tensor_bytes = {6 * MIB, 2 * MIB, 8 * MIB, 8 * MIB, 64 << 10},
-     .compute_per_byte_ns = DIT_NS_PER_BYTE, .limit_percent = {25, 50, 75}, .limit_count = 3, .warmup_passes = 10,
+     .compute_per_byte_ns = DIT_NS_PER_BYTE, .limit_percent = {25, 50, 75}, .limit_count = 3, .warmup_passes = 20,
      .max_in_over_ideal = 0, .max_time_over_bound = 1.05},
     /* The sweep's workloads: the layer sizes of the two above (allocations
      * under 2 MiB are never evicted, so the sizes cannot shrink), fewer
      * blocks, so that 45 cells run in minutes. */
     {.name = "cycle", .blocks = 12, .tensors = 1, .tensor_bytes = {32 * MIB}, .limit_percent = {25, 50, 75},
-     .limit_count = 3, .warmup_passes = 8, .measured_passes = SWEEP_MEASURED_PASSES, .sweep = true},
+     .limit_count = 3, .warmup_passes = 24, .measured_passes = SWEEP_MEASURED_PASSES, .sweep = true},
     {.name = "dit", .blocks = 16, .tensors = 5, .tensor_bytes = {6 * MIB, 2 * MIB, 8 * MIB, 8 * MIB, 64 << 10},
-     .limit_percent = {25, 50, 75}, .limit_count = 3, .warmup_passes = 8,
+     .limit_percent = {25, 50, 75}, .limit_count = 3, .warmup_passes = 24,
      .measured_passes = SWEEP_MEASURED_PASSES, .sweep = true},
     /* Per layer: qkv, attention out, MLP up and down, and the layer's KV
      * cache, which every token appends to; then the LM head. */
     {.name = "llm", .blocks = 12, .tensors = 5, .tensor_bytes = {6 * MIB, 2 * MIB, 8 * MIB, 8 * MIB, 4 * MIB},
      .written_tensors = 1u << 4, .head_bytes = 16 * MIB, .limit_percent = {25, 50, 75}, .limit_count = 3,
-     .warmup_passes = 8, .measured_passes = SWEEP_MEASURED_PASSES, .sweep = true},
+     .warmup_passes = 24, .measured_passes = SWEEP_MEASURED_PASSES, .sweep = true},
 };
 #define WORKLOAD_COUNT (sizeof workloads / sizeof workloads[0])
 
@@ -455,7 +459,7 @@ static double parent_setup(char *dir)
     setenv("SIMCUDA_CLOCK", "virtual", 1);
     setenv("SIMCUDA_DEVICE_MEM", "4G", 1);
     setenv("VRAMSHIM_MODE", "offload", 1);
-    setenv("VRAMSHIM_LOG", "info", 1);
+    setenv("VRAMSHIM_LOG", "info", 0); /* debug when asked for, with a kept log */
     setenv("SIMCUDA_H2D_GBPS", DEFAULT_GBPS, 0);
     setenv("SIMCUDA_D2H_GBPS", DEFAULT_GBPS, 0);
     unsetenv("SIMCUDA_FAIL");
@@ -486,8 +490,8 @@ static int parent_run(const char *self, const char *shim, const char *only)
     if (gbps == 0.0)
         return 2;
     printf("offload_cycle: virtual clock, SIMCUDA_HOST_COSTS=%s, H2D link %.1f GB/s; %d measured passes after the "
-           "warm-up (cycle: 20, so that every weight loaded while resident has had its one copy back; dit: 10, so "
-           "that the plan for a compute-bound cycle has settled), "
+           "warm-up (cycle: 20, so that every weight loaded while resident has had its one copy back; dit: 20, so "
+           "that the regime meter's trial of a lean plan is over), "
            "timed in steady state (events, no wait before them); per "
            "pass: in/out = bytes brought in / copied back, bound = max(C, in/B), ideal = max(C, (W-L)/B), "
            "idle = 1 - C / (ms/pass), the share of a pass the GPU does not run the model's kernels\n",
