@@ -40,13 +40,16 @@
  * it streams fewer bytes a pass. Near the balance point the room is what
  * keeps that host work off the link's critical path, and the shares alone
  * cannot tell how near: at 0.75 and 1.33 times the transfer's time the
- * sweep's DiT and LLM read alike (busy 0.69-0.80 or stalled 0.24-0.40),
- * and without the room the DiT takes 9-10% longer, the LLM 1-10% less. So
- * a lean plan is a trial (`vs_meter_judge`): it starts only once the
- * balanced plan's cycle is timed, and when, over two cycles or more, it
- * takes VS_METER_LEAN_TOLERANCE longer an operation, the cycle goes back for
- * good. A trial takes about eight cycles (two windows, two cycles for the
- * new plan to settle, two timed, two more for the plan it returns to).
+ * sweep's DiT and LLM read alike (busy 0.75-0.85, or stalled 0.26-0.34),
+ * and without the room the DiT takes 3-10% longer, the LLM 8-10% less at
+ * 0.75 and 2% more at 1.33. So a lean plan is a trial (`vs_meter_judge`):
+ * it starts only once the balanced plan's cycle is timed, and when, over
+ * two cycles or more, it takes more than VS_METER_LEAN_TOLERANCE longer an
+ * operation, the cycle goes back for good. A trial takes about eight
+ * cycles (two windows, two cycles for the new plan to settle, two timed,
+ * two more for the plan it returns to). With the trial to catch a plan
+ * that is slower, link-bound starts low: the LLM at 25%, ratio 0.75 reads
+ * 0.13-0.15 stalled and takes 1.048 x the bound lean, 1.199 with the room.
  */
 #include "offload_internal.h"
 
@@ -64,8 +67,8 @@
 #define VS_METER_SETTLE_CYCLES 2
 #define VS_METER_IDLE_ENTER 0.82
 #define VS_METER_IDLE_LEAVE 0.90
-#define VS_METER_STALL_ENTER 0.25
-#define VS_METER_STALL_LEAVE 0.15
+#define VS_METER_STALL_ENTER 0.10
+#define VS_METER_STALL_LEAVE 0.05
 #define VS_METER_LEAN_TOLERANCE 0.02
 
 static const char *const vs_regime_names[] = {
@@ -317,7 +320,6 @@ static void vs_meter_read(vs_engine_device_t *d, int device)
     }
 }
 
-
 void vs_meter_copied(vs_engine_device_t *d, int device, uint64_t bytes)
 {
     VS_ASSERT_HELD(&vs_engine.lock);
@@ -325,9 +327,9 @@ void vs_meter_copied(vs_engine_device_t *d, int device, uint64_t bytes)
     if (!vs_meter_ready(d))
         return;
     /* Read in batches: each read of an event not done yet is a driver call
-     * spent on the launching thread for nothing (three a copy, read at
-     * every copy: 28 us a pass of the 60-block DiT at 360M, 1.2% of the
-     * time it waits for the link). */
+     * spent on the launching thread for nothing (about three a copy when
+     * read at every copy). The meter costs the 60-block DiT at 360M 28 us
+     * a pass read at every copy, 15 read in batches. */
     if (m->pending >= VS_METER_SLOTS / 2 || m->waits_pending >= VS_METER_WAITS / 2)
         vs_meter_read(d, device);
     /* A copy that finds every slot pending goes unmetered; its bytes go
