@@ -19,7 +19,7 @@
  *   departure's hash, a restore's copy). A second event goes on the stream
  *   when its next work is queued (`vs_meter_disarm`): the time between them
  *   is how long the stream had nothing to run, its own wait on the GPU and
- *   the host's together. Counting only the waits on the GPU read 0.10-0.19
+ *   the host's together. Counting only the waits on the GPU read 0.04-0.19
  *   for the sweep's LLM at 25%, ratio 0.5, whose application in fact
  *   waits about half of the time.
  * - The cycle's time. An event on an application stream once a cycle
@@ -58,8 +58,8 @@
 /* A window: a cycle of at least VS_METER_MIN_INTERVALS intervals, or
  * VS_METER_MAX_INTERVALS of a longer cycle. Whole cycles: the sweep's LLM
  * at 50%, ratio 1.33 (about 45 copies a cycle) read 0.77-0.91 busy in
- * windows of 32 copies, as their start moved along the cycle, in whole cycles
- * 0.79-0.85. */
+ * windows of 32 copies, as their start moved along the cycle, and 0.79-0.85
+ * in whole cycles. */
 #define VS_METER_MIN_INTERVALS 8
 #define VS_METER_MAX_INTERVALS 256
 /* Cycles a plan runs before it is measured: in its first passes what it

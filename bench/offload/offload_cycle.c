@@ -79,9 +79,10 @@
 
 #define MIB ((uint64_t)1 << 20)
 #define MEASURED_PASSES 3
-/* The sweep's: fewer measured, more warm-up passes (24), so that every
- * weight loaded while resident has had its one copy back and the regime
- * meter's trial of a lean plan is over before they start. */
+/* The sweep's: fewer measured, more warm-up passes, so that every weight
+ * loaded while resident has had its one copy back and the regime meter's
+ * trial of a lean plan is over before they start. */
+#define SWEEP_WARMUP_PASSES 24
 #define SWEEP_MEASURED_PASSES 2
 #define DEFAULT_GBPS "50"
 #define CHILD_MARK "VS_OFFLOAD_CYCLE_CHILD"
@@ -125,15 +126,15 @@ static const workload_t workloads[] = {
      * under 2 MiB are never evicted, so the sizes cannot shrink), fewer
      * blocks, so that 45 cells run in minutes. */
     {.name = "cycle", .blocks = 12, .tensors = 1, .tensor_bytes = {32 * MIB}, .limit_percent = {25, 50, 75},
-     .limit_count = 3, .warmup_passes = 24, .measured_passes = SWEEP_MEASURED_PASSES, .sweep = true},
+     .limit_count = 3, .warmup_passes = SWEEP_WARMUP_PASSES, .measured_passes = SWEEP_MEASURED_PASSES, .sweep = true},
     {.name = "dit", .blocks = 16, .tensors = 5, .tensor_bytes = {6 * MIB, 2 * MIB, 8 * MIB, 8 * MIB, 64 << 10},
-     .limit_percent = {25, 50, 75}, .limit_count = 3, .warmup_passes = 24,
+     .limit_percent = {25, 50, 75}, .limit_count = 3, .warmup_passes = SWEEP_WARMUP_PASSES,
      .measured_passes = SWEEP_MEASURED_PASSES, .sweep = true},
     /* Per layer: qkv, attention out, MLP up and down, and the layer's KV
      * cache, which every token appends to; then the LM head. */
     {.name = "llm", .blocks = 12, .tensors = 5, .tensor_bytes = {6 * MIB, 2 * MIB, 8 * MIB, 8 * MIB, 4 * MIB},
      .written_tensors = 1u << 4, .head_bytes = 16 * MIB, .limit_percent = {25, 50, 75}, .limit_count = 3,
-     .warmup_passes = 24, .measured_passes = SWEEP_MEASURED_PASSES, .sweep = true},
+     .warmup_passes = SWEEP_WARMUP_PASSES, .measured_passes = SWEEP_MEASURED_PASSES, .sweep = true},
 };
 #define WORKLOAD_COUNT (sizeof workloads / sizeof workloads[0])
 
