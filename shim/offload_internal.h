@@ -534,7 +534,8 @@ bool vs_streams_gated(uint64_t mask, uint64_t epoch);
  * `vs_meter_wait_for_copy` makes an application stream wait for a copy
  * (`vs_engine_wait_for_copy`) and measures its stall. Between
  * `vs_meter_arm` and `vs_meter_disarm` (an operation's preparation, a
- * prefetch step: this thread), `stream` is the application's, and its
+ * prefetch step: this thread), `stream` is the application's
+ * (`not_capturing`: the caller has asked the driver already), and its
  * stall is measured from the first `vs_meter_may_stall` (the host is about
  * to wait for `d`'s GPU) or wait for a copy on it. `vs_meter_mark` times
  * the cycle on `stream`, once a cycle. `vs_meter_forget` ends the meter
@@ -543,7 +544,7 @@ bool vs_streams_gated(uint64_t mask, uint64_t epoch);
 void vs_meter_copied(vs_engine_device_t *d, int device, uint64_t bytes);
 void vs_meter_other_work(vs_engine_device_t *d);
 CUresult vs_meter_wait_for_copy(vs_engine_device_t *d, CUstream waiter, CUevent copied);
-void vs_meter_arm(CUstream stream);
+void vs_meter_arm(CUstream stream, bool not_capturing);
 void vs_meter_mark(vs_engine_device_t *d, CUstream stream);
 void vs_meter_may_stall(vs_engine_device_t *d);
 void vs_meter_disarm(void);

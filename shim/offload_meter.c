@@ -394,15 +394,17 @@ static void vs_meter_stall_close(vs_engine_device_t *d, int at, CUstream waiter)
  * stall measured on it once opened. */
 static __thread struct vs_meter_armed_s {
     bool armed;
+    bool not_capturing; /* known already: no query needed */
     CUstream stream;
     vs_engine_device_t *device;
     int slot;
 } vs_meter_armed;
 
-void vs_meter_arm(CUstream stream)
+void vs_meter_arm(CUstream stream, bool not_capturing)
 {
     VS_ASSERT_HELD(&vs_engine.lock);
-    vs_meter_armed = (struct vs_meter_armed_s){.armed = true, .stream = stream, .slot = -1};
+    vs_meter_armed =
+        (struct vs_meter_armed_s){.armed = true, .not_capturing = not_capturing, .stream = stream, .slot = -1};
 }
 
 void vs_meter_may_stall(vs_engine_device_t *d)
@@ -411,9 +413,11 @@ void vs_meter_may_stall(vs_engine_device_t *d)
     if (!vs_meter_armed.armed || vs_meter_armed.device != NULL)
         return;
     vs_meter_armed.device = d;
-    /* A prefetch step may run for a launch being captured. */
+    /* A prefetch step may run for a launch being captured (a preparation
+     * has asked already). */
     CUstream stream = vs_meter_armed.stream;
-    vs_meter_armed.slot = vs_meter_capturing(stream) ? -1 : vs_meter_stall_open(d, stream);
+    bool capturing = !vs_meter_armed.not_capturing && vs_meter_capturing(stream);
+    vs_meter_armed.slot = capturing ? -1 : vs_meter_stall_open(d, stream);
 }
 
 void vs_meter_disarm(void)

@@ -318,7 +318,7 @@ CUresult vs_op_prepare(vs_op_t *op, const uintptr_t *words, size_t count)
         vs_engine_unlock(mode);
         return CUDA_ERROR_OUT_OF_MEMORY;
     }
-    vs_meter_arm(resolved);
+    vs_meter_arm(resolved, true);
     /* Hold all of them first, so restoring one never evicts another. */
     size_t held = 0;
     bool departing = false;

@@ -378,7 +378,7 @@ void vs_prefetch_step(CUstream stream, bool per_thread, const uintptr_t *words, 
     CUstreamCaptureMode mode;
     vs_engine_lock_light(&mode);
     CUstream resolved = vs_streams_resolve(stream, per_thread);
-    vs_meter_arm(resolved);
+    vs_meter_arm(resolved, false);
     bool direct = false;
     for (size_t i = 0; i < count && !direct; i++)
         direct = vs_engine_region_containing(words[i]) != NULL;
