@@ -164,6 +164,7 @@ typedef enum vs_regime_e {
     VS_REGIME_BALANCED = 0, /* compute and transfer near each other: the plan keeps room for a departure */
     VS_REGIME_COMPUTE_BOUND, /* the link idles much of each pass */
     VS_REGIME_LINK_BOUND,    /* the application waits for copies much of each pass */
+    VS_REGIME_NEAR_LEAN,     /* near the balance point, a plan without the room tried against it */
 } vs_regime_t;
 
 /* What the meter reads: a timing event after each copy in (the time
@@ -174,7 +175,7 @@ typedef enum vs_regime_e {
 #define VS_METER_SLOTS 8
 #define VS_METER_WAITS 8
 #define VS_METER_MARKS 4
-#define VS_REGIME_COUNT 3
+#define VS_REGIME_COUNT 4
 typedef struct vs_link_meter_s {
     CUevent events[VS_METER_SLOTS]; /* created on first use */
     uint64_t bytes[VS_METER_SLOTS]; /* of the copies each one ends */
@@ -262,8 +263,9 @@ typedef struct vs_engine_device_s {
     uint64_t kept_head_bytes;
     uint64_t keep_id;
     /* The cycle's regime (offload_meter.c). Far from the balance point,
-     * either side, the plan needs neither a departure's room nor whole
-     * allocations (vs_prefetch_budget_update). */
+     * either side, and near it when a trial shows the cycle no slower, the
+     * plan needs neither a departure's room nor whole allocations
+     * (vs_prefetch_budget_update). */
     vs_link_meter_t meter;
     vs_regime_t regime;
     bool planned_lean; /* the plan was made for it (vs_prefetch_budget_update) */
@@ -613,6 +615,11 @@ void vs_prefetch_forget(vs_region_t *r);
 
 /* Tells the policy what its learned cycle may keep resident. */
 void vs_prefetch_budget_update(vs_engine_device_t *d, int device);
+
+/* Whether a regime other than the balanced one would plan differently for
+ * `d` (no room for a departure, heads): where its allocations are small
+ * and its evictions clean. */
+bool vs_prefetch_lean_differs(const vs_engine_device_t *d);
 
 /* Prefetches on every device. */
 void vs_prefetch_all(void);

@@ -57,6 +57,11 @@ static bool vs_prefetch_heads_wanted(const vs_engine_device_t *d)
                && !d->departure_slot);
 }
 
+bool vs_prefetch_lean_differs(const vs_engine_device_t *d)
+{
+    return !d->departure_slot && d->largest < VS_SMALL_STREAM_BYTES;
+}
+
 /* With prefetch, tells the policy what the allocations of its learned cycle
  * may keep resident: the limit, less what else is resident (allocations too
  * small to evict) and room for two of the largest (the window: one arriving
@@ -72,7 +77,8 @@ static bool vs_prefetch_heads_wanted(const vs_engine_device_t *d)
  *   (the sweep's DiT rows: 1.49 times the bound at the balance point, 1.12
  *   with this room), unless the cycle is compute-bound or link-bound
  *   (offload_meter.c): there that host work costs no time, and the room
- *   only bytes.
+ *   only bytes; near the balance point a plan without the room is tried,
+ *   and kept when its cycle is no slower (the LLM's rows at ratio 1).
  * The policy then keeps a fixed set and spreads what it streams over the
  * cycle, so that every copy overlaps compute. Without prefetch nothing
  * overlaps: Belady's order alone moves the fewest bytes. */
@@ -94,10 +100,11 @@ void vs_prefetch_budget_update(vs_engine_device_t *d, int device)
         else if (3 * d->copied_recent < d->evicted_recent)
             d->departure_slot = false;
         uint64_t departure_room = 0;
-        /* Small allocations in a cycle far from the balance point: no
-         * room, heads (offload_meter.c). The plan made for the other regime
-         * is no guide to this one's order: a fresh one is made. */
-        bool lean = !d->departure_slot && d->largest < VS_SMALL_STREAM_BYTES && d->regime != VS_REGIME_BALANCED;
+        /* Small allocations in a cycle far from the balance point, or
+         * near it on trial: no room, heads (offload_meter.c). The plan made
+         * for the other regime is no guide to this one's order: a fresh one
+         * is made. */
+        bool lean = vs_prefetch_lean_differs(d) && d->regime != VS_REGIME_BALANCED;
         if (lean != d->planned_lean) {
             d->planned_lean = lean;
             vs_policy_replan(d->policy);
