@@ -35,10 +35,10 @@
  * Configurations beside each: the shim's default (learned cycle, prefetch),
  * no prefetch (VRAMSHIM_PREFETCH=off) and LRU without prefetch. The DiT
  * runs 20 passes before the 3 it measures: at 50% and 75% its cycle reads
- * compute-bound, and the shim's trial of a plan for that
- * (shim/offload_meter.c) is over by then (at 50% it goes back: the lean
- * plan took 2.3% longer); the passes of a change cost up to 2.5 times the
- * bound.
+ * compute-bound, at 25% near the balance point, and the shim's trial of a
+ * lean plan (shim/offload_meter.c) is over by then (at 25% and 50% it goes
+ * back: the lean plan took 2.3 times and 2.3% longer); the passes of a
+ * change cost up to 2.5 times the bound.
  *
  * `offload_cycle SHIM sweep [--svg FILE]` runs the shim's default over a
  * grid instead (issue 15's done-when): three workloads (a cycle of equal
