@@ -257,9 +257,9 @@ static double vs_meter_ns_per_op(const vs_link_meter_t *m, vs_regime_t regime)
  * room for departures) slower on average, over two cycles or more, by more
  * than VS_METER_LEAN_TOLERANCE than the balanced one timed before (or over
  * one, by more than VS_METER_LEAN_ABORT): the host work of its swaps is on
- * the critical path after all, and the cycle goes back for good. Within the tolerance the lean plan stays: it moves
- * fewer bytes (measured on the sweep: one cycle's time varies by about
- * 1.5% from the mean of a plan's). */
+ * the critical path after all, and the cycle goes back for good. Within
+ * the tolerance the lean plan stays: it moves fewer bytes (measured on the
+ * sweep: one cycle's time varies by about 1.5% from the mean of a plan's). */
 static void vs_meter_judge(vs_engine_device_t *d, int device, double ns_per_op)
 {
     vs_link_meter_t *m = &d->meter;
