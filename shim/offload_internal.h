@@ -519,6 +519,10 @@ int vs_streams_fence(uint64_t mask, CUstream waiter, uint64_t epoch);
 /* Whether any stream of `mask` is capturing now. */
 bool vs_streams_mask_capturing(uint64_t mask);
 
+/* Whether work queued on `stream` now may be captured into a graph rather
+ * than run: it is capturing, or the driver cannot say. */
+bool vs_streams_may_be_capturing(CUstream stream);
+
 /* Records a marker on `stream` (numbered `bit`), closing a registry epoch.
  * Returns that epoch, 0 when no marker was recorded. */
 uint64_t vs_streams_marker_record(CUstream stream, uint64_t bit);

@@ -224,15 +224,6 @@ static bool vs_meter_ready(vs_engine_device_t *d)
     return true;
 }
 
-/* Whether work queued on `stream` is captured into a graph instead of run:
- * an event recorded there would become part of the application's graph,
- * and times nothing now. */
-static bool vs_meter_capturing(CUstream stream)
-{
-    CUstreamCaptureStatus status = CU_STREAM_CAPTURE_STATUS_NONE;
-    return VS_CALL(cuStreamIsCapturing, (stream, &status)) != CUDA_SUCCESS || status != CU_STREAM_CAPTURE_STATUS_NONE;
-}
-
 /* Whether the plan has settled (VS_METER_SETTLE_CYCLES after it appeared):
  * only a pass that streams what the plan says is measured; while the cycle
  * is learned and a plan settles, restores wait for the operations that
@@ -312,8 +303,10 @@ void vs_meter_mark(vs_engine_device_t *d, CUstream stream)
     bool counting = vs_meter_counting(m, &ps);
     unsigned at = (m->marks_first + m->marks_pending) % VS_METER_MARKS;
     m->next_mark = ps.now + ps.period;
-    /* A stream of another context cannot record the meter's events. */
-    if (vs_meter_capturing(stream) || VS_CALL(cuEventRecord, (m->marks[at], stream)) != CUDA_SUCCESS)
+    /* A stream of another context cannot record the meter's events; on one
+     * being captured, they would become part of the application's graph
+     * and time nothing now. */
+    if (vs_streams_may_be_capturing(stream) || VS_CALL(cuEventRecord, (m->marks[at], stream)) != CUDA_SUCCESS)
         return;
     m->mark_op[at] = ps.now;
     m->mark_plan[at] = counting ? m->plan + 1 : 0;
@@ -444,7 +437,7 @@ void vs_meter_may_stall(vs_engine_device_t *d)
     /* A prefetch step may run for a launch being captured (a preparation
      * has asked already). */
     CUstream stream = vs_meter_armed.stream;
-    bool capturing = !vs_meter_armed.not_capturing && vs_meter_capturing(stream);
+    bool capturing = !vs_meter_armed.not_capturing && vs_streams_may_be_capturing(stream);
     vs_meter_armed.slot = capturing ? -1 : vs_meter_stall_open(d, stream);
 }
 

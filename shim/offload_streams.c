@@ -449,6 +449,12 @@ bool vs_streams_mask_capturing(uint64_t mask)
     return false;
 }
 
+bool vs_streams_may_be_capturing(CUstream stream)
+{
+    CUstreamCaptureStatus status = CU_STREAM_CAPTURE_STATUS_NONE;
+    return VS_CALL(cuStreamIsCapturing, (stream, &status)) != CUDA_SUCCESS || status != CU_STREAM_CAPTURE_STATUS_NONE;
+}
+
 typedef struct vs_streams_marker_arg_s {
     CUstream stream;
     CUevent event;
@@ -600,9 +606,8 @@ uint64_t vs_offload_stream_wait_begin(CUstream stream, bool per_thread)
     vs_engine_lock(&mode);
     uint64_t epoch = 0;
     vs_streams_reap_retired();
-    CUstreamCaptureStatus status = CU_STREAM_CAPTURE_STATUS_NONE;
     /* A captured wait runs at the graph's launches, not now. */
-    if (VS_CALL(cuStreamIsCapturing, (resolved, &status)) == CUDA_SUCCESS && status == CU_STREAM_CAPTURE_STATUS_NONE)
+    if (!vs_streams_may_be_capturing(resolved))
         epoch = vs_streams_marker_record(resolved, bit);
     vs_engine_unlock(mode);
     return epoch;

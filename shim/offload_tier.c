@@ -357,8 +357,7 @@ static bool vs_tier_served_copy_ordered(CUstream stream, bool async, const void 
 {
     if (!async)
         return VS_CALL(cuStreamSynchronize, (stream)) == CUDA_SUCCESS; /* else the driver's call says why */
-    CUstreamCaptureStatus status = CU_STREAM_CAPTURE_STATUS_NONE;
-    if (VS_CALL(cuStreamIsCapturing, (stream, &status)) != CUDA_SUCCESS || status != CU_STREAM_CAPTURE_STATUS_NONE)
+    if (vs_streams_may_be_capturing(stream))
         return false; /* captured: the copy belongs to the graph */
     CUresult idle = VS_CALL(cuStreamQuery, (stream));
     if (idle == CUDA_SUCCESS)
