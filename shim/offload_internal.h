@@ -214,11 +214,12 @@ typedef struct vs_link_meter_s {
     uint64_t next_mark; /* the operation from which the next mark goes */
     uint64_t plan;      /* the regime's plan: one more at each change */
     /* Per regime: the ns per operation its last plan measured, cycle by
-     * cycle (the sum and how many), and whether it was found slower than
-     * near the balance point (then it is not tried again). */
+     * cycle (the sum and how many). The lean regimes share one plan: once
+     * found slower than the balanced one under any of them, it is not
+     * tried again. */
     double cycle_ns_per_op[VS_REGIME_COUNT];
     unsigned cycles_timed[VS_REGIME_COUNT];
-    bool refused[VS_REGIME_COUNT];
+    bool lean_refused;
 } vs_link_meter_t;
 
 typedef struct vs_engine_device_s {

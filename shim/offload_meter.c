@@ -123,8 +123,7 @@ static vs_regime_t vs_meter_points(const vs_engine_device_t *d)
     }
     /* A lean plan is tried once the balanced one is timed, to compare;
      * once found slower, under any name (it is the same plan), never again. */
-    if (m->cycles_timed[VS_REGIME_BALANCED] == 0 || m->refused[VS_REGIME_COMPUTE_BOUND]
-        || m->refused[VS_REGIME_LINK_BOUND] || m->refused[VS_REGIME_NEAR_LEAN])
+    if (m->cycles_timed[VS_REGIME_BALANCED] == 0 || m->lean_refused)
         return VS_REGIME_BALANCED;
     if (m->busy < VS_METER_IDLE_ENTER)
         return VS_REGIME_COMPUTE_BOUND;
@@ -267,7 +266,7 @@ static void vs_meter_judge(vs_engine_device_t *d, int device, double ns_per_op)
     vs_log(VS_LOG_INFO,
            "device %d: planned %s, the cycle takes %.0f ns an operation, %.0f near the balance point: back to %s",
            device, vs_regime_short_names[d->regime], lean, balanced, vs_regime_names[VS_REGIME_BALANCED]);
-    m->refused[d->regime] = true;
+    m->lean_refused = true;
     vs_meter_regime_set(d, VS_REGIME_BALANCED);
 }
 
