@@ -97,9 +97,20 @@ typedef struct vs_plot_s {
 #define VS_PLOT_TID_D2H 2
 #define VS_PLOT_TID_STREAM0 10
 
-static double vs_plot_us(const vs_plot_t *p, uint64_t ns)
+/* Nanoseconds since the trace's first operation (0 before it). Chrome's
+ * times are microseconds; they are written from these integers with all
+ * three decimals (vs_plot_us), so a slice that ends where the next begins
+ * prints the same number for both: rounding a start and a duration apart
+ * could make slices laid end to end overlap by a nanosecond. */
+static uint64_t vs_plot_ns(const vs_plot_t *p, uint64_t ns)
 {
-    return ns > p->t0 ? (double)(ns - p->t0) / 1000.0 : 0.0;
+    return ns > p->t0 ? ns - p->t0 : 0;
+}
+
+/* `ns` written as microseconds, exactly. */
+static void vs_plot_us(FILE *out, uint64_t ns)
+{
+    fprintf(out, "%" PRIu64 ".%03u", ns / 1000, (unsigned)(ns % 1000));
 }
 
 static void vs_plot_event_start(vs_plot_t *p)
@@ -111,11 +122,20 @@ static void vs_plot_event_start(vs_plot_t *p)
 static void vs_plot_counter(vs_plot_t *p, uint64_t time_ns)
 {
     vs_plot_event_start(p);
+    fputs("{\"name\":\"bytes\",\"ph\":\"C\",\"pid\":1,\"ts\":", p->out);
+    vs_plot_us(p->out, vs_plot_ns(p, time_ns));
     fprintf(p->out,
-            "{\"name\":\"bytes\",\"ph\":\"C\",\"pid\":1,\"ts\":%.3f,\"args\":{\"device\":%" PRIu64
-            ",\"host\":%" PRIu64 ",\"disk\":%" PRIu64 "}}",
-            vs_plot_us(p, time_ns), p->state.device_bytes, p->state.host_bytes,
-            p->state.disk_bytes);
+            ",\"args\":{\"device\":%" PRIu64 ",\"host\":%" PRIu64 ",\"disk\":%" PRIu64 "}}",
+            p->state.device_bytes, p->state.host_bytes, p->state.disk_bytes);
+}
+
+/* The part of `span` that `done` of `total` bytes take, in whole ns: the
+ * same `done` always gives the same point, and more never gives less, so
+ * slices cut at these points abut and never overlap. */
+static uint64_t vs_plot_share(uint64_t span, uint64_t done, uint64_t total)
+{
+    double share = (double)span * (double)done / (double)total;
+    return share >= (double)span ? span : (uint64_t)share;
 }
 
 /* Restores and evictions since the previous operation, laid end to end on
@@ -129,20 +149,24 @@ static void vs_plot_flush_moves(vs_plot_t *p, uint64_t from, uint64_t to)
         for (size_t i = 0; i < p->moves_count; i++)
             if (p->moves[i].restore == (bool)restore)
                 total += p->moves[i].size;
-        double at = vs_plot_us(p, from), span = vs_plot_us(p, to) - at;
+        uint64_t from_ns = vs_plot_ns(p, from), span = vs_plot_ns(p, to) - from_ns, done = 0;
         for (size_t i = 0; i < p->moves_count && total; i++) {
             const vs_plot_move_t *m = &p->moves[i];
             if (m->restore != (bool)restore)
                 continue;
-            double dur = span * (double)m->size / (double)total;
+            uint64_t start = from_ns + vs_plot_share(span, done, total);
+            done += m->size;
+            uint64_t end = from_ns + vs_plot_share(span, done, total);
             vs_plot_event_start(p);
             fprintf(p->out,
-                    "{\"name\":\"%s\",\"cat\":\"%s\",\"ph\":\"X\",\"pid\":1,\"tid\":%d,"
-                    "\"ts\":%.3f,\"dur\":%.3f,\"args\":{\"allocation\":%" PRIu64
-                    ",\"bytes\":%" PRIu64 "}}",
+                    "{\"name\":\"%s\",\"cat\":\"%s\",\"ph\":\"X\",\"pid\":1,\"tid\":%d,\"ts\":",
                     restore ? "restore" : "evict", restore ? "restore" : "eviction",
-                    restore ? VS_PLOT_TID_H2D : VS_PLOT_TID_D2H, at, dur, m->id, m->size);
-            at += dur;
+                    restore ? VS_PLOT_TID_H2D : VS_PLOT_TID_D2H);
+            vs_plot_us(p->out, start);
+            fputs(",\"dur\":", p->out);
+            vs_plot_us(p->out, end - start);
+            fprintf(p->out, ",\"args\":{\"allocation\":%" PRIu64 ",\"bytes\":%" PRIu64 "}}",
+                    m->id, m->size);
         }
     }
 out:
@@ -192,13 +216,19 @@ static int vs_plot_close_op(vs_plot_t *p, uint64_t next_ns)
                     ",\"args\":{\"name\":\"stream %" PRIu64 "%s\"}}",
                     VS_PLOT_TID_STREAM0 + stream, stream, stream ? "" : " (legacy)");
         }
+        uint64_t start = vs_plot_ns(p, p->op.time_ns), end = vs_plot_ns(p, next_ns);
         vs_plot_event_start(p);
         fprintf(p->out,
                 "{\"name\":\"%s\",\"cat\":\"operation\",\"ph\":\"X\",\"pid\":1,\"tid\":%" PRIu64
-                ",\"ts\":%.3f,\"dur\":%.3f,\"args\":{\"seq\":%" PRIu64 ",\"allocations\":%" PRIu64
+                ",\"ts\":",
+                strcmp(p->op.op, "launch") == 0 ? "kernel" : p->op.op,
+                VS_PLOT_TID_STREAM0 + stream);
+        vs_plot_us(p->out, start);
+        fputs(",\"dur\":", p->out);
+        vs_plot_us(p->out, end > start ? end - start : 0);
+        fprintf(p->out,
+                ",\"args\":{\"seq\":%" PRIu64 ",\"allocations\":%" PRIu64
                 ",\"bytes\":%" PRIu64 "}}",
-                strcmp(p->op.op, "launch") == 0 ? "kernel" : p->op.op, VS_PLOT_TID_STREAM0 + stream,
-                vs_plot_us(p, p->op.time_ns), vs_plot_us(p, next_ns) - vs_plot_us(p, p->op.time_ns),
                 p->op.seq, p->op_allocs, p->op_bytes);
     }
     return 0;
