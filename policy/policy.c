@@ -565,6 +565,110 @@ static uint64_t plan_stream_floor(const vs_policy_t *policy, size_t n, uint64_t 
     return floor_size;
 }
 
+/* Evening out the stream. Walking the members in the order of their next
+ * use, the bytes streamed so far run ahead of or behind the even share of
+ * `stream` (by member bytes, the proxy for compute). The copy engine idles
+ * where they run ahead (the window is full) and the GPU waits where they run
+ * behind, so a plan wants the least swing between the two extremes: the
+ * largest lead minus the smallest (a rotation of the cycle does not change
+ * it). On the sweep's cycle at 50% and the balance point, a model of the
+ * pipeline with a free host (bench/offload/pipeline_floor.py) takes 1.082 x
+ * the bound with the head next to a kept layer, 1.048 with it in the middle
+ * of the longest streamed run, and 1.007 with the kept layers spaced evenly
+ * too; the swing orders every placement as the model's time does.
+ *
+ * Two moves are judged: a streamed member keeping a head of `extra` bytes
+ * (the lead of it and of every member after it falls by `extra`), and a
+ * kept member streamed after all (the leads rise by its size). Either move
+ * goes to one of the largest members of its class, as it did before the
+ * swing was judged (a swap costs the host the same whatever its size, and
+ * the LLM's rows at 25% lose 4-8% with smaller ones); the swing chooses
+ * among those. With the leads' prefix extremes and the suffix's extremes
+ * walking back, each candidate costs O(1). */
+typedef enum { PLAN_MOVE_HEAD, PLAN_MOVE_STREAM } plan_move_t;
+
+/* The candidate whose move leaves the least swing, NULL when none may move
+ * or memory runs out; a head stays on `previous` unless another is better
+ * by a sixteenth of `largest_member` (every change of choice costs a whole
+ * copy), and goes only where it leaves a tail to stream. */
+static vs_policy_alloc_t *plan_least_swing(vs_policy_t *policy, size_t n, uint64_t stream, uint64_t cycle_bytes,
+                                           plan_move_t move, uint64_t extra, uint64_t largest_member,
+                                           uint64_t previous)
+{
+    double *lead = cycle_bytes > 0 ? malloc(3 * n * sizeof *lead) : NULL;
+    if (lead == NULL)
+        return NULL;
+    double *prefix_max = lead + n, *prefix_min = lead + 2 * n;
+    uint64_t seen = 0, streamed = 0, largest_streamed = 0, largest_kept = 0;
+    for (size_t i = 0; i < n; i++) {
+        const vs_policy_alloc_t *m = policy->members[i];
+        if (m->streamed && m->size > largest_streamed)
+            largest_streamed = m->size;
+        if (!m->streamed && m->size > largest_kept)
+            largest_kept = m->size;
+        seen += m->size;
+        streamed += m->streamed ? m->size : 0;
+        lead[i] = (double)streamed - (double)stream * (double)seen / (double)cycle_bytes;
+        prefix_max[i] = i > 0 && prefix_max[i - 1] > lead[i] ? prefix_max[i - 1] : lead[i];
+        prefix_min[i] = i > 0 && prefix_min[i - 1] < lead[i] ? prefix_min[i - 1] : lead[i];
+    }
+    vs_policy_alloc_t *chosen = NULL, *kept_previous = NULL;
+    /* Walking back, `high` and `low` are the extremes of the leads from
+     * member k on. */
+    double best = 0.0, previous_swing = 0.0, high = 0.0, low = 0.0;
+    for (size_t k = n; k-- > 0;) {
+        high = k + 1 == n || lead[k] > high ? lead[k] : high;
+        low = k + 1 == n || lead[k] < low ? lead[k] : low;
+        vs_policy_alloc_t *m = policy->members[k];
+        double shift;
+        if (move == PLAN_MOVE_HEAD) {
+            if (!m->streamed || m->size <= extra || m->size != largest_streamed)
+                continue;
+            shift = -(double)extra;
+        } else {
+            if (m->streamed || m->size != largest_kept)
+                continue;
+            shift = (double)m->size;
+        }
+        double top = k > 0 && prefix_max[k - 1] > high + shift ? prefix_max[k - 1] : high + shift;
+        double bottom = k > 0 && prefix_min[k - 1] < low + shift ? prefix_min[k - 1] : low + shift;
+        double swing = top - bottom;
+        if (previous != 0 && m->id == previous) {
+            kept_previous = m;
+            previous_swing = swing;
+        }
+        if (chosen == NULL || swing <= best) {
+            chosen = m;
+            best = swing;
+        }
+    }
+    free(lead);
+    if (kept_previous != NULL && previous_swing <= best + (double)largest_member / 16.0)
+        return kept_previous;
+    return chosen;
+}
+
+/* One streamed member may keep `extra` bytes resident, so that the budget
+ * is used to the byte: where the swing says, else the largest streamed one,
+ * which keeps all it can. */
+static void plan_place_head(vs_policy_t *policy, size_t n, uint64_t stream, uint64_t extra, uint64_t cycle_bytes,
+                            uint64_t largest_member, uint64_t previous)
+{
+    vs_policy_alloc_t *partial =
+        plan_least_swing(policy, n, stream, cycle_bytes, PLAN_MOVE_HEAD, extra, largest_member, previous);
+    bool judged = partial != NULL;
+    for (size_t i = 0; i < n && !judged; i++) {
+        vs_policy_alloc_t *m = policy->members[i];
+        if (m->streamed
+            && (partial == NULL || m->size > partial->size || (m->size == partial->size && m->id == previous)))
+            partial = m;
+    }
+    if (partial != NULL) {
+        policy->partial_id = partial->id;
+        policy->partial_bytes = extra < partial->size ? extra : partial->size;
+    }
+}
+
 /* Builds the plan; without a cycle or a budget, or when everything fits,
  * nothing is streamed. O(n log n). */
 static void plan_build(vs_policy_t *policy)
@@ -638,37 +742,29 @@ static void plan_build(vs_policy_t *policy)
         plan_set(policy, m, streams);
         streamed += streams ? m->size : 0;
     }
-    /* Rounding may leave the kept members a little over: stream the largest
-     * kept ones until they fit. */
+    /* Rounding may leave the kept members a little over: stream kept ones
+     * until they fit, each where it evens the stream out most (else the
+     * largest). */
     while (streamed < stream) {
-        vs_policy_alloc_t *largest = NULL;
-        for (size_t i = 0; i < n; i++) {
+        vs_policy_alloc_t *more =
+            plan_least_swing(policy, n, stream, cycle_bytes, PLAN_MOVE_STREAM, 0, largest_member, 0);
+        bool judged = more != NULL;
+        for (size_t i = 0; i < n && !judged; i++) {
             vs_policy_alloc_t *m = policy->members[i];
-            if (!m->streamed && (largest == NULL || m->size > largest->size))
-                largest = m;
+            if (!m->streamed && (more == NULL || m->size > more->size))
+                more = m;
         }
-        if (largest == NULL)
+        if (more == NULL)
             break;
-        plan_set(policy, largest, true);
-        streamed += largest->size;
+        plan_set(policy, more, true);
+        streamed += more->size;
     }
     policy->planned_streamed_bytes = streamed;
-    /* Whole allocations stream more than must: the largest streamed one may
-     * keep the difference resident, so that the budget is used to the byte.
-     * The one chosen before stays while it is streamed and as large as any:
-     * every change of choice costs a whole copy. */
-    vs_policy_alloc_t *partial = NULL;
-    for (size_t i = 0; i < n && streamed > stream; i++) {
-        vs_policy_alloc_t *m = policy->members[i];
-        if (m->streamed
-            && (partial == NULL || m->size > partial->size || (m->size == partial->size && m->id == previous)))
-            partial = m;
-    }
-    if (partial != NULL) {
-        uint64_t extra = streamed - stream;
-        policy->partial_id = partial->id;
-        policy->partial_bytes = extra < partial->size ? extra : partial->size;
-    }
+    /* Whole allocations stream more than must: one streamed allocation may
+     * keep the difference resident, so that the budget is used to the byte
+     * (`plan_place_head`). */
+    if (streamed > stream)
+        plan_place_head(policy, n, stream, streamed - stream, cycle_bytes, largest_member, previous);
 }
 
 /* Rebuilds a stale plan, at most once per eighth of a cycle: members join
