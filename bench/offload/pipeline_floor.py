@@ -21,9 +21,10 @@ granule free (the finest the shim could stream). Two families of plans:
 The room for streaming is what the limit leaves after the activation and
 the kept bytes. Run: python3 bench/offload/pipeline_floor.py [--ratio R]
 (about 2 minutes a ratio). At ratio 1 (2026-11-25): whole 1.037, 1.007 and
-1.000 at 25, 50 and 75%; heads 1.020, 1.000, 1.000. The shim measures
-1.071, 1.102 and 1.0xx there: what separates them is the host's share,
-not the shape of the plan (docs/benchmarks.md).
+1.000 at 25, 50 and 75%; heads 1.020, 1.000, 1.000. `pass_time` also times
+one plan: the shim's at 50% before stop 32 (kept layers 0, 2 and 5, the
+head on 10) takes 1.082, with the head on 8 or 9 1.048 (docs/benchmarks.md,
+"Where the head goes").
 """
 import argparse
 import itertools
