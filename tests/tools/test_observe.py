@@ -20,6 +20,7 @@ CLIENT is a simcuda workload (tests/clients); the shim runs it for real
   - every bad option value gives one error line and exit status 2.
 Skips (77) in sanitized builds, where programs are not run under the shim.
 """
+import decimal
 import json
 import os
 import re
@@ -242,6 +243,30 @@ def test_plot_hand_written_trace_figures():
               f"last counter {counters[-1]}")
         r = vramshim("plot", trace, "-o", "-", "--format", "chrome")
         check(r.returncode == 0 and json.loads(r.stdout)["traceEvents"], "chrome to stdout")
+
+
+def test_plot_chrome_slices_abut_to_the_nanosecond():
+    """Three restores of 2, 2 and 6 MiB between operations 3 ns apart take
+    0.6, 0.6 and 1.8 ns of the copy track. Written as a start and a duration
+    each rounded to the nanosecond on its own, the second one would end at
+    0.002 us and the third begin at 0.001: they overlap. Cut at shared whole
+    nanoseconds, each starts exactly where the one before it ends."""
+    lines = ["# vramshim trace v1", "A 1 2097152 e", "A 2 2097152 e", "A 3 6291456 e",
+             "U 1 1 launch 0 1000 u", "R 1 1", "R 2 1", "R 3 1", "U 2 3 launch 0 1003 u"]
+    with tempfile.TemporaryDirectory() as tmp:
+        trace = os.path.join(tmp, "abut.trace")
+        with open(trace, "w") as f:
+            f.write("\n".join(lines) + "\n")
+        chrome = os.path.join(tmp, "abut.json")
+        r = vramshim("plot", trace, "-o", chrome, "--format", "chrome")
+        check(r.returncode == 0, r.stderr)
+        with open(chrome) as f:
+            doc = json.load(f, parse_float=decimal.Decimal)
+        spans = sorted((e["ts"], e["ts"] + e["dur"]) for e in doc["traceEvents"]
+                       if e.get("ph") == "X" and e["name"] == "restore")
+        check(len(spans) == 3, f"restores {spans}")
+        check(spans[0][0] == 0 and spans[-1][1] == decimal.Decimal("0.003"), f"restores {spans}")
+        check(all(b[0] == a[1] for a, b in zip(spans, spans[1:])), f"restores do not abut: {spans}")
 
 
 def test_run_trace_then_plot():
