@@ -291,8 +291,88 @@ static bool vs_eviction_verdicts(vs_eviction_t *e, vs_engine_device_t *d)
     return second;
 }
 
-/* Ends the batch once its copies are over: the victims leave the device
- * (or, when a copy failed, stay). Returns the bytes freed. */
+/* Ends victim `i` of the batch once the batch's copies are over: it leaves
+ * the device (or, when a copy failed, stays). Returns the bytes freed. */
+static uint64_t vs_eviction_finish_victim(vs_eviction_t *e, vs_engine_device_t *d, size_t i)
+{
+    VS_ASSERT_HELD(&vs_engine.lock);
+    vs_region_t *r = e->victims[i];
+    if (r == NULL)
+        return 0;
+    if (e->rc != CUDA_SUCCESS) {
+        /* Nothing is known to have been waited for: every stream may
+         * still be using it. A host copy written in part is no longer
+         * what its hash says. */
+        vs_log(VS_LOG_WARN, "copying the allocation at 0x%" PRIxPTR " to the host failed (%d); it stays on the device",
+               r->base, (int)e->rc);
+        r->host_hash_known = r->host_hash_known && !e->copied[i];
+        vs_eviction_hash_slot_put(d, r);
+        vs_engine_evict_undo(r, e->had_copy[i], e->streams_of[i] | VS_STREAM_BIT_OVERFLOW);
+        return 0;
+    }
+    uint64_t from = e->from_of[i], moved = r->size - from;
+    if (r->hash_slot >= 0) {
+        /* The kernel hashed exactly the bytes the copy then took (or
+         * that the host copy already held). */
+        r->host_hash = vs_device_hash_result(d->evict_hasher, (unsigned)r->hash_slot, moved);
+        r->host_hash_from = from;
+        r->host_hash_known = true;
+    } else {
+        r->host_hash_known = false;
+    }
+    vs_eviction_hash_slot_put(d, r);
+    /* The tail goes; the head too unless it is kept. */
+    uint64_t released = r->reserved - (from > 0 ? r->split : 0);
+    vs_engine_physical_unmap(r);
+    if (from > 0) {
+        d->kept_head_bytes += r->split;
+        vs_engine.stats.partial_evictions++;
+    } else {
+        vs_engine_physical_unmap_head(r);
+    }
+    vs_cap_release(r->device, released);
+    r->where = VS_ON_HOST;
+    r->evicting = false;
+    (void)vs_registry_set_residency(r->base, VS_ON_HOST, true, NULL);
+    if (d->policy != NULL)
+        (void)vs_policy_set_resident(d->policy, r->id, false);
+    if (r->prefetched)
+        vs_engine.stats.prefetch_unused++;
+    vs_prefetch_forget(r);
+    vs_engine.stats.evictions++;
+    if (e->ahead)
+        vs_engine.stats.evictions_ahead++;
+    vs_log(VS_LOG_DEBUG, "evicted 0x%" PRIxPTR ": %s", r->base,
+           !e->copied[i]  ? "clean, nothing copied"
+           : !e->had_copy[i] ? "copied (no host copy)"
+           : e->judged[i]    ? "copied (changed)"
+           : e->blind[i]     ? "copied (changed at its last evictions, not hashed)"
+                             : "copied (no hash of these bytes to judge by)");
+    if (e->judged[i] && e->copied[i]) {
+        if (r->changed_streak < UINT8_MAX)
+            r->changed_streak++;
+        r->blind_evictions = 0;
+    } else if (e->judged[i]) {
+        r->changed_streak = 0;
+        r->blind_evictions = 0;
+    } else if (e->blind[i]) {
+        r->blind_evictions++;
+    }
+    /* What the recent evictions copied out, decayed by 1/16 per
+     * eviction: whether departures need a slot of their own. */
+    d->evicted_recent = d->evicted_recent - d->evicted_recent / 16 + moved;
+    d->copied_recent = d->copied_recent - d->copied_recent / 16 + (e->copied[i] ? moved : 0);
+    if (e->copied[i]) {
+        vs_engine.stats.bytes_to_host += moved;
+    } else {
+        vs_engine.stats.clean_drops++;
+        vs_engine.stats.bytes_not_copied += moved;
+    }
+    return released;
+}
+
+/* Ends the batch once its copies are over: every victim still in it leaves
+ * the device (or, when a copy failed, stays). Returns the bytes freed. */
 static uint64_t vs_eviction_finish(vs_eviction_t *e, vs_engine_device_t *d)
 {
     VS_ASSERT_HELD(&vs_engine.lock);
@@ -301,81 +381,8 @@ static uint64_t vs_eviction_finish(vs_eviction_t *e, vs_engine_device_t *d)
         vs_engine_event_put(d->ctx, e->done);
         e->done = NULL;
     }
-    for (size_t i = 0; i < e->count; i++) {
-        vs_region_t *r = e->victims[i];
-        if (r == NULL)
-            continue;
-        if (e->rc != CUDA_SUCCESS) {
-            /* Nothing is known to have been waited for: every stream may
-             * still be using it. A host copy written in part is no longer
-             * what its hash says. */
-            vs_log(VS_LOG_WARN, "copying the allocation at 0x%" PRIxPTR " to the host failed (%d); it stays on the device",
-                   r->base, (int)e->rc);
-            r->host_hash_known = r->host_hash_known && !e->copied[i];
-            vs_eviction_hash_slot_put(d, r);
-            vs_engine_evict_undo(r, e->had_copy[i], e->streams_of[i] | VS_STREAM_BIT_OVERFLOW);
-            continue;
-        }
-        uint64_t from = e->from_of[i], moved = r->size - from;
-        if (r->hash_slot >= 0) {
-            /* The kernel hashed exactly the bytes the copy then took (or
-             * that the host copy already held). */
-            r->host_hash = vs_device_hash_result(d->evict_hasher, (unsigned)r->hash_slot, moved);
-            r->host_hash_from = from;
-            r->host_hash_known = true;
-        } else {
-            r->host_hash_known = false;
-        }
-        vs_eviction_hash_slot_put(d, r);
-        /* The tail goes; the head too unless it is kept. */
-        uint64_t released = r->reserved - (from > 0 ? r->split : 0);
-        vs_engine_physical_unmap(r);
-        if (from > 0) {
-            d->kept_head_bytes += r->split;
-            vs_engine.stats.partial_evictions++;
-        } else {
-            vs_engine_physical_unmap_head(r);
-        }
-        vs_cap_release(r->device, released);
-        r->where = VS_ON_HOST;
-        r->evicting = false;
-        (void)vs_registry_set_residency(r->base, VS_ON_HOST, true, NULL);
-        if (d->policy != NULL)
-            (void)vs_policy_set_resident(d->policy, r->id, false);
-        if (r->prefetched)
-            vs_engine.stats.prefetch_unused++;
-        vs_prefetch_forget(r);
-        vs_engine.stats.evictions++;
-        if (e->ahead)
-            vs_engine.stats.evictions_ahead++;
-        vs_log(VS_LOG_DEBUG, "evicted 0x%" PRIxPTR ": %s", r->base,
-               !e->copied[i]  ? "clean, nothing copied"
-               : !e->had_copy[i] ? "copied (no host copy)"
-               : e->judged[i]    ? "copied (changed)"
-               : e->blind[i]     ? "copied (changed at its last evictions, not hashed)"
-                                 : "copied (no hash of these bytes to judge by)");
-        if (e->judged[i] && e->copied[i]) {
-            if (r->changed_streak < UINT8_MAX)
-                r->changed_streak++;
-            r->blind_evictions = 0;
-        } else if (e->judged[i]) {
-            r->changed_streak = 0;
-            r->blind_evictions = 0;
-        } else if (e->blind[i]) {
-            r->blind_evictions++;
-        }
-        /* What the recent evictions copied out, decayed by 1/16 per
-         * eviction: whether departures need a slot of their own. */
-        d->evicted_recent = d->evicted_recent - d->evicted_recent / 16 + moved;
-        d->copied_recent = d->copied_recent - d->copied_recent / 16 + (e->copied[i] ? moved : 0);
-        if (e->copied[i]) {
-            vs_engine.stats.bytes_to_host += moved;
-        } else {
-            vs_engine.stats.clean_drops++;
-            vs_engine.stats.bytes_not_copied += moved;
-        }
-        freed += released;
-    }
+    for (size_t i = 0; i < e->count; i++)
+        freed += vs_eviction_finish_victim(e, d, i);
     e->count = 0;
     return freed;
 }
@@ -500,6 +507,41 @@ uint64_t vs_engine_departures_advance(vs_engine_device_t *d, bool wait, bool old
             break;
     }
     return freed_total;
+}
+
+uint64_t vs_engine_departures_finish_lender(vs_engine_device_t *d, const vs_region_t *lender)
+{
+    VS_ASSERT_HELD(&vs_engine.lock);
+    vs_eviction_t *e = d->departures;
+    size_t at = SIZE_MAX;
+    for (size_t i = 0; e != NULL && i < e->count; i++)
+        if (e->victims[i] == lender)
+            at = i;
+    if (at == SIZE_MAX)
+        return vs_engine_departures_advance(d, true, true);
+    /* As `vs_engine_departures_advance` waits for the oldest: its hashes,
+     * its verdicts, the younger ones' verdicts that are ready, then the
+     * copies of its changed victims. */
+    if (!e->verdicts_read) {
+        (void)vs_eviction_phase_over(e, true);
+        (void)vs_eviction_verdicts(e, d);
+    }
+    vs_engine_departures_judge(d, e);
+    (void)vs_eviction_phase_over(e, true);
+    if (e->rc != CUDA_SUCCESS)
+        return vs_engine_departures_advance(d, true, true); /* every victim stays */
+    uint64_t freed = vs_eviction_finish_victim(e, d, at);
+    e->victims[at] = NULL; /* the batch's end skips it */
+    bool left = false;
+    for (size_t i = 0; i < e->count && !left; i++)
+        left = e->victims[i] != NULL;
+    if (!left) {
+        (void)vs_eviction_finish(e, d);
+        d->departures = e->next;
+        vs_engine.departing--;
+        free(e);
+    }
+    return freed;
 }
 
 void vs_engine_departures_settle(void)

@@ -379,11 +379,17 @@ uint64_t vs_engine_evict(vs_region_t **victims, size_t count, bool *host_full);
  * `vs_engine_departures` counts those under way on `d` and the bytes they
  * will free; `vs_engine_departures_advance` finishes those that are over, in
  * order (with `wait`, waiting for them; with `oldest_only`, at most one)
- * and returns the bytes freed; `vs_engine_departures_settle` finishes every
- * one, waiting. */
+ * and returns the bytes freed; `vs_engine_departures_finish_lender` waits
+ * for the oldest, which holds `lender` (a victim whose memory a restore has
+ * mapped ahead, `vs_engine_premap`), and finishes that victim alone: the
+ * restore's copy can then queue before the unmaps and releases of the
+ * other victims, which the next advance finishes without waiting (without
+ * `lender` in the oldest, it is `vs_engine_departures_advance(d, true,
+ * true)`); `vs_engine_departures_settle` finishes every one, waiting. */
 bool vs_engine_depart(vs_engine_device_t *d, int device, vs_region_t **victims, size_t count);
 size_t vs_engine_departures(const vs_engine_device_t *d, uint64_t *bytes);
 uint64_t vs_engine_departures_advance(vs_engine_device_t *d, bool wait, bool oldest_only);
+uint64_t vs_engine_departures_finish_lender(vs_engine_device_t *d, const vs_region_t *lender);
 void vs_engine_departures_settle(void);
 
 /* The hash of the host copy's bytes [from, size), when it is known. */

@@ -270,10 +270,12 @@ static int vs_prefetch_room(vs_engine_device_t *d, int device, vs_region_t *r, u
             return -EAGAIN;
         /* The host work of the restore (the map and the grant) is done
          * while the oldest departure's users still run: then, once it
-         * ends, only the copy is left to queue. */
+         * ends, only the copy is left to queue, ahead of the unmaps and
+         * releases of the departure's other victims. */
         vs_region_t *lender = vs_prefetch_lender(d, r);
         bool premapped = lender != NULL && vs_engine_premap(r, lender);
-        uint64_t freed = vs_engine_departures_advance(d, true, true);
+        uint64_t freed = premapped ? vs_engine_departures_finish_lender(d, lender)
+                                   : vs_engine_departures_advance(d, true, true);
         if (premapped) {
             if (!lender->phys_lent && vs_cap_reserve(device, need) == 0)
                 return 0;

@@ -310,6 +310,71 @@ static void test_offload_engine_mapping_ahead_onto_head_and_tail(void **state)
     }
 }
 
+/* A departure of two victims, one of which lends its memory to a restore
+ * mapped ahead (`vs_engine_departures_finish_lender`): once the departure
+ * is over, the lender alone leaves, and the restore's copy queues while the
+ * other victim is still mapped, charged and moving; the next advance
+ * finishes it without waiting. Every byte of all three comes back. */
+static void test_offload_engine_lender_leaves_before_the_rest_of_its_departure(void **state)
+{
+    (void)state;
+    enum { LENDER, OTHER, BORROWER, COUNT };
+    CUdeviceptr regions[COUNT];
+    vs_region_t *r[COUNT];
+    for (int i = 0; i < COUNT; i++) {
+        unsigned char *bytes = malloc(REGION_BYTES);
+        assert_non_null(bytes);
+        assert_int_equal(vs_offload_alloc(&regions[i], REGION_BYTES, 0, VS_ALLOC_DEVICE), CUDA_SUCCESS);
+        fill(bytes, REGION_BYTES, (unsigned)(400 + i));
+        assert_int_equal(copy_to_device(regions[i], bytes, REGION_BYTES), CUDA_SUCCESS);
+        free(bytes);
+    }
+    /* The borrower on the host, the other two resident: 16 of 20 MiB. */
+    expect_region(regions[LENDER], 400 + LENDER);
+    expect_region(regions[OTHER], 400 + OTHER);
+    CUstreamCaptureMode mode;
+    vs_engine_lock(&mode);
+    for (int i = 0; i < COUNT; i++)
+        r[i] = vs_engine_region_at((uintptr_t)regions[i]);
+    vs_engine_device_t *d = vs_engine_device(0);
+    assert_non_null(d);
+    assert_int_equal(r[BORROWER]->where, VS_ON_HOST);
+    assert_int_equal(r[LENDER]->where, VS_RESIDENT);
+    assert_int_equal(r[OTHER]->where, VS_RESIDENT);
+
+    vs_region_t *victims[2] = {r[LENDER], r[OTHER]};
+    assert_true(vs_engine_depart(d, 0, victims, 2));
+    assert_true(vs_engine_premap(r[BORROWER], r[LENDER]));
+    uint64_t used = vs_cap_used(0);
+    assert_int_equal(vs_engine_departures_finish_lender(d, r[LENDER]), REGION_BYTES);
+    assert_int_equal(vs_cap_used(0), used - REGION_BYTES);
+    assert_int_equal(r[LENDER]->where, VS_ON_HOST);
+    /* The other victim has not left: still mapped, charged and moving. */
+    uint64_t departing = 0;
+    assert_int_equal(vs_engine_departures(d, &departing), 1);
+    assert_int_equal(departing, REGION_BYTES);
+    assert_true(r[OTHER]->evicting);
+    assert_int_not_equal(r[OTHER]->phys, 0);
+    assert_int_equal(vs_cap_reserve(0, r[BORROWER]->reserved), 0);
+    assert_int_equal(vs_engine_restore_mapped(r[BORROWER], d, NULL, false, true), CUDA_SUCCESS);
+    vs_engine_lent_unmap();
+    /* Over already: finished without a wait. */
+    assert_int_equal(vs_engine_departures_advance(d, false, false), REGION_BYTES);
+    assert_int_equal(vs_engine_departures(d, NULL), 0);
+    assert_int_equal(r[OTHER]->where, VS_ON_HOST);
+    assert_int_equal(r[OTHER]->phys, 0);
+    assert_int_equal(vs_cap_used(0), used - REGION_BYTES);
+    vs_engine_unlock(mode);
+    for (int i = COUNT - 1; i >= 0; i--)
+        expect_region(regions[i], 400 + (unsigned)i);
+
+    for (int i = 0; i < COUNT; i++) {
+        CUresult rc = CUDA_ERROR_UNKNOWN;
+        assert_true(vs_offload_free(regions[i], &rc));
+        assert_int_equal(rc, CUDA_SUCCESS);
+    }
+}
+
 /* A restore whose head the plan keeps hashes only its tail as it arrives
  * (its evictions will move only the tail). When the plan drops the head
  * before the next eviction, that eviction moves all the bytes, and the host
@@ -383,6 +448,7 @@ int main(void)
         cmocka_unit_test(test_offload_engine_free_of_foreign_pointer_declines),
         cmocka_unit_test(test_offload_engine_device_full_restore_keeps_its_head),
         cmocka_unit_test(test_offload_engine_mapping_ahead_onto_head_and_tail),
+        cmocka_unit_test(test_offload_engine_lender_leaves_before_the_rest_of_its_departure),
         cmocka_unit_test(test_offload_engine_dropped_head_still_judged_clean),
     };
     return cmocka_run_group_tests_name("offload engine", tests, setup_driver, NULL);
