@@ -223,6 +223,20 @@ static void expect_region(CUdeviceptr dptr, unsigned seed)
     free(seen);
 }
 
+/* Allocates `count` regions through the engine; region i holds
+ * fill(first_seed + i). */
+static void alloc_filled(CUdeviceptr *regions, int count, unsigned first_seed)
+{
+    unsigned char *bytes = malloc(REGION_BYTES);
+    assert_non_null(bytes);
+    for (int i = 0; i < count; i++) {
+        assert_int_equal(vs_offload_alloc(&regions[i], REGION_BYTES, 0, VS_ALLOC_DEVICE), CUDA_SUCCESS);
+        fill(bytes, REGION_BYTES, first_seed + (unsigned)i);
+        assert_int_equal(copy_to_device(regions[i], bytes, REGION_BYTES), CUDA_SUCCESS);
+    }
+    free(bytes);
+}
+
 /* Brings evicted `r` back as two physical allocations, a head of `head`
  * bytes from its host copy and then the rest, as a partial restore does;
  * its bytes must be fill(seed). Engine lock held (let go meanwhile). */
@@ -251,14 +265,7 @@ static void test_offload_engine_mapping_ahead_onto_head_and_tail(void **state)
     const uint64_t head = REGION_BYTES / 2;
     CUdeviceptr regions[COUNT];
     vs_region_t *r[COUNT];
-    for (int i = 0; i < COUNT; i++) {
-        unsigned char *bytes = malloc(REGION_BYTES);
-        assert_non_null(bytes);
-        assert_int_equal(vs_offload_alloc(&regions[i], REGION_BYTES, 0, VS_ALLOC_DEVICE), CUDA_SUCCESS);
-        fill(bytes, REGION_BYTES, (unsigned)(200 + i));
-        assert_int_equal(copy_to_device(regions[i], bytes, REGION_BYTES), CUDA_SUCCESS);
-        free(bytes);
-    }
+    alloc_filled(regions, COUNT, 200);
     CUstreamCaptureMode mode;
     vs_engine_lock(&mode);
     for (int i = 0; i < COUNT; i++)
@@ -321,14 +328,7 @@ static void test_offload_engine_lender_leaves_before_the_rest_of_its_departure(v
     enum { LENDER, OTHER, BORROWER, COUNT };
     CUdeviceptr regions[COUNT];
     vs_region_t *r[COUNT];
-    for (int i = 0; i < COUNT; i++) {
-        unsigned char *bytes = malloc(REGION_BYTES);
-        assert_non_null(bytes);
-        assert_int_equal(vs_offload_alloc(&regions[i], REGION_BYTES, 0, VS_ALLOC_DEVICE), CUDA_SUCCESS);
-        fill(bytes, REGION_BYTES, (unsigned)(400 + i));
-        assert_int_equal(copy_to_device(regions[i], bytes, REGION_BYTES), CUDA_SUCCESS);
-        free(bytes);
-    }
+    alloc_filled(regions, COUNT, 400);
     /* The borrower on the host, the other two resident: 16 of 20 MiB. */
     expect_region(regions[LENDER], 400 + LENDER);
     expect_region(regions[OTHER], 400 + OTHER);
