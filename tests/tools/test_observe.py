@@ -64,6 +64,14 @@ def start_workload(*extra, limit="256M", hold_ms=3000):
 
 # --- the SVG and Chrome checks ---------------------------------------------
 
+def write_trace(directory, name, lines):
+    """A trace written by hand: `lines` into DIRECTORY/NAME; its path."""
+    path = os.path.join(directory, name)
+    with open(path, "w") as f:
+        f.write("\n".join(lines) + "\n")
+    return path
+
+
 def classes(el):
     return (el.get("class") or "").split()
 
@@ -153,12 +161,8 @@ def test_help_for_new_commands():
 
 def test_bad_input_one_line_each():
     with tempfile.TemporaryDirectory() as tmp:
-        trace = os.path.join(tmp, "t.trace")
-        with open(trace, "w") as f:
-            f.write("# vramshim trace v1\nA 1 4096 e\nU 1 1 launch 0 10 u\n")
-        bad = os.path.join(tmp, "bad.trace")
-        with open(bad, "w") as f:
-            f.write("# vramshim trace v1\nA 1 4096 e\nQ what\n")
+        trace = write_trace(tmp, "t.trace", ["# vramshim trace v1", "A 1 4096 e", "U 1 1 launch 0 10 u"])
+        bad = write_trace(tmp, "bad.trace", ["# vramshim trace v1", "A 1 4096 e", "Q what"])
         out = os.path.join(tmp, "o.svg")
         for args, message in [
             (["plot"], "plot: no TRACE given"),
@@ -212,9 +216,7 @@ def test_plot_hand_written_trace_figures():
                                             "launch" if seq % 3 else "copy", seq % 2, t)]
     lines.append("F 1")
     with tempfile.TemporaryDirectory() as tmp:
-        trace = os.path.join(tmp, "turns & <quotes>.trace")
-        with open(trace, "w") as f:
-            f.write("\n".join(lines) + "\n")
+        trace = write_trace(tmp, "turns & <quotes>.trace", lines)
         svg = os.path.join(tmp, "t.svg")
         r = vramshim("plot", trace, "-o", svg, "--limit", "96M")
         check(r.returncode == 0, r.stderr)
@@ -254,9 +256,7 @@ def test_plot_chrome_slices_abut_to_the_nanosecond():
     lines = ["# vramshim trace v1", "A 1 2097152 e", "A 2 2097152 e", "A 3 6291456 e",
              "U 1 1 launch 0 1000 u", "R 1 1", "R 2 1", "R 3 1", "U 2 3 launch 0 1003 u"]
     with tempfile.TemporaryDirectory() as tmp:
-        trace = os.path.join(tmp, "abut.trace")
-        with open(trace, "w") as f:
-            f.write("\n".join(lines) + "\n")
+        trace = write_trace(tmp, "abut.trace", lines)
         chrome = os.path.join(tmp, "abut.json")
         r = vramshim("plot", trace, "-o", chrome, "--format", "chrome")
         check(r.returncode == 0, r.stderr)
