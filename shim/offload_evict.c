@@ -481,28 +481,38 @@ static void vs_engine_departures_judge(vs_engine_device_t *d, const vs_eviction_
             (void)vs_eviction_verdicts(e, d);
 }
 
+/* Whether the oldest departure `e` is over; with `wait`, waits for it. Its
+ * verdicts first (waiting for its hashes), then the younger ones' that are
+ * ready, before waiting for any copy: the copies out stay back to back. */
+static bool vs_departure_over(vs_engine_device_t *d, vs_eviction_t *e, bool wait)
+{
+    VS_ASSERT_HELD(&vs_engine.lock);
+    if (!e->verdicts_read) {
+        if (!vs_eviction_phase_over(e, wait))
+            return false;
+        (void)vs_eviction_verdicts(e, d);
+    }
+    vs_engine_departures_judge(d, wait ? e : NULL);
+    return vs_eviction_phase_over(e, wait);
+}
+
+/* Takes the oldest departure, ended, off the list. */
+static void vs_departure_drop_oldest(vs_engine_device_t *d)
+{
+    VS_ASSERT_HELD(&vs_engine.lock);
+    vs_eviction_t *e = d->departures;
+    d->departures = e->next;
+    vs_engine.departing--;
+    free(e);
+}
+
 uint64_t vs_engine_departures_advance(vs_engine_device_t *d, bool wait, bool oldest_only)
 {
     VS_ASSERT_HELD(&vs_engine.lock);
     uint64_t freed_total = 0;
-    while (d->departures != NULL) {
-        vs_eviction_t *e = d->departures;
-        uint64_t freed = 0;
-        /* The oldest's verdicts first (waiting for its hashes), then the
-         * younger ones' that are ready, before waiting for any copy: the
-         * copies out stay back to back. */
-        if (!e->verdicts_read) {
-            if (!vs_eviction_phase_over(e, wait))
-                break;
-            (void)vs_eviction_verdicts(e, d);
-        }
-        vs_engine_departures_judge(d, wait ? e : NULL);
-        if (!vs_eviction_advance(e, wait, &freed))
-            break;
-        freed_total += freed;
-        d->departures = e->next;
-        vs_engine.departing--;
-        free(e);
+    while (d->departures != NULL && vs_departure_over(d, d->departures, wait)) {
+        freed_total += vs_eviction_finish(d->departures, d);
+        vs_departure_drop_oldest(d);
         if (oldest_only)
             break;
     }
@@ -519,15 +529,7 @@ uint64_t vs_engine_departures_finish_lender(vs_engine_device_t *d, const vs_regi
             at = i;
     if (at == SIZE_MAX)
         return vs_engine_departures_advance(d, true, true);
-    /* As `vs_engine_departures_advance` waits for the oldest: its hashes,
-     * its verdicts, the younger ones' verdicts that are ready, then the
-     * copies of its changed victims. */
-    if (!e->verdicts_read) {
-        (void)vs_eviction_phase_over(e, true);
-        (void)vs_eviction_verdicts(e, d);
-    }
-    vs_engine_departures_judge(d, e);
-    (void)vs_eviction_phase_over(e, true);
+    (void)vs_departure_over(d, e, true);
     if (e->rc != CUDA_SUCCESS)
         return vs_engine_departures_advance(d, true, true); /* every victim stays */
     uint64_t freed = vs_eviction_finish_victim(e, d, at);
@@ -537,9 +539,7 @@ uint64_t vs_engine_departures_finish_lender(vs_engine_device_t *d, const vs_regi
         left = e->victims[i] != NULL;
     if (!left) {
         (void)vs_eviction_finish(e, d);
-        d->departures = e->next;
-        vs_engine.departing--;
-        free(e);
+        vs_departure_drop_oldest(d);
     }
     return freed;
 }
