@@ -499,7 +499,14 @@ CUresult vs_engine_restore(vs_region_t *r, CUstream stream, bool per_thread, uin
         }
     }
     for (;;) {
-        uint64_t missing = vs_engine_region_missing(r);
+        uint64_t missing = vs_engine_region_missing(r), freed;
+        /* No room now, and a region of its size departs: that region's
+         * memory is mapped here and granted before the wait for its
+         * departure, while its users still run, so that once it ends only
+         * the copy is left to queue, as for a prefetch. */
+        if (d->departures != NULL && vs_engine_departure_lender(d, r) != NULL
+            && (vs_cap_reserve(device, missing) == 0 || vs_engine_departure_lend(d, device, r, missing, &freed)))
+            return vs_engine_restore_mapped(r, d, stream, per_thread, false);
         if (vs_engine_charge_engine_locked(device, missing, "an operation", own_holding) != 0)
             return CUDA_ERROR_OUT_OF_MEMORY;
         /* Making room may have waited or spilled (and let go of the engine

@@ -544,6 +544,33 @@ uint64_t vs_engine_departures_finish_lender(vs_engine_device_t *d, const vs_regi
     return freed;
 }
 
+vs_region_t *vs_engine_departure_lender(const vs_engine_device_t *d, const vs_region_t *r)
+{
+    VS_ASSERT_HELD(&vs_engine.lock);
+    const vs_eviction_t *oldest = d->departures;
+    for (size_t i = 0; oldest != NULL && i < oldest->count; i++) {
+        vs_region_t *victim = oldest->victims[i];
+        if (victim != NULL && victim->reserved == r->reserved && oldest->from_of[i] == 0 && !victim->phys_lent)
+            return victim;
+    }
+    return NULL;
+}
+
+bool vs_engine_departure_lend(vs_engine_device_t *d, int device, vs_region_t *r, uint64_t need, uint64_t *freed)
+{
+    VS_ASSERT_HELD(&vs_engine.lock);
+    vs_region_t *lender = vs_engine_departure_lender(d, r);
+    bool premapped = lender != NULL && vs_engine_premap(r, lender);
+    *freed = premapped ? vs_engine_departures_finish_lender(d, lender) : vs_engine_departures_advance(d, true, true);
+    if (!premapped)
+        return false;
+    /* Still the lender's when its departure was called off. */
+    if (!lender->phys_lent && vs_cap_reserve(device, need) == 0)
+        return true;
+    vs_engine_premap_drop(r, lender);
+    return false;
+}
+
 void vs_engine_departures_settle(void)
 {
     VS_ASSERT_HELD(&vs_engine.lock);

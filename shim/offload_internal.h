@@ -392,6 +392,19 @@ uint64_t vs_engine_departures_advance(vs_engine_device_t *d, bool wait, bool old
 uint64_t vs_engine_departures_finish_lender(vs_engine_device_t *d, const vs_region_t *lender);
 void vs_engine_departures_settle(void);
 
+/* Room for the restore of `r` (`need` bytes) from the oldest departure on
+ * `d`, with the restore's host work (the map and the grant) done while the
+ * departure's users still run: `vs_engine_departure_lender` is a victim of
+ * the oldest departure whose memory `r` can map ahead (`vs_engine_premap`:
+ * of its size, leaving whole), or NULL; `vs_engine_departure_lend` maps `r`
+ * onto it, waits for the departure, finishes that victim alone and counts
+ * `need`: true, `r` mapped and counted, its restore left to copy. False
+ * otherwise, with nothing mapped and the oldest departure waited for and
+ * finished as `vs_engine_departures_advance(d, true, true)` would; *freed:
+ * the bytes the departure freed either way. */
+vs_region_t *vs_engine_departure_lender(const vs_engine_device_t *d, const vs_region_t *r);
+bool vs_engine_departure_lend(vs_engine_device_t *d, int device, vs_region_t *r, uint64_t need, uint64_t *freed);
+
 /* The hash of the host copy's bytes [from, size), when it is known. */
 bool vs_engine_host_hash(const vs_region_t *r, uint64_t from, vs_content_hash_t *out);
 

@@ -218,21 +218,6 @@ static bool vs_prefetch_head(vs_engine_device_t *d, int device, vs_region_t *r)
     return true;
 }
 
-/* The victim of the oldest departure whose physical memory the restore of
- * `r` can map ahead (`vs_engine_premap`): one of its size that leaves
- * whole (keeps no head). NULL: none. */
-static vs_region_t *vs_prefetch_lender(const vs_engine_device_t *d, const vs_region_t *r)
-{
-    VS_ASSERT_HELD(&vs_engine.lock);
-    const vs_eviction_t *oldest = d->departures;
-    for (size_t i = 0; oldest != NULL && i < oldest->count; i++) {
-        vs_region_t *victim = oldest->victims[i];
-        if (victim != NULL && victim->reserved == r->reserved && oldest->from_of[i] == 0 && !victim->phys_lent)
-            return victim;
-    }
-    return NULL;
-}
-
 /* Room for `need` bytes on `device` for a prefetch of `r`, whose use is
  * predicted at `next_use`, from departures (offload_evict.c): those that
  * are over free their room at once; what is still missing departs; when
@@ -272,15 +257,9 @@ static int vs_prefetch_room(vs_engine_device_t *d, int device, vs_region_t *r, u
          * while the oldest departure's users still run: then, once it
          * ends, only the copy is left to queue, ahead of the unmaps and
          * releases of the departure's other victims. */
-        vs_region_t *lender = vs_prefetch_lender(d, r);
-        bool premapped = lender != NULL && vs_engine_premap(r, lender);
-        uint64_t freed = premapped ? vs_engine_departures_finish_lender(d, lender)
-                                   : vs_engine_departures_advance(d, true, true);
-        if (premapped) {
-            if (!lender->phys_lent && vs_cap_reserve(device, need) == 0)
-                return 0;
-            vs_engine_premap_drop(r, lender);
-        }
+        uint64_t freed;
+        if (vs_engine_departure_lend(d, device, r, need, &freed))
+            return 0;
         if (freed == 0)
             return -EAGAIN;
     }

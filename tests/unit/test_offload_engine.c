@@ -375,6 +375,59 @@ static void test_offload_engine_lender_leaves_before_the_rest_of_its_departure(v
     }
 }
 
+/* An operation that needs an evicted region while a region of its size
+ * departs (a restore on demand, not a prefetch): the restore maps ahead
+ * onto the departing region's memory before it waits for the departure,
+ * so that once the departure is over only its copy is left to queue. The
+ * departing region leaves for the host, and every byte of the three comes
+ * back. */
+static void test_offload_engine_restore_on_demand_maps_ahead(void **state)
+{
+    (void)state;
+    enum { LENDER, OTHER, BORROWER, COUNT };
+    CUdeviceptr regions[COUNT];
+    vs_region_t *r[COUNT];
+    alloc_filled(regions, COUNT, 500);
+    /* The borrower on the host, the other two resident: 16 of 20 MiB. */
+    expect_region(regions[LENDER], 500 + LENDER);
+    expect_region(regions[OTHER], 500 + OTHER);
+    CUstreamCaptureMode mode;
+    vs_engine_lock(&mode);
+    for (int i = 0; i < COUNT; i++)
+        r[i] = vs_engine_region_at((uintptr_t)regions[i]);
+    vs_engine_device_t *d = vs_engine_device(0);
+    assert_non_null(d);
+    assert_int_equal(r[BORROWER]->where, VS_ON_HOST);
+    vs_region_t *lender = r[LENDER];
+    assert_true(vs_engine_depart(d, 0, &lender, 1));
+    uint64_t mapped_ahead = vs_engine.stats.mapped_ahead;
+    vs_engine_unlock(mode);
+
+    /* The operation: no room until the departure ends. What it left is
+     * read under the lock and checked after it (a failed check must not
+     * leave the lock held for the tests after this one). */
+    expect_region(regions[BORROWER], 500 + BORROWER);
+    vs_engine_lock(&mode);
+    uint64_t mapped_after = vs_engine.stats.mapped_ahead;
+    size_t departures = vs_engine_departures(d, NULL);
+    vs_residency_t lender_where = r[LENDER]->where, borrower_where = r[BORROWER]->where;
+    bool under_limit = vs_cap_used(0) <= vs_cap_limit(0);
+    vs_engine_unlock(mode);
+    assert_int_equal(mapped_after, mapped_ahead + 1);
+    assert_int_equal(departures, 0);
+    assert_int_equal(lender_where, VS_ON_HOST);
+    assert_int_equal(borrower_where, VS_RESIDENT);
+    assert_true(under_limit);
+    for (int i = COUNT - 1; i >= 0; i--)
+        expect_region(regions[i], 500 + (unsigned)i);
+
+    for (int i = 0; i < COUNT; i++) {
+        CUresult rc = CUDA_ERROR_UNKNOWN;
+        assert_true(vs_offload_free(regions[i], &rc));
+        assert_int_equal(rc, CUDA_SUCCESS);
+    }
+}
+
 /* A restore whose head the plan keeps hashes only its tail as it arrives
  * (its evictions will move only the tail). When the plan drops the head
  * before the next eviction, that eviction moves all the bytes, and the host
@@ -449,6 +502,7 @@ int main(void)
         cmocka_unit_test(test_offload_engine_device_full_restore_keeps_its_head),
         cmocka_unit_test(test_offload_engine_mapping_ahead_onto_head_and_tail),
         cmocka_unit_test(test_offload_engine_lender_leaves_before_the_rest_of_its_departure),
+        cmocka_unit_test(test_offload_engine_restore_on_demand_maps_ahead),
         cmocka_unit_test(test_offload_engine_dropped_head_still_judged_clean),
     };
     return cmocka_run_group_tests_name("offload engine", tests, setup_driver, NULL);
