@@ -237,6 +237,37 @@ static void alloc_filled(CUdeviceptr *regions, int count, unsigned first_seed)
     free(bytes);
 }
 
+/* Frees `count` regions allocated through the engine. */
+static void free_regions(const CUdeviceptr *regions, int count)
+{
+    for (int i = 0; i < count; i++) {
+        CUresult rc = CUDA_ERROR_UNKNOWN;
+        assert_true(vs_offload_free(regions[i], &rc));
+        assert_int_equal(rc, CUDA_SUCCESS);
+    }
+}
+
+/* The three regions of a mapping ahead: LENDER and OTHER resident (16 of
+ * the 20 MiB), BORROWER on the host; region i holds fill(first_seed + i).
+ * Returns with the engine lock held (`*mode`), the regions in `r`. */
+enum { LENDER, OTHER, BORROWER, TRIO };
+static vs_engine_device_t *lend_setup(CUdeviceptr regions[TRIO], vs_region_t *r[TRIO], unsigned first_seed,
+                                      CUstreamCaptureMode *mode)
+{
+    alloc_filled(regions, TRIO, first_seed);
+    expect_region(regions[LENDER], first_seed + LENDER);
+    expect_region(regions[OTHER], first_seed + OTHER);
+    vs_engine_lock(mode);
+    for (int i = 0; i < TRIO; i++)
+        r[i] = vs_engine_region_at((uintptr_t)regions[i]);
+    vs_engine_device_t *d = vs_engine_device(0);
+    assert_non_null(d);
+    assert_int_equal(r[BORROWER]->where, VS_ON_HOST);
+    assert_int_equal(r[LENDER]->where, VS_RESIDENT);
+    assert_int_equal(r[OTHER]->where, VS_RESIDENT);
+    return d;
+}
+
 /* Brings evicted `r` back as two physical allocations, a head of `head`
  * bytes from its host copy and then the rest, as a partial restore does;
  * its bytes must be fill(seed). Engine lock held (let go meanwhile). */
@@ -261,7 +292,7 @@ static void in_two_pieces(vs_region_t *r, uint64_t head, unsigned seed, CUstream
 static void test_offload_engine_mapping_ahead_onto_head_and_tail(void **state)
 {
     (void)state;
-    enum { LENDER, BORROWER, COUNT };
+    enum { ONTO, MAPPED, COUNT };
     const uint64_t head = REGION_BYTES / 2;
     CUdeviceptr regions[COUNT];
     vs_region_t *r[COUNT];
@@ -272,49 +303,45 @@ static void test_offload_engine_mapping_ahead_onto_head_and_tail(void **state)
         r[i] = vs_engine_region_at((uintptr_t)regions[i]);
     bool host_full = false;
     assert_int_equal(vs_engine_evict(r, COUNT, &host_full), COUNT * REGION_BYTES);
-    in_two_pieces(r[LENDER], head, 200 + LENDER, &mode);
+    in_two_pieces(r[ONTO], head, 200 + ONTO, &mode);
 
     /* Dropped before the departure ends: the lender keeps its memory. */
     vs_engine_device_t *d = vs_engine_device(0);
     assert_non_null(d);
-    vs_region_t *lender = r[LENDER];
+    vs_region_t *lender = r[ONTO];
     assert_true(vs_engine_depart(d, 0, &lender, 1));
-    assert_true(vs_engine_premap(r[BORROWER], r[LENDER]));
-    vs_engine_premap_drop(r[BORROWER], r[LENDER]);
-    assert_false(r[LENDER]->phys_lent);
-    assert_int_equal(r[BORROWER]->phys, 0);
+    assert_true(vs_engine_premap(r[MAPPED], r[ONTO]));
+    vs_engine_premap_drop(r[MAPPED], r[ONTO]);
+    assert_false(r[ONTO]->phys_lent);
+    assert_int_equal(r[MAPPED]->phys, 0);
     vs_engine_departures_settle();
-    assert_int_equal(r[LENDER]->where, VS_ON_HOST);
+    assert_int_equal(r[ONTO]->where, VS_ON_HOST);
     vs_engine_unlock(mode);
-    expect_region(regions[LENDER], 200 + LENDER);
+    expect_region(regions[ONTO], 200 + ONTO);
 
     /* Taken: the borrower maps ahead onto the lender's head and tail. */
     vs_engine_lock(&mode);
-    assert_int_equal(r[LENDER]->where, VS_RESIDENT); /* restored whole by the read */
-    lender = r[LENDER];
+    assert_int_equal(r[ONTO]->where, VS_RESIDENT); /* restored whole by the read */
+    lender = r[ONTO];
     assert_int_equal(vs_engine_evict(&lender, 1, &host_full), REGION_BYTES);
-    in_two_pieces(r[LENDER], head, 200 + LENDER, &mode);
+    in_two_pieces(r[ONTO], head, 200 + ONTO, &mode);
     assert_true(vs_engine_depart(d, 0, &lender, 1));
-    assert_true(vs_engine_premap(r[BORROWER], r[LENDER]));
+    assert_true(vs_engine_premap(r[MAPPED], r[ONTO]));
     assert_true(vs_engine_departures_advance(d, true, true) > 0);
-    assert_int_equal(r[LENDER]->where, VS_ON_HOST);
-    assert_false(r[LENDER]->phys_lent);
-    assert_int_equal(vs_cap_reserve(0, r[BORROWER]->reserved), 0);
+    assert_int_equal(r[ONTO]->where, VS_ON_HOST);
+    assert_false(r[ONTO]->phys_lent);
+    assert_int_equal(vs_cap_reserve(0, r[MAPPED]->reserved), 0);
     uint64_t mapped_ahead = vs_engine.stats.mapped_ahead;
-    assert_int_equal(vs_engine_restore_mapped(r[BORROWER], d, NULL, false, true), CUDA_SUCCESS);
+    assert_int_equal(vs_engine_restore_mapped(r[MAPPED], d, NULL, false, true), CUDA_SUCCESS);
     vs_engine_lent_unmap();
     assert_int_equal(vs_engine.stats.mapped_ahead, mapped_ahead + 1);
-    assert_int_equal(r[BORROWER]->split, head);
+    assert_int_equal(r[MAPPED]->split, head);
     vs_engine_unlock(mode);
-    expect_region(regions[BORROWER], 200 + BORROWER);
-    expect_region(regions[LENDER], 200 + LENDER);
-    expect_region(regions[BORROWER], 200 + BORROWER);
+    expect_region(regions[MAPPED], 200 + MAPPED);
+    expect_region(regions[ONTO], 200 + ONTO);
+    expect_region(regions[MAPPED], 200 + MAPPED);
 
-    for (int i = 0; i < COUNT; i++) {
-        CUresult rc = CUDA_ERROR_UNKNOWN;
-        assert_true(vs_offload_free(regions[i], &rc));
-        assert_int_equal(rc, CUDA_SUCCESS);
-    }
+    free_regions(regions, COUNT);
 }
 
 /* A departure of two victims, one of which lends its memory to a restore
@@ -325,22 +352,10 @@ static void test_offload_engine_mapping_ahead_onto_head_and_tail(void **state)
 static void test_offload_engine_lender_leaves_before_the_rest_of_its_departure(void **state)
 {
     (void)state;
-    enum { LENDER, OTHER, BORROWER, COUNT };
-    CUdeviceptr regions[COUNT];
-    vs_region_t *r[COUNT];
-    alloc_filled(regions, COUNT, 400);
-    /* The borrower on the host, the other two resident: 16 of 20 MiB. */
-    expect_region(regions[LENDER], 400 + LENDER);
-    expect_region(regions[OTHER], 400 + OTHER);
+    CUdeviceptr regions[TRIO];
+    vs_region_t *r[TRIO];
     CUstreamCaptureMode mode;
-    vs_engine_lock(&mode);
-    for (int i = 0; i < COUNT; i++)
-        r[i] = vs_engine_region_at((uintptr_t)regions[i]);
-    vs_engine_device_t *d = vs_engine_device(0);
-    assert_non_null(d);
-    assert_int_equal(r[BORROWER]->where, VS_ON_HOST);
-    assert_int_equal(r[LENDER]->where, VS_RESIDENT);
-    assert_int_equal(r[OTHER]->where, VS_RESIDENT);
+    vs_engine_device_t *d = lend_setup(regions, r, 400, &mode);
 
     vs_region_t *victims[2] = {r[LENDER], r[OTHER]};
     assert_true(vs_engine_depart(d, 0, victims, 2));
@@ -365,14 +380,9 @@ static void test_offload_engine_lender_leaves_before_the_rest_of_its_departure(v
     assert_int_equal(r[OTHER]->phys, 0);
     assert_int_equal(vs_cap_used(0), used - REGION_BYTES);
     vs_engine_unlock(mode);
-    for (int i = COUNT - 1; i >= 0; i--)
+    for (int i = TRIO - 1; i >= 0; i--)
         expect_region(regions[i], 400 + (unsigned)i);
-
-    for (int i = 0; i < COUNT; i++) {
-        CUresult rc = CUDA_ERROR_UNKNOWN;
-        assert_true(vs_offload_free(regions[i], &rc));
-        assert_int_equal(rc, CUDA_SUCCESS);
-    }
+    free_regions(regions, TRIO);
 }
 
 /* An operation that needs an evicted region while a region of its size
@@ -384,20 +394,10 @@ static void test_offload_engine_lender_leaves_before_the_rest_of_its_departure(v
 static void test_offload_engine_restore_on_demand_maps_ahead(void **state)
 {
     (void)state;
-    enum { LENDER, OTHER, BORROWER, COUNT };
-    CUdeviceptr regions[COUNT];
-    vs_region_t *r[COUNT];
-    alloc_filled(regions, COUNT, 500);
-    /* The borrower on the host, the other two resident: 16 of 20 MiB. */
-    expect_region(regions[LENDER], 500 + LENDER);
-    expect_region(regions[OTHER], 500 + OTHER);
+    CUdeviceptr regions[TRIO];
+    vs_region_t *r[TRIO];
     CUstreamCaptureMode mode;
-    vs_engine_lock(&mode);
-    for (int i = 0; i < COUNT; i++)
-        r[i] = vs_engine_region_at((uintptr_t)regions[i]);
-    vs_engine_device_t *d = vs_engine_device(0);
-    assert_non_null(d);
-    assert_int_equal(r[BORROWER]->where, VS_ON_HOST);
+    vs_engine_device_t *d = lend_setup(regions, r, 500, &mode);
     vs_region_t *lender = r[LENDER];
     assert_true(vs_engine_depart(d, 0, &lender, 1));
     uint64_t mapped_ahead = vs_engine.stats.mapped_ahead;
@@ -418,14 +418,9 @@ static void test_offload_engine_restore_on_demand_maps_ahead(void **state)
     assert_int_equal(lender_where, VS_ON_HOST);
     assert_int_equal(borrower_where, VS_RESIDENT);
     assert_true(under_limit);
-    for (int i = COUNT - 1; i >= 0; i--)
+    for (int i = TRIO - 1; i >= 0; i--)
         expect_region(regions[i], 500 + (unsigned)i);
-
-    for (int i = 0; i < COUNT; i++) {
-        CUresult rc = CUDA_ERROR_UNKNOWN;
-        assert_true(vs_offload_free(regions[i], &rc));
-        assert_int_equal(rc, CUDA_SUCCESS);
-    }
+    free_regions(regions, TRIO);
 }
 
 /* A restore whose head the plan keeps hashes only its tail as it arrives
