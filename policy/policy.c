@@ -708,16 +708,18 @@ static double plan_spread_swing(const vs_policy_t *policy, size_t n, size_t star
  * be built, and the set streamed depends on it: among members of several
  * sizes, starting one member later can stream a 6 MiB tensor where an 8
  * MiB one streamed, and where the bytes bunch changes. So the walk starts
- * where the set it streams has the least swing, which depends on when the
- * plan is built only where starts tie (then it starts from now). Members of one
- * size stream the same pattern from any start, turned. At most
- * PLAN_SPREAD_STARTS starts, evenly spaced, are tried: O(n) each. On the
- * sweep (offload_cycle), with mapping ahead on demand: the DiT at 75%,
- * ratio 1 from 1.102 to 1.076 times the bound, the LLM at 50%, ratio 1
- * from 1.085 to 1.054 (docs/benchmarks.md, stop 34). */
+ * where the set it streams swings least: from now, unless a start lowers
+ * the swing by a sixteenth of the largest member (as for the head's
+ * place, `plan_least_swing`: a change of plan costs copies), each later
+ * one in the order of use by as much again. Members of one size stream
+ * the same pattern from any start, turned. At most PLAN_SPREAD_STARTS
+ * starts, evenly spaced, are tried: O(n) each. On the sweep
+ * (offload_cycle), with mapping ahead on demand: the LLM at 50%, ratio 1
+ * from 1.085 to 1.039 times the bound, the DiT at 75%, ratio 1.33 from
+ * 1.123 to 1.018 times F in (docs/benchmarks.md, stop 34). */
 #define PLAN_SPREAD_STARTS 64
 static void plan_spread_start(vs_policy_t *policy, size_t n, uint64_t floor_size, uint64_t stream,
-                              uint64_t spread_bytes, double hysteresis)
+                              uint64_t spread_bytes, double hysteresis, uint64_t largest_member)
 {
     bool sizes_differ = false;
     for (size_t i = 1; i < n && !sizes_differ; i++)
@@ -728,8 +730,7 @@ static void plan_spread_start(vs_policy_t *policy, size_t n, uint64_t floor_size
     double best_swing = plan_spread_swing(policy, n, 0, floor_size, stream, spread_bytes, hysteresis);
     for (size_t start = step; start < n; start += step) {
         double swing = plan_spread_swing(policy, n, start, floor_size, stream, spread_bytes, hysteresis);
-        /* Less by more than rounding (half a byte: sizes are whole bytes). */
-        if (swing < best_swing - 0.5) {
+        if (swing < best_swing - (double)largest_member / 16.0) {
             best = start;
             best_swing = swing;
         }
@@ -804,7 +805,7 @@ static void plan_build(vs_policy_t *policy)
      * is over the bytes of those that may. */
     uint64_t spread_bytes;
     uint64_t floor_size = plan_stream_floor(policy, n, stream, cycle_bytes, &spread_bytes);
-    plan_spread_start(policy, n, floor_size, stream, spread_bytes, hysteresis);
+    plan_spread_start(policy, n, floor_size, stream, spread_bytes, hysteresis, largest_member);
     uint64_t seen = 0, streamed = 0;
     for (size_t i = 0; i < n; i++) {
         vs_policy_alloc_t *m = policy->members[i];
