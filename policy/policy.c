@@ -669,83 +669,6 @@ static void plan_place_head(vs_policy_t *policy, size_t n, uint64_t stream, uint
     }
 }
 
-/* The spread (error diffusion over cumulative bytes, `plan_build`): a
- * member of at least `floor_size` streams while the bytes streamed so far
- * stay within half its size of its even share of `stream` over
- * `spread_bytes`, with `hysteresis` in favour of its class now. */
-static bool plan_spread_streams(const vs_policy_alloc_t *m, uint64_t streamed, uint64_t seen, uint64_t stream,
-                                uint64_t spread_bytes, double hysteresis)
-{
-    double share = (double)stream * (double)seen / (double)spread_bytes;
-    double slack = m->streamed ? hysteresis : -hysteresis;
-    return (double)streamed + (double)m->size / 2.0 <= share + slack;
-}
-
-/* The swing (`plan_least_swing`) of the set the spread streams when its
- * walk starts at member `start` of `policy->members[0, n)`: the largest
- * lead of the bytes streamed over their even share minus the smallest. */
-static double plan_spread_swing(const vs_policy_t *policy, size_t n, size_t start, uint64_t floor_size,
-                                uint64_t stream, uint64_t spread_bytes, double hysteresis)
-{
-    uint64_t seen = 0, streamed = 0;
-    double high = 0.0, low = 0.0;
-    for (size_t k = 0; k < n; k++) {
-        const vs_policy_alloc_t *m = policy->members[(start + k) % n];
-        if (m->size < floor_size)
-            continue;
-        seen += m->size;
-        if (plan_spread_streams(m, streamed, seen, stream, spread_bytes, hysteresis))
-            streamed += m->size;
-        double lead = (double)streamed - (double)stream * (double)seen / (double)spread_bytes;
-        high = lead > high ? lead : high;
-        low = lead < low ? lead : low;
-    }
-    return high - low;
-}
-
-/* Where the spread's walk starts. Members are in the order of their next
- * use from now, so the first is wherever in the cycle the plan happens to
- * be built, and the set streamed depends on it: among members of several
- * sizes, starting one member later can stream a 6 MiB tensor where an 8
- * MiB one streamed, and where the bytes bunch changes. So the walk starts
- * where the set it streams swings least: from now, unless a start lowers
- * the swing by a sixteenth of the largest member (as for the head's
- * place, `plan_least_swing`: a change of plan costs copies), each later
- * one in the order of use by as much again. Members of one size stream
- * the same pattern from any start, turned. At most PLAN_SPREAD_STARTS
- * starts, evenly spaced, are tried: O(n) each. On the sweep
- * (offload_cycle), with mapping ahead on demand: the LLM at 50%, ratio 1
- * from 1.085 to 1.039 times the bound, the DiT at 75%, ratio 1.33 from
- * 1.123 to 1.018 times F in (docs/benchmarks.md, stop 34). */
-#define PLAN_SPREAD_STARTS 64
-static void plan_spread_start(vs_policy_t *policy, size_t n, uint64_t floor_size, uint64_t stream,
-                              uint64_t spread_bytes, double hysteresis, uint64_t largest_member)
-{
-    bool sizes_differ = false;
-    for (size_t i = 1; i < n && !sizes_differ; i++)
-        sizes_differ = policy->members[i]->size != policy->members[0]->size;
-    if (!sizes_differ || spread_bytes == 0)
-        return;
-    size_t step = (n + PLAN_SPREAD_STARTS - 1) / PLAN_SPREAD_STARTS, best = 0;
-    double best_swing = plan_spread_swing(policy, n, 0, floor_size, stream, spread_bytes, hysteresis);
-    for (size_t start = step; start < n; start += step) {
-        double swing = plan_spread_swing(policy, n, start, floor_size, stream, spread_bytes, hysteresis);
-        if (swing < best_swing - (double)largest_member / 16.0) {
-            best = start;
-            best_swing = swing;
-        }
-    }
-    if (best == 0)
-        return;
-    vs_policy_alloc_t **turned = malloc(n * sizeof *turned);
-    if (turned == NULL)
-        return; /* out of memory: the walk starts from now */
-    for (size_t i = 0; i < n; i++)
-        turned[i] = policy->members[(best + i) % n];
-    memcpy(policy->members, turned, n * sizeof *turned);
-    free(turned);
-}
-
 /* Builds the plan; without a cycle or a budget, or when everything fits,
  * nothing is streamed. O(n log n). */
 static void plan_build(vs_policy_t *policy)
@@ -805,7 +728,6 @@ static void plan_build(vs_policy_t *policy)
      * is over the bytes of those that may. */
     uint64_t spread_bytes;
     uint64_t floor_size = plan_stream_floor(policy, n, stream, cycle_bytes, &spread_bytes);
-    plan_spread_start(policy, n, floor_size, stream, spread_bytes, hysteresis, largest_member);
     uint64_t seen = 0, streamed = 0;
     for (size_t i = 0; i < n; i++) {
         vs_policy_alloc_t *m = policy->members[i];
@@ -814,7 +736,9 @@ static void plan_build(vs_policy_t *policy)
             continue;
         }
         seen += m->size;
-        bool streams = plan_spread_streams(m, streamed, seen, stream, spread_bytes, hysteresis);
+        double share = (double)stream * (double)seen / (double)spread_bytes;
+        double slack = m->streamed ? hysteresis : -hysteresis;
+        bool streams = (double)streamed + (double)m->size / 2.0 <= share + slack;
         plan_set(policy, m, streams);
         streamed += streams ? m->size : 0;
     }
