@@ -247,24 +247,25 @@ static void free_regions(const CUdeviceptr *regions, int count)
     }
 }
 
-/* The three regions of a mapping ahead: LENDER and OTHER resident (16 of
- * the 20 MiB), BORROWER on the host; region i holds fill(first_seed + i).
- * Returns with the engine lock held (`*mode`), the regions in `r`. */
-enum { LENDER, OTHER, BORROWER, TRIO };
+/* The three regions of a mapping ahead: the lender and another resident
+ * (16 of the 20 MiB), the borrower on the host; region i holds
+ * fill(first_seed + i). Returns with the engine lock held (`*mode`), the
+ * regions in `r`. */
+enum { TRIO_LENDER, TRIO_OTHER, TRIO_BORROWER, TRIO };
 static vs_engine_device_t *lend_setup(CUdeviceptr regions[TRIO], vs_region_t *r[TRIO], unsigned first_seed,
                                       CUstreamCaptureMode *mode)
 {
     alloc_filled(regions, TRIO, first_seed);
-    expect_region(regions[LENDER], first_seed + LENDER);
-    expect_region(regions[OTHER], first_seed + OTHER);
+    expect_region(regions[TRIO_LENDER], first_seed + TRIO_LENDER);
+    expect_region(regions[TRIO_OTHER], first_seed + TRIO_OTHER);
     vs_engine_lock(mode);
     for (int i = 0; i < TRIO; i++)
         r[i] = vs_engine_region_at((uintptr_t)regions[i]);
     vs_engine_device_t *d = vs_engine_device(0);
     assert_non_null(d);
-    assert_int_equal(r[BORROWER]->where, VS_ON_HOST);
-    assert_int_equal(r[LENDER]->where, VS_RESIDENT);
-    assert_int_equal(r[OTHER]->where, VS_RESIDENT);
+    assert_int_equal(r[TRIO_BORROWER]->where, VS_ON_HOST);
+    assert_int_equal(r[TRIO_LENDER]->where, VS_RESIDENT);
+    assert_int_equal(r[TRIO_OTHER]->where, VS_RESIDENT);
     return d;
 }
 
@@ -292,7 +293,7 @@ static void in_two_pieces(vs_region_t *r, uint64_t head, unsigned seed, CUstream
 static void test_offload_engine_mapping_ahead_onto_head_and_tail(void **state)
 {
     (void)state;
-    enum { ONTO, MAPPED, COUNT };
+    enum { LENDER, BORROWER, COUNT };
     const uint64_t head = REGION_BYTES / 2;
     CUdeviceptr regions[COUNT];
     vs_region_t *r[COUNT];
@@ -303,43 +304,43 @@ static void test_offload_engine_mapping_ahead_onto_head_and_tail(void **state)
         r[i] = vs_engine_region_at((uintptr_t)regions[i]);
     bool host_full = false;
     assert_int_equal(vs_engine_evict(r, COUNT, &host_full), COUNT * REGION_BYTES);
-    in_two_pieces(r[ONTO], head, 200 + ONTO, &mode);
+    in_two_pieces(r[LENDER], head, 200 + LENDER, &mode);
 
     /* Dropped before the departure ends: the lender keeps its memory. */
     vs_engine_device_t *d = vs_engine_device(0);
     assert_non_null(d);
-    vs_region_t *lender = r[ONTO];
+    vs_region_t *lender = r[LENDER];
     assert_true(vs_engine_depart(d, 0, &lender, 1));
-    assert_true(vs_engine_premap(r[MAPPED], r[ONTO]));
-    vs_engine_premap_drop(r[MAPPED], r[ONTO]);
-    assert_false(r[ONTO]->phys_lent);
-    assert_int_equal(r[MAPPED]->phys, 0);
+    assert_true(vs_engine_premap(r[BORROWER], r[LENDER]));
+    vs_engine_premap_drop(r[BORROWER], r[LENDER]);
+    assert_false(r[LENDER]->phys_lent);
+    assert_int_equal(r[BORROWER]->phys, 0);
     vs_engine_departures_settle();
-    assert_int_equal(r[ONTO]->where, VS_ON_HOST);
+    assert_int_equal(r[LENDER]->where, VS_ON_HOST);
     vs_engine_unlock(mode);
-    expect_region(regions[ONTO], 200 + ONTO);
+    expect_region(regions[LENDER], 200 + LENDER);
 
     /* Taken: the borrower maps ahead onto the lender's head and tail. */
     vs_engine_lock(&mode);
-    assert_int_equal(r[ONTO]->where, VS_RESIDENT); /* restored whole by the read */
-    lender = r[ONTO];
+    assert_int_equal(r[LENDER]->where, VS_RESIDENT); /* restored whole by the read */
+    lender = r[LENDER];
     assert_int_equal(vs_engine_evict(&lender, 1, &host_full), REGION_BYTES);
-    in_two_pieces(r[ONTO], head, 200 + ONTO, &mode);
+    in_two_pieces(r[LENDER], head, 200 + LENDER, &mode);
     assert_true(vs_engine_depart(d, 0, &lender, 1));
-    assert_true(vs_engine_premap(r[MAPPED], r[ONTO]));
+    assert_true(vs_engine_premap(r[BORROWER], r[LENDER]));
     assert_true(vs_engine_departures_advance(d, true, true) > 0);
-    assert_int_equal(r[ONTO]->where, VS_ON_HOST);
-    assert_false(r[ONTO]->phys_lent);
-    assert_int_equal(vs_cap_reserve(0, r[MAPPED]->reserved), 0);
+    assert_int_equal(r[LENDER]->where, VS_ON_HOST);
+    assert_false(r[LENDER]->phys_lent);
+    assert_int_equal(vs_cap_reserve(0, r[BORROWER]->reserved), 0);
     uint64_t mapped_ahead = vs_engine.stats.mapped_ahead;
-    assert_int_equal(vs_engine_restore_mapped(r[MAPPED], d, NULL, false, true), CUDA_SUCCESS);
+    assert_int_equal(vs_engine_restore_mapped(r[BORROWER], d, NULL, false, true), CUDA_SUCCESS);
     vs_engine_lent_unmap();
     assert_int_equal(vs_engine.stats.mapped_ahead, mapped_ahead + 1);
-    assert_int_equal(r[MAPPED]->split, head);
+    assert_int_equal(r[BORROWER]->split, head);
     vs_engine_unlock(mode);
-    expect_region(regions[MAPPED], 200 + MAPPED);
-    expect_region(regions[ONTO], 200 + ONTO);
-    expect_region(regions[MAPPED], 200 + MAPPED);
+    expect_region(regions[BORROWER], 200 + BORROWER);
+    expect_region(regions[LENDER], 200 + LENDER);
+    expect_region(regions[BORROWER], 200 + BORROWER);
 
     free_regions(regions, COUNT);
 }
@@ -357,27 +358,27 @@ static void test_offload_engine_lender_leaves_before_the_rest_of_its_departure(v
     CUstreamCaptureMode mode;
     vs_engine_device_t *d = lend_setup(regions, r, 400, &mode);
 
-    vs_region_t *victims[2] = {r[LENDER], r[OTHER]};
+    vs_region_t *victims[2] = {r[TRIO_LENDER], r[TRIO_OTHER]};
     assert_true(vs_engine_depart(d, 0, victims, 2));
-    assert_true(vs_engine_premap(r[BORROWER], r[LENDER]));
+    assert_true(vs_engine_premap(r[TRIO_BORROWER], r[TRIO_LENDER]));
     uint64_t used = vs_cap_used(0);
-    assert_int_equal(vs_engine_departures_finish_lender(d, r[LENDER]), REGION_BYTES);
+    assert_int_equal(vs_engine_departures_finish_lender(d, r[TRIO_LENDER]), REGION_BYTES);
     assert_int_equal(vs_cap_used(0), used - REGION_BYTES);
-    assert_int_equal(r[LENDER]->where, VS_ON_HOST);
+    assert_int_equal(r[TRIO_LENDER]->where, VS_ON_HOST);
     /* The other victim has not left: still mapped, charged and moving. */
     uint64_t departing = 0;
     assert_int_equal(vs_engine_departures(d, &departing), 1);
     assert_int_equal(departing, REGION_BYTES);
-    assert_true(r[OTHER]->evicting);
-    assert_int_not_equal(r[OTHER]->phys, 0);
-    assert_int_equal(vs_cap_reserve(0, r[BORROWER]->reserved), 0);
-    assert_int_equal(vs_engine_restore_mapped(r[BORROWER], d, NULL, false, true), CUDA_SUCCESS);
+    assert_true(r[TRIO_OTHER]->evicting);
+    assert_int_not_equal(r[TRIO_OTHER]->phys, 0);
+    assert_int_equal(vs_cap_reserve(0, r[TRIO_BORROWER]->reserved), 0);
+    assert_int_equal(vs_engine_restore_mapped(r[TRIO_BORROWER], d, NULL, false, true), CUDA_SUCCESS);
     vs_engine_lent_unmap();
     /* Over already: finished without a wait. */
     assert_int_equal(vs_engine_departures_advance(d, false, false), REGION_BYTES);
     assert_int_equal(vs_engine_departures(d, NULL), 0);
-    assert_int_equal(r[OTHER]->where, VS_ON_HOST);
-    assert_int_equal(r[OTHER]->phys, 0);
+    assert_int_equal(r[TRIO_OTHER]->where, VS_ON_HOST);
+    assert_int_equal(r[TRIO_OTHER]->phys, 0);
     assert_int_equal(vs_cap_used(0), used - REGION_BYTES);
     vs_engine_unlock(mode);
     for (int i = TRIO - 1; i >= 0; i--)
@@ -398,7 +399,7 @@ static void test_offload_engine_restore_on_demand_maps_ahead(void **state)
     vs_region_t *r[TRIO];
     CUstreamCaptureMode mode;
     vs_engine_device_t *d = lend_setup(regions, r, 500, &mode);
-    vs_region_t *lender = r[LENDER];
+    vs_region_t *lender = r[TRIO_LENDER];
     assert_true(vs_engine_depart(d, 0, &lender, 1));
     uint64_t mapped_ahead = vs_engine.stats.mapped_ahead;
     vs_engine_unlock(mode);
@@ -406,11 +407,11 @@ static void test_offload_engine_restore_on_demand_maps_ahead(void **state)
     /* The operation: no room until the departure ends. What it left is
      * read under the lock and checked after it (a failed check must not
      * leave the lock held for the tests after this one). */
-    expect_region(regions[BORROWER], 500 + BORROWER);
+    expect_region(regions[TRIO_BORROWER], 500 + TRIO_BORROWER);
     vs_engine_lock(&mode);
     uint64_t mapped_after = vs_engine.stats.mapped_ahead;
     size_t departures = vs_engine_departures(d, NULL);
-    vs_residency_t lender_where = r[LENDER]->where, borrower_where = r[BORROWER]->where;
+    vs_residency_t lender_where = r[TRIO_LENDER]->where, borrower_where = r[TRIO_BORROWER]->where;
     bool under_limit = vs_cap_used(0) <= vs_cap_limit(0);
     vs_engine_unlock(mode);
     assert_int_equal(mapped_after, mapped_ahead + 1);
