@@ -386,12 +386,13 @@ static void test_offload_engine_lender_leaves_before_the_rest_of_its_departure(v
     free_regions(regions, TRIO);
 }
 
-/* An operation that needs an evicted region while a region of its size
- * departs (a restore on demand, not a prefetch): the restore maps ahead
- * onto the departing region's memory before it waits for the departure,
- * so that once the departure is over only its copy is left to queue. The
- * departing region leaves for the host, and every byte of the three comes
- * back. */
+/* An operation that needs an evicted region while two regions depart, one
+ * of its size (a restore on demand, not a prefetch): the restore maps
+ * ahead onto that region's memory before it waits for the departure, so
+ * that once the departure is over only its copy is left to queue; then
+ * the departure's other region leaves too, as the usual path's wait lets
+ * it. Both departed regions are on the host, and every byte of the three
+ * comes back. */
 static void test_offload_engine_restore_on_demand_maps_ahead(void **state)
 {
     (void)state;
@@ -399,24 +400,26 @@ static void test_offload_engine_restore_on_demand_maps_ahead(void **state)
     vs_region_t *r[TRIO];
     CUstreamCaptureMode mode;
     vs_engine_device_t *d = lend_setup(regions, r, 500, &mode);
-    vs_region_t *lender = r[TRIO_LENDER];
-    assert_true(vs_engine_depart(d, 0, &lender, 1));
+    vs_region_t *victims[2] = {r[TRIO_LENDER], r[TRIO_OTHER]};
+    assert_true(vs_engine_depart(d, 0, victims, 2));
     uint64_t mapped_ahead = vs_engine.stats.mapped_ahead;
-    vs_engine_unlock(mode);
 
-    /* The operation: no room until the departure ends. What it left is
-     * read under the lock and checked after it (a failed check must not
-     * leave the lock held for the tests after this one). */
-    expect_region(regions[TRIO_BORROWER], 500 + TRIO_BORROWER);
-    vs_engine_lock(&mode);
+    /* The restore an operation makes (offload_ops.c): no room until the
+     * departure ends. What it left is read under the lock and checked
+     * after it (a failed check must not leave the lock held for the tests
+     * after this one). */
+    CUresult rc = vs_engine_restore(r[TRIO_BORROWER], NULL, false, 0);
     uint64_t mapped_after = vs_engine.stats.mapped_ahead;
     size_t departures = vs_engine_departures(d, NULL);
-    vs_residency_t lender_where = r[TRIO_LENDER]->where, borrower_where = r[TRIO_BORROWER]->where;
+    vs_residency_t lender_where = r[TRIO_LENDER]->where, other_where = r[TRIO_OTHER]->where,
+                   borrower_where = r[TRIO_BORROWER]->where;
     bool under_limit = vs_cap_used(0) <= vs_cap_limit(0);
     vs_engine_unlock(mode);
+    assert_int_equal(rc, CUDA_SUCCESS);
     assert_int_equal(mapped_after, mapped_ahead + 1);
     assert_int_equal(departures, 0);
     assert_int_equal(lender_where, VS_ON_HOST);
+    assert_int_equal(other_where, VS_ON_HOST);
     assert_int_equal(borrower_where, VS_RESIDENT);
     assert_true(under_limit);
     for (int i = TRIO - 1; i >= 0; i--)
