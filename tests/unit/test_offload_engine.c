@@ -249,8 +249,8 @@ static void free_regions(const CUdeviceptr *regions, int count)
 
 /* The three regions of a mapping ahead: the lender and another resident
  * (16 of the 20 MiB), the borrower on the host; region i holds
- * fill(first_seed + i). Returns with the engine lock held (`*mode`), the
- * regions in `r`. */
+ * fill(first_seed + i). Returns with the lender and the other departing
+ * together, the engine lock held (`*mode`), the regions in `r`. */
 enum { TRIO_LENDER, TRIO_OTHER, TRIO_BORROWER, TRIO };
 static vs_engine_device_t *lend_setup(CUdeviceptr regions[TRIO], vs_region_t *r[TRIO], unsigned first_seed,
                                       CUstreamCaptureMode *mode)
@@ -266,6 +266,8 @@ static vs_engine_device_t *lend_setup(CUdeviceptr regions[TRIO], vs_region_t *r[
     assert_int_equal(r[TRIO_BORROWER]->where, VS_ON_HOST);
     assert_int_equal(r[TRIO_LENDER]->where, VS_RESIDENT);
     assert_int_equal(r[TRIO_OTHER]->where, VS_RESIDENT);
+    vs_region_t *victims[2] = {r[TRIO_LENDER], r[TRIO_OTHER]};
+    assert_true(vs_engine_depart(d, 0, victims, 2));
     return d;
 }
 
@@ -357,9 +359,6 @@ static void test_offload_engine_lender_leaves_before_the_rest_of_its_departure(v
     vs_region_t *r[TRIO];
     CUstreamCaptureMode mode;
     vs_engine_device_t *d = lend_setup(regions, r, 400, &mode);
-
-    vs_region_t *victims[2] = {r[TRIO_LENDER], r[TRIO_OTHER]};
-    assert_true(vs_engine_depart(d, 0, victims, 2));
     assert_true(vs_engine_premap(r[TRIO_BORROWER], r[TRIO_LENDER]));
     uint64_t used = vs_cap_used(0);
     assert_int_equal(vs_engine_departures_finish_lender(d, r[TRIO_LENDER]), REGION_BYTES);
@@ -400,8 +399,6 @@ static void test_offload_engine_restore_on_demand_maps_ahead(void **state)
     vs_region_t *r[TRIO];
     CUstreamCaptureMode mode;
     vs_engine_device_t *d = lend_setup(regions, r, 500, &mode);
-    vs_region_t *victims[2] = {r[TRIO_LENDER], r[TRIO_OTHER]};
-    assert_true(vs_engine_depart(d, 0, victims, 2));
     uint64_t mapped_ahead = vs_engine.stats.mapped_ahead;
 
     /* The restore an operation makes (offload_ops.c): no room until the
