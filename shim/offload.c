@@ -500,6 +500,7 @@ CUresult vs_engine_restore(vs_region_t *r, CUstream stream, bool per_thread, uin
     }
     for (;;) {
         uint64_t missing = vs_engine_region_missing(r), freed;
+        vs_region_t *lender = d->departures != NULL ? vs_engine_departure_lender(d, r) : NULL;
         /* No room now, and a region of its size departs: that region's
          * memory is mapped here and granted before the wait for its
          * departure, while its users still run, so that once it ends only
@@ -508,8 +509,9 @@ CUresult vs_engine_restore(vs_region_t *r, CUstream stream, bool per_thread, uin
          * operation's next restores need their room, which the usual
          * path's wait frees (without it, the sweep's LLM at 25%, ratio
          * 0.75 took 1.051 x the bound instead of 1.041). */
-        if (d->departures != NULL && vs_engine_departure_lender(d, r) != NULL
-            && (vs_cap_reserve(device, missing) == 0 || vs_engine_departure_lend(d, device, r, missing, &freed))) {
+        if (lender != NULL
+            && (vs_cap_reserve(device, missing) == 0
+                || vs_engine_departure_lend(d, device, r, lender, missing, &freed))) {
             CUresult rc = vs_engine_restore_mapped(r, d, stream, per_thread, false);
             (void)vs_engine_departures_advance(d, false, true);
             return rc;

@@ -556,10 +556,10 @@ vs_region_t *vs_engine_departure_lender(const vs_engine_device_t *d, const vs_re
     return NULL;
 }
 
-bool vs_engine_departure_lend(vs_engine_device_t *d, int device, vs_region_t *r, uint64_t need, uint64_t *freed)
+bool vs_engine_departure_lend(vs_engine_device_t *d, int device, vs_region_t *r, vs_region_t *lender, uint64_t need,
+                              uint64_t *freed)
 {
     VS_ASSERT_HELD(&vs_engine.lock);
-    vs_region_t *lender = vs_engine_departure_lender(d, r);
     bool premapped = lender != NULL && vs_engine_premap(r, lender);
     *freed = premapped ? vs_engine_departures_finish_lender(d, lender) : vs_engine_departures_advance(d, true, true);
     if (!premapped)

@@ -397,13 +397,15 @@ void vs_engine_departures_settle(void);
  * departure's users still run: `vs_engine_departure_lender` is a victim of
  * the oldest departure whose memory `r` can map ahead (`vs_engine_premap`:
  * of its size, leaving whole), or NULL; `vs_engine_departure_lend` maps `r`
- * onto it, waits for the departure, finishes that victim alone and counts
- * `need`: true, `r` mapped and counted, its restore left to copy. False
+ * onto `lender` (that victim, or NULL: none), waits for the departure,
+ * finishes that victim alone and counts `need`: true, `r` mapped and
+ * counted, its restore left to copy. False
  * otherwise, with nothing mapped and the oldest departure waited for and
  * finished as `vs_engine_departures_advance(d, true, true)` would; *freed:
  * the bytes the departure freed either way. */
 vs_region_t *vs_engine_departure_lender(const vs_engine_device_t *d, const vs_region_t *r);
-bool vs_engine_departure_lend(vs_engine_device_t *d, int device, vs_region_t *r, uint64_t need, uint64_t *freed);
+bool vs_engine_departure_lend(vs_engine_device_t *d, int device, vs_region_t *r, vs_region_t *lender, uint64_t need,
+                              uint64_t *freed);
 
 /* The hash of the host copy's bytes [from, size), when it is known. */
 bool vs_engine_host_hash(const vs_region_t *r, uint64_t from, vs_content_hash_t *out);

@@ -258,7 +258,7 @@ static int vs_prefetch_room(vs_engine_device_t *d, int device, vs_region_t *r, u
          * ends, only the copy is left to queue, ahead of the unmaps and
          * releases of the departure's other victims. */
         uint64_t freed;
-        if (vs_engine_departure_lend(d, device, r, need, &freed))
+        if (vs_engine_departure_lend(d, device, r, vs_engine_departure_lender(d, r), need, &freed))
             return 0;
         if (freed == 0)
             return -EAGAIN;
