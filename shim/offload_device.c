@@ -91,6 +91,22 @@ bool vs_offload_device_has_vmm(int device)
 
 /* ---- Devices ------------------------------------------------------------- */
 
+/* One of the engine's streams, in the current context, at the context's
+ * greatest priority: an eviction's content hash and a restore's arrival
+ * hash are short kernels that a copy waits for, and the GPU then runs them
+ * as soon as their inputs are ready instead of behind every kernel the
+ * application queued meanwhile (a departure's hash behind two queued
+ * layers held its room for their whole length). A driver that does not
+ * tell the range gets a stream of the default priority. */
+static CUresult vs_device_stream_create(CUstream *stream)
+{
+    int least = 0, greatest = 0;
+    if (VS_CALL(cuCtxGetStreamPriorityRange, (&least, &greatest)) == CUDA_SUCCESS && greatest != least
+        && VS_CALL(cuStreamCreateWithPriority, (stream, CU_STREAM_NON_BLOCKING, greatest)) == CUDA_SUCCESS)
+        return CUDA_SUCCESS;
+    return VS_CALL(cuStreamCreate, (stream, CU_STREAM_NON_BLOCKING));
+}
+
 /* The engine's streams and granularity on `device`, created in the current
  * context the first time. NULL when the driver refuses. */
 vs_engine_device_t *vs_engine_device(int device)
@@ -112,9 +128,9 @@ vs_engine_device_t *vs_engine_device(int device)
                != CUDA_SUCCESS
         || granularity == 0)
         return NULL;
-    if (d->to_host == NULL && VS_CALL(cuStreamCreate, (&d->to_host, CU_STREAM_NON_BLOCKING)) != CUDA_SUCCESS)
+    if (d->to_host == NULL && vs_device_stream_create(&d->to_host) != CUDA_SUCCESS)
         return NULL;
-    if (d->to_device == NULL && VS_CALL(cuStreamCreate, (&d->to_device, CU_STREAM_NON_BLOCKING)) != CUDA_SUCCESS)
+    if (d->to_device == NULL && vs_device_stream_create(&d->to_device) != CUDA_SUCCESS)
         return NULL;
     if (d->policy == NULL
         && vs_policy_create((vs_policy_kind_t)vs_config_get()->policy, &d->policy) != 0)

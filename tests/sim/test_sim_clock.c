@@ -163,6 +163,91 @@ static void test_event_wait_delays_consumer_to_producer_end(void **state)
     cuEventDestroy_v2(produced);
 }
 
+/* A kernel from a stream of a priority above the least starts when it is
+ * ready, ahead of kernels queued from a default-priority stream; those keep
+ * their times, and the engine's busy stretch ends its cost later, pushing the
+ * stretch it reaches; copies ignore priorities; at the least priority it
+ * queues as before. */
+static void test_priority_kernel_overtakes_queued_work(void **state)
+{
+    (void)state;
+    int least = 0, greatest = 0;
+    assert_int_equal(cuCtxGetStreamPriorityRange(&least, &greatest), CUDA_SUCCESS);
+    assert_true(greatest < least);
+    CUstream urgent, plain;
+    assert_int_equal(cuStreamCreateWithPriority(&urgent, CU_STREAM_NON_BLOCKING, greatest), CUDA_SUCCESS);
+    assert_int_equal(cuStreamCreateWithPriority(&plain, CU_STREAM_NON_BLOCKING, least), CUDA_SUCCESS);
+    CUevent first_done, queued_done, urgent_done, urgent_start;
+    assert_int_equal(cuEventCreate(&first_done, 0), CUDA_SUCCESS);
+    assert_int_equal(cuEventCreate(&queued_done, 0), CUDA_SUCCESS);
+    assert_int_equal(cuEventCreate(&urgent_done, 0), CUDA_SUCCESS);
+    assert_int_equal(cuEventCreate(&urgent_start, 0), CUDA_SUCCESS);
+
+    /* s1: 100 us, then 200 us queued; the urgent 10 us waits for the first
+     * only: it runs at 100 us, before the queued one (which keeps 100-300),
+     * and the next kernel on s1 starts at 310, not 300. */
+    uint64_t t0 = quiesce();
+    spin(s1, 100000);
+    assert_int_equal(cuEventRecord(first_done, s1), CUDA_SUCCESS);
+    spin(s1, 200000);
+    assert_int_equal(cuEventRecord(queued_done, s1), CUDA_SUCCESS);
+    assert_int_equal(cuStreamWaitEvent(urgent, first_done, 0), CUDA_SUCCESS);
+    assert_int_equal(cuEventRecord(urgent_start, urgent), CUDA_SUCCESS);
+    spin(urgent, 10000);
+    assert_int_equal(cuEventRecord(urgent_done, urgent), CUDA_SUCCESS);
+    assert_int_equal(cuEventSynchronize(urgent_done), CUDA_SUCCESS);
+    float ms = 0;
+    assert_int_equal(cuEventElapsedTime_v2(&ms, urgent_start, urgent_done), CUDA_SUCCESS);
+    assert_true(ms == 0.01f);
+    assert_int_equal(cuEventElapsedTime_v2(&ms, first_done, urgent_done), CUDA_SUCCESS);
+    assert_true(ms == 0.01f);
+    assert_int_equal(cuEventElapsedTime_v2(&ms, first_done, queued_done), CUDA_SUCCESS);
+    assert_true(ms == 0.2f);
+    spin(s2, 50000);
+    assert_int_equal(quiesce() - t0, 360000);
+
+    /* The stretch pushed into the next one: 100 busy, 5 idle, 100 busy; an
+     * urgent 20 us ready at 50 (after a 50 us copy out) ends the first
+     * stretch at 120, which reaches the second: together they end at 220. */
+    t0 = quiesce();
+    spin(s1, 100000);
+    CUevent gate;
+    assert_int_equal(cuEventCreate(&gate, CU_EVENT_DISABLE_TIMING), CUDA_SUCCESS);
+    assert_int_equal(cuMemcpyHtoDAsync_v2(dev_small, host_small, SMALL / 40 * 21, s2), CUDA_SUCCESS); /* 105 us */
+    assert_int_equal(cuEventRecord(gate, s2), CUDA_SUCCESS);
+    assert_int_equal(cuStreamWaitEvent(s2, gate, 0), CUDA_SUCCESS);
+    spin(s2, 100000); /* 105-205 */
+    assert_int_equal(cuMemcpyDtoHAsync_v2(host_small, dev_small, SMALL / 4, plain), CUDA_SUCCESS); /* 50 us */
+    CUevent half;
+    assert_int_equal(cuEventCreate(&half, CU_EVENT_DISABLE_TIMING), CUDA_SUCCESS);
+    assert_int_equal(cuEventRecord(half, plain), CUDA_SUCCESS);
+    assert_int_equal(cuStreamWaitEvent(urgent, half, 0), CUDA_SUCCESS);
+    spin(urgent, 20000);
+    spin(plain, 1000); /* after everything: 220-221 */
+    assert_int_equal(quiesce() - t0, 221000);
+
+    /* Copies from the urgent stream queue behind other copies. */
+    t0 = quiesce();
+    assert_int_equal(cuMemcpyHtoDAsync_v2(dev_small, host_small, SMALL, s1), CUDA_SUCCESS);
+    assert_int_equal(cuMemcpyHtoDAsync_v2(dev_small + SMALL, host_small, SMALL, urgent), CUDA_SUCCESS);
+    assert_int_equal(quiesce() - t0, 400000);
+
+    /* At the least priority: behind the queued kernel. */
+    t0 = quiesce();
+    spin(s1, 100000);
+    spin(plain, 10000);
+    assert_int_equal(quiesce() - t0, 110000);
+
+    cuEventDestroy_v2(half);
+    cuEventDestroy_v2(gate);
+    cuEventDestroy_v2(first_done);
+    cuEventDestroy_v2(queued_done);
+    cuEventDestroy_v2(urgent_done);
+    cuEventDestroy_v2(urgent_start);
+    cuStreamDestroy_v2(urgent);
+    cuStreamDestroy_v2(plain);
+}
+
 static void test_elapsed_time_reports_modeled_milliseconds(void **state)
 {
     (void)state;
@@ -252,6 +337,7 @@ int main(void)
         cmocka_unit_test(test_h2d_and_d2h_copies_overlap),
         cmocka_unit_test(test_h2d_copy_overlapping_kernel_takes_the_max),
         cmocka_unit_test(test_event_wait_delays_consumer_to_producer_end),
+        cmocka_unit_test(test_priority_kernel_overtakes_queued_work),
         cmocka_unit_test(test_elapsed_time_reports_modeled_milliseconds),
         cmocka_unit_test(test_sync_copy_advances_host_clock),
         cmocka_unit_test(test_timeline_lists_operations_with_modeled_times),

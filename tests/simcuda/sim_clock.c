@@ -6,8 +6,10 @@
  * engine (kernels, device-to-device copies, memsets). An operation is ready
  * at the latest of its stream's tail, the waited events and the submitting
  * thread's host clock; it starts in its engine's earliest idle gap at or
- * after that (`engine_reserve_locked`) and ends `cost` later. Host waits
- * move the host clock forward to the awaited time.
+ * after that (`engine_reserve_locked`) and ends `cost` later; compute work
+ * from a stream of a priority above the least starts when ready, ahead of
+ * queued work (`engine_overtake_locked`). Host waits move the host clock
+ * forward to the awaited time.
  *
  * Host costs (SIMCUDA_HOST_COSTS, on by default with the virtual clock):
  * every driver call advances the calling thread's own host clock by its cost
@@ -589,7 +591,43 @@ static uint64_t engine_reserve_locked(engine_busy_t *busy, uint64_t ready_ns, ui
     return start;
 }
 
-uint64_t sim_clock_schedule(int device, sim_engine_t engine, uint64_t ready_ns, uint64_t cost_ns, const char *what)
+/* Places `cost_ns` of work from a stream of a priority above the least on
+ * engine `busy`: the GPU's scheduler gives it the SMs as it becomes ready,
+ * ahead of work queued from lower-priority streams (compute preemption at
+ * thread-block boundaries), so it starts at `ready_ns` even inside a busy
+ * stretch. The queued work it overtakes keeps the times fixed at its
+ * submission, but the stretch ends `cost_ns` later, pushing the stretches it
+ * then reaches, so that the engine's time is not given twice and work
+ * submitted afterwards starts as late as it would have. Ready in an idle
+ * gap, it is placed as any other work. Returns its start. Caller holds
+ * `clock_lock`. */
+static uint64_t engine_overtake_locked(engine_busy_t *busy, uint64_t ready_ns, uint64_t cost_ns)
+{
+    uint64_t start = ready_ns > busy->floor_ns ? ready_ns : busy->floor_ns;
+    unsigned at = 0, past = busy->count;
+    while (at < past) {
+        unsigned mid = at + (past - at) / 2;
+        if (busy->interval[mid].end <= start)
+            at = mid + 1;
+        else
+            past = mid;
+    }
+    if (cost_ns == 0 || at == busy->count || busy->interval[at].start > start)
+        return engine_reserve_locked(busy, start, cost_ns);
+    uint64_t end = busy->interval[at].end + cost_ns;
+    unsigned next = at + 1;
+    while (next < busy->count && busy->interval[next].start <= end) {
+        end += busy->interval[next].end - busy->interval[next].start;
+        next++;
+    }
+    busy->interval[at].end = end;
+    memmove(&busy->interval[at + 1], &busy->interval[next], (busy->count - next) * sizeof busy->interval[0]);
+    busy->count -= next - at - 1;
+    return start;
+}
+
+uint64_t sim_clock_schedule(int device, sim_engine_t engine, uint64_t ready_ns, uint64_t cost_ns, bool overtakes,
+                            const char *what)
 {
     if (!sim_clock_is_virtual())
         return 0;
@@ -599,7 +637,8 @@ uint64_t sim_clock_schedule(int device, sim_engine_t engine, uint64_t ready_ns, 
     uint64_t host_now = atomic_load_explicit(&t->now_ns, memory_order_relaxed);
     uint64_t start = ready_ns > host_now ? ready_ns : host_now;
     if (engine != SIM_ENGINE_NONE)
-        start = engine_reserve_locked(&engine_busy[slot][engine], start, cost_ns);
+        start = overtakes ? engine_overtake_locked(&engine_busy[slot][engine], start, cost_ns)
+                          : engine_reserve_locked(&engine_busy[slot][engine], start, cost_ns);
     uint64_t end = start + cost_ns;
     if (engine != SIM_ENGINE_NONE)
         engine_busy_ns[slot][engine] += cost_ns;

@@ -333,11 +333,12 @@ typedef enum sim_engine_e {
 
 SIM_HIDDEN bool sim_clock_is_virtual(void);
 /* Schedules an operation ready at `ready_ns` (stream tail and waited
- * events) on `engine` of `device`: returns its modeled end. */
-/* `what` names the operation in SIMCUDA_TIMELINE (a kernel's name, "copy",
- * "memset"). */
+ * events) on `engine` of `device`: returns its modeled end. `overtakes`:
+ * it comes from a stream of a priority above the least, and starts when
+ * ready, ahead of work queued on the engine (sim_clock.c). `what` names the
+ * operation in SIMCUDA_TIMELINE (a kernel's name, "copy", "memset"). */
 SIM_HIDDEN uint64_t sim_clock_schedule(int device, sim_engine_t engine, uint64_t ready_ns, uint64_t cost_ns,
-                                       const char *what);
+                                       bool overtakes, const char *what);
 /* A host wait for work that ends at `until_ns`. */
 /* A host wait for work that ends at `until_ns`: the calling thread's clock
  * moves there, plus the wake-up when it had to wait. */

@@ -780,7 +780,10 @@ static CUresult submit_locked(struct CUstream_st *s, sim_cmd_t *cmd, const sim_d
     const char *what = op->cmd.kind == SIM_CMD_KERNEL ? op->cmd.u.launch.kernel->name
                        : op->cmd.kind == SIM_CMD_COPY ? "copy"
                                                        : "memset";
-    s->vt_tail_ns = sim_clock_schedule(s->ctx->device->ordinal, engine, ready_ns, cost_ns, what);
+    /* Stream priorities order the SMs' work only: copy engines take their
+     * queue in order. */
+    bool overtakes = engine == SIM_ENGINE_COMPUTE && s->priority < SIM_PRIORITY_LEAST;
+    s->vt_tail_ns = sim_clock_schedule(s->ctx->device->ordinal, engine, ready_ns, cost_ns, overtakes, what);
     if (op->cmd.kind == SIM_CMD_EVENT_RECORD)
         op->event_gen = op->cmd.u.event->gen;
     if (sim_stream_lag_ns() != 0)
