@@ -1,7 +1,8 @@
 /* test_sim_clock.c: simcuda's virtual clock (SIMCUDA_CLOCK=virtual), checked
  * to the nanosecond: copies at the configured bandwidths, one engine per
  * direction, kernels on the compute engine overlapping copies, event waits
- * and host waits, and event timing in modeled milliseconds.
+ * and host waits, kernels of high-priority streams overtaking queued work,
+ * and event timing in modeled milliseconds.
  *
  * Sets SIMCUDA_CLOCK=virtual, SIMCUDA_HOST_COSTS=off (these are the figures
  * of the model without host costs, which `off` must keep exactly),

@@ -12,6 +12,7 @@
  * Needs the simulated libcuda.so.1 on LD_LIBRARY_PATH (meson's test_env).
  */
 #include <cuda.h>
+#include <dlfcn.h>
 
 #include <setjmp.h>
 #include <stdarg.h>
@@ -482,6 +483,41 @@ static void test_offload_engine_dropped_head_still_judged_clean(void **state)
     assert_int_equal(rc, CUDA_SUCCESS);
 }
 
+/* The engine's streams run at the context's greatest priority, so that its
+ * content hashes are not queued behind the application's kernels. */
+static void test_offload_engine_streams_have_the_greatest_priority(void **state)
+{
+    (void)state;
+    CUdeviceptr region;
+    alloc_filled(&region, 1, 71);
+    CUstreamCaptureMode mode;
+    vs_engine_lock(&mode);
+    vs_engine_device_t *d = vs_engine_device(0);
+    CUstream to_host = d != NULL ? d->to_host : NULL, to_device = d != NULL ? d->to_device : NULL;
+    vs_engine_unlock(mode);
+    assert_non_null(to_host);
+    assert_non_null(to_device);
+    void *driver = dlopen("libcuda.so.1", RTLD_NOW | RTLD_NOLOAD);
+    assert_non_null(driver);
+    CUresult (*range)(int *, int *);
+    CUresult (*priority_of)(CUstream, int *);
+    /* POSIX's way to a function from dlsym (ISO C has no object-to-function
+     * pointer conversion). */
+    *(void **)&range = dlsym(driver, "cuCtxGetStreamPriorityRange");
+    *(void **)&priority_of = dlsym(driver, "cuStreamGetPriority");
+    assert_non_null(range);
+    assert_non_null(priority_of);
+    int least = 0, greatest = 0, host_side = 0, device_side = 0;
+    assert_int_equal(range(&least, &greatest), CUDA_SUCCESS);
+    assert_true(greatest < least);
+    assert_int_equal(priority_of(to_host, &host_side), CUDA_SUCCESS);
+    assert_int_equal(priority_of(to_device, &device_side), CUDA_SUCCESS);
+    assert_int_equal(host_side, greatest);
+    assert_int_equal(device_side, greatest);
+    dlclose(driver);
+    free_regions(&region, 1);
+}
+
 int main(void)
 {
     /* Before the first configuration read: offload mode, a limit of two
@@ -500,6 +536,7 @@ int main(void)
         cmocka_unit_test(test_offload_engine_lender_leaves_before_the_rest_of_its_departure),
         cmocka_unit_test(test_offload_engine_restore_on_demand_maps_ahead),
         cmocka_unit_test(test_offload_engine_dropped_head_still_judged_clean),
+        cmocka_unit_test(test_offload_engine_streams_have_the_greatest_priority),
     };
     return cmocka_run_group_tests_name("offload engine", tests, setup_driver, NULL);
 }
