@@ -387,6 +387,8 @@ void vs_op_end(vs_op_t *op)
         vs_registry_read_end();
         op->locked = false;
     }
+    if (atomic_load_explicit(&vs_engine.depart_after_launch, memory_order_relaxed))
+        vs_prefetch_after_launch();
     if (op->held_count > 0) {
         CUstreamCaptureMode mode;
         vs_engine_lock_light(&mode);
