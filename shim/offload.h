@@ -149,6 +149,7 @@ typedef struct vs_op_s {
     bool per_thread;     /* the `_ptsz`/`_ptds` variant: NULL is the per-thread stream */
     bool restore;        /* false: go ahead even with allocations missing */
     bool locked;         /* the registry read lock is held */
+    bool depart_after;   /* its prefetch step spared what the operation before used */
     const char *name;    /* "launch", "copy", "memset", "graph": the VRAMSHIM_TRACE `op` */
     int attempts;
     vs_touch_t touch;

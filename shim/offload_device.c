@@ -93,11 +93,11 @@ bool vs_offload_device_has_vmm(int device)
 
 /* One of the engine's streams, in the current context, at the context's
  * greatest priority: an eviction's content hash and a restore's arrival
- * hash are short kernels that a copy waits for, and the GPU then runs them
- * as soon as their inputs are ready instead of behind every kernel the
- * application queued meanwhile (a departure's hash behind two queued
- * layers held its room for their whole length). A driver that does not
- * tell the range gets a stream of the default priority. */
+ * hash are short kernels that a copy, and so the next restore, waits for,
+ * and the GPU then runs them as soon as what they are fenced behind is
+ * done instead of behind kernels queued meanwhile on other streams. A
+ * driver that does not tell the range gets a stream of the default
+ * priority. */
 static CUresult vs_device_stream_create(CUstream *stream)
 {
     int least = 0, greatest = 0;

@@ -288,9 +288,6 @@ typedef struct vs_engine_s {
     /* The prefetch under way is for an operation that names no evictable
      * allocation: it spares what the operation before used. */
     bool prefetch_spares_recent;
-    /* Such a step spared it: once that operation is submitted, what the
-     * plan evicts next may depart (`vs_prefetch_after_launch`). */
-    _Atomic bool depart_after_launch;
     bool initialised;
     bool enabled;
     uint64_t min_evict;
@@ -654,12 +651,14 @@ bool vs_prefetch_lean_differs(const vs_engine_device_t *d);
 void vs_prefetch_all(void);
 
 /* A prefetch step before an operation's scan (takes the engine lock: called
- * without it). */
-void vs_prefetch_step(CUstream stream, bool per_thread, const uintptr_t *words, size_t count);
+ * without it). True when the operation names no evictable allocation: the
+ * step then spared what the operation before used, and
+ * `vs_prefetch_after_launch` is due once the operation is submitted. */
+bool vs_prefetch_step(CUstream stream, bool per_thread, const uintptr_t *words, size_t count);
 
 /* After the submission of an operation whose step spared what the one
- * before used (`depart_after_launch`): departures start for what the plan
- * evicts next (takes the engine lock: called without it). */
+ * before used: departures start for what the plan evicts next (takes the
+ * engine lock: called without it). */
 void vs_prefetch_after_launch(void);
 
 #endif /* VS_OFFLOAD_INTERNAL_H */

@@ -138,6 +138,7 @@ void vs_op_begin(vs_op_t *op, CUstream stream, bool per_thread)
     op->per_thread = per_thread;
     op->restore = true;
     op->locked = false;
+    op->depart_after = false;
     op->attempts = 0;
     op->held = NULL;
     op->held_count = 0;
@@ -222,7 +223,7 @@ bool vs_op_scan(vs_op_t *op, const uintptr_t *words, size_t count)
     if (op->attempts == 0) {
         op->touch.seq = vs_registry_next_seq();
         if (atomic_load_explicit(&vs_engine.prefetch_step_due, memory_order_relaxed))
-            vs_prefetch_step(op->stream, op->per_thread, words, count);
+            op->depart_after = vs_prefetch_step(op->stream, op->per_thread, words, count);
     }
     op->touch.watched = false;
     op->touch.missing = op->missing;
@@ -387,8 +388,10 @@ void vs_op_end(vs_op_t *op)
         vs_registry_read_end();
         op->locked = false;
     }
-    if (atomic_load_explicit(&vs_engine.depart_after_launch, memory_order_relaxed))
+    if (op->depart_after) {
+        op->depart_after = false;
         vs_prefetch_after_launch();
+    }
     if (op->held_count > 0) {
         CUstreamCaptureMode mode;
         vs_engine_lock_light(&mode);

@@ -361,7 +361,7 @@ void vs_prefetch_all(void)
  * engine should take up the next one now rather than when something is
  * found missing. Running before the scan, the operation's own allocations
  * are the nearest uses, never victims. */
-void vs_prefetch_step(CUstream stream, bool per_thread, const uintptr_t *words, size_t count)
+bool vs_prefetch_step(CUstream stream, bool per_thread, const uintptr_t *words, size_t count)
 {
     CUstreamCaptureMode mode;
     vs_engine_lock_light(&mode);
@@ -371,8 +371,6 @@ void vs_prefetch_step(CUstream stream, bool per_thread, const uintptr_t *words, 
     for (size_t i = 0; i < count && !direct; i++)
         direct = vs_engine_region_containing(words[i]) != NULL;
     vs_engine.prefetch_spares_recent = !direct;
-    if (!direct)
-        atomic_store_explicit(&vs_engine.depart_after_launch, true, memory_order_relaxed);
     vs_engine_deferred_reap(false);
     vs_engine_policy_sync();
     vs_prefetch_all();
@@ -382,6 +380,7 @@ void vs_prefetch_step(CUstream stream, bool per_thread, const uintptr_t *words, 
             vs_meter_mark(&vs_engine.devices[device], resolved);
     vs_meter_disarm();
     vs_engine_unlock(mode);
+    return !direct;
 }
 
 /* The step before an operation that names no evictable allocation spares
@@ -399,7 +398,6 @@ void vs_prefetch_after_launch(void)
 {
     CUstreamCaptureMode mode;
     vs_engine_lock_light(&mode);
-    atomic_store_explicit(&vs_engine.depart_after_launch, false, memory_order_relaxed);
     for (int device = 0; device < VS_MAX_DEVICES; device++) {
         vs_engine_device_t *d = &vs_engine.devices[device];
         if (d->ready && d->policy != NULL && vs_policy_kind(d->policy) != VS_POLICY_LRU && vs_config_get()->prefetch)

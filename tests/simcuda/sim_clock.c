@@ -536,22 +536,30 @@ uint64_t sim_clock_transfer_ns(sim_engine_t engine, uint64_t bytes)
     return (uint64_t)((double)bytes * 1e9 / bytes_per_s[engine] + 0.5);
 }
 
+/* The first of `busy`'s intervals that ends after `at_ns` (`count` when
+ * none): they are sorted and disjoint, so their ends rise and a binary
+ * search finds it. */
+static unsigned engine_first_ending_after(const engine_busy_t *busy, uint64_t at_ns)
+{
+    unsigned at = 0, past = busy->count;
+    while (at < past) {
+        unsigned mid = at + (past - at) / 2;
+        if (busy->interval[mid].end <= at_ns)
+            at = mid + 1;
+        else
+            past = mid;
+    }
+    return at;
+}
+
 /* Places `cost_ns` of work on engine `busy` in its earliest gap at or after
  * `ready_ns` and returns its start. Caller holds `clock_lock`. */
 static uint64_t engine_reserve_locked(engine_busy_t *busy, uint64_t ready_ns, uint64_t cost_ns)
 {
     uint64_t start = ready_ns > busy->floor_ns ? ready_ns : busy->floor_ns;
-    /* The intervals are sorted and disjoint, so their ends rise: the first
-     * one ending after `start` is found by binary search, then the gaps
-     * from there are tried in order. */
-    unsigned at = 0, past = busy->count;
-    while (at < past) {
-        unsigned mid = at + (past - at) / 2;
-        if (busy->interval[mid].end <= start)
-            at = mid + 1;
-        else
-            past = mid;
-    }
+    /* From the first interval ending after `start`, the gaps are tried in
+     * order. */
+    unsigned at = engine_first_ending_after(busy, start);
     for (; at < busy->count; at++) {
         if (start + cost_ns <= busy->interval[at].start)
             break;
@@ -604,14 +612,7 @@ static uint64_t engine_reserve_locked(engine_busy_t *busy, uint64_t ready_ns, ui
 static uint64_t engine_overtake_locked(engine_busy_t *busy, uint64_t ready_ns, uint64_t cost_ns)
 {
     uint64_t start = ready_ns > busy->floor_ns ? ready_ns : busy->floor_ns;
-    unsigned at = 0, past = busy->count;
-    while (at < past) {
-        unsigned mid = at + (past - at) / 2;
-        if (busy->interval[mid].end <= start)
-            at = mid + 1;
-        else
-            past = mid;
-    }
+    unsigned at = engine_first_ending_after(busy, start);
     if (cost_ns == 0 || at == busy->count || busy->interval[at].start > start)
         return engine_reserve_locked(busy, start, cost_ns);
     uint64_t end = busy->interval[at].end + cost_ns;
