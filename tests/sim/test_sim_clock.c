@@ -218,7 +218,7 @@ static void test_priority_kernel_overtakes_queued_work(void **state)
     assert_int_equal(cuEventRecord(gate, s2), CUDA_SUCCESS);
     assert_int_equal(cuStreamWaitEvent(s2, gate, 0), CUDA_SUCCESS);
     spin(s2, 100000); /* 105-205 */
-    assert_int_equal(cuMemcpyDtoHAsync_v2(host_small, dev_small, SMALL / 4, plain), CUDA_SUCCESS); /* 50 us */
+    assert_int_equal(cuMemcpyDtoHAsync_v2((char *)host_small + SMALL, dev_small + SMALL, SMALL / 4, plain), CUDA_SUCCESS); /* 50 us, apart from the copy in */
     CUevent half;
     assert_int_equal(cuEventCreate(&half, CU_EVENT_DISABLE_TIMING), CUDA_SUCCESS);
     assert_int_equal(cuEventRecord(half, plain), CUDA_SUCCESS);
