@@ -298,6 +298,15 @@ static void vs_prefetch_ahead(vs_engine_device_t *d, int device)
             return;
 }
 
+/* Whether the prefetcher works on `d`: a ready device whose policy learns
+ * the cycle, with prefetch on. LRU ranks a region prefetched a cycle after
+ * its last use first among victims: it stays the baseline, without
+ * prefetch. */
+static bool vs_prefetch_applies(const vs_engine_device_t *d)
+{
+    return d->ready && d->policy != NULL && vs_policy_kind(d->policy) != VS_POLICY_LRU && vs_config_get()->prefetch;
+}
+
 /* Restores, on the host-to-device stream and without making anyone wait,
  * the allocations the policy predicts are needed next, within a window of
  * twice the largest allocation (double buffering: one arriving while the
@@ -309,9 +318,7 @@ static void vs_prefetch(int device)
 {
     VS_ASSERT_HELD(&vs_engine.lock);
     vs_engine_device_t *d = &vs_engine.devices[device];
-    /* LRU ranks a region prefetched a cycle after its last use first among
-     * victims: it stays the baseline, without prefetch. */
-    if (!d->ready || d->policy == NULL || vs_policy_kind(d->policy) == VS_POLICY_LRU || !vs_config_get()->prefetch)
+    if (!vs_prefetch_applies(d))
         return;
     vs_prefetch_budget_update(d, device);
     vs_policy_stats_t ps;
@@ -398,11 +405,9 @@ void vs_prefetch_after_launch(void)
 {
     CUstreamCaptureMode mode;
     vs_engine_lock_light(&mode);
-    for (int device = 0; device < VS_MAX_DEVICES; device++) {
-        vs_engine_device_t *d = &vs_engine.devices[device];
-        if (d->ready && d->policy != NULL && vs_policy_kind(d->policy) != VS_POLICY_LRU && vs_config_get()->prefetch)
-            vs_prefetch_ahead(d, device);
-    }
+    for (int device = 0; device < VS_MAX_DEVICES; device++)
+        if (vs_prefetch_applies(&vs_engine.devices[device]))
+            vs_prefetch_ahead(&vs_engine.devices[device], device);
     vs_engine_policy_reset_skips();
     vs_engine_unlock(mode);
 }
