@@ -12,7 +12,7 @@
  *       vs_streams.lock           (offload_streams.c) the stream table: leaf
  *       vs_pool.lock              (host_pool.c)   pinned host pool: leaf
  *       vs_spill.lock             (spill.c)       the spill file: leaf
- *       vs_registry.lock          (registry.c)    rwlock: allocations
+ *       vs_registry.lock          (registry_lock.c) read-mostly: allocations
  *         vs_trace.lock           (trace_writer.c) VRAMSHIM_TRACE: leaf
  *   vs_layouts_lock               (launch.c)      kernel parameter layouts
  *     vs_registry.lock            (as above)

@@ -15,7 +15,7 @@
  * uthash table because uthash's chained buckets cost a dependent load per
  * link on this, the hottest path of the shim.
  *
- * Lock order (internal.h): `vs_registry.lock` is taken before the trace
+ * Lock order (internal.h): the registry lock (registry_lock.c) is taken before the trace
  * writer's lock (`VRAMSHIM_TRACE`, trace_writer.h) and nothing else is
  * taken under it. The trace writer never calls back: the scan hands it the
  * ids it collected (`vs_touch_t.ids`).
@@ -23,6 +23,7 @@
 #include "registry.h"
 
 #include "internal.h"
+#include "registry_lock.h"
 #include "trace_writer.h"
 
 #include <errno.h>
@@ -145,7 +146,6 @@ static const struct {
 };
 
 static struct {
-    pthread_rwlock_t lock;
     vs_alloc_t *by_base;
     vs_page_slot_t *slots;
     size_t slot_mask; /* capacity - 1; capacity is a power of two */
@@ -160,7 +160,6 @@ static struct {
     vs_registry_stats_t stats;
     uint64_t live_device_bytes;
 } vs_registry = {
-    .lock = PTHREAD_RWLOCK_INITIALIZER,
     .lo = UINTPTR_MAX,
     .hi = 0,
     .hot_free = UINT32_MAX,
@@ -170,46 +169,27 @@ static _Atomic uint64_t vs_registry_seq;
 static _Atomic uint64_t vs_registry_epoch = 1;
 static _Atomic uint64_t vs_registry_ids;
 
-/* The registry lock's holders, for `vs_registry_lock_held` (debug builds
- * only: the scan path pays nothing elsewhere). */
-#if VS_DEBUG
-static __thread unsigned vs_registry_reading;
-static _Atomic uintptr_t vs_registry_writer;
-#endif
-
+/* The registry lock (registry_lock.c): read on every operation's fast
+ * path, written for adds, removes and residency changes. */
 static inline void vs_registry_rdlock(void)
 {
-    pthread_rwlock_rdlock(&vs_registry.lock);
-#if VS_DEBUG
-    vs_registry_reading++;
-#endif
+    vs_registry_lock_read();
 }
 
 static inline void vs_registry_wrlock(void)
 {
-    pthread_rwlock_wrlock(&vs_registry.lock);
-#if VS_DEBUG
-    atomic_store_explicit(&vs_registry_writer, vs_thread_self(), memory_order_relaxed);
-#endif
+    vs_registry_lock_write();
 }
 
 static inline void vs_registry_unlock(void)
 {
-#if VS_DEBUG
-    if (atomic_load_explicit(&vs_registry_writer, memory_order_relaxed) == vs_thread_self()) {
-        atomic_store_explicit(&vs_registry_writer, 0, memory_order_relaxed);
-    } else {
-        VS_ASSERT(vs_registry_reading > 0);
-        vs_registry_reading--;
-    }
-#endif
-    pthread_rwlock_unlock(&vs_registry.lock);
+    vs_registry_lock_release();
 }
 
 bool vs_registry_write_held(void)
 {
 #if VS_DEBUG
-    return atomic_load_explicit(&vs_registry_writer, memory_order_relaxed) == vs_thread_self();
+    return vs_registry_lock_writing();
 #else
     return true;
 #endif
@@ -218,7 +198,7 @@ bool vs_registry_write_held(void)
 bool vs_registry_lock_held(void)
 {
 #if VS_DEBUG
-    return vs_registry_reading > 0 || vs_registry_write_held();
+    return vs_registry_lock_reading() || vs_registry_lock_writing();
 #else
     return true;
 #endif
