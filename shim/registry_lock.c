@@ -183,7 +183,10 @@ static bool vs_lock_readers_drain(void)
                 deadline = now + VS_WRITER_PATIENCE_NS;
             else if (now >= deadline)
                 return false;
-            if (spins < 256)
+            /* A read lasts a launch's submission (about a microsecond)
+             * unless it spans a synchronous copy: a few yields, then
+             * naps that leave the core to the reader. */
+            if (spins < 80)
                 sched_yield();
             else
                 vs_lock_nap(20000);
