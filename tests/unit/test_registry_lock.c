@@ -156,6 +156,7 @@ static void test_reads_nest(void **state)
 /* ---- A read waiting on another thread's read ---------------------------- */
 
 static _Atomic int chain_stage; /* 1: the first read holds; 2: the writer is on its way; 3: the second read happened */
+static _Atomic unsigned chain_delay_us; /* how long the second reader gives the writer to start waiting */
 
 static void *chain_first_reader(void *arg)
 {
@@ -186,21 +187,22 @@ static void *chain_second_reader(void *arg)
     (void)arg;
     while (atomic_load(&chain_stage) != 2)
         sleep_us(100);
-    sleep_us(5000); /* the writer now waits for the first read */
+    sleep_us(atomic_load(&chain_delay_us)); /* the writer now waits for the first read */
     vs_registry_lock_read();
     atomic_store(&chain_stage, 3);
     vs_registry_lock_release();
     return NULL;
 }
 
-static void test_writer_steps_back_for_a_read_that_waits_on_another(void **state)
+/* One run of the chain; whether the writer stepped back in it. */
+static bool chain_run(unsigned delay_us)
 {
-    (void)state;
     _Atomic bool written = false;
     pthread_t first, writer, second;
     unsigned long retreats = vs_registry_lock_write_retreats();
 
     atomic_store(&chain_stage, 0);
+    atomic_store(&chain_delay_us, delay_us);
     assert_int_equal(pthread_create(&first, NULL, chain_first_reader, NULL), 0);
     assert_int_equal(pthread_create(&writer, NULL, chain_writer, (void *)&written), 0);
     assert_int_equal(pthread_create(&second, NULL, chain_second_reader, NULL), 0);
@@ -208,7 +210,20 @@ static void test_writer_steps_back_for_a_read_that_waits_on_another(void **state
     join_within(first, 20);
     join_within(writer, 20);
     assert_true(atomic_load(&written));
-    assert_true(vs_registry_lock_write_retreats() > retreats);
+    return vs_registry_lock_write_retreats() > retreats;
+}
+
+static void test_writer_steps_back_for_a_read_that_waits_on_another(void **state)
+{
+    (void)state;
+    /* Every run must end (no deadlock). The second read must come while
+     * the writer waits, or the writer never has to step back: on a loaded
+     * machine the writer may start late, so the delay grows until one run
+     * shows the step back. */
+    bool stepped_back = false;
+    for (unsigned delay_us = 5000; delay_us <= 320000 && !stepped_back; delay_us *= 4)
+        stepped_back = chain_run(delay_us);
+    assert_true(stepped_back);
 }
 
 /* ---- Records ------------------------------------------------------------- */
