@@ -31,6 +31,7 @@
  */
 #include "registry_lock.h"
 
+#include <errno.h>
 #include <pthread.h>
 #include <sched.h>
 #include <stdatomic.h>
@@ -80,11 +81,14 @@ static uint64_t vs_lock_now_ns(void)
     return (uint64_t)ts.tv_sec * 1000000000ull + (uint64_t)ts.tv_nsec;
 }
 
+/* Sleeps `ns`, signals or not; the application's errno is kept. */
 static void vs_lock_nap(uint64_t ns)
 {
+    int saved_errno = errno;
     struct timespec ts = {.tv_sec = (time_t)(ns / 1000000000ull), .tv_nsec = (long)(ns % 1000000000ull)};
-    while (nanosleep(&ts, &ts) != 0)
+    while (nanosleep(&ts, &ts) != 0 && errno == EINTR)
         continue;
+    errno = saved_errno;
 }
 
 static void vs_reader_give_back(void *arg)
@@ -131,9 +135,12 @@ static vs_reader_t *vs_reader_take(void)
             break;
     }
     if (r == NULL) {
+        int saved_errno = errno;
         r = aligned_alloc(64, sizeof *r);
-        if (r == NULL)
+        if (r == NULL) {
+            errno = saved_errno; /* reads go through the rwlock instead */
             return NULL;
+        }
         atomic_init(&r->active, 0);
         atomic_init(&r->owned, 1);
         r->next = atomic_load_explicit(&vs_lock.readers, memory_order_relaxed);
