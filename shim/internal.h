@@ -12,10 +12,10 @@
  *       vs_streams.lock           (offload_streams.c) the stream table: leaf
  *       vs_pool.lock              (host_pool.c)   pinned host pool: leaf
  *       vs_spill.lock             (spill.c)       the spill file: leaf
- *       vs_registry.lock          (registry_lock.c) read-mostly: allocations
+ *       registry lock             (registry_lock.c) read-mostly: allocations
  *         vs_trace.lock           (trace_writer.c) VRAMSHIM_TRACE: leaf
  *   vs_layouts_lock               (launch.c)      kernel parameter layouts
- *     vs_registry.lock            (as above)
+ *     registry lock               (as above)
  *   vs_physical_lock              (hooks_memory.c) the application's VMM handles: leaf
  *   vs_runtime_lock               (runtime.c)     the runtime's primary context: leaf
  *   vs_pool_usage.lock            (pool_usage.c)  memory pools' charged reserve: leaf

@@ -10,7 +10,7 @@
  * which prefers readers): reads nest, a reader never becomes a writer, and a
  * writer waiting for a long read never makes new readers wait for that
  * read's end (a read that waits on another thread's read would deadlock).
- * Locks: internal.h (`vs_registry.lock`); errors: none (waits, never fails).
+ * Locks: internal.h (the registry lock); errors: none (waits, never fails).
  */
 #ifndef VS_REGISTRY_LOCK_H
 #define VS_REGISTRY_LOCK_H
