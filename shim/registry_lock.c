@@ -8,8 +8,8 @@
  * load second, sequentially consistent, so at least one of them sees the
  * other (the Dekker pattern): a reader that saw no writer is waited for, and
  * a writer that saw no reader keeps out every reader that comes after. Such
- * a read costs one store and one load on the thread's own line, and its
- * release one plain store.
+ * a read costs a locked store to the thread's own line and a load of the
+ * writer flag's line, which only writers write; its release, a plain store.
  *
  * A reader that finds `writer` set clears its flag and reads through a
  * pthread rwlock (`fallback`) instead. Writers hold that rwlock's write side

@@ -2,9 +2,10 @@
  *
  * Read on every operation's fast path, from its scan to its submission;
  * written for adds, removes and residency changes, which are rare next to
- * launches. A read costs one store and one load on the thread's own cache
- * line, where a pthread rwlock costs two locked instructions on a shared
- * one and a call into libc each way (5-8 ns of the launch hook).
+ * launches. A read costs a locked store to the thread's own cache line and
+ * a load of a line only writers write; its release, a plain store. A
+ * pthread rwlock costs two locked instructions on one line every reader
+ * writes, and a call into libc each way (5-8 ns of the launch hook).
  *
  * Semantics are those of the pthread rwlock it replaces (glibc's default,
  * which prefers readers): reads nest, a reader never becomes a writer, and a
