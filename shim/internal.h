@@ -103,6 +103,14 @@
 #define VS_DEBUG 0
 #endif
 
+/* CLOCK_MONOTONIC in nanoseconds: every time the shim records or waits by. */
+static inline uint64_t vs_monotonic_ns(void)
+{
+    struct timespec ts;
+    clock_gettime(CLOCK_MONOTONIC, &ts);
+    return (uint64_t)ts.tv_sec * 1000000000ull + (uint64_t)ts.tv_nsec;
+}
+
 /* The functions every kernel launch runs through when what it touches is
  * resident (the hook, the parameter scan, the registry's look-ups, the
  * submission): grouped in `.text.hot`, each on a cache-line boundary, so

@@ -54,13 +54,6 @@ vs_region_t *vs_engine_region_at(uintptr_t base)
 }
 
 
-uint64_t vs_engine_now_ns(void)
-{
-    struct timespec ts;
-    clock_gettime(CLOCK_MONOTONIC, &ts);
-    return (uint64_t)ts.tv_sec * 1000000000ull + (uint64_t)ts.tv_nsec;
-}
-
 static void vs_engine_init(void)
 {
     const vs_config_t *cfg = vs_config_get();
@@ -295,7 +288,7 @@ int vs_engine_charge_engine_locked(int device, uint64_t bytes, const char *what,
              * copy) or others took what the spills freed: wait for them,
              * then spill again. A failed write ends it: the disk is full
              * or failing. */
-            uint64_t now = vs_engine_now_ns();
+            uint64_t now = vs_monotonic_ns();
             if (host_wait_since == 0)
                 host_wait_since = now;
             if (failed != 0 || now - host_wait_since > VS_HOST_WAIT_MS * 1000000ull

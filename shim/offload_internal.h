@@ -334,8 +334,6 @@ void vs_engine_unlock(CUstreamCaptureMode mode);
  * step): departures stay under way. `vs_engine_lock` finishes them first. */
 void vs_engine_lock_light(CUstreamCaptureMode *mode);
 
-uint64_t vs_engine_now_ns(void);
-
 /* The region starting at `base`, or containing `addr`; NULL when none. */
 vs_region_t *vs_engine_region_at(uintptr_t base);
 

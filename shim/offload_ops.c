@@ -301,7 +301,7 @@ CUresult vs_op_prepare(vs_op_t *op, const uintptr_t *words, size_t count)
         vs_log(VS_LOG_WARN, "an operation keeps finding its memory evicted; giving up on it");
         return CUDA_ERROR_OUT_OF_MEMORY;
     }
-    uint64_t start = vs_engine_now_ns();
+    uint64_t start = vs_monotonic_ns();
     vs_engine_lock_light(&mode);
     /* Captured work does not run now: leave the capture alone (the graph's
      * launch restores what it needs). */
@@ -376,7 +376,7 @@ CUresult vs_op_prepare(vs_op_t *op, const uintptr_t *words, size_t count)
     free(op->held);
     op->held = bases;
     op->held_count = held;
-    vs_engine.stats.restore_wait_ns += vs_engine_now_ns() - start;
+    vs_engine.stats.restore_wait_ns += vs_monotonic_ns() - start;
     vs_engine_unlock(mode);
     return rc;
 }

@@ -225,13 +225,6 @@ uint64_t vs_registry_current_seq(void)
     return atomic_load_explicit(&vs_registry_seq, memory_order_relaxed);
 }
 
-static uint64_t vs_now_ns(void)
-{
-    struct timespec ts;
-    clock_gettime(CLOCK_MONOTONIC, &ts);
-    return (uint64_t)ts.tv_sec * 1000000000ull + (uint64_t)ts.tv_nsec;
-}
-
 static void vs_alloc_copy(const vs_alloc_t *a, vs_alloc_info_t *out)
 {
     out->id = a->id;
@@ -579,7 +572,7 @@ int vs_registry_add(const vs_alloc_desc_t *desc, uint64_t *id_out)
     a->residency = VS_RESIDENT;
     a->handle = desc->handle;
     a->created_seq = vs_registry_next_seq();
-    a->created_ns = vs_now_ns();
+    a->created_ns = vs_monotonic_ns();
     a->evictable = vs_kind_table[desc->kind].evictable;
     a->pinned_reason = vs_kind_table[desc->kind].reason;
     if (a->evictable && desc->size < VS_EVICT_MIN_BYTES) {

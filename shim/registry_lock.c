@@ -74,13 +74,6 @@ static __thread struct {
     bool writing;
 } vs_mine __attribute__((tls_model("initial-exec"))); /* no __tls_get_addr call on the launch path */
 
-static uint64_t vs_lock_now_ns(void)
-{
-    struct timespec ts;
-    clock_gettime(CLOCK_MONOTONIC, &ts);
-    return (uint64_t)ts.tv_sec * 1000000000ull + (uint64_t)ts.tv_nsec;
-}
-
 /* Sleeps `ns`, signals or not; the application's errno is kept. */
 static void vs_lock_nap(uint64_t ns)
 {
@@ -185,7 +178,7 @@ static bool vs_lock_readers_drain(void)
         for (unsigned spins = 0; atomic_load_explicit(&r->active, memory_order_seq_cst) != 0; spins++) {
             if (spins < 64)
                 continue;
-            uint64_t now = vs_lock_now_ns();
+            uint64_t now = vs_monotonic_ns();
             if (deadline == 0)
                 deadline = now + VS_WRITER_PATIENCE_NS;
             else if (now >= deadline)

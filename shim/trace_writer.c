@@ -54,13 +54,6 @@ static struct {
     .stream_count = 1,
 };
 
-static uint64_t vs_trace_now_ns(void)
-{
-    struct timespec ts;
-    clock_gettime(CLOCK_MONOTONIC, &ts);
-    return (uint64_t)ts.tv_sec * 1000000000ull + (uint64_t)ts.tv_nsec;
-}
-
 /* Writes the buffer out; on failure warns once and turns tracing off. Lock
  * held. */
 static void vs_trace_flush_trace_locked(void)
@@ -212,7 +205,7 @@ static void vs_trace_uses(const char *op, uintptr_t stream_key, const uint64_t *
     }
     /* Both taken under the lock, so both are non-decreasing in the file. */
     ev.seq = ++vs_trace.next_seq;
-    ev.time_ns = vs_trace_now_ns();
+    ev.time_ns = vs_monotonic_ns();
     ev.stream = vs_trace_stream_trace_locked(stream_key);
     for (size_t i = 0; i < count; i++) {
         ev.id = ids[i];
