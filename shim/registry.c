@@ -169,23 +169,6 @@ static _Atomic uint64_t vs_registry_seq;
 static _Atomic uint64_t vs_registry_epoch = 1;
 static _Atomic uint64_t vs_registry_ids;
 
-/* The registry lock (registry_lock.c): read on every operation's fast
- * path, written for adds, removes and residency changes. */
-static inline void vs_registry_rdlock(void)
-{
-    vs_registry_lock_read();
-}
-
-static inline void vs_registry_wrlock(void)
-{
-    vs_registry_lock_write();
-}
-
-static inline void vs_registry_unlock(void)
-{
-    vs_registry_lock_release();
-}
-
 bool vs_registry_write_held(void)
 {
 #if VS_DEBUG
@@ -584,7 +567,7 @@ int vs_registry_add(const vs_alloc_desc_t *desc, uint64_t *id_out)
         a->pinned_reason = desc->pinned_reason;
     }
 
-    vs_registry_wrlock();
+    vs_registry_lock_write();
     HASH_FIND(hh, vs_registry.by_base, &a->base, sizeof a->base, existing);
     if (existing != NULL) {
         rc = -EEXIST;
@@ -629,7 +612,7 @@ int vs_registry_add(const vs_alloc_desc_t *desc, uint64_t *id_out)
     if (vs_trace_enabled())
         vs_trace_alloc(a->id, a->size, a->evictable);
 out_unlock:
-    vs_registry_unlock();
+    vs_registry_lock_release();
     if (rc != 0)
         free(a);
     return rc;
@@ -639,10 +622,10 @@ int vs_registry_remove(uintptr_t base, unsigned kinds, vs_alloc_info_t *out)
 {
     vs_alloc_t *a;
 
-    vs_registry_wrlock();
+    vs_registry_lock_write();
     HASH_FIND(hh, vs_registry.by_base, &base, sizeof base, a);
     if (a == NULL || !(kinds & (1u << a->kind))) {
-        vs_registry_unlock();
+        vs_registry_lock_release();
         return -ENOENT;
     }
     vs_registry_unlink(a);
@@ -652,7 +635,7 @@ int vs_registry_remove(uintptr_t base, unsigned kinds, vs_alloc_info_t *out)
     if (out != NULL)
         vs_alloc_copy(a, out);
     vs_hot_give(a->hot);
-    vs_registry_unlock();
+    vs_registry_lock_release();
     free(a);
     return 0;
 }
@@ -665,7 +648,7 @@ size_t vs_registry_remove_range(uintptr_t start, uint64_t size, vs_alloc_kind_t 
 
     /* Unmaps are rare and cover few allocations: a walk over the table is
      * simpler than walking pages and fine at that rate. */
-    vs_registry_wrlock();
+    vs_registry_lock_write();
     HASH_ITER(hh, vs_registry.by_base, a, tmp) {
         if (a->kind != kind || a->base < start || a->base - start >= size)
             continue;
@@ -681,7 +664,7 @@ size_t vs_registry_remove_range(uintptr_t start, uint64_t size, vs_alloc_kind_t 
         free(a);
         removed++;
     }
-    vs_registry_unlock();
+    vs_registry_lock_release();
     return removed;
 }
 
@@ -719,7 +702,7 @@ int vs_registry_find(uintptr_t addr, vs_alloc_info_t *out)
     int rc = -ENOENT;
 
     uint32_t hot;
-    vs_registry_rdlock();
+    vs_registry_lock_read();
     a = vs_registry_lookup_registry_locked(addr, &hot);
     if (a == NULL)
         HASH_FIND(hh, vs_registry.by_base, &addr, sizeof addr, a);
@@ -728,20 +711,20 @@ int vs_registry_find(uintptr_t addr, vs_alloc_info_t *out)
             vs_alloc_copy(a, out);
         rc = 0;
     }
-    vs_registry_unlock();
+    vs_registry_lock_release();
     return rc;
 }
 
 VS_LAUNCH_PATH
 void vs_registry_read_begin(void)
 {
-    vs_registry_rdlock();
+    vs_registry_lock_read();
 }
 
 VS_LAUNCH_PATH
 void vs_registry_read_end(void)
 {
-    vs_registry_unlock();
+    vs_registry_lock_release();
 }
 
 /* One use per event, however many words of it point into the allocation.
@@ -925,10 +908,10 @@ int vs_registry_set_residency(uintptr_t base, vs_residency_t residency, bool mov
 {
     vs_alloc_t *a;
 
-    vs_registry_wrlock();
+    vs_registry_lock_write();
     HASH_FIND(hh, vs_registry.by_base, &base, sizeof base, a);
     if (a == NULL) {
-        vs_registry_unlock();
+        vs_registry_lock_release();
         return -ENOENT;
     }
     vs_hot_t *hot = &vs_registry.hot[a->hot];
@@ -949,28 +932,28 @@ int vs_registry_set_residency(uintptr_t base, vs_residency_t residency, bool mov
         vs_trace_residency(a->id, !leaves_device);
     a->residency = residency;
     atomic_store_explicit(&hot->residency, (uint16_t)residency, memory_order_relaxed);
-    vs_registry_unlock();
+    vs_registry_lock_release();
     return 0;
 }
 
 int vs_registry_set_watched(uintptr_t base, bool watched)
 {
     vs_alloc_t *a;
-    vs_registry_rdlock();
+    vs_registry_lock_read();
     HASH_FIND(hh, vs_registry.by_base, &base, sizeof base, a);
     if (a != NULL)
         atomic_store_explicit(&vs_registry.hot[a->hot].watched, watched ? 1u : 0u, memory_order_relaxed);
-    vs_registry_unlock();
+    vs_registry_lock_release();
     return a != NULL ? 0 : -ENOENT;
 }
 
 uint64_t vs_registry_epoch_close(void (*fn)(void *arg), void *arg)
 {
-    vs_registry_wrlock();
+    vs_registry_lock_write();
     uint64_t closed = atomic_load_explicit(&vs_registry_epoch, memory_order_relaxed);
     fn(arg);
     atomic_store_explicit(&vs_registry_epoch, closed + 1, memory_order_relaxed);
-    vs_registry_unlock();
+    vs_registry_lock_release();
     return closed;
 }
 
@@ -986,11 +969,11 @@ int vs_registry_streams(uintptr_t base, uint64_t *streams_out)
 {
     vs_alloc_t *a;
 
-    vs_registry_rdlock();
+    vs_registry_lock_read();
     HASH_FIND(hh, vs_registry.by_base, &base, sizeof base, a);
     if (a != NULL)
         *streams_out = atomic_load_explicit(&vs_registry.hot[a->hot].streams, memory_order_relaxed);
-    vs_registry_unlock();
+    vs_registry_lock_release();
     return a != NULL ? 0 : -ENOENT;
 }
 
@@ -998,24 +981,24 @@ void vs_registry_add_streams(uintptr_t base, uint64_t streams)
 {
     vs_alloc_t *a;
 
-    vs_registry_rdlock();
+    vs_registry_lock_read();
     HASH_FIND(hh, vs_registry.by_base, &base, sizeof base, a);
     if (a != NULL)
         atomic_fetch_or_explicit(&vs_registry.hot[a->hot].streams, streams, memory_order_relaxed);
-    vs_registry_unlock();
+    vs_registry_lock_release();
 }
 
 int vs_registry_pin(uintptr_t base, const char *reason)
 {
     vs_alloc_t *a;
 
-    vs_registry_wrlock();
+    vs_registry_lock_write();
     HASH_FIND(hh, vs_registry.by_base, &base, sizeof base, a);
     if (a != NULL) {
         a->evictable = false;
         a->pinned_reason = reason;
     }
-    vs_registry_unlock();
+    vs_registry_lock_release();
     return a != NULL ? 0 : -ENOENT;
 }
 
@@ -1023,9 +1006,9 @@ bool vs_registry_touch(uintptr_t addr, uint64_t seq)
 {
     bool found;
 
-    vs_registry_rdlock();
+    vs_registry_lock_read();
     found = vs_registry_touch_registry_locked(addr, seq);
-    vs_registry_unlock();
+    vs_registry_lock_release();
     return found;
 }
 
@@ -1033,27 +1016,27 @@ void vs_registry_foreach(void (*fn)(const vs_alloc_info_t *info, void *arg), voi
 {
     vs_alloc_t *a, *tmp;
 
-    vs_registry_rdlock();
+    vs_registry_lock_read();
     HASH_ITER(hh, vs_registry.by_base, a, tmp) {
         vs_alloc_info_t info;
         vs_alloc_copy(a, &info);
         fn(&info, arg);
     }
-    vs_registry_unlock();
+    vs_registry_lock_release();
 }
 
 void vs_registry_stats(vs_registry_stats_t *out)
 {
-    vs_registry_rdlock();
+    vs_registry_lock_read();
     *out = vs_registry.stats;
-    vs_registry_unlock();
+    vs_registry_lock_release();
 }
 
 void vs_registry_clear(void)
 {
     vs_alloc_t *a, *tmp;
 
-    vs_registry_wrlock();
+    vs_registry_lock_write();
     HASH_ITER(hh, vs_registry.by_base, a, tmp) {
         HASH_DEL(vs_registry.by_base, a);
         free(a);
@@ -1080,5 +1063,5 @@ void vs_registry_clear(void)
     vs_registry.live_device_bytes = 0;
     vs_registry.lo = UINTPTR_MAX;
     vs_registry.hi = 0;
-    vs_registry_unlock();
+    vs_registry_lock_release();
 }
