@@ -215,6 +215,21 @@ static void facts_vmm(CUdevice device)
     fact("pointer_attribute.vmm.memory_type", memory_type);
     CUipcMemHandle ipc;
     fact("ipc_get_mem_handle.vmm", CALL(cuIpcGetMemHandle, (&ipc, va)));
+    /* Two handles mapped side by side, then one grant and one unmap over
+     * both: how the offload engine maps an allocation's head and tail. */
+    if (CALL(cuMemCreate, (&other, g, &prop, 0)) == CUDA_SUCCESS) {
+        if (CALL(cuMemMap, (va + g, g, 0, other, 0)) == CUDA_SUCCESS) {
+            fact("mem_set_access.two_mappings", CALL(cuMemSetAccess, (va, 2 * g, &access, 1)));
+            CUresult both = CALL(cuMemUnmap, (va, 2 * g));
+            fact("mem_unmap.two_mappings", both);
+            if (both != CUDA_SUCCESS) {
+                (void)CALL(cuMemUnmap, (va, g));
+                (void)CALL(cuMemUnmap, (va + g, g));
+            }
+            (void)CALL(cuMemMap, (va, g, 0, handle, 0)); /* as the facts below expect */
+        }
+        (void)CALL(cuMemRelease, (other));
+    }
     fact("address_free.mapped", CALL(cuMemAddressFree, (va, 2 * g)) == CUDA_SUCCESS ? 0 : 1);
     fact("mem_release.mapped", CALL(cuMemRelease, (handle)));
     fact("mem_unmap.after_release", CALL(cuMemUnmap, (va, g)));

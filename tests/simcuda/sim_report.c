@@ -1,4 +1,5 @@
-/* sim_report.c: the exit report (`SIMCUDA_REPORT=path`).
+/* sim_report.c: the exit report (`SIMCUDA_REPORT=path`), and the call
+ * counts it lists, readable while the program runs (`simcuda_calls`).
  *
  * Main entry point: `sim_report_at_exit`, a destructor of the library. When
  * `SIMCUDA_REPORT` names a file it writes one JSON object there: per-device
@@ -14,6 +15,7 @@
 
 #include <stdio.h>
 #include <stdlib.h>
+#include <string.h>
 #include <unistd.h>
 
 static int report_write(FILE *out)
@@ -74,4 +76,13 @@ __attribute__((destructor)) static void sim_report_at_exit(void)
         fprintf(stderr, "simcuda: cannot write the report SIMCUDA_REPORT=%s\n", path);
         unlink(tmp);
     }
+}
+
+SIM_EXPORT uint64_t simcuda_calls(const char *symbol)
+{
+    for (int i = 0; symbol != NULL && i < SIM_API_COUNT; i++) {
+        if (strcmp(sim_api_table[i].symbol, symbol) == 0)
+            return atomic_load(&sim_stats.calls[i]);
+    }
+    return 0;
 }

@@ -69,6 +69,12 @@ uint64_t simcuda_clock_end_ns(void);
  * per active lane per instruction), for speed measurements. */
 uint64_t simcuda_lane_instructions(void);
 
+/* How many times the exported driver function `symbol` (e.g.
+ * "cuMemUnmap") was called in this process so far, by every thread, failed
+ * calls included: the report's `calls`, for a test to read as it runs. 0
+ * for a name the driver does not export. */
+uint64_t simcuda_calls(const char *symbol);
+
 /* The simulated driver's own implementation of the exported driver function
  * `symbol` (e.g. "cuLaunchKernel", "cuLaunchKernel_ptsz"), or NULL when it
  * exports no such function. Unlike `dlsym` or `cuGetProcAddress`, which an
