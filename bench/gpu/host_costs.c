@@ -11,9 +11,11 @@
  *     host_cost NAME SIZE median_us p90_us calls
  *
  * plus the round trip of an empty kernel on an idle GPU (submission to the
- * host seeing it done) and the wake-up of a host wait. The figures are the
- * measured defaults for the simulated driver's host-cost table. The driver
- * is opened with dlopen, never linked. Exits 77 where no GPU answers.
+ * host seeing it done), the wake-up of a host wait, and one grant and one
+ * unmap over two mappings side by side (an allocation's head and tail).
+ * The figures are the measured defaults for the simulated driver's
+ * host-cost table. The driver is opened with dlopen, never linked. Exits 77
+ * where no GPU answers.
  *
  *     build/bench/gpu/host_costs [--quick]
  */
@@ -177,6 +179,46 @@ static void measure_vmm(CUdevice device, size_t bytes, const char *size, int rou
     VS_CHECK(CALL(cuMemAddressFree, CUresult(*)(CUdeviceptr, size_t), (va, bytes)));
 }
 
+/* The offload engine's head and tail: two handles of `head` and `tail`
+ * bytes mapped side by side, granted and unmapped each with one call over
+ * both ranges. The simulated driver charges such a call as one call of the
+ * table; these lines say what it costs on the GPU. */
+static void measure_vmm_pieces(CUdevice device, size_t head, size_t tail, const char *size, int rounds)
+{
+    CUmemAllocationProp prop = {0};
+    prop.type = CU_MEM_ALLOCATION_TYPE_PINNED;
+    prop.location.type = CU_MEM_LOCATION_TYPE_DEVICE;
+    prop.location.id = device;
+    CUmemAccessDesc access = {{CU_MEM_LOCATION_TYPE_DEVICE, device}, CU_MEM_ACCESS_FLAGS_PROT_READWRITE};
+    CUdeviceptr va;
+    VS_CHECK(CALL(cuMemAddressReserve, CUresult(*)(CUdeviceptr *, size_t, size_t, CUdeviceptr, unsigned long long),
+               (&va, head + tail, 0, 0, 0)));
+    double *t[2];
+    for (int k = 0; k < 2; k++)
+        t[k] = calloc((size_t)rounds, sizeof(double));
+    for (int i = 0; i < rounds; i++) {
+        CUmemGenericAllocationHandle first, second;
+        VS_CHECK(CALL(cuMemCreate, mem_create_fn, (&first, head, &prop, 0)));
+        VS_CHECK(CALL(cuMemCreate, mem_create_fn, (&second, tail, &prop, 0)));
+        VS_CHECK(CALL(cuMemMap, mem_map_fn, (va, head, 0, first, 0)));
+        VS_CHECK(CALL(cuMemMap, mem_map_fn, (va + head, tail, 0, second, 0)));
+        double a = now_us();
+        VS_CHECK(CALL(cuMemSetAccess, mem_set_access_fn, (va, head + tail, &access, 1)));
+        double b = now_us();
+        VS_CHECK(CALL(cuMemUnmap, mem_unmap_fn, (va, head + tail)));
+        double c = now_us();
+        VS_CHECK(CALL(cuMemRelease, mem_release_fn, (first)));
+        VS_CHECK(CALL(cuMemRelease, mem_release_fn, (second)));
+        t[0][i] = b - a;
+        t[1][i] = c - b;
+    }
+    report("cuMemSetAccess_two_maps", size, t[0], rounds);
+    report("cuMemUnmap_two_maps", size, t[1], rounds);
+    for (int k = 0; k < 2; k++)
+        free(t[k]);
+    VS_CHECK(CALL(cuMemAddressFree, CUresult(*)(CUdeviceptr, size_t), (va, head + tail)));
+}
+
 int main(int argc, char **argv)
 {
     int quick = argc > 1 && strcmp(argv[1], "--quick") == 0;
@@ -305,6 +347,10 @@ int main(int argc, char **argv)
     measure_vmm(device, 2ull << 20, "2M", vr);
     measure_vmm(device, 32ull << 20, "32M", vr);
     measure_vmm(device, 360ull << 20, "360M", vr / 4 > 4 ? vr / 4 : 4);
+    /* A head and a tail: the DiT's 8 MiB tensor kept in halves, a 32 MiB
+     * layer restored as 30 MiB ahead of its last 2. */
+    measure_vmm_pieces(device, 4ull << 20, 4ull << 20, "4M+4M", vr);
+    measure_vmm_pieces(device, 30ull << 20, 2ull << 20, "30M+2M", vr);
 
     /* Pinned host memory, per GiB. */
     int hr = quick ? 2 : 4;
