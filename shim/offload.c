@@ -421,8 +421,7 @@ CUresult vs_engine_restore_mapped(vs_region_t *r, vs_engine_device_t *d, CUstrea
         /* (Spilled regions keep no head: vs_tier_spill_choice.) */
         rc = vs_tier_restore_from_disk(r, d);
         if (rc != CUDA_SUCCESS) {
-            vs_engine_physical_unmap(r);
-            vs_engine_physical_unmap_head(r);
+            vs_engine_physical_unmap_whole(r);
             vs_cap_release(r->device, missing);
             return rc;
         }
@@ -437,9 +436,10 @@ CUresult vs_engine_restore_mapped(vs_region_t *r, vs_engine_device_t *d, CUstrea
     } else {
         rc = vs_engine_restore_copy(r, from, d, vs_streams_resolve(stream, per_thread), !prefetch);
         if (rc != CUDA_SUCCESS) {
-            vs_engine_physical_unmap(r); /* the head, mapped before, stays */
             if (kept == 0)
-                vs_engine_physical_unmap_head(r);
+                vs_engine_physical_unmap_whole(r);
+            else
+                vs_engine_physical_unmap(r); /* the head, mapped before, stays */
             vs_cap_release(r->device, missing);
             return rc;
         }
@@ -582,7 +582,7 @@ CUresult vs_offload_alloc(CUdeviceptr *dptr, uint64_t bytes, int device, vs_allo
     vs_alloc_desc_t desc = {.base = r->base, .size = bytes, .device = device, .kind = kind, .handle = 0};
     if (vs_registry_add(&desc, &r->id) != 0) {
         if (resident) {
-            vs_engine_physical_unmap(r);
+            vs_engine_physical_unmap_whole(r);
             vs_cap_release(device, r->reserved);
         }
         rc = CUDA_ERROR_OUT_OF_MEMORY;

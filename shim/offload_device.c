@@ -189,30 +189,58 @@ static void vs_engine_spare_keep(vs_engine_device_t *d, CUmemGenericAllocationHa
     vs_engine.spares_held = true;
 }
 
+/* Unmaps [base, base + bytes), which one mapping or two adjacent ones
+ * tile: one call (cuda.h forbids only a sub-range of a mapping; NVIDIA's
+ * multi-device samples unmap the stripes of several handles so), or one
+ * call per piece (`split` > 0: the first ends at `base + split`) should
+ * the driver refuse it. */
+static CUresult vs_engine_unmap_pieces(uintptr_t base, uint64_t split, uint64_t bytes)
+{
+    VS_ASSERT_HELD(&vs_engine.lock);
+    CUresult rc = VS_CALL(cuMemUnmap, ((CUdeviceptr)base, bytes));
+    if (rc == CUDA_SUCCESS || split == 0 || split >= bytes)
+        return rc;
+    rc = VS_CALL(cuMemUnmap, ((CUdeviceptr)base, split));
+    CUresult tail = VS_CALL(cuMemUnmap, ((CUdeviceptr)(base + split), bytes - split));
+    return rc != CUDA_SUCCESS ? rc : tail;
+}
+
 void vs_engine_lent_unmap(void)
 {
     VS_ASSERT_HELD(&vs_engine.lock);
+    struct vs_lent_range_s *tail = &vs_engine.lent[0], *head = &vs_engine.lent[1];
+    /* A head and its tail, left apart: one range. */
+    if (head->bytes != 0 && tail->bytes != 0 && head->base + head->bytes == tail->base) {
+        tail->split = head->bytes;
+        tail->base = head->base;
+        tail->bytes += head->bytes;
+        head->bytes = 0;
+        head->base = 0;
+    }
     for (size_t i = 0; i < sizeof vs_engine.lent / sizeof vs_engine.lent[0]; i++) {
         struct vs_lent_range_s *range = &vs_engine.lent[i];
         if (range->bytes == 0)
             continue;
-        CUresult rc = VS_CALL(cuMemUnmap, ((CUdeviceptr)range->base, range->bytes));
+        CUresult rc = vs_engine_unmap_pieces(range->base, range->split, range->bytes);
         if (rc != CUDA_SUCCESS)
             vs_log(VS_LOG_WARN, "cannot unmap the evicted allocation at 0x%" PRIxPTR " (error %d)", range->base,
                    (int)rc);
         range->base = 0;
         range->bytes = 0;
+        range->split = 0;
     }
 }
 
 /* Leaves [base, base + bytes), mapped onto memory that another range now
- * owns, for `vs_engine_lent_unmap`. */
-static void vs_engine_lent_leave(size_t slot, uintptr_t base, uint64_t bytes)
+ * owns (as a head of `split` bytes and a tail when `split` > 0), for
+ * `vs_engine_lent_unmap`. */
+static void vs_engine_lent_leave(size_t slot, uintptr_t base, uint64_t split, uint64_t bytes)
 {
     VS_ASSERT_HELD(&vs_engine.lock);
     if (vs_engine.lent[slot].bytes != 0)
         vs_engine_lent_unmap();
     vs_engine.lent[slot].base = base;
+    vs_engine.lent[slot].split = split;
     vs_engine.lent[slot].bytes = bytes;
     vs_engine.spares_held = true; /* unmapped at the latest when the lock is let go */
 }
@@ -228,18 +256,14 @@ void vs_engine_spares_release(void)
     vs_engine.spares_held = false;
 }
 
-/* Maps `phys` at [at, at + bytes) of `r`'s range, granted to the owner and
- * to every device with peer access to it; on failure nothing stays mapped
- * (`phys` is the caller's). */
-static CUresult vs_engine_map_granted(const vs_region_t *r, CUdeviceptr at, uint64_t bytes,
-                                      CUmemGenericAllocationHandle phys)
+/* Grants [at, at + bytes) of `r`'s range, mapped whole by one mapping or
+ * several, to the owner and to every device with peer access to it: a new
+ * mapping has no access at all, and peer access does not apply to it. One
+ * call over several mappings, as cuda.h allows ("a contiguous mapped VA
+ * range"). */
+static CUresult vs_engine_grant(const vs_region_t *r, CUdeviceptr at, uint64_t bytes)
 {
     VS_ASSERT_HELD(&vs_engine.lock);
-    CUresult rc = VS_CALL(cuMemMap, (at, bytes, 0, phys, 0));
-    if (rc != CUDA_SUCCESS)
-        return rc;
-    /* The owner, and every device with peer access to it: a new mapping
-     * has no access at all, peer access does not apply to it. */
     CUmemAccessDesc access[VS_MAX_DEVICES];
     size_t grants = 0;
     for (int device = 0; device < VS_MAX_DEVICES; device++) {
@@ -251,16 +275,14 @@ static CUresult vs_engine_map_granted(const vs_region_t *r, CUdeviceptr at, uint
         access[grants].flags = CU_MEM_ACCESS_FLAGS_PROT_READWRITE;
         grants++;
     }
-    rc = VS_CALL(cuMemSetAccess, (at, bytes, access, grants));
-    if (rc != CUDA_SUCCESS)
-        (void)VS_CALL(cuMemUnmap, (at, bytes));
-    return rc;
+    return VS_CALL(cuMemSetAccess, (at, bytes, access, grants));
 }
 
 /* Maps [offset, offset + bytes) of `r` to physical memory of its device
- * (the spare when its size matches), granted to the owner and to every
- * device with peer access to it; the handle in *out. */
-static CUresult vs_engine_physical_map_range(vs_region_t *r, uint64_t offset, uint64_t bytes,
+ * (the spare when its size matches), granted as `vs_engine_grant` grants
+ * unless `grant` is false (the caller grants it with the rest of the
+ * range); the handle in *out. On failure nothing of it stays mapped. */
+static CUresult vs_engine_physical_map_range(vs_region_t *r, uint64_t offset, uint64_t bytes, bool grant,
                                              CUmemGenericAllocationHandle *out)
 {
     VS_ASSERT_HELD(&vs_engine.lock);
@@ -284,7 +306,9 @@ static CUresult vs_engine_physical_map_range(vs_region_t *r, uint64_t offset, ui
         if (rc != CUDA_SUCCESS)
             return rc;
     }
-    rc = vs_engine_map_granted(r, at, bytes, phys);
+    rc = VS_CALL(cuMemMap, (at, bytes, 0, phys, 0));
+    if (rc == CUDA_SUCCESS && grant && (rc = vs_engine_grant(r, at, bytes)) != CUDA_SUCCESS)
+        (void)VS_CALL(cuMemUnmap, (at, bytes));
     if (rc != CUDA_SUCCESS) {
         (void)VS_CALL(cuMemRelease, (phys));
         return rc;
@@ -313,14 +337,17 @@ static CUresult vs_engine_physical_map(vs_region_t *r)
         return CUDA_SUCCESS;
     }
     if (r->split > 0)
-        return vs_engine_physical_map_range(r, r->split, r->reserved - r->split, &r->phys);
+        return vs_engine_physical_map_range(r, r->split, r->reserved - r->split, true, &r->phys);
     if (r->keep == 0 || r->keep >= r->reserved)
-        return vs_engine_physical_map_range(r, 0, r->reserved, &r->phys);
-    CUresult rc = vs_engine_physical_map_range(r, 0, r->keep, &r->head_phys);
+        return vs_engine_physical_map_range(r, 0, r->reserved, true, &r->phys);
+    /* A head and a tail, granted together. */
+    CUresult rc = vs_engine_physical_map_range(r, 0, r->keep, false, &r->head_phys);
     if (rc != CUDA_SUCCESS)
         return rc;
     r->split = r->keep;
-    rc = vs_engine_physical_map_range(r, r->split, r->reserved - r->split, &r->phys);
+    rc = vs_engine_physical_map_range(r, r->split, r->reserved - r->split, false, &r->phys);
+    if (rc == CUDA_SUCCESS && (rc = vs_engine_grant(r, (CUdeviceptr)r->base, r->reserved)) != CUDA_SUCCESS)
+        vs_engine_physical_unmap(r);
     if (rc != CUDA_SUCCESS)
         vs_engine_physical_unmap_head(r);
     return rc;
@@ -331,7 +358,7 @@ CUresult vs_engine_restore_head(vs_region_t *r, uint64_t bytes)
     VS_ASSERT_HELD(&vs_engine.lock);
     vs_engine_device_t *d = &vs_engine.devices[r->device];
     VS_ASSERT(r->where == VS_ON_HOST && r->split == 0 && bytes > 0 && bytes < r->reserved && bytes < r->size);
-    CUresult rc = vs_engine_physical_map_range(r, 0, bytes, &r->head_phys);
+    CUresult rc = vs_engine_physical_map_range(r, 0, bytes, true, &r->head_phys);
     if (rc != CUDA_SUCCESS)
         return rc;
     r->split = bytes;
@@ -425,7 +452,7 @@ void vs_engine_physical_unmap(vs_region_t *r)
          * that allocation's now. This range is unmapped once its copy is
          * queued, within this hold of the lock; so is the head's, which
          * goes the same way (`vs_engine_physical_unmap_head`). */
-        vs_engine_lent_leave(0, r->base + r->split, bytes);
+        vs_engine_lent_leave(0, r->base + r->split, 0, bytes);
         if (r->split == 0)
             r->phys_lent = false;
         r->phys = 0;
@@ -449,13 +476,17 @@ bool vs_engine_premap(vs_region_t *r, vs_region_t *lender)
         || lender->device != r->device || lender->ctx != r->ctx)
         return false;
     /* The lender's pieces, at the same offsets: a head, when it has one,
-     * and the tail. */
+     * and the tail; then one grant over both. */
     uint64_t split = lender->split;
-    if (split > 0 && vs_engine_map_granted(r, (CUdeviceptr)r->base, split, lender->head_phys) != CUDA_SUCCESS)
+    if (split > 0 && VS_CALL(cuMemMap, ((CUdeviceptr)r->base, split, 0, lender->head_phys, 0)) != CUDA_SUCCESS)
         return false;
-    if (vs_engine_map_granted(r, (CUdeviceptr)(r->base + split), r->reserved - split, lender->phys) != CUDA_SUCCESS) {
+    if (VS_CALL(cuMemMap, ((CUdeviceptr)(r->base + split), r->reserved - split, 0, lender->phys, 0)) != CUDA_SUCCESS) {
         if (split > 0)
             (void)VS_CALL(cuMemUnmap, ((CUdeviceptr)r->base, split));
+        return false;
+    }
+    if (vs_engine_grant(r, (CUdeviceptr)r->base, r->reserved) != CUDA_SUCCESS) {
+        (void)vs_engine_unmap_pieces(r->base, split, r->reserved);
         return false;
     }
     r->phys = lender->phys;
@@ -475,9 +506,7 @@ void vs_engine_premap_drop(vs_region_t *r, vs_region_t *lender)
         return;
     vs_engine_device_t *d = &vs_engine.devices[r->device];
     uint64_t split = r->premap_split;
-    if (split > 0)
-        (void)VS_CALL(cuMemUnmap, ((CUdeviceptr)r->base, split));
-    (void)VS_CALL(cuMemUnmap, ((CUdeviceptr)(r->base + split), r->reserved - split));
+    (void)vs_engine_unmap_pieces(r->base, split, r->reserved);
     if (lender->phys_lent && lender->phys == r->phys) {
         lender->phys_lent = false; /* its departure has not ended: still its memory */
     } else {
@@ -501,7 +530,7 @@ void vs_engine_physical_unmap_head(vs_region_t *r)
     if (r->phys_lent && r->phys == 0) {
         /* Its tail went to a mapping ahead (`vs_engine_physical_unmap`):
          * the head goes with it. */
-        vs_engine_lent_leave(1, r->base, r->split);
+        vs_engine_lent_leave(1, r->base, 0, r->split);
         r->phys_lent = false;
         r->head_phys = 0;
         r->split = 0;
@@ -518,6 +547,34 @@ void vs_engine_physical_unmap_head(vs_region_t *r)
     r->split = 0;
 }
 
+void vs_engine_physical_unmap_whole(vs_region_t *r)
+{
+    VS_ASSERT_HELD(&vs_engine.lock);
+    if (r->split == 0 || r->phys == 0 || r->phys_lent) {
+        /* One piece mapped; or both lent, and left as one range to unmap
+         * (`vs_engine_lent_unmap`). */
+        if (r->phys != 0)
+            vs_engine_physical_unmap(r);
+        vs_engine_physical_unmap_head(r);
+        return;
+    }
+    if (r->head_from_host) {
+        /* Its copy in may still be writing there. */
+        (void)VS_CALL(cuStreamSynchronize, (vs_engine.devices[r->device].to_device));
+        r->head_from_host = false;
+    }
+    vs_engine_lent_unmap(); /* before this memory can be mapped again */
+    vs_engine_device_t *d = &vs_engine.devices[r->device];
+    if (vs_engine_unmap_pieces(r->base, r->split, r->reserved) != CUDA_SUCCESS)
+        (void)VS_CALL(cuMemRelease, (r->phys));
+    else
+        vs_engine_spare_keep(d, r->phys, r->reserved - r->split);
+    (void)VS_CALL(cuMemRelease, (r->head_phys));
+    r->phys = 0;
+    r->head_phys = 0;
+    r->split = 0;
+}
+
 void vs_engine_physical_end(vs_region_t *r)
 {
     VS_ASSERT_HELD(&vs_engine.lock);
@@ -525,9 +582,7 @@ void vs_engine_physical_end(vs_region_t *r)
     vs_cap_release(r->device, vs_engine_region_charged(r));
     if (r->where != VS_RESIDENT)
         d->kept_head_bytes -= r->split;
-    if (r->phys != 0)
-        vs_engine_physical_unmap(r);
-    vs_engine_physical_unmap_head(r);
+    vs_engine_physical_unmap_whole(r);
     if (d->keep_id == r->id)
         d->keep_id = 0;
 }

@@ -323,12 +323,12 @@ static uint64_t vs_eviction_finish_victim(vs_eviction_t *e, vs_engine_device_t *
     vs_eviction_hash_slot_put(d, r);
     /* The tail goes; the head too unless it is kept. */
     uint64_t released = r->reserved - (from > 0 ? r->split : 0);
-    vs_engine_physical_unmap(r);
     if (from > 0) {
+        vs_engine_physical_unmap(r);
         d->kept_head_bytes += r->split;
         vs_engine.stats.partial_evictions++;
     } else {
-        vs_engine_physical_unmap_head(r);
+        vs_engine_physical_unmap_whole(r);
     }
     vs_cap_release(r->device, released);
     r->where = VS_ON_HOST;

@@ -317,8 +317,9 @@ typedef struct vs_engine_s {
      * (one departure's at a time). 0 bytes: none. */
     struct vs_lent_range_s {
         uintptr_t base;
+        uint64_t split; /* > 0: a head of that many bytes, then a tail */
         uint64_t bytes;
-    } lent[2]; /* a tail and a head */
+    } lent[2]; /* a tail, or a whole range, and a head */
     bool warned_over_limit;
     bool warned_host_full; /* a charge failed: the host pool full, nothing to spill */
 } vs_engine_t;
@@ -470,6 +471,11 @@ void vs_engine_lent_unmap(void);
 
 /* Unmaps and releases `r`'s head (`split` becomes 0). */
 void vs_engine_physical_unmap_head(vs_region_t *r);
+
+/* Unmaps all that is mapped of `r`, its head and its tail, in one call
+ * where both are (the tail's memory is kept as `vs_engine_physical_unmap`
+ * keeps it, the head's released; `split` becomes 0). */
+void vs_engine_physical_unmap_whole(vs_region_t *r);
 
 /* Partial restore: while evicted `r` (on the host, no head) waits for the
  * room its whole needs, maps the first `bytes` (a granule multiple, counted
