@@ -137,18 +137,28 @@ typedef CUresult (*event_fn)(CUevent);
 typedef CUresult (*stream_wait_fn)(CUstream, CUevent, unsigned);
 typedef CUresult (*stream_fn)(CUstream);
 
+/* What the measurements below share: device memory's properties, its
+ * owner's access, and a reservation of `bytes` (the caller frees it). */
+static CUdeviceptr vmm_setup(CUdevice device, size_t bytes, CUmemAllocationProp *prop, CUmemAccessDesc *access)
+{
+    memset(prop, 0, sizeof *prop);
+    prop->type = CU_MEM_ALLOCATION_TYPE_PINNED;
+    prop->location.type = CU_MEM_LOCATION_TYPE_DEVICE;
+    prop->location.id = device;
+    *access = (CUmemAccessDesc){{CU_MEM_LOCATION_TYPE_DEVICE, device}, CU_MEM_ACCESS_FLAGS_PROT_READWRITE};
+    CUdeviceptr va;
+    VS_CHECK(CALL(cuMemAddressReserve, CUresult(*)(CUdeviceptr *, size_t, size_t, CUdeviceptr, unsigned long long),
+               (&va, bytes, 0, 0, 0)));
+    return va;
+}
+
 /* The virtual-memory cycle the shim runs for an allocation of `bytes`:
  * create, map, set access, unmap, release; each timed alone. */
 static void measure_vmm(CUdevice device, size_t bytes, const char *size, int rounds)
 {
-    CUmemAllocationProp prop = {0};
-    prop.type = CU_MEM_ALLOCATION_TYPE_PINNED;
-    prop.location.type = CU_MEM_LOCATION_TYPE_DEVICE;
-    prop.location.id = device;
-    CUmemAccessDesc access = {{CU_MEM_LOCATION_TYPE_DEVICE, device}, CU_MEM_ACCESS_FLAGS_PROT_READWRITE};
-    CUdeviceptr va;
-    VS_CHECK(CALL(cuMemAddressReserve, CUresult(*)(CUdeviceptr *, size_t, size_t, CUdeviceptr, unsigned long long),
-               (&va, bytes, 0, 0, 0)));
+    CUmemAllocationProp prop;
+    CUmemAccessDesc access;
+    CUdeviceptr va = vmm_setup(device, bytes, &prop, &access);
     double *t[5];
     for (int k = 0; k < 5; k++)
         t[k] = calloc((size_t)rounds, sizeof(double));
@@ -185,14 +195,9 @@ static void measure_vmm(CUdevice device, size_t bytes, const char *size, int rou
  * table; these lines say what it costs on the GPU. */
 static void measure_vmm_pieces(CUdevice device, size_t head, size_t tail, const char *size, int rounds)
 {
-    CUmemAllocationProp prop = {0};
-    prop.type = CU_MEM_ALLOCATION_TYPE_PINNED;
-    prop.location.type = CU_MEM_LOCATION_TYPE_DEVICE;
-    prop.location.id = device;
-    CUmemAccessDesc access = {{CU_MEM_LOCATION_TYPE_DEVICE, device}, CU_MEM_ACCESS_FLAGS_PROT_READWRITE};
-    CUdeviceptr va;
-    VS_CHECK(CALL(cuMemAddressReserve, CUresult(*)(CUdeviceptr *, size_t, size_t, CUdeviceptr, unsigned long long),
-               (&va, head + tail, 0, 0, 0)));
+    CUmemAllocationProp prop;
+    CUmemAccessDesc access;
+    CUdeviceptr va = vmm_setup(device, head + tail, &prop, &access);
     double *t[2];
     for (int k = 0; k < 2; k++)
         t[k] = calloc((size_t)rounds, sizeof(double));
