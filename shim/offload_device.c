@@ -307,6 +307,18 @@ static CUresult vs_engine_physical_map_range(vs_region_t *r, uint64_t offset, ui
             return rc;
     }
     rc = VS_CALL(cuMemMap, (at, bytes, 0, phys, 0));
+    if (rc == CUDA_ERROR_INVALID_VALUE) {
+        /* Still mapped: an unmap the driver refused when this range was
+         * evicted left its old memory there (released, so freed with the
+         * mapping; nothing uses it since the eviction waited for its
+         * users). Unmapped again, the range takes its new memory. */
+        CUdeviceptr from = (CUdeviceptr)(r->base + offset);
+        uint64_t rest = r->reserved - offset;
+        if (VS_CALL(cuMemUnmap, (from, rest)) == CUDA_SUCCESS) {
+            vs_log(VS_LOG_DEBUG, "unmapped 0x%" PRIxPTR " again, left mapped by a failed unmap", (uintptr_t)from);
+            rc = VS_CALL(cuMemMap, (at, bytes, 0, phys, 0));
+        }
+    }
     if (rc == CUDA_SUCCESS && grant && (rc = vs_engine_grant(r, at, bytes)) != CUDA_SUCCESS)
         (void)VS_CALL(cuMemUnmap, (at, bytes));
     if (rc != CUDA_SUCCESS) {
