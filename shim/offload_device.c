@@ -222,9 +222,13 @@ void vs_engine_lent_unmap(void)
         if (range->bytes == 0)
             continue;
         CUresult rc = vs_engine_unmap_pieces(range->base, range->split, range->bytes);
-        if (rc != CUDA_SUCCESS)
+        if (rc != CUDA_SUCCESS) {
             vs_log(VS_LOG_WARN, "cannot unmap the evicted allocation at 0x%" PRIxPTR " (error %d)", range->base,
                    (int)rc);
+            vs_region_t *owner = vs_engine_region_containing(range->base);
+            if (owner != NULL)
+                owner->stale_mapping = true;
+        }
         range->base = 0;
         range->bytes = 0;
         range->split = 0;
@@ -307,15 +311,15 @@ static CUresult vs_engine_physical_map_range(vs_region_t *r, uint64_t offset, ui
             return rc;
     }
     rc = VS_CALL(cuMemMap, (at, bytes, 0, phys, 0));
-    if (rc == CUDA_ERROR_INVALID_VALUE) {
-        /* Still mapped: an unmap the driver refused when this range was
-         * evicted left its old memory there (released, so freed with the
-         * mapping; nothing uses it since the eviction waited for its
-         * users). Unmapped again, the range takes its new memory. */
+    if (rc == CUDA_ERROR_INVALID_VALUE && r->stale_mapping) {
+        /* Still mapped: an unmap the driver refused left memory there
+         * that was let go of (released, so freed with the mapping; nothing
+         * uses it, its users were waited for). Unmapped again, the range
+         * takes its new memory. */
         CUdeviceptr from = (CUdeviceptr)(r->base + offset);
-        uint64_t rest = r->reserved - offset;
-        if (VS_CALL(cuMemUnmap, (from, rest)) == CUDA_SUCCESS) {
-            vs_log(VS_LOG_DEBUG, "unmapped 0x%" PRIxPTR " again, left mapped by a failed unmap", (uintptr_t)from);
+        if (VS_CALL(cuMemUnmap, (from, r->reserved - offset)) == CUDA_SUCCESS) {
+            vs_log(VS_LOG_DEBUG, "unmapped 0x%" PRIxPTR " again, left mapped by a refused unmap", (uintptr_t)from);
+            r->stale_mapping = false;
             rc = VS_CALL(cuMemMap, (at, bytes, 0, phys, 0));
         }
     }
@@ -472,6 +476,7 @@ void vs_engine_physical_unmap(vs_region_t *r)
     }
     vs_engine_lent_unmap(); /* before this memory can be mapped again */
     if (VS_CALL(cuMemUnmap, ((CUdeviceptr)(r->base + r->split), bytes)) != CUDA_SUCCESS) {
+        r->stale_mapping = true;
         (void)VS_CALL(cuMemRelease, (r->phys));
     } else {
         vs_engine_spare_keep(d, r->phys, bytes);
@@ -518,7 +523,8 @@ void vs_engine_premap_drop(vs_region_t *r, vs_region_t *lender)
         return;
     vs_engine_device_t *d = &vs_engine.devices[r->device];
     uint64_t split = r->premap_split;
-    (void)vs_engine_unmap_pieces(r->base, split, r->reserved);
+    if (vs_engine_unmap_pieces(r->base, split, r->reserved) != CUDA_SUCCESS)
+        r->stale_mapping = true;
     if (lender->phys_lent && lender->phys == r->phys) {
         lender->phys_lent = false; /* its departure has not ended: still its memory */
     } else {
@@ -553,7 +559,8 @@ void vs_engine_physical_unmap_head(vs_region_t *r)
         (void)VS_CALL(cuStreamSynchronize, (vs_engine.devices[r->device].to_device));
         r->head_from_host = false;
     }
-    (void)VS_CALL(cuMemUnmap, ((CUdeviceptr)r->base, r->split));
+    if (VS_CALL(cuMemUnmap, ((CUdeviceptr)r->base, r->split)) != CUDA_SUCCESS)
+        r->stale_mapping = true;
     (void)VS_CALL(cuMemRelease, (r->head_phys));
     r->head_phys = 0;
     r->split = 0;
@@ -577,10 +584,12 @@ void vs_engine_physical_unmap_whole(vs_region_t *r)
     }
     vs_engine_lent_unmap(); /* before this memory can be mapped again */
     vs_engine_device_t *d = &vs_engine.devices[r->device];
-    if (vs_engine_unmap_pieces(r->base, r->split, r->reserved) != CUDA_SUCCESS)
+    if (vs_engine_unmap_pieces(r->base, r->split, r->reserved) != CUDA_SUCCESS) {
+        r->stale_mapping = true;
         (void)VS_CALL(cuMemRelease, (r->phys));
-    else
+    } else {
         vs_engine_spare_keep(d, r->phys, r->reserved - r->split);
+    }
     (void)VS_CALL(cuMemRelease, (r->head_phys));
     r->phys = 0;
     r->head_phys = 0;

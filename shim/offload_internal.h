@@ -89,6 +89,9 @@ typedef struct vs_region_s {
      * departure unmaps it. */
     bool premapped;
     bool phys_lent;
+    /* An unmap of its range was refused: memory it let go of may still be
+     * mapped there, and its next map unmaps the range first. */
+    bool stale_mapping;
     uint64_t premap_split;
     CUmemGenericAllocationHandle premap_head;
     /* The host copy: the data while evicted. While resident it is kept as
