@@ -408,6 +408,8 @@ CUresult vs_engine_restore_mapped(vs_region_t *r, vs_engine_device_t *d, CUstrea
      * (only the tail's bytes then come in), else all of it. */
     uint64_t missing = vs_engine_region_missing(r), from = r->split, kept = r->split;
     CUresult rc = vs_engine_physical_map_evicting(r);
+    if (rc == CUDA_ERROR_INVALID_VALUE && r->stale_mapping)
+        rc = CUDA_ERROR_OUT_OF_MEMORY; /* its range still holds memory an unmap could not take back */
     if (rc != CUDA_SUCCESS) {
         vs_cap_release(r->device, missing);
         vs_log(VS_LOG_WARN, "cannot map device memory to restore the allocation at 0x%" PRIxPTR " (error %d)",
