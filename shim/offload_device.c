@@ -453,6 +453,45 @@ CUresult vs_engine_physical_map_evicting(vs_region_t *r)
     return rc;
 }
 
+/* `r`'s tail memory (the whole range's when it keeps no head) once the
+ * unmap of its range answered `unmapped`: the device's spare, or, where
+ * the unmap was refused, released (freed with the mapping the range may
+ * still hold: `stale_mapping`). */
+static void vs_engine_tail_let_go(vs_region_t *r, CUresult unmapped)
+{
+    VS_ASSERT_HELD(&vs_engine.lock);
+    if (unmapped != CUDA_SUCCESS) {
+        r->stale_mapping = true;
+        (void)VS_CALL(cuMemRelease, (r->phys));
+    } else {
+        vs_engine_spare_keep(&vs_engine.devices[r->device], r->phys, r->reserved - r->split);
+    }
+    r->phys = 0;
+}
+
+/* `r`'s head memory once the unmap of its range answered `unmapped`:
+ * released (`split` becomes 0). */
+static void vs_engine_head_let_go(vs_region_t *r, CUresult unmapped)
+{
+    VS_ASSERT_HELD(&vs_engine.lock);
+    if (unmapped != CUDA_SUCCESS)
+        r->stale_mapping = true;
+    (void)VS_CALL(cuMemRelease, (r->head_phys));
+    r->head_phys = 0;
+    r->split = 0;
+}
+
+/* A head that came from the host copy (`head_from_host`): its copy in may
+ * still be writing there, and is waited for before the head is unmapped. */
+static void vs_engine_head_settle(vs_region_t *r)
+{
+    VS_ASSERT_HELD(&vs_engine.lock);
+    if (r->head_from_host) {
+        (void)VS_CALL(cuStreamSynchronize, (vs_engine.devices[r->device].to_device));
+        r->head_from_host = false;
+    }
+}
+
 /* Unmaps `r`'s tail (the whole range when it keeps no head); that physical
  * memory becomes the device's spare (the one kept before is released), for
  * a map of the same size before the engine lock is let go. Its bytes are
@@ -461,7 +500,6 @@ CUresult vs_engine_physical_map_evicting(vs_region_t *r)
 void vs_engine_physical_unmap(vs_region_t *r)
 {
     VS_ASSERT_HELD(&vs_engine.lock);
-    vs_engine_device_t *d = &vs_engine.devices[r->device];
     uint64_t bytes = r->reserved - r->split;
     if (r->phys_lent) {
         /* Mapped ahead at another range (`vs_engine_premap`): the memory is
@@ -475,13 +513,7 @@ void vs_engine_physical_unmap(vs_region_t *r)
         return;
     }
     vs_engine_lent_unmap(); /* before this memory can be mapped again */
-    if (VS_CALL(cuMemUnmap, ((CUdeviceptr)(r->base + r->split), bytes)) != CUDA_SUCCESS) {
-        r->stale_mapping = true;
-        (void)VS_CALL(cuMemRelease, (r->phys));
-    } else {
-        vs_engine_spare_keep(d, r->phys, bytes);
-    }
-    r->phys = 0;
+    vs_engine_tail_let_go(r, VS_CALL(cuMemUnmap, ((CUdeviceptr)(r->base + r->split), bytes)));
 }
 
 bool vs_engine_premap(vs_region_t *r, vs_region_t *lender)
@@ -554,16 +586,8 @@ void vs_engine_physical_unmap_head(vs_region_t *r)
         r->split = 0;
         return;
     }
-    if (r->head_from_host) {
-        /* Its copy in may still be writing there. */
-        (void)VS_CALL(cuStreamSynchronize, (vs_engine.devices[r->device].to_device));
-        r->head_from_host = false;
-    }
-    if (VS_CALL(cuMemUnmap, ((CUdeviceptr)r->base, r->split)) != CUDA_SUCCESS)
-        r->stale_mapping = true;
-    (void)VS_CALL(cuMemRelease, (r->head_phys));
-    r->head_phys = 0;
-    r->split = 0;
+    vs_engine_head_settle(r);
+    vs_engine_head_let_go(r, VS_CALL(cuMemUnmap, ((CUdeviceptr)r->base, r->split)));
 }
 
 void vs_engine_physical_unmap_whole(vs_region_t *r)
@@ -577,23 +601,11 @@ void vs_engine_physical_unmap_whole(vs_region_t *r)
         vs_engine_physical_unmap_head(r);
         return;
     }
-    if (r->head_from_host) {
-        /* Its copy in may still be writing there. */
-        (void)VS_CALL(cuStreamSynchronize, (vs_engine.devices[r->device].to_device));
-        r->head_from_host = false;
-    }
+    vs_engine_head_settle(r);
     vs_engine_lent_unmap(); /* before this memory can be mapped again */
-    vs_engine_device_t *d = &vs_engine.devices[r->device];
-    if (vs_engine_unmap_pieces(r->base, r->split, r->reserved) != CUDA_SUCCESS) {
-        r->stale_mapping = true;
-        (void)VS_CALL(cuMemRelease, (r->phys));
-    } else {
-        vs_engine_spare_keep(d, r->phys, r->reserved - r->split);
-    }
-    (void)VS_CALL(cuMemRelease, (r->head_phys));
-    r->phys = 0;
-    r->head_phys = 0;
-    r->split = 0;
+    CUresult unmapped = vs_engine_unmap_pieces(r->base, r->split, r->reserved);
+    vs_engine_tail_let_go(r, unmapped);
+    vs_engine_head_let_go(r, unmapped);
 }
 
 void vs_engine_physical_end(vs_region_t *r)

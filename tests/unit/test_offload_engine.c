@@ -287,19 +287,29 @@ static void in_two_pieces(vs_region_t *r, uint64_t head, unsigned seed, CUstream
     assert_int_equal(r->split, head);
 }
 
-/* How many times the simulated driver was called at `symbol` so far
- * (`simcuda_calls`, from the driver loaded); UINT64_MAX when it cannot be
- * asked. Asserts nothing: it is read with the engine lock held. */
-static uint64_t driver_calls(const char *symbol)
+/* `name` in the simulated driver this process loaded (NULL when it has
+ * none): driver calls the engine does not make, and simcuda's own. The
+ * driver stays loaded after the dlclose: the driver layer holds it. */
+static void *driver_symbol(const char *name)
 {
     void *driver = dlopen("libcuda.so.1", RTLD_NOW | RTLD_NOLOAD);
     if (driver == NULL)
-        return UINT64_MAX;
-    uint64_t (*calls)(const char *);
-    *(void **)&calls = dlsym(driver, "simcuda_calls");
-    uint64_t count = calls != NULL ? calls(symbol) : UINT64_MAX;
+        return NULL;
+    void *symbol = dlsym(driver, name);
     dlclose(driver);
-    return count;
+    return symbol;
+}
+
+/* How many times the simulated driver was called at `symbol` so far
+ * (`simcuda_calls`); UINT64_MAX when it cannot be asked. Asserts nothing:
+ * it is read with the engine lock held. */
+static uint64_t driver_calls(const char *symbol)
+{
+    uint64_t (*calls)(const char *);
+    /* POSIX's way to a function from dlsym (ISO C has no object-to-function
+     * pointer conversion). */
+    *(void **)&calls = driver_symbol("simcuda_calls");
+    return calls != NULL ? calls(symbol) : UINT64_MAX;
 }
 
 /* Mapping ahead (`vs_engine_premap`) onto a departing region that has a
@@ -533,14 +543,10 @@ static void test_offload_engine_streams_have_the_greatest_priority(void **state)
     vs_engine_unlock(mode);
     assert_non_null(to_host);
     assert_non_null(to_device);
-    void *driver = dlopen("libcuda.so.1", RTLD_NOW | RTLD_NOLOAD);
-    assert_non_null(driver);
     CUresult (*range)(int *, int *);
     CUresult (*priority_of)(CUstream, int *);
-    /* POSIX's way to a function from dlsym (ISO C has no object-to-function
-     * pointer conversion). */
-    *(void **)&range = dlsym(driver, "cuCtxGetStreamPriorityRange");
-    *(void **)&priority_of = dlsym(driver, "cuStreamGetPriority");
+    *(void **)&range = driver_symbol("cuCtxGetStreamPriorityRange");
+    *(void **)&priority_of = driver_symbol("cuStreamGetPriority");
     assert_non_null(range);
     assert_non_null(priority_of);
     int least = 0, greatest = 0, host_side = 0, device_side = 0;
@@ -550,7 +556,6 @@ static void test_offload_engine_streams_have_the_greatest_priority(void **state)
     assert_int_equal(priority_of(to_device, &device_side), CUDA_SUCCESS);
     assert_int_equal(host_side, greatest);
     assert_int_equal(device_side, greatest);
-    dlclose(driver);
     free_regions(&region, 1);
 }
 
