@@ -235,16 +235,15 @@ void vs_engine_lent_unmap(void)
     }
 }
 
-/* Leaves [base, base + bytes), mapped onto memory that another range now
- * owns (as a head of `split` bytes and a tail when `split` > 0), for
- * `vs_engine_lent_unmap`. */
-static void vs_engine_lent_leave(size_t slot, uintptr_t base, uint64_t split, uint64_t bytes)
+/* Leaves [base, base + bytes), one mapping onto memory that another range
+ * now owns, for `vs_engine_lent_unmap` (which joins a head and its tail). */
+static void vs_engine_lent_leave(size_t slot, uintptr_t base, uint64_t bytes)
 {
     VS_ASSERT_HELD(&vs_engine.lock);
     if (vs_engine.lent[slot].bytes != 0)
         vs_engine_lent_unmap();
     vs_engine.lent[slot].base = base;
-    vs_engine.lent[slot].split = split;
+    vs_engine.lent[slot].split = 0;
     vs_engine.lent[slot].bytes = bytes;
     vs_engine.spares_held = true; /* unmapped at the latest when the lock is let go */
 }
@@ -506,7 +505,7 @@ void vs_engine_physical_unmap(vs_region_t *r)
          * that allocation's now. This range is unmapped once its copy is
          * queued, within this hold of the lock; so is the head's, which
          * goes the same way (`vs_engine_physical_unmap_head`). */
-        vs_engine_lent_leave(0, r->base + r->split, 0, bytes);
+        vs_engine_lent_leave(0, r->base + r->split, bytes);
         if (r->split == 0)
             r->phys_lent = false;
         r->phys = 0;
@@ -580,7 +579,7 @@ void vs_engine_physical_unmap_head(vs_region_t *r)
     if (r->phys_lent && r->phys == 0) {
         /* Its tail went to a mapping ahead (`vs_engine_physical_unmap`):
          * the head goes with it. */
-        vs_engine_lent_leave(1, r->base, 0, r->split);
+        vs_engine_lent_leave(1, r->base, r->split);
         r->phys_lent = false;
         r->head_phys = 0;
         r->split = 0;
