@@ -60,11 +60,16 @@ static _Atomic int writers_inside;
 static _Atomic int torn_reads, readers_beside_writer, writers_beside_writer;
 static _Atomic bool writers_done;
 static _Atomic uint64_t reads_done;
+/* Readers that have started: the writers begin only once every reader
+ * runs, since on a loaded machine the writers' 6000 writes could otherwise
+ * all end before a reader is first scheduled, and nothing would overlap. */
+static _Atomic int readers_started;
 
 static void *exclusion_reader(void *arg)
 {
     (void)arg;
-    while (!atomic_load(&writers_done)) {
+    atomic_fetch_add(&readers_started, 1);
+    do {
         vs_registry_lock_read();
         if (atomic_load(&writers_inside) != 0)
             atomic_fetch_add(&readers_beside_writer, 1);
@@ -75,13 +80,15 @@ static void *exclusion_reader(void *arg)
             atomic_fetch_add(&torn_reads, 1);
         vs_registry_lock_release();
         atomic_fetch_add(&reads_done, 1);
-    }
+    } while (!atomic_load(&writers_done));
     return NULL;
 }
 
 static void *exclusion_writer(void *arg)
 {
     (void)arg;
+    while (atomic_load(&readers_started) < EXCLUSION_READERS)
+        sched_yield();
     for (int i = 0; i < EXCLUSION_WRITES; i++) {
         vs_registry_lock_write();
         if (atomic_fetch_add(&writers_inside, 1) != 0)
@@ -114,7 +121,7 @@ static void test_readers_and_writers_exclude_each_other(void **state)
     assert_int_equal(atomic_load(&writers_beside_writer), 0);
     assert_int_equal(guarded.first, (uint64_t)EXCLUSION_WRITERS * EXCLUSION_WRITES);
     assert_int_equal(guarded.second, guarded.first);
-    assert_true(atomic_load(&reads_done) > 0);
+    assert_true(atomic_load(&reads_done) >= EXCLUSION_READERS);
 }
 
 /* ---- Nesting ------------------------------------------------------------- */
