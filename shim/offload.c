@@ -447,6 +447,9 @@ CUresult vs_engine_restore_mapped(vs_region_t *r, vs_engine_device_t *d, CUstrea
         }
         vs_engine.stats.bytes_to_device += r->size - from;
     }
+    /* The younger departures' verdicts its wait left (`vs_engine_departure_lend`). */
+    if (d->verdicts_deferred)
+        vs_engine_departures_judge(d);
     d->kept_head_bytes -= kept; /* resident again: its head counts with the rest */
     r->head_from_host = false;   /* its tail's arrival covers the head's (one stream) */
     if (d->policy != NULL)

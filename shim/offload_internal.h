@@ -239,6 +239,11 @@ typedef struct vs_engine_device_s {
     uint64_t evict_slots_busy;   /* bit per evict_hasher slot */
     /* Eviction batches started ahead of need, oldest first. */
     vs_eviction_t *departures;
+    /* A restore's wait for the oldest departure (`vs_engine_departure_lend`)
+     * left the younger ones' verdicts unread: the restore reads them once
+     * its copy is queued (`vs_engine_restore_mapped`), off the path from
+     * the departure's end to that copy. Any later wait reads them anyway. */
+    bool verdicts_deferred;
     uint64_t eviction_marks; /* phase ends recorded on to_host so far */
     /* The bytes recent evictions moved off the device and those they
      * copied out (each decayed by 1/16 per eviction): when most were
@@ -387,11 +392,15 @@ uint64_t vs_engine_evict(vs_region_t **victims, size_t count, bool *host_full);
  * restore's copy can then queue before the unmaps and releases of the
  * other victims, which the next advance finishes without waiting (without
  * `lender` in the oldest, it is `vs_engine_departures_advance(d, true,
- * true)`); `vs_engine_departures_settle` finishes every one, waiting. */
+ * true)`); it leaves the younger departures' verdicts to be read after the
+ * restore's copy (`verdicts_deferred`); `vs_engine_departures_judge` reads
+ * those that are ready, without waiting;
+ * `vs_engine_departures_settle` finishes every one, waiting. */
 bool vs_engine_depart(vs_engine_device_t *d, int device, vs_region_t **victims, size_t count);
 size_t vs_engine_departures(const vs_engine_device_t *d, uint64_t *bytes);
 uint64_t vs_engine_departures_advance(vs_engine_device_t *d, bool wait, bool oldest_only);
 uint64_t vs_engine_departures_finish_lender(vs_engine_device_t *d, const vs_region_t *lender);
+void vs_engine_departures_judge(vs_engine_device_t *d);
 void vs_engine_departures_settle(void);
 
 /* Room for the restore of `r` (`need` bytes) from the oldest departure on
@@ -404,7 +413,9 @@ void vs_engine_departures_settle(void);
  * counted, its restore left to copy. False
  * otherwise, with nothing mapped and the oldest departure waited for and
  * finished as `vs_engine_departures_advance(d, true, true)` would; *freed:
- * the bytes the departure freed either way. */
+ * the bytes the departure freed either way. Either way the younger
+ * departures' verdicts are left for after the restore's copy
+ * (`verdicts_deferred`). */
 vs_region_t *vs_engine_departure_lender(const vs_engine_device_t *d, const vs_region_t *r);
 bool vs_engine_departure_lend(vs_engine_device_t *d, int device, vs_region_t *r, vs_region_t *lender, uint64_t need,
                               uint64_t *freed);

@@ -471,6 +471,63 @@ static void test_offload_engine_restore_on_demand_maps_ahead(void **state)
     free_regions(regions, TRIO);
 }
 
+/* A restore that maps ahead onto the oldest departure's region, with a
+ * younger departure queued behind it whose hash is over: the restore's wait
+ * reads the oldest departure's verdicts alone, and the younger one's only
+ * once the restore's copy is queued, so that no poll of it (1.3 us each on
+ * an H100) lies between the oldest's end and that copy. Every byte of the
+ * three comes back. */
+static void test_offload_engine_restore_reads_younger_verdicts_after_its_copy(void **state)
+{
+    (void)state;
+    CUdeviceptr regions[TRIO];
+    vs_region_t *r[TRIO];
+    CUstreamCaptureMode mode;
+    alloc_filled(regions, TRIO, 600);
+    expect_region(regions[TRIO_LENDER], 600 + TRIO_LENDER);
+    expect_region(regions[TRIO_OTHER], 600 + TRIO_OTHER);
+    vs_engine_lock(&mode);
+    for (int i = 0; i < TRIO; i++)
+        r[i] = vs_engine_region_at((uintptr_t)regions[i]);
+    vs_engine_device_t *d = vs_engine_device(0);
+    assert_non_null(d);
+    assert_int_equal(r[TRIO_BORROWER]->where, VS_ON_HOST);
+    /* Two departures, the lender's first; both hashes over (the driver's
+     * own synchronisation: the engine's hooks are not in this path). */
+    assert_true(vs_engine_depart(d, 0, &r[TRIO_LENDER], 1));
+    assert_true(vs_engine_depart(d, 0, &r[TRIO_OTHER], 1));
+    assert_int_equal(VS_CALL(cuCtxSynchronize, ()), CUDA_SUCCESS);
+    assert_ptr_equal(vs_engine_departure_lender(d, r[TRIO_BORROWER]), r[TRIO_LENDER]);
+
+    uint64_t freed = 0;
+    bool lent = vs_engine_departure_lend(d, 0, r[TRIO_BORROWER], r[TRIO_LENDER], r[TRIO_BORROWER]->reserved, &freed);
+    const vs_eviction_t *younger = d->departures;
+    bool younger_left = younger != NULL, younger_read_at_wait = younger_left && younger->verdicts_read;
+    bool deferred = d->verdicts_deferred;
+    CUresult rc = lent ? vs_engine_restore_mapped(r[TRIO_BORROWER], d, NULL, false, true) : CUDA_ERROR_UNKNOWN;
+    bool younger_read_after_copy = d->departures == younger && younger != NULL && younger->verdicts_read;
+    bool deferred_after = d->verdicts_deferred;
+    vs_engine_lent_unmap();
+    vs_engine_departures_settle();
+    size_t departures = vs_engine_departures(d, NULL);
+    vs_residency_t other_where = r[TRIO_OTHER]->where;
+    vs_engine_unlock(mode);
+
+    assert_true(lent);
+    assert_int_equal(freed, REGION_BYTES);
+    assert_true(younger_left);
+    assert_false(younger_read_at_wait);
+    assert_true(deferred);
+    assert_int_equal(rc, CUDA_SUCCESS);
+    assert_true(younger_read_after_copy);
+    assert_false(deferred_after);
+    assert_int_equal(departures, 0);
+    assert_int_equal(other_where, VS_ON_HOST);
+    for (int i = TRIO - 1; i >= 0; i--)
+        expect_region(regions[i], 600 + (unsigned)i);
+    free_regions(regions, TRIO);
+}
+
 /* A restore whose head the plan keeps hashes only its tail as it arrives
  * (its evictions will move only the tail). When the plan drops the head
  * before the next eviction, that eviction moves all the bytes, and the host
@@ -576,6 +633,7 @@ int main(void)
         cmocka_unit_test(test_offload_engine_mapping_ahead_onto_head_and_tail),
         cmocka_unit_test(test_offload_engine_lender_leaves_before_the_rest_of_its_departure),
         cmocka_unit_test(test_offload_engine_restore_on_demand_maps_ahead),
+        cmocka_unit_test(test_offload_engine_restore_reads_younger_verdicts_after_its_copy),
         cmocka_unit_test(test_offload_engine_dropped_head_still_judged_clean),
         cmocka_unit_test(test_offload_engine_streams_have_the_greatest_priority),
     };
