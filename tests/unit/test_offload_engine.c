@@ -250,10 +250,10 @@ static void free_regions(const CUdeviceptr *regions, int count)
 
 /* The three regions of a mapping ahead: the lender and another resident
  * (16 of the 20 MiB), the borrower on the host; region i holds
- * fill(first_seed + i). Returns with the lender and the other departing
- * together, the engine lock held (`*mode`), the regions in `r`. */
+ * fill(first_seed + i). Returns with the engine lock held (`*mode`), the
+ * regions in `r`, nothing departing. */
 enum { TRIO_LENDER, TRIO_OTHER, TRIO_BORROWER, TRIO };
-static vs_engine_device_t *lend_setup(CUdeviceptr regions[TRIO], vs_region_t *r[TRIO], unsigned first_seed,
+static vs_engine_device_t *trio_setup(CUdeviceptr regions[TRIO], vs_region_t *r[TRIO], unsigned first_seed,
                                       CUstreamCaptureMode *mode)
 {
     alloc_filled(regions, TRIO, first_seed);
@@ -267,6 +267,14 @@ static vs_engine_device_t *lend_setup(CUdeviceptr regions[TRIO], vs_region_t *r[
     assert_int_equal(r[TRIO_BORROWER]->where, VS_ON_HOST);
     assert_int_equal(r[TRIO_LENDER]->where, VS_RESIDENT);
     assert_int_equal(r[TRIO_OTHER]->where, VS_RESIDENT);
+    return d;
+}
+
+/* `trio_setup`, then the lender and the other depart together. */
+static vs_engine_device_t *lend_setup(CUdeviceptr regions[TRIO], vs_region_t *r[TRIO], unsigned first_seed,
+                                      CUstreamCaptureMode *mode)
+{
+    vs_engine_device_t *d = trio_setup(regions, r, first_seed, mode);
     vs_region_t *victims[2] = {r[TRIO_LENDER], r[TRIO_OTHER]};
     assert_true(vs_engine_depart(d, 0, victims, 2));
     return d;
@@ -483,15 +491,7 @@ static void test_offload_engine_restore_reads_younger_verdicts_after_its_copy(vo
     CUdeviceptr regions[TRIO];
     vs_region_t *r[TRIO];
     CUstreamCaptureMode mode;
-    alloc_filled(regions, TRIO, 600);
-    expect_region(regions[TRIO_LENDER], 600 + TRIO_LENDER);
-    expect_region(regions[TRIO_OTHER], 600 + TRIO_OTHER);
-    vs_engine_lock(&mode);
-    for (int i = 0; i < TRIO; i++)
-        r[i] = vs_engine_region_at((uintptr_t)regions[i]);
-    vs_engine_device_t *d = vs_engine_device(0);
-    assert_non_null(d);
-    assert_int_equal(r[TRIO_BORROWER]->where, VS_ON_HOST);
+    vs_engine_device_t *d = trio_setup(regions, r, 600, &mode);
     /* Two departures, the lender's first; both hashes over (the driver's
      * own synchronisation: the engine's hooks are not in this path). */
     assert_true(vs_engine_depart(d, 0, &r[TRIO_LENDER], 1));
