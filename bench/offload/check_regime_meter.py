@@ -7,8 +7,11 @@ regime asks, and keeps a lean plan only while it is not slower
 usage: check_regime_meter.py OFFLOAD_CYCLE SHIM WORK_DIR
 
 Runs nine cells of the sweep alone (`OFFLOAD_CYCLE SHIM sweep --cell
-WORKLOAD PERCENT RATIO LOG`, on the virtual clock: the figures do not depend
-on the machine) and reads the row and the shim's log of each:
+WORKLOAD PERCENT RATIO LOG --warmup 24`, on the virtual clock: the figures
+do not depend on the machine) and reads the row and the shim's log of each.
+24 warm-up passes, where the sweep runs 48: every decision checked here is
+made within them, and the check stays within its time under TSan (15
+minutes at 24). What it checks:
 - the DiT at 25%, ratio 2 (compute twice the transfer): the log says the
   cycle is compute-bound, the exit summary counts one regime change, and
   the plan streams at most 1.02 x F a pass (no room for a departure) within
@@ -49,6 +52,7 @@ BACK = "near the balance point: back to"
 # workload, percent, ratio, the regime the log must name (None: none), whether the cycle goes back from
 # it, at most (in/F, time/bound), more than in/F
 NEAR = "lean near the balance point"
+WARMUP_PASSES = "24"
 REGIMES = {"compute-bound": "the cycle is compute-bound", "link-bound": "the cycle is link-bound",
            NEAR: "the cycle is near the balance point, on trial"}
 CELLS = [("dit", "25", "2", "compute-bound", False, 1.02, 1.05, 0.0),
@@ -67,8 +71,8 @@ def run_cell(program, shim, work, workload, percent, ratio):
     log = os.path.join(work, f"{workload}_{percent}_{ratio}.log")
     if os.path.exists(log):
         os.unlink(log)
-    run = subprocess.run([program, shim, "sweep", "--cell", workload, percent, ratio, log], capture_output=True,
-                         text=True)
+    run = subprocess.run([program, shim, "sweep", "--cell", workload, percent, ratio, log, "--warmup", WARMUP_PASSES],
+                         capture_output=True, text=True)
     if run.returncode != 0:
         return None, None, f"{name}: exit status {run.returncode}: {run.stderr.strip()}"
     row = ROW.search(run.stdout)

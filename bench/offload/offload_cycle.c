@@ -50,13 +50,16 @@
  * pass at most 1.05 x max(C, F/B), bytes in at most 1.02 x F, nothing
  * copied back but written allocations (the KV caches). It prints a table
  * and, with --svg, writes it as a heat map (time over the bound). Each cell
- * runs 24 passes before the 2 it measures: the shim times a settled plan
+ * runs 48 passes before the 2 it measures: the shim times a settled plan
  * and measures two cycles of it before it may try a plan for a
  * compute-bound or link-bound cycle, times that one in turn, and goes back
  * when it is slower (shim/offload_meter.c): a trial that goes back takes
- * about ten passes, and the plan it returns to settles too.
- * `offload_cycle SHIM sweep --cell WORKLOAD PERCENT RATIO LOG` runs one cell
- * and keeps the shim's log in LOG.
+ * about ten passes, and the plan it returns to settles too: with 24 passes
+ * the LLM at 25%, ratio 1.33 was measured in the first cycles of the plan
+ * its trial went back to (1.134 x the bound; 1.072 with 48 and with 72).
+ * `offload_cycle SHIM sweep --cell WORKLOAD PERCENT RATIO LOG [--warmup N]`
+ * runs one cell, N warm-up passes instead of 48, and keeps the shim's log
+ * in LOG.
  *
  * It exits 0 whether goals are met or not (a benchmark reports); 1 when
  * something is broken (a child failed, data came back wrong).
@@ -82,8 +85,8 @@
 #define MEASURED_PASSES 3
 /* The sweep's: fewer measured, more warm-up passes, so that every weight
  * loaded while resident has had its one copy back and the regime meter's
- * trial of a lean plan is over before they start. */
-#define SWEEP_WARMUP_PASSES 24
+ * trials of a lean plan are over before they start. */
+#define SWEEP_WARMUP_PASSES 48
 #define SWEEP_MEASURED_PASSES 2
 #define DEFAULT_GBPS "50"
 #define CHILD_MARK "VS_OFFLOAD_CYCLE_CHILD"
@@ -272,7 +275,7 @@ static uint64_t block_cost(void **args, const simcuda_launch_t *launch, void *us
     return (uint64_t)(*(const uint64_t *)args[1] * 4 * *(const double *)user);
 }
 
-static int child_run(const workload_t *w, double ns_per_byte, const char *result_path)
+static int child_run(const workload_t *w, double ns_per_byte, int warmup_passes, const char *result_path)
 {
     static const size_t sizes[] = {sizeof(CUdeviceptr), sizeof(uint64_t), sizeof(uint64_t),
                                    sizeof(CUdeviceptr), sizeof(uint64_t),   sizeof(uint32_t)};
@@ -331,9 +334,9 @@ static int child_run(const workload_t *w, double ns_per_byte, const char *result
     VS_CHECK(cuEventCreate(&at_start_event, CU_EVENT_DEFAULT));
     VS_CHECK(cuEventCreate(&at_end_event, CU_EVENT_DEFAULT));
     int measured = w->measured_passes != 0 ? w->measured_passes : MEASURED_PASSES;
-    for (int pass = 0; pass <= w->warmup_passes + measured; pass++) {
-        if (pass == w->warmup_passes || pass == w->warmup_passes + measured) {
-            bool start = pass == w->warmup_passes;
+    for (int pass = 0; pass <= warmup_passes + measured; pass++) {
+        if (pass == warmup_passes || pass == warmup_passes + measured) {
+            bool start = pass == warmup_passes;
             VS_CHECK(cuEventRecord(start ? at_start_event : at_end_event, stream));
             if (snapshot == NULL && (snapshot = shim_counters_open()) == NULL)
                 return 1;
@@ -398,14 +401,16 @@ typedef struct result_s {
 /* Runs one configuration in a child; its shim log is removed once it
  * succeeds, or moved to `keep_log` (not NULL). */
 static int run_child(const char *self, const char *shim, const char *dir, int workload, double ns_per_byte,
-                     uint64_t limit, const config_t *config, result_t *result, const char *keep_log)
+                     int warmup_passes, uint64_t limit, const config_t *config, result_t *result,
+                     const char *keep_log)
 {
-    char result_path[4096], log_path[4096], workload_arg[16], limit_arg[32], compute_arg[32];
+    char result_path[4096], log_path[4096], workload_arg[16], limit_arg[32], compute_arg[32], warmup_arg[16];
     snprintf(result_path, sizeof result_path, "%s/result", dir);
     snprintf(log_path, sizeof log_path, "%s/shim.log", dir);
     snprintf(workload_arg, sizeof workload_arg, "%d", workload);
     snprintf(limit_arg, sizeof limit_arg, "%" PRIu64, limit);
     snprintf(compute_arg, sizeof compute_arg, "%.17g", ns_per_byte);
+    snprintf(warmup_arg, sizeof warmup_arg, "%d", warmup_passes);
     unlink(result_path);
     fflush(NULL);
     pid_t pid = fork();
@@ -420,7 +425,7 @@ static int run_child(const char *self, const char *shim, const char *dir, int wo
         setenv("VRAMSHIM_POLICY", config->policy, 1);
         setenv("VRAMSHIM_PREFETCH", config->prefetch, 1);
         setenv("VRAMSHIM_LOG_FILE", log_path, 1);
-        char *argv[] = {(char *)self, (char *)shim, "--child", workload_arg, compute_arg, result_path, NULL};
+        char *argv[] = {(char *)self, (char *)shim, "--child", workload_arg, compute_arg, warmup_arg, result_path, NULL};
         execv("/proc/self/exe", argv);
         perror("offload_cycle: execv");
         _exit(127);
@@ -521,7 +526,8 @@ static int parent_run(const char *self, const char *shim, const char *only)
             for (size_t ci = 0; ci < CONFIG_COUNT && rc == 0; ci++) {
                 const config_t *c = &configs[ci];
                 result_t r;
-                if (run_child(self, shim, dir, (int)wi, w->compute_per_byte_ns, limit, c, &r, NULL) != 0) {
+                if (run_child(self, shim, dir, (int)wi, w->compute_per_byte_ns, w->warmup_passes, limit, c, &r, NULL)
+                    != 0) {
                     rc = 1;
                     break;
                 }
@@ -692,6 +698,7 @@ typedef struct sweep_only_s {
     int limit_percent;
     double ratio;
     const char *log_path;
+    int warmup_passes; /* 0: the sweep's */
 } sweep_only_t;
 
 static bool sweep_only_skips(const sweep_only_t *only, const workload_t *w, int limit_percent, double ratio)
@@ -711,11 +718,12 @@ static int sweep_run(const char *self, const char *shim, const char *svg_path, c
     size_t workload_total = sweep_workloads_list(sweep_workloads);
     static sweep_cell_t cells[WORKLOAD_COUNT][3][SWEEP_RATIOS];
     printf("offload_sweep: virtual clock, SIMCUDA_HOST_COSTS=%s, H2D link %.1f GB/s; the shim's default (learned "
-           "cycle, prefetch); %d measured passes after the warm-up, timed in steady state (events, no wait "
+           "cycle, prefetch); %d measured passes after %d warm-up passes, timed in steady state (events, no wait "
            "before them); per pass: F = W - L + 2 x largest, "
            "bound = max(C, F/B), C = ratio x F/B; out = bytes copied back, dirty = the written tensors' bytes; "
            "idle = 1 - C / (ms/pass)\n",
-           host_costs_name(), gbps, SWEEP_MEASURED_PASSES);
+           host_costs_name(), gbps, SWEEP_MEASURED_PASSES,
+           only != NULL && only->warmup_passes > 0 ? only->warmup_passes : SWEEP_WARMUP_PASSES);
     printf("%-6s %5s %6s %9s %9s %8s %9s %9s %9s %8s %6s %s\n", "model", "limit", "ratio", "C ms", "in MiB", "in/F",
            "out MiB", "ms/pass", "bound ms", "/bound", "idle", "goal");
     int rc = 0, met = 0, total = 0;
@@ -733,7 +741,8 @@ static int sweep_run(const char *self, const char *shim, const char *svg_path, c
                     continue;
                 double ns_per_byte = sweep_ratios[ri] * transfer_ms * 1e6 / (double)bytes;
                 result_t r;
-                if (run_child(self, shim, dir, (int)(w - workloads), ns_per_byte, limit, &configs[0], &r,
+                int warmup = only != NULL && only->warmup_passes > 0 ? only->warmup_passes : w->warmup_passes;
+                if (run_child(self, shim, dir, (int)(w - workloads), ns_per_byte, warmup, limit, &configs[0], &r,
                               only != NULL ? only->log_path : NULL)
                     != 0) {
                     rc = 1;
@@ -788,7 +797,7 @@ static int sweep_run(const char *self, const char *shim, const char *svg_path, c
 
 int main(int argc, char **argv)
 {
-    if (argc == 6 && strcmp(argv[2], "--child") == 0) {
+    if (argc == 7 && strcmp(argv[2], "--child") == 0) {
         void *direct = simcuda_entry_point("cuLaunchKernel");
         if (getenv(CHILD_MARK) == NULL || direct == NULL || __extension__(void *) cuLaunchKernel == direct) {
             fprintf(stderr, "offload_cycle: LD_PRELOAD=%s did not interpose cuLaunchKernel\n", argv[1]);
@@ -801,14 +810,22 @@ int main(int argc, char **argv)
         double ns_per_byte = strtod(argv[4], &end);
         if (end == argv[4] || ns_per_byte < 0.0)
             return 2;
-        return child_run(&workloads[workload], ns_per_byte, argv[5]);
+        int warmup = atoi(argv[5]);
+        if (warmup <= 0)
+            return 2;
+        return child_run(&workloads[workload], ns_per_byte, warmup, argv[6]);
     }
     if (argc >= 3 && strcmp(argv[2], "sweep") == 0) {
         if (argc == 3 || (argc == 5 && strcmp(argv[3], "--svg") == 0))
             return sweep_run(argv[0], argv[1], argc == 5 ? argv[4] : NULL, NULL);
-        if (argc == 8 && strcmp(argv[3], "--cell") == 0) {
+        bool warmup_given = argc == 10 && strcmp(argv[8], "--warmup") == 0;
+        if ((argc == 8 || warmup_given) && strcmp(argv[3], "--cell") == 0) {
             sweep_only_t only = {.workload = argv[4], .limit_percent = atoi(argv[5]), .ratio = atof(argv[6]),
-                                 .log_path = argv[7]};
+                                 .log_path = argv[7], .warmup_passes = warmup_given ? atoi(argv[9]) : 0};
+            if (warmup_given && (only.warmup_passes <= 0 || only.warmup_passes > 1000)) {
+                fprintf(stderr, "offload_sweep: --warmup %s: a number of passes from 1 to 1000\n", argv[9]);
+                return 2;
+            }
             return sweep_run(argv[0], argv[1], NULL, &only);
         }
         if (argc == 6 && strcmp(argv[3], "--svg") == 0 && strcmp(argv[5], "--demo") == 0)
@@ -818,7 +835,7 @@ int main(int argc, char **argv)
     }
     fprintf(stderr,
             "usage: %s /path/to/libvramshim.so [cycle|dit|sweep [--svg FILE]|sweep --cell WORKLOAD PERCENT RATIO "
-            "LOG]\n",
+            "LOG [--warmup N]]\n",
             argv[0]);
     return 2;
 }
