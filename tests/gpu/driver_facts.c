@@ -230,6 +230,17 @@ static void facts_vmm(CUdevice device)
         }
         (void)CALL(cuMemRelease, (other));
     }
+    /* The first granule of a two-granule handle mapped alone: whether one
+     * allocation's physical memory could be mapped ahead for a smaller
+     * restore (docs/benchmarks.md, stop 39). simcuda allows it. */
+    CUmemGenericAllocationHandle part;
+    if (CALL(cuMemCreate, (&part, 2 * g, &prop, 0)) == CUDA_SUCCESS) {
+        CUresult mapped = CALL(cuMemMap, (va + g, g, 0, part, 0));
+        fact("mem_map.part_of_handle", mapped);
+        if (mapped == CUDA_SUCCESS)
+            (void)CALL(cuMemUnmap, (va + g, g));
+        (void)CALL(cuMemRelease, (part));
+    }
     fact("address_free.mapped", CALL(cuMemAddressFree, (va, 2 * g)) == CUDA_SUCCESS ? 0 : 1);
     fact("mem_release.mapped", CALL(cuMemRelease, (handle)));
     fact("mem_unmap.after_release", CALL(cuMemUnmap, (va, g)));
