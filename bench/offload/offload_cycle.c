@@ -425,7 +425,8 @@ static int run_child(const char *self, const char *shim, const char *dir, int wo
         setenv("VRAMSHIM_POLICY", config->policy, 1);
         setenv("VRAMSHIM_PREFETCH", config->prefetch, 1);
         setenv("VRAMSHIM_LOG_FILE", log_path, 1);
-        char *argv[] = {(char *)self, (char *)shim, "--child", workload_arg, compute_arg, warmup_arg, result_path, NULL};
+        char *argv[] = {(char *)self, (char *)shim, "--child", workload_arg, compute_arg, warmup_arg, result_path,
+                        NULL};
         execv("/proc/self/exe", argv);
         perror("offload_cycle: execv");
         _exit(127);
