@@ -10,7 +10,7 @@ Runs nine cells of the sweep alone (`OFFLOAD_CYCLE SHIM sweep --cell
 WORKLOAD PERCENT RATIO LOG --warmup 24`, on the virtual clock: the figures
 do not depend on the machine) and reads the row and the shim's log of each.
 24 warm-up passes, where the sweep runs 48: every decision checked here is
-made within them, and the check stays within its time under TSan (15
+made within them, and the check stays within its time under TSan (13
 minutes at 24). What it checks:
 - the DiT at 25%, ratio 2 (compute twice the transfer): the log says the
   cycle is compute-bound, the exit summary counts one regime change, and
