@@ -6,7 +6,10 @@ usage: check_sweep_svg.py OFFLOAD_CYCLE SHIM WORK_DIR
 Runs `OFFLOAD_CYCLE SHIM sweep --svg FILE --demo` (made-up cells, no child
 process), parses the document as XML, and checks that it has a panel per
 workload (cycle, dit, llm), 15 cells in each with their figures as
-attributes and as text, and a legend. Exit 0 when it holds, 1 otherwise.
+attributes and as text, and a legend. Also that `sweep --cell` refuses a
+warm-up that is not a number of passes from 1 to 1000 (exit 2, one line
+naming the value and the accepted forms) before running anything. Exit 0
+when it holds, 1 otherwise.
 """
 import os
 import subprocess
@@ -50,6 +53,12 @@ def main():
             legend = [t.text for t in root.iter(NS + "text") if t.text and "met (" in t.text]
             if legend != ["met (<= 1.05)"]:
                 failures.append(f"legend {legend}")
+    for bad in ("0", "abc", "1001"):
+        run = subprocess.run([program, shim, "sweep", "--cell", "cycle", "25", "1", os.path.join(work, "cell.log"),
+                              "--warmup", bad], capture_output=True, text=True)
+        want = f"offload_sweep: --warmup {bad}: a number of passes from 1 to 1000"
+        if run.returncode != 2 or run.stderr.strip() != want or run.stdout:
+            failures.append(f"--warmup {bad}: exit {run.returncode}, stderr {run.stderr.strip()!r}")
     for f in failures:
         print("FAIL:", f)
     if not failures:
