@@ -11,8 +11,11 @@
  *     host_cost NAME SIZE median_us p90_us calls
  *
  * plus the round trip of an empty kernel on an idle GPU (submission to the
- * host seeing it done), the wake-up of a host wait, and one grant and one
- * unmap over two mappings side by side (an allocation's head and tail).
+ * host seeing it done), the wake-up of a host wait, one grant and one
+ * unmap over two mappings side by side (an allocation's head and tail),
+ * the same over 4 and 16 granule-sized pieces with their maps and
+ * releases, and a release made while the handle is still mapped followed
+ * by the unmap.
  * The figures are the measured defaults for the simulated driver's
  * host-cost table. The driver is opened with dlopen, never linked. Exits 77
  * where no GPU answers.
@@ -224,6 +227,86 @@ static void measure_vmm_pieces(CUdevice device, size_t head, size_t tail, const 
     VS_CHECK(CALL(cuMemAddressFree, CUresult(*)(CUdeviceptr, size_t), (va, head + tail)));
 }
 
+/* Physical memory in pieces of one size: `count` handles of `piece`
+ * bytes each, mapped side by side over one range, as an allocation made of
+ * granule-sized pieces would be (any departing piece could then be mapped
+ * ahead for any restore). Whether that design pays on a GPU turns on what
+ * these lines time: the maps (all of them, one call each), the grant and
+ * the unmap with one call over every piece, and the releases (all of
+ * them). */
+static void measure_vmm_granules(CUdevice device, size_t piece, int count, const char *size, int rounds)
+{
+    CUmemAllocationProp prop;
+    CUmemAccessDesc access;
+    size_t bytes = piece * (size_t)count;
+    CUdeviceptr va = vmm_setup(device, bytes, &prop, &access);
+    CUmemGenericAllocationHandle *handles = calloc((size_t)count, sizeof *handles);
+    double *t[4];
+    for (int k = 0; k < 4; k++)
+        t[k] = calloc((size_t)rounds, sizeof(double));
+    VS_CHECK(handles != NULL ? CUDA_SUCCESS : CUDA_ERROR_OUT_OF_MEMORY);
+    for (int i = 0; i < rounds; i++) {
+        for (int p = 0; p < count; p++)
+            VS_CHECK(CALL(cuMemCreate, mem_create_fn, (&handles[p], piece, &prop, 0)));
+        double a = now_us();
+        for (int p = 0; p < count; p++)
+            VS_CHECK(CALL(cuMemMap, mem_map_fn, (va + piece * (size_t)p, piece, 0, handles[p], 0)));
+        double b = now_us();
+        VS_CHECK(CALL(cuMemSetAccess, mem_set_access_fn, (va, bytes, &access, 1)));
+        double c = now_us();
+        VS_CHECK(CALL(cuMemUnmap, mem_unmap_fn, (va, bytes)));
+        double d = now_us();
+        for (int p = 0; p < count; p++)
+            VS_CHECK(CALL(cuMemRelease, mem_release_fn, (handles[p])));
+        double e = now_us();
+        t[0][i] = b - a;
+        t[1][i] = c - b;
+        t[2][i] = d - c;
+        t[3][i] = e - d;
+    }
+    static const char *const names[] = {"cuMemMap_pieces", "cuMemSetAccess_pieces", "cuMemUnmap_pieces",
+                                        "cuMemRelease_pieces"};
+    for (int k = 0; k < 4; k++) {
+        report(names[k], size, t[k], rounds);
+        free(t[k]);
+    }
+    free(handles);
+    VS_CHECK(CALL(cuMemAddressFree, CUresult(*)(CUdeviceptr, size_t), (va, bytes)));
+}
+
+/* A handle released while still mapped (cuda.h: its memory is freed once
+ * the last mapping goes), then its range unmapped: whether the release
+ * is then cheap and the unmap pays for the freeing, or the other way
+ * round. The shim could release a departing allocation's memory during
+ * the wait for its copy out, if the release is what costs. */
+static void measure_vmm_release_mapped(CUdevice device, size_t bytes, const char *size, int rounds)
+{
+    CUmemAllocationProp prop;
+    CUmemAccessDesc access;
+    CUdeviceptr va = vmm_setup(device, bytes, &prop, &access);
+    double *t[2];
+    for (int k = 0; k < 2; k++)
+        t[k] = calloc((size_t)rounds, sizeof(double));
+    for (int i = 0; i < rounds; i++) {
+        CUmemGenericAllocationHandle handle;
+        VS_CHECK(CALL(cuMemCreate, mem_create_fn, (&handle, bytes, &prop, 0)));
+        VS_CHECK(CALL(cuMemMap, mem_map_fn, (va, bytes, 0, handle, 0)));
+        VS_CHECK(CALL(cuMemSetAccess, mem_set_access_fn, (va, bytes, &access, 1)));
+        double a = now_us();
+        VS_CHECK(CALL(cuMemRelease, mem_release_fn, (handle)));
+        double b = now_us();
+        VS_CHECK(CALL(cuMemUnmap, mem_unmap_fn, (va, bytes)));
+        double c = now_us();
+        t[0][i] = b - a;
+        t[1][i] = c - b;
+    }
+    report("cuMemRelease_mapped", size, t[0], rounds);
+    report("cuMemUnmap_released", size, t[1], rounds);
+    for (int k = 0; k < 2; k++)
+        free(t[k]);
+    VS_CHECK(CALL(cuMemAddressFree, CUresult(*)(CUdeviceptr, size_t), (va, bytes)));
+}
+
 int main(int argc, char **argv)
 {
     int quick = argc > 1 && strcmp(argv[1], "--quick") == 0;
@@ -356,6 +439,12 @@ int main(int argc, char **argv)
      * layer restored as 30 MiB ahead of its last 2. */
     measure_vmm_pieces(device, 4ull << 20, 4ull << 20, "4M+4M", vr);
     measure_vmm_pieces(device, 30ull << 20, 2ull << 20, "30M+2M", vr);
+    /* Granule-sized pieces: an 8 MiB tensor as four, a 32 MiB layer as
+     * sixteen; and a release before the unmap, at 8 and 32 MiB. */
+    measure_vmm_granules(device, 2ull << 20, 4, "4x2M", vr);
+    measure_vmm_granules(device, 2ull << 20, 16, "16x2M", vr);
+    measure_vmm_release_mapped(device, 8ull << 20, "8M", vr);
+    measure_vmm_release_mapped(device, 32ull << 20, "32M", vr);
 
     /* Pinned host memory, per GiB. */
     int hr = quick ? 2 : 4;
