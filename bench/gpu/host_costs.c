@@ -155,41 +155,66 @@ static CUdeviceptr vmm_setup(CUdevice device, size_t bytes, CUmemAllocationProp 
     return va;
 }
 
+/* One measurement: device memory's properties and its owner's access, a
+ * reservation of `bytes`, and per-round samples of `kinds` figures. */
+#define VMM_MAX_KINDS 5
+typedef struct vmm_bench_s {
+    CUmemAllocationProp prop;
+    CUmemAccessDesc access;
+    CUdeviceptr va;
+    size_t bytes;
+    int kinds, rounds;
+    double *t[VMM_MAX_KINDS];
+} vmm_bench_t;
+
+static void vmm_begin(vmm_bench_t *b, CUdevice device, size_t bytes, int kinds, int rounds)
+{
+    b->va = vmm_setup(device, bytes, &b->prop, &b->access);
+    b->bytes = bytes;
+    b->kinds = kinds;
+    b->rounds = rounds;
+    for (int k = 0; k < kinds; k++) {
+        b->t[k] = calloc((size_t)rounds, sizeof(double));
+        VS_CHECK(b->t[k] != NULL ? CUDA_SUCCESS : CUDA_ERROR_OUT_OF_MEMORY);
+    }
+}
+
+/* Reports figure k as `names[k]`, then frees the samples and the
+ * reservation. */
+static void vmm_end(vmm_bench_t *b, const char *const *names, const char *size)
+{
+    for (int k = 0; k < b->kinds; k++) {
+        report(names[k], size, b->t[k], b->rounds);
+        free(b->t[k]);
+    }
+    VS_CHECK(CALL(cuMemAddressFree, CUresult(*)(CUdeviceptr, size_t), (b->va, b->bytes)));
+}
+
 /* The virtual-memory cycle the shim runs for an allocation of `bytes`:
  * create, map, set access, unmap, release; each timed alone. */
 static void measure_vmm(CUdevice device, size_t bytes, const char *size, int rounds)
 {
-    CUmemAllocationProp prop;
-    CUmemAccessDesc access;
-    CUdeviceptr va = vmm_setup(device, bytes, &prop, &access);
-    double *t[5];
-    for (int k = 0; k < 5; k++)
-        t[k] = calloc((size_t)rounds, sizeof(double));
+    vmm_bench_t b;
+    vmm_begin(&b, device, bytes, 5, rounds);
     for (int i = 0; i < rounds; i++) {
         CUmemGenericAllocationHandle handle;
-        double a = now_us();
-        VS_CHECK(CALL(cuMemCreate, mem_create_fn, (&handle, bytes, &prop, 0)));
-        double b = now_us();
-        VS_CHECK(CALL(cuMemMap, mem_map_fn, (va, bytes, 0, handle, 0)));
-        double c = now_us();
-        VS_CHECK(CALL(cuMemSetAccess, mem_set_access_fn, (va, bytes, &access, 1)));
-        double d = now_us();
-        VS_CHECK(CALL(cuMemUnmap, mem_unmap_fn, (va, bytes)));
-        double e = now_us();
+        double at[6];
+        at[0] = now_us();
+        VS_CHECK(CALL(cuMemCreate, mem_create_fn, (&handle, bytes, &b.prop, 0)));
+        at[1] = now_us();
+        VS_CHECK(CALL(cuMemMap, mem_map_fn, (b.va, bytes, 0, handle, 0)));
+        at[2] = now_us();
+        VS_CHECK(CALL(cuMemSetAccess, mem_set_access_fn, (b.va, bytes, &b.access, 1)));
+        at[3] = now_us();
+        VS_CHECK(CALL(cuMemUnmap, mem_unmap_fn, (b.va, bytes)));
+        at[4] = now_us();
         VS_CHECK(CALL(cuMemRelease, mem_release_fn, (handle)));
-        double f = now_us();
-        t[0][i] = b - a;
-        t[1][i] = c - b;
-        t[2][i] = d - c;
-        t[3][i] = e - d;
-        t[4][i] = f - e;
+        at[5] = now_us();
+        for (int k = 0; k < 5; k++)
+            b.t[k][i] = at[k + 1] - at[k];
     }
     static const char *const names[] = {"cuMemCreate", "cuMemMap", "cuMemSetAccess", "cuMemUnmap", "cuMemRelease"};
-    for (int k = 0; k < 5; k++) {
-        report(names[k], size, t[k], rounds);
-        free(t[k]);
-    }
-    VS_CHECK(CALL(cuMemAddressFree, CUresult(*)(CUdeviceptr, size_t), (va, bytes)));
+    vmm_end(&b, names, size);
 }
 
 /* The offload engine's head and tail: two handles of `head` and `tail`
@@ -198,33 +223,26 @@ static void measure_vmm(CUdevice device, size_t bytes, const char *size, int rou
  * table; these lines say what it costs on the GPU. */
 static void measure_vmm_pieces(CUdevice device, size_t head, size_t tail, const char *size, int rounds)
 {
-    CUmemAllocationProp prop;
-    CUmemAccessDesc access;
-    CUdeviceptr va = vmm_setup(device, head + tail, &prop, &access);
-    double *t[2];
-    for (int k = 0; k < 2; k++)
-        t[k] = calloc((size_t)rounds, sizeof(double));
+    vmm_bench_t b;
+    vmm_begin(&b, device, head + tail, 2, rounds);
     for (int i = 0; i < rounds; i++) {
         CUmemGenericAllocationHandle first, second;
-        VS_CHECK(CALL(cuMemCreate, mem_create_fn, (&first, head, &prop, 0)));
-        VS_CHECK(CALL(cuMemCreate, mem_create_fn, (&second, tail, &prop, 0)));
-        VS_CHECK(CALL(cuMemMap, mem_map_fn, (va, head, 0, first, 0)));
-        VS_CHECK(CALL(cuMemMap, mem_map_fn, (va + head, tail, 0, second, 0)));
-        double a = now_us();
-        VS_CHECK(CALL(cuMemSetAccess, mem_set_access_fn, (va, head + tail, &access, 1)));
-        double b = now_us();
-        VS_CHECK(CALL(cuMemUnmap, mem_unmap_fn, (va, head + tail)));
-        double c = now_us();
+        VS_CHECK(CALL(cuMemCreate, mem_create_fn, (&first, head, &b.prop, 0)));
+        VS_CHECK(CALL(cuMemCreate, mem_create_fn, (&second, tail, &b.prop, 0)));
+        VS_CHECK(CALL(cuMemMap, mem_map_fn, (b.va, head, 0, first, 0)));
+        VS_CHECK(CALL(cuMemMap, mem_map_fn, (b.va + head, tail, 0, second, 0)));
+        double at = now_us();
+        VS_CHECK(CALL(cuMemSetAccess, mem_set_access_fn, (b.va, head + tail, &b.access, 1)));
+        double granted = now_us();
+        VS_CHECK(CALL(cuMemUnmap, mem_unmap_fn, (b.va, head + tail)));
+        double unmapped = now_us();
         VS_CHECK(CALL(cuMemRelease, mem_release_fn, (first)));
         VS_CHECK(CALL(cuMemRelease, mem_release_fn, (second)));
-        t[0][i] = b - a;
-        t[1][i] = c - b;
+        b.t[0][i] = granted - at;
+        b.t[1][i] = unmapped - granted;
     }
-    report("cuMemSetAccess_two_maps", size, t[0], rounds);
-    report("cuMemUnmap_two_maps", size, t[1], rounds);
-    for (int k = 0; k < 2; k++)
-        free(t[k]);
-    VS_CHECK(CALL(cuMemAddressFree, CUresult(*)(CUdeviceptr, size_t), (va, head + tail)));
+    static const char *const names[] = {"cuMemSetAccess_two_maps", "cuMemUnmap_two_maps"};
+    vmm_end(&b, names, size);
 }
 
 /* Physical memory in pieces of one size: `count` handles of `piece`
@@ -236,42 +254,33 @@ static void measure_vmm_pieces(CUdevice device, size_t head, size_t tail, const 
  * them). */
 static void measure_vmm_granules(CUdevice device, size_t piece, int count, const char *size, int rounds)
 {
-    CUmemAllocationProp prop;
-    CUmemAccessDesc access;
+    vmm_bench_t b;
     size_t bytes = piece * (size_t)count;
-    CUdeviceptr va = vmm_setup(device, bytes, &prop, &access);
     CUmemGenericAllocationHandle *handles = calloc((size_t)count, sizeof *handles);
-    double *t[4];
-    for (int k = 0; k < 4; k++)
-        t[k] = calloc((size_t)rounds, sizeof(double));
     VS_CHECK(handles != NULL ? CUDA_SUCCESS : CUDA_ERROR_OUT_OF_MEMORY);
+    vmm_begin(&b, device, bytes, 4, rounds);
     for (int i = 0; i < rounds; i++) {
         for (int p = 0; p < count; p++)
-            VS_CHECK(CALL(cuMemCreate, mem_create_fn, (&handles[p], piece, &prop, 0)));
-        double a = now_us();
+            VS_CHECK(CALL(cuMemCreate, mem_create_fn, (&handles[p], piece, &b.prop, 0)));
+        double at[5];
+        at[0] = now_us();
         for (int p = 0; p < count; p++)
-            VS_CHECK(CALL(cuMemMap, mem_map_fn, (va + piece * (size_t)p, piece, 0, handles[p], 0)));
-        double b = now_us();
-        VS_CHECK(CALL(cuMemSetAccess, mem_set_access_fn, (va, bytes, &access, 1)));
-        double c = now_us();
-        VS_CHECK(CALL(cuMemUnmap, mem_unmap_fn, (va, bytes)));
-        double d = now_us();
+            VS_CHECK(CALL(cuMemMap, mem_map_fn, (b.va + piece * (size_t)p, piece, 0, handles[p], 0)));
+        at[1] = now_us();
+        VS_CHECK(CALL(cuMemSetAccess, mem_set_access_fn, (b.va, bytes, &b.access, 1)));
+        at[2] = now_us();
+        VS_CHECK(CALL(cuMemUnmap, mem_unmap_fn, (b.va, bytes)));
+        at[3] = now_us();
         for (int p = 0; p < count; p++)
             VS_CHECK(CALL(cuMemRelease, mem_release_fn, (handles[p])));
-        double e = now_us();
-        t[0][i] = b - a;
-        t[1][i] = c - b;
-        t[2][i] = d - c;
-        t[3][i] = e - d;
+        at[4] = now_us();
+        for (int k = 0; k < 4; k++)
+            b.t[k][i] = at[k + 1] - at[k];
     }
     static const char *const names[] = {"cuMemMap_pieces", "cuMemSetAccess_pieces", "cuMemUnmap_pieces",
                                         "cuMemRelease_pieces"};
-    for (int k = 0; k < 4; k++) {
-        report(names[k], size, t[k], rounds);
-        free(t[k]);
-    }
+    vmm_end(&b, names, size);
     free(handles);
-    VS_CHECK(CALL(cuMemAddressFree, CUresult(*)(CUdeviceptr, size_t), (va, bytes)));
 }
 
 /* A handle released while still mapped (cuda.h: its memory is freed once
@@ -281,30 +290,22 @@ static void measure_vmm_granules(CUdevice device, size_t piece, int count, const
  * the wait for its copy out, if the release is what costs. */
 static void measure_vmm_release_mapped(CUdevice device, size_t bytes, const char *size, int rounds)
 {
-    CUmemAllocationProp prop;
-    CUmemAccessDesc access;
-    CUdeviceptr va = vmm_setup(device, bytes, &prop, &access);
-    double *t[2];
-    for (int k = 0; k < 2; k++)
-        t[k] = calloc((size_t)rounds, sizeof(double));
+    vmm_bench_t b;
+    vmm_begin(&b, device, bytes, 2, rounds);
     for (int i = 0; i < rounds; i++) {
         CUmemGenericAllocationHandle handle;
-        VS_CHECK(CALL(cuMemCreate, mem_create_fn, (&handle, bytes, &prop, 0)));
-        VS_CHECK(CALL(cuMemMap, mem_map_fn, (va, bytes, 0, handle, 0)));
-        VS_CHECK(CALL(cuMemSetAccess, mem_set_access_fn, (va, bytes, &access, 1)));
-        double a = now_us();
+        VS_CHECK(CALL(cuMemCreate, mem_create_fn, (&handle, bytes, &b.prop, 0)));
+        VS_CHECK(CALL(cuMemMap, mem_map_fn, (b.va, bytes, 0, handle, 0)));
+        VS_CHECK(CALL(cuMemSetAccess, mem_set_access_fn, (b.va, bytes, &b.access, 1)));
+        double at = now_us();
         VS_CHECK(CALL(cuMemRelease, mem_release_fn, (handle)));
-        double b = now_us();
-        VS_CHECK(CALL(cuMemUnmap, mem_unmap_fn, (va, bytes)));
-        double c = now_us();
-        t[0][i] = b - a;
-        t[1][i] = c - b;
+        double released = now_us();
+        VS_CHECK(CALL(cuMemUnmap, mem_unmap_fn, (b.va, bytes)));
+        b.t[0][i] = released - at;
+        b.t[1][i] = now_us() - released;
     }
-    report("cuMemRelease_mapped", size, t[0], rounds);
-    report("cuMemUnmap_released", size, t[1], rounds);
-    for (int k = 0; k < 2; k++)
-        free(t[k]);
-    VS_CHECK(CALL(cuMemAddressFree, CUresult(*)(CUdeviceptr, size_t), (va, bytes)));
+    static const char *const names[] = {"cuMemRelease_mapped", "cuMemUnmap_released"};
+    vmm_end(&b, names, size);
 }
 
 int main(int argc, char **argv)
