@@ -11,11 +11,11 @@
  *     host_cost NAME SIZE median_us p90_us calls
  *
  * plus the round trip of an empty kernel on an idle GPU (submission to the
- * host seeing it done), the wake-up of a host wait, one grant and one
- * unmap over two mappings side by side (an allocation's head and tail),
- * the same over 4 and 16 granule-sized pieces with their maps and
- * releases, and a release made while the handle is still mapped followed
- * by the unmap.
+ * host seeing it done), the wake-up of a host wait, handles mapped side by
+ * side (two: an allocation's head and tail; 4 and 16 granule-sized
+ * pieces) with their maps, one grant and one unmap over all of them, and
+ * their releases, and a release made while the handle is still mapped
+ * followed by the unmap.
  * The figures are the measured defaults for the simulated driver's
  * host-cost table. The driver is opened with dlopen, never linked. Exits 77
  * where no GPU answers.
@@ -217,55 +217,35 @@ static void measure_vmm(CUdevice device, size_t bytes, const char *size, int rou
     vmm_end(&b, names, size);
 }
 
-/* The offload engine's head and tail: two handles of `head` and `tail`
- * bytes mapped side by side, granted and unmapped each with one call over
- * both ranges. The simulated driver charges such a call as one call of the
- * table; these lines say what it costs on the GPU. */
-static void measure_vmm_pieces(CUdevice device, size_t head, size_t tail, const char *size, int rounds)
+/* Handles of `sizes[0..count)` bytes mapped side by side over one range:
+ * their maps (one call each), the grant and the unmap with one call over
+ * all of them, and their releases, reported as cuMemMap_SUFFIX,
+ * cuMemSetAccess_SUFFIX, cuMemUnmap_SUFFIX and cuMemRelease_SUFFIX. The
+ * simulated driver charges the grant and the unmap as one call of the
+ * table; these lines say what they cost on the GPU. Two pieces are the
+ * offload engine's head and tail; many pieces of one granule are physical
+ * memory in pieces of one size (any departing piece could then be mapped
+ * ahead for any restore), which pays only if the grant and the unmap cost
+ * about as one call there. */
+#define VMM_MAX_PIECES 16
+static void measure_vmm_pieces(CUdevice device, const size_t *sizes, int count, const char *suffix,
+                               const char *size, int rounds)
 {
     vmm_bench_t b;
-    vmm_begin(&b, device, head + tail, 2, rounds);
-    for (int i = 0; i < rounds; i++) {
-        CUmemGenericAllocationHandle first, second;
-        VS_CHECK(CALL(cuMemCreate, mem_create_fn, (&first, head, &b.prop, 0)));
-        VS_CHECK(CALL(cuMemCreate, mem_create_fn, (&second, tail, &b.prop, 0)));
-        VS_CHECK(CALL(cuMemMap, mem_map_fn, (b.va, head, 0, first, 0)));
-        VS_CHECK(CALL(cuMemMap, mem_map_fn, (b.va + head, tail, 0, second, 0)));
-        double at = now_us();
-        VS_CHECK(CALL(cuMemSetAccess, mem_set_access_fn, (b.va, head + tail, &b.access, 1)));
-        double granted = now_us();
-        VS_CHECK(CALL(cuMemUnmap, mem_unmap_fn, (b.va, head + tail)));
-        double unmapped = now_us();
-        VS_CHECK(CALL(cuMemRelease, mem_release_fn, (first)));
-        VS_CHECK(CALL(cuMemRelease, mem_release_fn, (second)));
-        b.t[0][i] = granted - at;
-        b.t[1][i] = unmapped - granted;
-    }
-    static const char *const names[] = {"cuMemSetAccess_two_maps", "cuMemUnmap_two_maps"};
-    vmm_end(&b, names, size);
-}
-
-/* Physical memory in pieces of one size: `count` handles of `piece`
- * bytes each, mapped side by side over one range, as an allocation made of
- * granule-sized pieces would be (any departing piece could then be mapped
- * ahead for any restore). Whether that design pays on a GPU turns on what
- * these lines time: the maps (all of them, one call each), the grant and
- * the unmap with one call over every piece, and the releases (all of
- * them). */
-static void measure_vmm_granules(CUdevice device, size_t piece, int count, const char *size, int rounds)
-{
-    vmm_bench_t b;
-    size_t bytes = piece * (size_t)count;
-    CUmemGenericAllocationHandle *handles = calloc((size_t)count, sizeof *handles);
-    VS_CHECK(handles != NULL ? CUDA_SUCCESS : CUDA_ERROR_OUT_OF_MEMORY);
+    CUmemGenericAllocationHandle handles[VMM_MAX_PIECES];
+    size_t offsets[VMM_MAX_PIECES + 1] = {0};
+    VS_CHECK(count >= 1 && count <= VMM_MAX_PIECES ? CUDA_SUCCESS : CUDA_ERROR_INVALID_VALUE);
+    for (int p = 0; p < count; p++)
+        offsets[p + 1] = offsets[p] + sizes[p];
+    size_t bytes = offsets[count];
     vmm_begin(&b, device, bytes, 4, rounds);
     for (int i = 0; i < rounds; i++) {
         for (int p = 0; p < count; p++)
-            VS_CHECK(CALL(cuMemCreate, mem_create_fn, (&handles[p], piece, &b.prop, 0)));
+            VS_CHECK(CALL(cuMemCreate, mem_create_fn, (&handles[p], sizes[p], &b.prop, 0)));
         double at[5];
         at[0] = now_us();
         for (int p = 0; p < count; p++)
-            VS_CHECK(CALL(cuMemMap, mem_map_fn, (b.va + piece * (size_t)p, piece, 0, handles[p], 0)));
+            VS_CHECK(CALL(cuMemMap, mem_map_fn, (b.va + offsets[p], sizes[p], 0, handles[p], 0)));
         at[1] = now_us();
         VS_CHECK(CALL(cuMemSetAccess, mem_set_access_fn, (b.va, bytes, &b.access, 1)));
         at[2] = now_us();
@@ -277,10 +257,14 @@ static void measure_vmm_granules(CUdevice device, size_t piece, int count, const
         for (int k = 0; k < 4; k++)
             b.t[k][i] = at[k + 1] - at[k];
     }
-    static const char *const names[] = {"cuMemMap_pieces", "cuMemSetAccess_pieces", "cuMemUnmap_pieces",
-                                        "cuMemRelease_pieces"};
+    static const char *const calls[] = {"cuMemMap", "cuMemSetAccess", "cuMemUnmap", "cuMemRelease"};
+    char name_text[4][48];
+    const char *names[4];
+    for (int k = 0; k < 4; k++) {
+        snprintf(name_text[k], sizeof name_text[k], "%s_%s", calls[k], suffix);
+        names[k] = name_text[k];
+    }
     vmm_end(&b, names, size);
-    free(handles);
 }
 
 /* A handle released while still mapped (cuda.h: its memory is freed once
@@ -438,12 +422,16 @@ int main(int argc, char **argv)
     measure_vmm(device, 360ull << 20, "360M", vr / 4 > 4 ? vr / 4 : 4);
     /* A head and a tail: the DiT's 8 MiB tensor kept in halves, a 32 MiB
      * layer restored as 30 MiB ahead of its last 2. */
-    measure_vmm_pieces(device, 4ull << 20, 4ull << 20, "4M+4M", vr);
-    measure_vmm_pieces(device, 30ull << 20, 2ull << 20, "30M+2M", vr);
+    static const size_t halves[] = {4ull << 20, 4ull << 20}, layer_ahead[] = {30ull << 20, 2ull << 20};
+    measure_vmm_pieces(device, halves, 2, "two_maps", "4M+4M", vr);
+    measure_vmm_pieces(device, layer_ahead, 2, "two_maps", "30M+2M", vr);
     /* Granule-sized pieces: an 8 MiB tensor as four, a 32 MiB layer as
      * sixteen; and a release before the unmap, at 8 and 32 MiB. */
-    measure_vmm_granules(device, 2ull << 20, 4, "4x2M", vr);
-    measure_vmm_granules(device, 2ull << 20, 16, "16x2M", vr);
+    size_t granules[VMM_MAX_PIECES];
+    for (int p = 0; p < VMM_MAX_PIECES; p++)
+        granules[p] = 2ull << 20;
+    measure_vmm_pieces(device, granules, 4, "pieces", "4x2M", vr);
+    measure_vmm_pieces(device, granules, 16, "pieces", "16x2M", vr);
     measure_vmm_release_mapped(device, 8ull << 20, "8M", vr);
     measure_vmm_release_mapped(device, 32ull << 20, "32M", vr);
 
