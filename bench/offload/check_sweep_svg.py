@@ -53,7 +53,7 @@ def main():
             legend = [t.text for t in root.iter(NS + "text") if t.text and "met (" in t.text]
             if legend != ["met (<= 1.05)"]:
                 failures.append(f"legend {legend}")
-    for bad in ("0", "abc", "1001"):
+    for bad in ("0", "abc", "1001", "10x"):
         run = subprocess.run([program, shim, "sweep", "--cell", "cycle", "25", "1", os.path.join(work, "cell.log"),
                               "--warmup", bad], capture_output=True, text=True)
         want = f"offload_sweep: --warmup {bad}: a number of passes from 1 to 1000"

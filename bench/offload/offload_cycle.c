@@ -796,6 +796,18 @@ static int sweep_run(const char *self, const char *shim, const char *svg_path, c
     return 0;
 }
 
+/* A count of warm-up passes, 1 to 1000, written as a decimal number and
+ * nothing else; 0 when it is not one. */
+static int parse_warmup_passes(const char *text)
+{
+    char *end;
+    errno = 0;
+    long passes = strtol(text, &end, 10);
+    if (errno != 0 || end == text || *end != '\0' || passes < 1 || passes > 1000)
+        return 0;
+    return (int)passes;
+}
+
 int main(int argc, char **argv)
 {
     if (argc == 7 && strcmp(argv[2], "--child") == 0) {
@@ -811,8 +823,8 @@ int main(int argc, char **argv)
         double ns_per_byte = strtod(argv[4], &end);
         if (end == argv[4] || ns_per_byte < 0.0)
             return 2;
-        int warmup = atoi(argv[5]);
-        if (warmup <= 0)
+        int warmup = parse_warmup_passes(argv[5]);
+        if (warmup == 0)
             return 2;
         return child_run(&workloads[workload], ns_per_byte, warmup, argv[6]);
     }
@@ -822,8 +834,8 @@ int main(int argc, char **argv)
         bool warmup_given = argc == 10 && strcmp(argv[8], "--warmup") == 0;
         if ((argc == 8 || warmup_given) && strcmp(argv[3], "--cell") == 0) {
             sweep_only_t only = {.workload = argv[4], .limit_percent = atoi(argv[5]), .ratio = atof(argv[6]),
-                                 .log_path = argv[7], .warmup_passes = warmup_given ? atoi(argv[9]) : 0};
-            if (warmup_given && (only.warmup_passes <= 0 || only.warmup_passes > 1000)) {
+                                 .log_path = argv[7], .warmup_passes = warmup_given ? parse_warmup_passes(argv[9]) : 0};
+            if (warmup_given && only.warmup_passes == 0) {
                 fprintf(stderr, "offload_sweep: --warmup %s: a number of passes from 1 to 1000\n", argv[9]);
                 return 2;
             }
