@@ -235,6 +235,9 @@ bool vs_op_scan(vs_op_t *op, const uintptr_t *words, size_t count)
     op->touch.ids = tracing ? trace_ids : NULL;
     op->touch.ids_cap = tracing ? VS_OPS_TRACE_IDS : 0;
     op->touch.ids_count = 0;
+    op->touch.settled = op->settled;
+    op->touch.settled_cap = VS_SETTLED_MAX;
+    op->touch.settled_count = 0;
     vs_registry_read_begin();
     if (count > 0)
         vs_registry_touch_many_registry_locked(words, count, &op->touch);
@@ -251,6 +254,7 @@ bool vs_op_scan(vs_op_t *op, const uintptr_t *words, size_t count)
         op->touch.ids = NULL; /* trace_ids goes with this frame */
         return true;
     }
+    vs_registry_stamp_settled_registry_locked(&op->touch);
     vs_registry_read_end();
     op->touch.ids = NULL;
     return false;
@@ -385,6 +389,9 @@ VS_LAUNCH_PATH
 void vs_op_end(vs_op_t *op)
 {
     if (op->locked) {
+        /* Submitted: the settled allocations' stamps, with what their
+         * look-ups read fetched while the driver took the operation. */
+        vs_registry_stamp_settled_registry_locked(&op->touch);
         vs_registry_read_end();
         op->locked = false;
     }

@@ -59,18 +59,35 @@ typedef struct vs_alloc_s {
     uint32_t hot; /* index of its recency and frequency in `vs_registry.hot` */
     uint64_t evictions, restores;
     bool evictable;
+    bool settled; /* registered not evictable: resident for good (VS_HOT_SETTLED) */
     const char *pinned_reason;
     UT_hash_handle hh; /* in `by_base` */
 } vs_alloc_t;
 
+/* What pages, slots and pieces store for an allocation: the index of its
+ * hot slot, with VS_HOT_SETTLED set when the allocation was registered not
+ * evictable. Such an allocation stays resident for good, no engine reads its
+ * streams or epochs, and its stamp is news to no one before the operation
+ * is submitted: a touch may leave it for `vs_registry_stamp_settled_registry_locked`,
+ * after the submission, with its hot slot prefetched meanwhile. */
+#define VS_HOT_SETTLED (UINT32_C(1) << 31)
+/* At most this many hot slots: an index never reaches the bit, and no name
+ * is UINT32_MAX, which a touch uses for "none". */
+#define VS_HOT_MAX (VS_HOT_SETTLED - 1)
+
+static inline uint32_t vs_hot_index(uint32_t name)
+{
+    return name & ~VS_HOT_SETTLED;
+}
+
 /* One allocation as seen from a page: its bounds are copied here so that a
  * look-up compares addresses without touching the allocation itself (the
- * record is `vs_registry.hot_alloc[hot]`). 32 bytes, aligned: no entry
+ * record is `vs_registry.hot_alloc[vs_hot_index(hot)]`). 32 bytes, aligned: no entry
  * straddles two cache lines, which would cost a look-up a second miss. */
 typedef struct vs_page_entry_s {
     _Alignas(32) uintptr_t base;
     uintptr_t end;
-    uint32_t hot;
+    uint32_t hot; /* a hot name: index and VS_HOT_SETTLED */
 } vs_page_entry_t;
 
 /* What a launch writes: kept apart from the records, in one dense array,
@@ -107,7 +124,7 @@ _Static_assert(sizeof(vs_hot_t) == 32, "a hot slot is half a cache line");
 typedef struct vs_page_piece_s {
     _Alignas(16) uint16_t lo[2]; /* [lo, hi): offsets in the piece, hi up to VS_PIECE_BYTES */
     uint16_t hi[2];
-    uint32_t hot[2];
+    uint32_t hot[2]; /* hot names; with VS_PIECE_WALK, hot[0] is an entry's index */
 } vs_page_piece_t;
 _Static_assert(sizeof(vs_page_piece_t) == 16, "a piece's index is a quarter of a cache line");
 _Static_assert(VS_PIECE_BYTES < VS_PIECE_WALK, "piece offsets fit in 16 bits");
@@ -124,11 +141,13 @@ typedef struct vs_page_s {
  * slot itself, so a look-up is one probe and one compare. 32 bytes, in a
  * table on a line boundary: a probe reads one cache line. */
 #define VS_SLOT_DELETED UINTPTR_MAX
+/* A shared page's `end` when every allocation in it is settled. */
+#define VS_SLOT_SETTLED ((uintptr_t)1)
 typedef struct vs_page_slot_s {
     uintptr_t key;
-    uintptr_t base, end; /* the single allocation when base != 0 */
+    uintptr_t base, end; /* the single allocation when base != 0; else end may say VS_SLOT_SETTLED */
     union {
-        uint32_t hot;    /* base != 0: the single allocation's hot slot */
+        uint32_t hot;    /* base != 0: the single allocation's hot name */
         vs_page_t *page; /* base == 0: several allocations */
     } u;
 } vs_page_slot_t;
@@ -258,6 +277,8 @@ static int vs_hot_take(uint32_t *index)
         vs_registry.hot_free = (uint32_t)atomic_load(&vs_registry.hot[*index].last_use_seq);
     } else {
         if (vs_registry.hot_top == vs_registry.hot_capacity) {
+            if (vs_registry.hot_capacity >= VS_HOT_MAX)
+                return -ENOMEM;
             uint32_t capacity = vs_registry.hot_capacity ? vs_registry.hot_capacity * 2 : 1024;
             vs_alloc_t **allocs = realloc(vs_registry.hot_alloc, capacity * sizeof *allocs);
             if (allocs == NULL)
@@ -339,6 +360,16 @@ static void vs_page_reindex(vs_page_t *page, uintptr_t page_base)
             overlapping++;
         }
     }
+}
+
+/* Whether every allocation in `page` is settled. */
+static bool vs_page_settled(const vs_page_t *page)
+{
+    for (uint32_t i = 0; i < page->count; i++) {
+        if ((page->entries[i].hot & VS_HOT_SETTLED) == 0)
+            return false;
+    }
+    return true;
 }
 
 /* The hot slot of the allocation containing `addr` among those `piece` names:
@@ -437,11 +468,18 @@ static vs_page_t *vs_page_block(vs_page_t *page, uint32_t capacity)
     return grown;
 }
 
+/* What the pages store for `a`: settled when registered not evictable (a
+ * later pin leaves the bit off: the allocation may have been evicted). */
+static uint32_t vs_hot_name(const vs_alloc_t *a)
+{
+    return a->hot | (a->settled ? VS_HOT_SETTLED : 0);
+}
+
 static int vs_page_insert(uintptr_t page_no, vs_alloc_t *a)
 {
     uintptr_t key = page_no + 1;
     vs_page_slot_t *slot = vs_slot_find(key);
-    vs_page_entry_t entry = {.base = a->base, .end = a->base + a->size, .hot = a->hot};
+    vs_page_entry_t entry = {.base = a->base, .end = a->base + a->size, .hot = vs_hot_name(a)};
 
     if (slot == NULL) {
         slot = vs_slot_claim(key);
@@ -474,6 +512,7 @@ static int vs_page_insert(uintptr_t page_no, vs_alloc_t *a)
     page->entries[at] = entry;
     page->count++;
     vs_page_reindex(page, page_no << VS_REGISTRY_PAGE_SHIFT);
+    slot->end = vs_page_settled(page) ? VS_SLOT_SETTLED : 0;
     return 0;
 }
 
@@ -500,6 +539,7 @@ static void vs_page_erase(uintptr_t page_no, const vs_alloc_t *a)
         }
     }
     vs_page_reindex(page, page_no << VS_REGISTRY_PAGE_SHIFT);
+    slot->end = vs_page_settled(page) ? VS_SLOT_SETTLED : 0;
     if (page->count == 1) {
         /* Back to the single form. */
         slot->base = page->entries[0].base;
@@ -566,6 +606,7 @@ int vs_registry_add(const vs_alloc_desc_t *desc, uint64_t *id_out)
         a->evictable = false;
         a->pinned_reason = desc->pinned_reason;
     }
+    a->settled = !a->evictable;
 
     vs_registry_lock_write();
     HASH_FIND(hh, vs_registry.by_base, &a->base, sizeof a->base, existing);
@@ -680,20 +721,22 @@ static inline vs_alloc_t *vs_registry_lookup_registry_locked(uintptr_t addr, uin
     if (slot->base != 0) {
         if (addr < slot->base || addr >= slot->end)
             return NULL;
-        *hot = slot->u.hot;
-        return vs_registry.hot_alloc[slot->u.hot];
+        *hot = vs_hot_index(slot->u.hot);
+        return vs_registry.hot_alloc[*hot];
     }
     const vs_page_t *page = slot->u.page;
     const vs_page_piece_t *piece = &page->pieces[(addr >> VS_PIECE_SHIFT) & (VS_PIECES - 1)];
-    if (vs_page_piece_find(piece, addr, hot))
+    if (vs_page_piece_find(piece, addr, hot)) {
+        *hot = vs_hot_index(*hot);
         return vs_registry.hot_alloc[*hot];
+    }
     if (piece->lo[0] != VS_PIECE_WALK)
         return NULL;
     const vs_page_entry_t *e = vs_page_walk(page, piece->hot[0], addr);
     if (e == NULL)
         return NULL;
-    *hot = e->hot;
-    return vs_registry.hot_alloc[e->hot];
+    *hot = vs_hot_index(e->hot);
+    return vs_registry.hot_alloc[*hot];
 }
 
 int vs_registry_find(uintptr_t addr, vs_alloc_info_t *out)
@@ -800,6 +843,7 @@ size_t vs_registry_touch_many_registry_locked(const uintptr_t *words, size_t cou
     size_t touched = 0;
 
     VS_ASSERT(vs_registry_lock_held());
+    VS_ASSERT(touch->settled_cap <= VS_SETTLED_MAX);
     touch->epoch = atomic_load_explicit(&vs_registry_epoch, memory_order_relaxed);
     if (vs_registry.slots == NULL)
         return 0;
@@ -843,12 +887,16 @@ size_t vs_registry_touch_many_registry_locked(const uintptr_t *words, size_t cou
             if (slot->base != 0) {
                 if (w[i] >= slot->base && w[i] < slot->end) {
                     hot[i] = slot->u.hot;
-                    __builtin_prefetch(&hots[slot->u.hot]);
+                    __builtin_prefetch(&hots[vs_hot_index(hot[i])], 1);
                 }
             } else {
                 pages[i] = slot->u.page;
                 piece_at[i] = &pages[i]->pieces[(w[i] >> VS_PIECE_SHIFT) & (VS_PIECES - 1)];
                 __builtin_prefetch(piece_at[i]);
+                if (slot->end == VS_SLOT_SETTLED && !listing && touch->settled_count < touch->settled_cap) {
+                    touch->settled[touch->settled_count++] = (vs_settled_t){.page = pages[i], .at = w[i]};
+                    pages[i] = NULL;
+                }
             }
         }
         /* The piece: one allocation, none, or a walk over the entries. */
@@ -857,7 +905,7 @@ size_t vs_registry_touch_many_registry_locked(const uintptr_t *words, size_t cou
                 continue;
             const vs_page_piece_t *piece = piece_at[i];
             if (vs_page_piece_find(piece, w[i], &hot[i])) {
-                __builtin_prefetch(&hots[hot[i]]);
+                __builtin_prefetch(&hots[vs_hot_index(hot[i])], 1);
                 pages[i] = NULL;
                 continue;
             }
@@ -876,14 +924,26 @@ size_t vs_registry_touch_many_registry_locked(const uintptr_t *words, size_t cou
             const vs_page_entry_t *e = vs_page_walk(pages[i], piece_at[i]->hot[0], w[i]);
             if (e != NULL) {
                 hot[i] = e->hot;
-                __builtin_prefetch(&hots[e->hot]);
+                __builtin_prefetch(&hots[vs_hot_index(hot[i])], 1);
             }
         }
-        /* The touch: stamp, epoch, stream, then the lists (rarely). */
+        /* The touch: stamp, epoch, stream, then the lists (rarely). A
+         * settled allocation is only stamped, and later when the caller
+         * takes the stamps: its hot slot arrives while the operation is
+         * submitted, instead of before. */
         for (size_t i = 0; i < n; i++) {
             if (hot[i] == UINT32_MAX)
                 continue;
-            vs_hot_t *h = &hots[hot[i]];
+            uint32_t index = vs_hot_index(hot[i]);
+            vs_hot_t *h = &hots[index];
+            if ((hot[i] & VS_HOT_SETTLED) != 0 && !listing) {
+                if (touch->settled_count < touch->settled_cap)
+                    touch->settled[touch->settled_count++] = (vs_settled_t){.at = index};
+                else
+                    vs_hot_stamp(h, seq);
+                touched++;
+                continue;
+            }
             vs_hot_stamp(h, seq);
             if (atomic_load_explicit(&h->epoch, memory_order_relaxed) != epoch)
                 atomic_store_explicit(&h->epoch, epoch, memory_order_relaxed);
@@ -895,13 +955,50 @@ size_t vs_registry_touch_many_registry_locked(const uintptr_t *words, size_t cou
             watched |= atomic_load_explicit(&h->watched, memory_order_relaxed) != 0;
             bool resident = atomic_load_explicit(&h->residency, memory_order_relaxed) == VS_RESIDENT;
             if (listing || !resident)
-                vs_hot_list(hot[i], resident, touch);
+                vs_hot_list(index, resident, touch);
             touched++;
         }
     }
     if (watched)
         touch->watched = true;
     return touched;
+}
+
+VS_LAUNCH_PATH
+void vs_registry_stamp_settled_registry_locked(vs_touch_t *touch)
+{
+    vs_hot_t *const hots = vs_registry.hot;
+    const size_t n = touch->settled_count;
+    uint32_t index[VS_SETTLED_MAX];
+
+    VS_ASSERT(vs_registry_lock_held());
+    VS_ASSERT(n <= VS_SETTLED_MAX);
+    /* The words first (their pieces were fetched before the submission),
+     * then every stamp: the hot slots' misses overlap. */
+    for (size_t i = 0; i < n; i++) {
+        const vs_settled_t *s = &touch->settled[i];
+        index[i] = UINT32_MAX;
+        if (s->page == NULL) {
+            index[i] = (uint32_t)s->at;
+            continue;
+        }
+        const vs_page_piece_t *piece = &s->page->pieces[(s->at >> VS_PIECE_SHIFT) & (VS_PIECES - 1)];
+        uint32_t name;
+        if (vs_page_piece_find(piece, s->at, &name)) {
+            index[i] = vs_hot_index(name);
+        } else if (piece->lo[0] == VS_PIECE_WALK) {
+            const vs_page_entry_t *e = vs_page_walk(s->page, piece->hot[0], s->at);
+            if (e != NULL)
+                index[i] = vs_hot_index(e->hot);
+        }
+        if (index[i] != UINT32_MAX)
+            __builtin_prefetch(&hots[index[i]], 1);
+    }
+    for (size_t i = 0; i < n; i++) {
+        if (index[i] != UINT32_MAX)
+            vs_hot_stamp(&hots[index[i]], touch->seq);
+    }
+    touch->settled_count = 0;
 }
 
 int vs_registry_set_residency(uintptr_t base, vs_residency_t residency, bool moved, uint64_t *streams_out)

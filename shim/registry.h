@@ -144,6 +144,17 @@ void vs_registry_read_begin(void);
 void vs_registry_read_end(void);
 bool vs_registry_touch_registry_locked(uintptr_t addr, uint64_t seq);
 
+/* A use of a settled allocation left for after the submission: `page`
+ * NULL, `at` is the index of its hot slot; otherwise `at` is the word, in a
+ * page whose allocations are all settled, not yet looked up further. */
+struct vs_page_s;
+/* The most a touch leaves for after the submission (`settled_cap`). */
+#define VS_SETTLED_MAX 32
+typedef struct vs_settled_s {
+    const struct vs_page_s *page;
+    uintptr_t at;
+} vs_settled_t;
+
 /* What one operation does to the allocations it touches: stamp them with
  * `seq`, add `stream_bit` to their stream masks, and list in `missing`
  * (deduplicated, up to `missing_cap`) the bases of those that are not
@@ -164,12 +175,27 @@ typedef struct vs_touch_s {
     uint64_t *ids;
     size_t ids_cap;
     size_t ids_count;
+    /* Not NULL: the touch leaves here (up to `settled_cap`) what it found
+     * of the allocations resident for good (registered not evictable), for
+     * `vs_registry_stamp_settled_registry_locked` to stamp once the
+     * operation is submitted; the rest it stamps itself. Nothing decides on
+     * them before the submission, and their cache misses then overlap the
+     * driver's work instead of preceding it. */
+    vs_settled_t *settled;
+    size_t settled_cap;
+    size_t settled_count;
 } vs_touch_t;
 
 /* Applies `touch` to every word of `words` that lands in a device-side
  * allocation; the look-ups are interleaved so their cache misses overlap.
- * Read lock held. Returns how many words hit. */
+ * Read lock held. Returns how many words hit, not counting those left in
+ * `settled` (a word in a page of settled allocations is left there before
+ * it is known to hit). */
 size_t vs_registry_touch_many_registry_locked(const uintptr_t *words, size_t count, vs_touch_t *touch);
+/* Stamps, with the touch's sequence number, the settled allocations the
+ * touch left, and empties its list. Read lock held (the same read as the
+ * touch: pages and hot slots may be reused once it is let go). */
+void vs_registry_stamp_settled_registry_locked(vs_touch_t *touch);
 
 /* Moves the allocation starting at `base` to `residency`, taking the write
  * lock so that no operation is between its scan and its submission. When

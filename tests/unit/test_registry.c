@@ -227,6 +227,84 @@ static void test_registry_touch_stamps_last_use_once_per_event(void **state)
     assert_int_equal(info.use_count, 0);
 }
 
+static uint64_t uses_of(uintptr_t base)
+{
+    vs_alloc_info_t info;
+    assert_int_equal(vs_registry_find(base, &info), 0);
+    return info.use_count;
+}
+
+/* A touch given room leaves what it finds of allocations registered not
+ * evictable (settled: under 2 MiB, or pinned from the start) for
+ * `vs_registry_stamp_settled_registry_locked`, whether their page holds
+ * only such allocations or not, and stamps the rest itself; each is counted
+ * once per event, and what the room cannot hold is stamped at once. */
+static void test_registry_settled_uses_wait_for_the_stamp_after_submission(void **state)
+{
+    (void)state;
+    /* A page of small allocations only. */
+    const uintptr_t small = BASE;
+    for (int i = 0; i < 3; i++)
+        add(small + (uintptr_t)i * 64 * 1024, 64 * 1024, VS_ALLOC_DEVICE);
+    /* An evictable allocation running 64 KiB into the next page, with a
+     * small one after it there: a page mixing the two. */
+    const uintptr_t evictable = BASE + 4 * MiB, mixed_small = evictable + 2 * MiB + 64 * 1024;
+    add(evictable, 2 * MiB + 64 * 1024, VS_ALLOC_DEVICE);
+    add(mixed_small, 64 * 1024, VS_ALLOC_DEVICE);
+    /* Pinned from the start: a page of its own, settled. */
+    const uintptr_t pinned = BASE + 16 * MiB;
+    vs_alloc_desc_t desc = {.base = pinned, .size = 4 * MiB, .kind = VS_ALLOC_DEVICE, .pinned_reason = "test"};
+    assert_int_equal(vs_registry_add(&desc, NULL), 0);
+
+    const uintptr_t words[] = {small + 16, small + 40 * 1024, small + 64 * 1024 + 8, evictable + 8,
+                               mixed_small + 100, pinned + MiB, small + 3 * 64 * 1024 + 8 /* a gap */};
+    vs_settled_t settled[VS_SETTLED_MAX];
+    vs_touch_t touch = {.seq = vs_registry_next_seq(), .settled = settled, .settled_cap = VS_SETTLED_MAX};
+    vs_registry_read_begin();
+    vs_registry_touch_many_registry_locked(words, sizeof words / sizeof words[0], &touch);
+    size_t left = touch.settled_count;
+    uint64_t before[3] = {uses_of(evictable), uses_of(small), uses_of(pinned)};
+    vs_registry_stamp_settled_registry_locked(&touch);
+    vs_registry_read_end();
+    /* The evictable one at once; the rest wait: two words of the first small
+     * one, one of the second, the gap's (words in a page of settled ones are
+     * looked up further only then), the mixed page's, the pinned one's. */
+    assert_int_equal(left, 6);
+    assert_int_equal(before[0], 1);
+    assert_int_equal(before[1], 0);
+    assert_int_equal(before[2], 0);
+    assert_int_equal(touch.settled_count, 0);
+    assert_int_equal(uses_of(small), 1); /* two words, one event */
+    assert_int_equal(uses_of(small + 64 * 1024), 1);
+    assert_int_equal(uses_of(small + 128 * 1024), 0);
+    assert_int_equal(uses_of(mixed_small), 1);
+    assert_int_equal(uses_of(pinned), 1);
+    vs_alloc_info_t info;
+    assert_int_equal(vs_registry_find(small, &info), 0);
+    assert_int_equal(info.last_use_seq, touch.seq);
+
+    /* An evictable allocation joins the small ones' page: it is no longer
+     * settled, its small ones still are; with room for one, the rest are
+     * stamped at once. A later pin does not make an allocation settled. */
+    const uintptr_t joining = small + 3 * 64 * 1024;
+    add(joining, 2 * MiB, VS_ALLOC_DEVICE);
+    assert_int_equal(vs_registry_pin(evictable, "later"), 0);
+    const uintptr_t again[] = {small + 8, small + 64 * 1024 + 8, joining + 8, evictable + 8};
+    touch = (vs_touch_t){.seq = vs_registry_next_seq(), .settled = settled, .settled_cap = 1};
+    vs_registry_read_begin();
+    vs_registry_touch_many_registry_locked(again, sizeof again / sizeof again[0], &touch);
+    left = touch.settled_count;
+    uint64_t during[3] = {uses_of(small) + uses_of(small + 64 * 1024), uses_of(joining), uses_of(evictable)};
+    vs_registry_stamp_settled_registry_locked(&touch);
+    vs_registry_read_end();
+    assert_int_equal(left, 1);
+    assert_int_equal(during[0], 3);
+    assert_int_equal(during[1], 1);
+    assert_int_equal(during[2], 2);
+    assert_int_equal(uses_of(small), 2);
+    assert_int_equal(uses_of(small + 64 * 1024), 2);
+}
+
 static void test_registry_small_allocation_is_not_evictable_with_reason(void **state)
 {
     vs_alloc_info_t info;
@@ -341,6 +419,7 @@ int main(void)
         cmocka_unit_test_setup(test_registry_duplicate_base_is_eexist_and_zero_size_einval, clear),
         cmocka_unit_test_setup(test_registry_host_allocation_found_by_base_only, clear),
         cmocka_unit_test_setup(test_registry_touch_stamps_last_use_once_per_event, clear),
+        cmocka_unit_test_setup(test_registry_settled_uses_wait_for_the_stamp_after_submission, clear),
         cmocka_unit_test_setup(test_registry_small_allocation_is_not_evictable_with_reason, clear),
         cmocka_unit_test_setup(test_registry_ids_are_stable_and_never_reused, clear),
         cmocka_unit_test_setup(test_registry_remove_range_takes_only_covered_vmm_mappings, clear),
