@@ -11,7 +11,10 @@
  * the one or two allocations overlapping the piece (its entries, in the same
  * heap block, only where more share it): O(1) in the number of live
  * allocations and one cache miss before the allocation's hot slot,
- * which is what keeps the per-launch scan cheap. The page index is not a
+ * which is what keeps the per-launch scan cheap. An allocation registered
+ * not evictable (settled, VS_HOT_SETTLED) needs nothing before the launch
+ * goes: a scan may leave its look-up's end and its stamp for after the
+ * submission (`vs_registry_stamp_settled_registry_locked`). The page index is not a
  * uthash table because uthash's chained buckets cost a dependent load per
  * link on this, the hottest path of the shim.
  *
