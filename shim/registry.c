@@ -398,6 +398,23 @@ static inline const vs_page_entry_t *vs_page_walk(const vs_page_t *page, uint32_
     return addr >= e->base && addr < e->end ? e : NULL;
 }
 
+/* The hot name of the allocation of shared `page` containing `addr`: from
+ * its piece, or from the entries where the piece says to walk them. False
+ * when none contains it. */
+static inline bool vs_page_find(const vs_page_t *page, uintptr_t addr, uint32_t *name)
+{
+    const vs_page_piece_t *piece = &page->pieces[(addr >> VS_PIECE_SHIFT) & (VS_PIECES - 1)];
+    if (vs_page_piece_find(piece, addr, name))
+        return true;
+    if (piece->lo[0] != VS_PIECE_WALK)
+        return false;
+    const vs_page_entry_t *e = vs_page_walk(page, piece->hot[0], addr);
+    if (e == NULL)
+        return false;
+    *name = e->hot;
+    return true;
+}
+
 static inline size_t vs_slot_hash(uintptr_t key, size_t mask)
 {
     return (size_t)((key * 0x9E3779B97F4A7C15ull) >> 32) & mask;
@@ -727,18 +744,9 @@ static inline vs_alloc_t *vs_registry_lookup_registry_locked(uintptr_t addr, uin
         *hot = vs_hot_index(slot->u.hot);
         return vs_registry.hot_alloc[*hot];
     }
-    const vs_page_t *page = slot->u.page;
-    const vs_page_piece_t *piece = &page->pieces[(addr >> VS_PIECE_SHIFT) & (VS_PIECES - 1)];
-    if (vs_page_piece_find(piece, addr, hot)) {
-        *hot = vs_hot_index(*hot);
-        return vs_registry.hot_alloc[*hot];
-    }
-    if (piece->lo[0] != VS_PIECE_WALK)
+    if (!vs_page_find(slot->u.page, addr, hot))
         return NULL;
-    const vs_page_entry_t *e = vs_page_walk(page, piece->hot[0], addr);
-    if (e == NULL)
-        return NULL;
-    *hot = vs_hot_index(e->hot);
+    *hot = vs_hot_index(*hot);
     return vs_registry.hot_alloc[*hot];
 }
 
@@ -985,17 +993,11 @@ void vs_registry_stamp_settled_registry_locked(vs_touch_t *touch)
             index[i] = (uint32_t)s->at;
             continue;
         }
-        const vs_page_piece_t *piece = &s->page->pieces[(s->at >> VS_PIECE_SHIFT) & (VS_PIECES - 1)];
         uint32_t name;
-        if (vs_page_piece_find(piece, s->at, &name)) {
+        if (vs_page_find(s->page, s->at, &name)) {
             index[i] = vs_hot_index(name);
-        } else if (piece->lo[0] == VS_PIECE_WALK) {
-            const vs_page_entry_t *e = vs_page_walk(s->page, piece->hot[0], s->at);
-            if (e != NULL)
-                index[i] = vs_hot_index(e->hot);
-        }
-        if (index[i] != UINT32_MAX)
             __builtin_prefetch(&hots[index[i]], 1);
+        }
     }
     for (size_t i = 0; i < n; i++) {
         if (index[i] != UINT32_MAX)
