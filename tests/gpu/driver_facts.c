@@ -232,7 +232,8 @@ static void facts_vmm(CUdevice device)
     }
     /* The first granule of a two-granule handle mapped alone: whether one
      * allocation's physical memory could be mapped ahead for a smaller
-     * restore (docs/benchmarks.md, stop 39). simcuda allows it. */
+     * restore (docs/benchmarks.md, stop 39). An H200 refuses it
+     * (CUDA_ERROR_NOT_SUPPORTED): a handle maps whole; so does simcuda. */
     CUmemGenericAllocationHandle part;
     if (CALL(cuMemCreate, (&part, 2 * g, &prop, 0)) == CUDA_SUCCESS) {
         CUresult mapped = CALL(cuMemMap, (va + g, g, 0, part, 0));

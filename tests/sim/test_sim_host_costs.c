@@ -181,6 +181,67 @@ static void test_sized_calls_charge_per_gib(void **state)
 #undef EXPECT_COST
 }
 
+/* One grant and one unmap over a range that three mappings tile cost three
+ * times one over a single mapping, as on an H200, where such calls cost
+ * their mappings' sum (bench/gpu/host_costs: 4M+4M grant 52.6 us against
+ * 25.6 us for one 2 MiB mapping). */
+static void test_calls_over_several_mappings_charge_each_mapping(void **state)
+{
+    (void)state;
+    CUmemAllocationProp prop;
+    memset(&prop, 0, sizeof prop);
+    prop.type = CU_MEM_ALLOCATION_TYPE_PINNED;
+    prop.location.type = CU_MEM_LOCATION_TYPE_DEVICE;
+    prop.location.id = 0;
+    CUmemAccessDesc access = {.location = prop.location, .flags = CU_MEM_ACCESS_FLAGS_PROT_READWRITE};
+    CUmemGenericAllocationHandle handles[3];
+    CUdeviceptr va;
+    assert_int_equal(cuMemAddressReserve(&va, 3 * GRAN, 0, 0, 0), CUDA_SUCCESS);
+    for (int i = 0; i < 3; i++) {
+        assert_int_equal(cuMemCreate(&handles[i], GRAN, &prop, 0), CUDA_SUCCESS);
+        assert_int_equal(cuMemMap(va + (CUdeviceptr)i * GRAN, GRAN, 0, handles[i], 0), CUDA_SUCCESS);
+    }
+    uint64_t t = quiesce();
+    assert_int_equal(cuMemSetAccess(va, 3 * GRAN, &access, 1), CUDA_SUCCESS);
+    assert_int_equal(simcuda_clock_now_ns() - t, 3 * 41900);
+    t = simcuda_clock_now_ns();
+    assert_int_equal(cuMemUnmap(va, 3 * GRAN), CUDA_SUCCESS);
+    assert_int_equal(simcuda_clock_now_ns() - t, 3 * 24900);
+    /* A refused call over them (not tiled: one granule short) costs one. */
+    for (int i = 0; i < 3; i++)
+        assert_int_equal(cuMemMap(va + (CUdeviceptr)i * GRAN, GRAN, 0, handles[i], 0), CUDA_SUCCESS);
+    t = simcuda_clock_now_ns();
+    assert_int_equal(cuMemSetAccess(va, 2 * GRAN + MIB, &access, 1), CUDA_ERROR_INVALID_VALUE);
+    assert_int_equal(simcuda_clock_now_ns() - t, 41900);
+    assert_int_equal(cuMemUnmap(va, 3 * GRAN), CUDA_SUCCESS);
+    for (int i = 0; i < 3; i++)
+        assert_int_equal(cuMemRelease(handles[i]), CUDA_SUCCESS);
+    assert_int_equal(cuMemAddressFree(va, 3 * GRAN), CUDA_SUCCESS);
+}
+
+/* A handle maps whole: a mapping of its first granule alone is refused with
+ * CUDA_ERROR_NOT_SUPPORTED, as an H200 refuses it (driver_facts:
+ * mem_map.part_of_handle 801), and so is one larger than it. */
+static void test_a_handle_maps_whole_or_not_at_all(void **state)
+{
+    (void)state;
+    CUmemAllocationProp prop;
+    memset(&prop, 0, sizeof prop);
+    prop.type = CU_MEM_ALLOCATION_TYPE_PINNED;
+    prop.location.type = CU_MEM_LOCATION_TYPE_DEVICE;
+    prop.location.id = 0;
+    CUmemGenericAllocationHandle handle;
+    CUdeviceptr va;
+    assert_int_equal(cuMemAddressReserve(&va, 4 * GRAN, 0, 0, 0), CUDA_SUCCESS);
+    assert_int_equal(cuMemCreate(&handle, 2 * GRAN, &prop, 0), CUDA_SUCCESS);
+    assert_int_equal(cuMemMap(va, GRAN, 0, handle, 0), CUDA_ERROR_NOT_SUPPORTED);
+    assert_int_equal(cuMemMap(va, 3 * GRAN, 0, handle, 0), CUDA_ERROR_NOT_SUPPORTED);
+    assert_int_equal(cuMemMap(va, 2 * GRAN, 0, handle, 0), CUDA_SUCCESS);
+    assert_int_equal(cuMemUnmap(va, 2 * GRAN), CUDA_SUCCESS);
+    assert_int_equal(cuMemRelease(handle), CUDA_SUCCESS);
+    assert_int_equal(cuMemAddressFree(va, 4 * GRAN), CUDA_SUCCESS);
+}
+
 /* cuCtxSynchronize waits for both streams at once: one wake-up after the
  * later of the two. */
 static void test_one_wakeup_for_a_wait_on_several_streams(void **state)
@@ -667,6 +728,8 @@ int main(int argc, char **argv)
         cmocka_unit_test(test_launch_charges_host_and_sync_adds_wakeup),
         cmocka_unit_test(test_event_calls_and_other_calls_charge_their_cost),
         cmocka_unit_test(test_sized_calls_charge_per_gib),
+        cmocka_unit_test(test_calls_over_several_mappings_charge_each_mapping),
+        cmocka_unit_test(test_a_handle_maps_whole_or_not_at_all),
         cmocka_unit_test(test_one_wakeup_for_a_wait_on_several_streams),
         cmocka_unit_test(test_event_query_answers_on_modeled_time),
         cmocka_unit_test(test_poll_answers_done_behind_a_lagging_worker),

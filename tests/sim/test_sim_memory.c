@@ -369,7 +369,7 @@ static void test_destroyed_context_frees_its_memory(void **state)
 }
 
 /* A pool keeps freed memory up to its release threshold: it stays counted
- * by cuMemGetInfo (as on an H100, tests/gpu/driver_facts.h100.txt), is
+ * by cuMemGetInfo (as on an H100, tests/gpu/driver_facts.recorded.txt), is
  * reused by the pool's next allocation, and goes back with cuMemPoolTrimTo,
  * a threshold of 0, or when an allocation needs it. */
 static void test_pool_keeps_freed_memory_up_to_threshold(void **state)

@@ -465,7 +465,13 @@ static host_thread_t *host_thread(void)
 }
 
 /* Advances the thread's clock by `cost_ns` of call `id`. */
-static void host_charge(sim_api_id_t id, uint64_t cost_ns, bool sized)
+typedef enum {
+    HOST_CHARGE_FIXED, /* a call's fixed cost: starts its timeline entry */
+    HOST_CHARGE_SIZED, /* its size part, last: ends the entry */
+    HOST_CHARGE_MORE,  /* more of its fixed cost, before the size part */
+} host_charge_t;
+
+static void host_charge(sim_api_id_t id, uint64_t cost_ns, host_charge_t part)
 {
     host_thread_t *t = host_thread();
     if (t == &shared_host)
@@ -477,11 +483,13 @@ static void host_charge(sim_api_id_t id, uint64_t cost_ns, bool sized)
     if (timeline == NULL)
         return;
     pthread_mutex_lock(&clock_lock);
-    if (sized) {
-        /* The size part of the call that is pending. */
+    if (part != HOST_CHARGE_FIXED) {
+        /* The size part, or more of the fixed cost, of the call that is
+         * pending. */
         if (t->pending_id == (int)id)
             t->pending_end = end;
-        pending_flush_locked(t);
+        if (part == HOST_CHARGE_SIZED)
+            pending_flush_locked(t);
     } else {
         pending_flush_locked(t);
         if (request_is_sized(sim_api_table[id].request)) {
@@ -500,7 +508,7 @@ void sim_clock_host_call(sim_api_id_t id)
     if (!sim_clock_is_virtual() || !costs_on)
         return;
     atomic_fetch_add_explicit(&host_thread()->calls, 1, memory_order_relaxed);
-    host_charge(id, cost_of[id].base_ns, false);
+    host_charge(id, cost_of[id].base_ns, HOST_CHARGE_FIXED);
 }
 
 void sim_clock_host_sized(sim_api_id_t id, uint64_t bytes)
@@ -508,7 +516,14 @@ void sim_clock_host_sized(sim_api_id_t id, uint64_t bytes)
     if (!sim_clock_is_virtual() || !costs_on)
         return;
     uint64_t per_gib = cost_of[id].per_gib_ns;
-    host_charge(id, (uint64_t)((double)per_gib * (double)bytes / (double)(1ull << 30) + 0.5), true);
+    host_charge(id, (uint64_t)((double)per_gib * (double)bytes / (double)(1ull << 30) + 0.5), HOST_CHARGE_SIZED);
+}
+
+void sim_clock_host_more_mappings(sim_api_id_t id, size_t more)
+{
+    if (!sim_clock_is_virtual() || !costs_on || more == 0)
+        return;
+    host_charge(id, cost_of[id].base_ns * (uint64_t)more, HOST_CHARGE_MORE);
 }
 
 bool sim_clock_host_polls_virtually(sim_api_id_t id)

@@ -262,6 +262,12 @@ SIM_HIDDEN uint64_t sim_clock_modeled_ns(void);
  * nothing with the real clock or with costs off. */
 SIM_HIDDEN void sim_clock_host_call(sim_api_id_t id);
 SIM_HIDDEN void sim_clock_host_sized(sim_api_id_t id, uint64_t bytes);
+/* A call over a range that several mappings tile (`cuMemSetAccess`,
+ * `cuMemUnmap`) costs the fixed cost once per mapping, as on an H200
+ * (`bench/gpu/host_costs`: a grant over 4 MiB + 4 MiB mappings 52.6 us, one
+ * over a 2 MiB mapping 25.6; sixteen 2 MiB pieces 458 us): `sim_api_enter`
+ * charged the first, this charges the `more` others, as part of that call. */
+SIM_HIDDEN void sim_clock_host_more_mappings(sim_api_id_t id, size_t more);
 /* Reports a malformed SIMCUDA_HOST_COSTS and exits with status 2 (from
  * cuInit: the harness asked for a model it would not get). */
 SIM_HIDDEN void sim_clock_check_config(void);

@@ -1154,7 +1154,10 @@ SIM_EXPORT CUresult cuMemMap(CUdeviceptr ptr, size_t size, size_t offset, CUmemG
         return CUDA_ERROR_INVALID_VALUE;
     /* cuda.h: the offset "currently must be zero"; an H100 answers
      * CUDA_ERROR_NOT_SUPPORTED to any other, and to a mapping larger than
-     * the handle (tests/gpu/driver_facts.h100.txt). */
+     * the handle; an H200 answers it to a mapping smaller than the handle
+     * too, its first granule of two (`mem_map.part_of_handle`,
+     * tests/gpu/driver_facts.recorded.txt): a handle maps whole or not at
+     * all. */
     if (offset != 0)
         return CUDA_ERROR_NOT_SUPPORTED;
     mem_block_t *mapping = calloc(1, sizeof *mapping);
@@ -1166,10 +1169,10 @@ SIM_EXPORT CUresult cuMemMap(CUdeviceptr ptr, size_t size, size_t offset, CUmemG
     mem_block_t *reservation = map_find(&device_blocks, (uintptr_t)ptr);
     if (phys == NULL)
         result = CUDA_ERROR_INVALID_HANDLE;
-    if (phys != NULL && size > phys->size)
+    if (phys != NULL && size != phys->size)
         result = CUDA_ERROR_NOT_SUPPORTED;
     if (phys == NULL || reservation == NULL || reservation->kind != MEM_RESERVATION ||
-        ptr + size > block_end(reservation) || size > phys->size ||
+        ptr + size > block_end(reservation) || size != phys->size ||
         map_overlaps(&mappings, (uintptr_t)ptr, (uintptr_t)(ptr + size)))
         goto out;
     /* A new mapping has no access until cuMemSetAccess. */
@@ -1229,12 +1232,11 @@ SIM_EXPORT CUresult cuMemUnmap(CUdeviceptr ptr, size_t size)
     CUresult entry = SIM_ENTER(cuMemUnmap, SIM_NEED_INIT);
     if (entry != CUDA_SUCCESS)
         return entry;
-    sim_clock_host_sized(SIM_ID(cuMemUnmap), size);
-    size_t first, count;
+    size_t first = 0, count = 0;
     pthread_rwlock_wrlock(&mem_lock);
     int rc = mappings_tiling((uintptr_t)ptr, size, &first, &count);
     /* A reserved range with nothing mapped in it unmaps successfully, as
-     * on an H100 (tests/gpu/driver_facts.h100.txt: mem_unmap.unmapped). */
+     * on an H100 (tests/gpu/driver_facts.recorded.txt: mem_unmap.unmapped). */
     mem_block_t *reservation = rc == 0 ? NULL : map_find(&device_blocks, (uintptr_t)ptr);
     if (reservation != NULL && reservation->kind == MEM_RESERVATION && size != 0 && size % SIM_GRANULARITY == 0
         && ptr % SIM_GRANULARITY == 0 && ptr + size <= block_end(reservation)
@@ -1255,6 +1257,9 @@ SIM_EXPORT CUresult cuMemUnmap(CUdeviceptr ptr, size_t size)
         }
     }
     pthread_rwlock_unlock(&mem_lock);
+    if (rc == 0 && count > 1)
+        sim_clock_host_more_mappings(SIM_ID(cuMemUnmap), count - 1);
+    sim_clock_host_sized(SIM_ID(cuMemUnmap), size);
     return rc == 0 ? CUDA_SUCCESS : CUDA_ERROR_INVALID_VALUE;
 }
 
@@ -1272,12 +1277,9 @@ static int host_protection(const mem_block_t *mapping)
     return protection;
 }
 
-SIM_EXPORT CUresult cuMemSetAccess(CUdeviceptr ptr, size_t size, const CUmemAccessDesc *desc, size_t count)
+/* What cuMemSetAccess answers to its descriptors alone. */
+static CUresult access_descriptors_check(const CUmemAccessDesc *desc, size_t count)
 {
-    CUresult entry = SIM_ENTER(cuMemSetAccess, SIM_NEED_INIT);
-    if (entry != CUDA_SUCCESS)
-        return entry;
-    sim_clock_host_sized(SIM_ID(cuMemSetAccess), size);
     if (desc == NULL || count == 0)
         return CUDA_ERROR_INVALID_VALUE;
     for (size_t i = 0; i < count; i++) {
@@ -1288,8 +1290,20 @@ SIM_EXPORT CUresult cuMemSetAccess(CUdeviceptr ptr, size_t size, const CUmemAcce
             desc[i].flags != CU_MEM_ACCESS_FLAGS_PROT_READWRITE)
             return CUDA_ERROR_INVALID_VALUE;
     }
-    size_t first, mapping_count;
-    CUresult result = CUDA_SUCCESS;
+    return CUDA_SUCCESS;
+}
+
+SIM_EXPORT CUresult cuMemSetAccess(CUdeviceptr ptr, size_t size, const CUmemAccessDesc *desc, size_t count)
+{
+    CUresult entry = SIM_ENTER(cuMemSetAccess, SIM_NEED_INIT);
+    if (entry != CUDA_SUCCESS)
+        return entry;
+    CUresult result = access_descriptors_check(desc, count);
+    if (result != CUDA_SUCCESS) {
+        sim_clock_host_sized(SIM_ID(cuMemSetAccess), size);
+        return result;
+    }
+    size_t first = 0, mapping_count = 0;
     pthread_rwlock_wrlock(&mem_lock);
     if (mappings_tiling((uintptr_t)ptr, size, &first, &mapping_count) != 0) {
         result = CUDA_ERROR_INVALID_VALUE;
@@ -1305,6 +1319,9 @@ SIM_EXPORT CUresult cuMemSetAccess(CUdeviceptr ptr, size_t size, const CUmemAcce
     }
 out:
     pthread_rwlock_unlock(&mem_lock);
+    if (result == CUDA_SUCCESS && mapping_count > 1)
+        sim_clock_host_more_mappings(SIM_ID(cuMemSetAccess), mapping_count - 1);
+    sim_clock_host_sized(SIM_ID(cuMemSetAccess), size);
     return result;
 }
 
