@@ -79,7 +79,8 @@ GPU_FRACTION = 0.92
 CONTEXT_RESERVE = 1 << 30  # CUDA context, cuBLAS workspaces, fragmentation
 GIB = float(1 << 30)
 
-SUMMARY = re.compile(r"offload: evictions (\d+), restores (\d+), to host (\d+) bytes, to device (\d+) bytes")
+SUMMARY = re.compile(r"offload: evictions (\d+), restores (\d+), to host (\d+) bytes, to device (\d+) bytes"
+                     r"(?:, restore wait ([0-9.]+) ms)?")
 
 
 # ---- the parts that need no GPU ------------------------------------------
@@ -168,7 +169,8 @@ def parse_shim_summary(text):
     if m is None:
         return None
     return {"evictions": int(m.group(1)), "restores": int(m.group(2)),
-            "to_host": int(m.group(3)), "to_device": int(m.group(4))}
+            "to_host": int(m.group(3)), "to_device": int(m.group(4)),
+            "restore_wait_ms": float(m.group(5)) if m.group(5) is not None else None}
 
 
 def parse_meminfo(text):
@@ -260,6 +262,20 @@ def bubble_stats(spans_ms, threshold_ms=BUBBLE_MS):
     return {"idle": idle, "bubbles": len(big), "gap_ms": sum(big), "longest_ms": max(gaps) if gaps else 0.0}
 
 
+def stall_inside_blocks(spans_ms, resident_spans_ms):
+    """The GPU's waits that the gaps between blocks cannot show: the shim
+    makes a block's first kernel wait for its restore on the GPU, after the
+    event recorded before the block, so such a wait lengthens the block's
+    span. Returns the fraction of the pass by which the blocks' spans
+    exceed the same blocks' spans with every weight resident (block by
+    block, never below zero), or None without a resident run to compare."""
+    if not spans_ms or not resident_spans_ms or len(spans_ms) != len(resident_spans_ms):
+        return None
+    span = spans_ms[-1][1] - spans_ms[0][0]
+    extra = sum(max(0.0, (e - s) - (re - rs)) for (s, e), (rs, re) in zip(spans_ms, resident_spans_ms))
+    return extra / span if span > 0 else 0.0
+
+
 def self_test(shim_source=None):
     failures = []
 
@@ -271,6 +287,9 @@ def self_test(shim_source=None):
     check(b["bubbles"] == 1 and abs(b["gap_ms"] - 0.5) < 1e-9 and abs(b["idle"] - 0.51 / 4.0) < 1e-9
           and abs(b["longest_ms"] - 0.5) < 1e-9, "bubble_stats: %r" % b)
     check(bubble_stats([])["bubbles"] == 0, "bubble_stats of no blocks")
+    stall = stall_inside_blocks([(0.0, 1.5), (1.5, 2.5), (2.5, 4.0)], [(0.0, 1.0), (1.0, 2.0), (2.0, 3.0)])
+    check(stall is not None and abs(stall - 1.0 / 4.0) < 1e-9, "stall_inside_blocks: %r" % stall)
+    check(stall_inside_blocks([(0.0, 1.0)], []) is None, "stall_inside_blocks without a resident run")
 
     w = block_params(HIDDEN, QWEN_MLP_RATIO) * BLOCKS * 2
     check(40.5e9 < w < 41.2e9, "Qwen-like weights are %d bytes, expected about 40.8 GB" % w)
@@ -315,8 +334,8 @@ def self_test(shim_source=None):
     line = ("vramshim: offload: evictions 1200, restores 1180, to host 0 bytes, to device 774000000000 bytes, "
             "restore wait 1.000 ms, over the limit 0 times")
     s = parse_shim_summary("noise\n" + line + "\n")
-    check(s == {"evictions": 1200, "restores": 1180, "to_host": 0, "to_device": 774000000000},
-          "summary parse: %r" % s)
+    check(s == {"evictions": 1200, "restores": 1180, "to_host": 0, "to_device": 774000000000,
+                "restore_wait_ms": 1.0}, "summary parse: %r" % s)
     check(parse_shim_summary("offload: evictions x") is None, "a broken summary was parsed")
     if shim_source:
         with open(shim_source) as f:
@@ -515,6 +534,7 @@ def child_device(spec, result):
     first = timed[0][0]
     spans = [(first.elapsed_time(start), first.elapsed_time(end)) for start, end in timed]
     result["gpu_idle"] = bubble_stats(spans)
+    result["block_spans"] = spans
     if before and after:
         result["streamed_per_pass"] = (after[0] - before[0]) / float(spec["passes"])
         result["written_back_per_pass"] = (after[1] - before[1]) / float(spec["passes"])
@@ -798,7 +818,8 @@ def main(argv):
 
     failed = False
     rows = []
-    idles = []  # (configuration, bubble_stats) of the runs with every block on the device
+    idles = []  # (configuration, bubble_stats, block spans) of the runs with every block on the device
+    resident_spans = None
     stream, _ = run_child("stream", spec, {}, args.child_timeout)
     if stream is None:
         print("the streaming loop failed: no bound to compare with")
@@ -816,7 +837,8 @@ def main(argv):
         if res is not None:
             compute = median(res["times"])
             if "gpu_idle" in res:
-                idles.append(("no limit", res["gpu_idle"]))
+                idles.append(("no limit", res["gpu_idle"], None))
+                resident_spans = res.get("block_spans")
         rows.append({"config": "a) no limit (resident)", "limit": None, "need": 0, "streamed": 0,
                      "seconds": median(res["times"]) if res else None, "note": "failed (see above)"})
     else:
@@ -824,6 +846,7 @@ def main(argv):
                      "seconds": None, "note": "skipped: W does not fit the GPU"})
 
     summaries = []
+    passes_run = args.warmup + args.passes + 1  # the timed passes and the one with events
     from_totals = False
     for pct, limit in zip(spec["limit_pcts"], spec["limits"]):
         env = {"LD_PRELOAD": shim, "VRAM_LIMIT": str(limit), "VRAMSHIM_POLICY": "cyclic", "VRAMSHIM_LOG": "info"}
@@ -832,7 +855,7 @@ def main(argv):
         summary = parse_shim_summary(log)
         summaries.append((pct, summary))
         if res and "gpu_idle" in res:
-            idles.append(("vramshim cyclic %d%%" % pct, res["gpu_idle"]))
+            idles.append(("vramshim cyclic %d%%" % pct, res["gpu_idle"], res.get("block_spans")))
         moved = res.get("streamed_per_pass") if res else None
         if moved is None and summary and res:
             # No live snapshot: the exit totals over every pass, loading included.
@@ -879,14 +902,20 @@ def main(argv):
     if from_totals:
         print("vramshim moved/pass: its exit totals over warm-up and timed passes, loading included "
               "(give --vramshim-tool for the timed passes alone)")
-    for config, idle in idles:
+    for config, idle, spans in idles:
+        stall = stall_inside_blocks(spans, resident_spans)
         print("%s: GPU idle %.1f%% of a pass between blocks (CUDA events), %d bubbles over %.0f us, %.3f ms in "
-              "them, the longest %.3f ms" % (config, 100.0 * idle["idle"], idle["bubbles"], BUBBLE_MS * 1e3,
-                                              idle["gap_ms"], idle["longest_ms"]))
+              "them, the longest %.3f ms%s" % (
+                  config, 100.0 * idle["idle"], idle["bubbles"], BUBBLE_MS * 1e3, idle["gap_ms"], idle["longest_ms"],
+                  "; blocks longer than resident by %.1f%% of the pass (waits inside blocks)" % (100.0 * stall)
+                  if stall is not None else ""))
     for pct, s in summaries:
         if s:
-            print("vramshim %d%% exit summary: evictions %d, restores %d, to host %s, to device %s" % (
-                pct, s["evictions"], s["restores"], format_bytes(s["to_host"]), format_bytes(s["to_device"])))
+            print("vramshim %d%% exit summary: evictions %d, restores %d, to host %s, to device %s%s" % (
+                pct, s["evictions"], s["restores"], format_bytes(s["to_host"]), format_bytes(s["to_device"]),
+                ", host time making room and restoring %.1f ms (%.2f ms a pass over %d passes)" % (
+                    s["restore_wait_ms"], s["restore_wait_ms"] / passes_run, passes_run)
+                if s["restore_wait_ms"] is not None else ""))
         else:
             print("vramshim %d%%: no exit summary in its output" % pct)
     print(goal_summary(rows, compute, h2d))
