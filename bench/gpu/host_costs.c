@@ -15,7 +15,10 @@
  * side (two: an allocation's head and tail; 4 and 16 granule-sized
  * pieces) with their maps, one grant and one unmap over all of them, and
  * their releases, and a release made while the handle is still mapped
- * followed by the unmap.
+ * followed by the unmap; then the virtual-memory cycle again while a
+ * kernel and a 1 GiB host-to-device copy are in flight (NAME_busy, and
+ * whether the calls returned before that work ended), and the copy's rate
+ * alone and with cycles run through it (`host_fact` lines).
  * The figures are the measured defaults for the simulated driver's
  * host-cost table. The driver is opened with dlopen, never linked. Exits 77
  * where no GPU answers.
@@ -67,7 +70,9 @@
     X(cuMemSetAccess)                                                                              \
     X(cuMemHostAlloc)                                                                              \
     X(cuMemFreeHost)                                                                               \
-    X(cuMemcpyHtoDAsync)
+    X(cuMemcpyHtoDAsync)                                                                           \
+    X(cuMemAlloc)                                                                                  \
+    X(cuMemFree)
 
 typedef struct host_costs_driver_s {
 #define HOST_COSTS_FIELD(name) void (*name)(void);
@@ -293,6 +298,116 @@ static void measure_vmm_release_mapped(CUdevice device, size_t bytes, const char
     vmm_end(&b, names, size);
 }
 
+/* The virtual-memory cycle while the GPU is busy: a kernel spinning on one
+ * stream and a large host-to-device copy on another, as when the offload
+ * engine maps a restore or unmaps a departure during a pass. The figures
+ * above were taken on an idle GPU; mapping changes involve synchronous
+ * work on the GPU (CUDA-NOTES), so a call may wait for work in flight, or
+ * stall the copy engine. Reports each call's cost while busy
+ * (NAME_busy), how many cycles returned with the kernel and the copy still
+ * running (a call that waited for the GPU would not), and the copy's rate
+ * alone and with cycles running through it (host_fact lines). */
+typedef struct busy_gpu_s {
+    CUfunction spin;
+    CUstream compute, copy;
+    CUevent kernel_end, copy_start, copy_end;
+    CUdeviceptr device_buffer;
+    void *host_buffer;
+    size_t copy_bytes;
+} busy_gpu_t;
+
+static void busy_start(busy_gpu_t *g, unsigned long long spin_ns, bool with_kernel)
+{
+    VS_CHECK(CALL(cuEventRecord, event_record_fn, (g->copy_start, g->copy)));
+    VS_CHECK(CALL(cuMemcpyHtoDAsync, CUresult(*)(CUdeviceptr, const void *, size_t, CUstream),
+                  (g->device_buffer, g->host_buffer, g->copy_bytes, g->copy)));
+    VS_CHECK(CALL(cuEventRecord, event_record_fn, (g->copy_end, g->copy)));
+    if (with_kernel) {
+        void *params[] = {&spin_ns};
+        VS_CHECK(CALL(cuLaunchKernel, launch_fn, (g->spin, 1, 1, 1, 32, 1, 1, 0, g->compute, params, NULL)));
+        VS_CHECK(CALL(cuEventRecord, event_record_fn, (g->kernel_end, g->compute)));
+    }
+    double until = now_us() + 100.0; /* both under way */
+    while (now_us() < until)
+        ;
+}
+
+static bool busy_still(CUevent ev)
+{
+    return CALL(cuEventQuery, event_fn, (ev)) == CUDA_ERROR_NOT_READY;
+}
+
+/* One create, map, grant, unmap, release of `bytes` at `va`, each call's
+ * microseconds in t[0..5). */
+static void vmm_cycle(vmm_bench_t *b, double *t)
+{
+    CUmemGenericAllocationHandle handle;
+    double at[6];
+    at[0] = now_us();
+    VS_CHECK(CALL(cuMemCreate, mem_create_fn, (&handle, b->bytes, &b->prop, 0)));
+    at[1] = now_us();
+    VS_CHECK(CALL(cuMemMap, mem_map_fn, (b->va, b->bytes, 0, handle, 0)));
+    at[2] = now_us();
+    VS_CHECK(CALL(cuMemSetAccess, mem_set_access_fn, (b->va, b->bytes, &b->access, 1)));
+    at[3] = now_us();
+    VS_CHECK(CALL(cuMemUnmap, mem_unmap_fn, (b->va, b->bytes)));
+    at[4] = now_us();
+    VS_CHECK(CALL(cuMemRelease, mem_release_fn, (handle)));
+    at[5] = now_us();
+    for (int k = 0; k < 5; k++)
+        t[k] = at[k + 1] - at[k];
+}
+
+static void measure_vmm_busy(CUdevice device, busy_gpu_t *g, size_t bytes, const char *size, int rounds)
+{
+    vmm_bench_t b;
+    vmm_begin(&b, device, bytes, 5, rounds);
+    int kernel_running = 0, copy_running = 0;
+    for (int i = 0; i < rounds; i++) {
+        busy_start(g, 30000000ull, true); /* 30 ms: longer than the 1 GiB copy */
+        double t[5];
+        vmm_cycle(&b, t);
+        kernel_running += busy_still(g->kernel_end);
+        copy_running += busy_still(g->copy_end);
+        for (int k = 0; k < 5; k++)
+            b.t[k][i] = t[k];
+        VS_CHECK(CALL(cuCtxSynchronize, CUresult(*)(void), ()));
+    }
+    printf("host_fact vmm_cycle_busy %-7s returned with the kernel running %d of %d, the copy running %d of %d\n",
+           size, kernel_running, rounds, copy_running, rounds);
+    static const char *const names[] = {"cuMemCreate_busy", "cuMemMap_busy", "cuMemSetAccess_busy",
+                                        "cuMemUnmap_busy", "cuMemRelease_busy"};
+    vmm_end(&b, names, size);
+}
+
+/* The copy's rate alone and with VMM cycles of `bytes` run back to back
+ * through it (no kernel): whether mapping changes stall the copy engine. */
+static void measure_copy_with_vmm(CUdevice device, busy_gpu_t *g, size_t bytes, const char *size, int rounds)
+{
+    vmm_bench_t b;
+    vmm_begin(&b, device, bytes, 1, rounds);
+    double alone = 0, with = 0;
+    int cycles = 0;
+    for (int i = 0; i < 2 * rounds; i++) {
+        bool vmm = i % 2 == 1;
+        busy_start(g, 0, false);
+        while (vmm && busy_still(g->copy_end)) {
+            double t[5];
+            vmm_cycle(&b, t);
+            cycles++;
+        }
+        VS_CHECK(CALL(cuEventSynchronize, event_fn, (g->copy_end)));
+        float ms = 0;
+        VS_CHECK(CALL(cuEventElapsedTime, CUresult(*)(float *, CUevent, CUevent), (&ms, g->copy_start, g->copy_end)));
+        *(vmm ? &with : &alone) += (double)ms;
+    }
+    double gb = (double)g->copy_bytes * rounds / 1e9;
+    printf("host_fact h2d_with_vmm_cycles %-7s %.1f GB/s alone, %.1f GB/s with %d cycles run through the copies\n",
+           size, gb / (alone / 1e3), gb / (with / 1e3), cycles);
+    free(b.t[0]);
+    VS_CHECK(CALL(cuMemAddressFree, CUresult(*)(CUdeviceptr, size_t), (b.va, b.bytes)));
+}
+
 int main(int argc, char **argv)
 {
     int quick = argc > 1 && strcmp(argv[1], "--quick") == 0;
@@ -311,6 +426,8 @@ int main(int argc, char **argv)
     /* The _v2 forms where the ABI changed. */
     (void)open_symbol(lib, "cuEventElapsedTime_v2", &drv.cuEventElapsedTime);
     (void)open_symbol(lib, "cuMemcpyHtoDAsync_v2", &drv.cuMemcpyHtoDAsync);
+    (void)open_symbol(lib, "cuMemAlloc_v2", &drv.cuMemAlloc);
+    (void)open_symbol(lib, "cuMemFree_v2", &drv.cuMemFree);
 
     CUdevice device;
     CUcontext ctx;
@@ -456,6 +573,23 @@ int main(int argc, char **argv)
     measure_vmm_pieces(device, granules, 16, "pieces", "16x2M", vr);
     measure_vmm_release_mapped(device, 8ull << 20, "8M", vr);
     measure_vmm_release_mapped(device, 32ull << 20, "32M", vr);
+
+    /* The cycle again with the GPU busy, and the copy engine's rate with
+     * cycles running through its copies. */
+    busy_gpu_t g = {.spin = spin, .compute = stream, .copy = other, .copy_bytes = quick ? 64ull << 20 : 1ull << 30};
+    VS_CHECK(CALL(cuEventCreate, CUresult(*)(CUevent *, unsigned), (&g.kernel_end, CU_EVENT_DISABLE_TIMING)));
+    VS_CHECK(CALL(cuEventCreate, CUresult(*)(CUevent *, unsigned), (&g.copy_start, CU_EVENT_DEFAULT)));
+    VS_CHECK(CALL(cuEventCreate, CUresult(*)(CUevent *, unsigned), (&g.copy_end, CU_EVENT_DEFAULT)));
+    VS_CHECK(CALL(cuMemAlloc, CUresult(*)(CUdeviceptr *, size_t), (&g.device_buffer, g.copy_bytes)));
+    VS_CHECK(CALL(cuMemHostAlloc, CUresult(*)(void **, size_t, unsigned), (&g.host_buffer, g.copy_bytes, 0)));
+    int br = quick ? 4 : 20;
+    measure_vmm_busy(device, &g, 2ull << 20, "2M", br);
+    measure_vmm_busy(device, &g, 32ull << 20, "32M", br);
+    measure_vmm_busy(device, &g, 360ull << 20, "360M", br);
+    measure_copy_with_vmm(device, &g, 2ull << 20, "2M", quick ? 2 : 5);
+    measure_copy_with_vmm(device, &g, 360ull << 20, "360M", quick ? 2 : 5);
+    VS_CHECK(CALL(cuMemFreeHost, CUresult(*)(void *), (g.host_buffer)));
+    VS_CHECK(CALL(cuMemFree, CUresult(*)(CUdeviceptr), (g.device_buffer)));
 
     /* Pinned host memory, per GiB. */
     int hr = quick ? 2 : 4;
