@@ -142,7 +142,7 @@ void vs_engine_deferred_reap(bool wait)
         vs_deferred_t *d = vs_engine.deferred_head;
         if (wait)
             vs_meter_may_stall(&vs_engine.devices[d->device]);
-        CUresult rc = wait ? VS_CALL(cuEventSynchronize, (d->done)) : VS_CALL(cuEventQuery, (d->done));
+        CUresult rc = wait ? VS_ENGINE_CALL(VS_HOST_GPU_WAIT, cuEventSynchronize, (d->done)) : VS_CALL(cuEventQuery, (d->done));
         if (rc == CUDA_ERROR_NOT_READY)
             return;
         /* Done, or failed: either way the copy no longer reads the host
@@ -192,7 +192,7 @@ static bool vs_engine_deferred_push(CUevent done, vs_region_t *r, int hash_slot,
     vs_deferred_t *d = calloc(1, sizeof *d);
     if (d == NULL) {
         /* No room to defer: wait for the copy now. */
-        CUresult rc = VS_CALL(cuEventSynchronize, (done));
+        CUresult rc = VS_ENGINE_CALL(VS_HOST_GPU_WAIT, cuEventSynchronize, (done));
         vs_engine_restore_hash_end(&vs_engine.devices[r->device], r, hash_slot, from, r->size - from,
                                    rc == CUDA_SUCCESS);
         vs_engine_event_put(vs_engine.devices[r->device].ctx, done);
@@ -218,7 +218,7 @@ CUresult vs_engine_wait_for_copy(CUstream waiter, CUevent copied)
 {
     VS_ASSERT_HELD(&vs_engine.lock);
     CUresult rc = VS_CALL(cuStreamWaitEvent, (waiter, copied, 0));
-    return rc == CUDA_SUCCESS ? rc : VS_CALL(cuEventSynchronize, (copied));
+    return rc == CUDA_SUCCESS ? rc : VS_ENGINE_CALL(VS_HOST_GPU_WAIT, cuEventSynchronize, (copied));
 }
 
 /* How many times one charge may spill to disk and evict again before it
@@ -383,7 +383,7 @@ static CUresult vs_engine_restore_copy(vs_region_t *r, uint64_t from, vs_engine_
     if (rc != CUDA_SUCCESS) {
         vs_log(VS_LOG_WARN, "cannot copy the allocation at 0x%" PRIxPTR " back to the device (error %d)", r->base,
                (int)rc);
-        (void)VS_CALL(cuStreamSynchronize, (d->to_device));
+        (void)VS_ENGINE_CALL(VS_HOST_GPU_WAIT, cuStreamSynchronize, (d->to_device));
         vs_engine_restore_hash_end(d, NULL, hash_slot, 0, 0, false);
         vs_engine_event_put(d->ctx, done);
         return rc;
@@ -658,11 +658,11 @@ bool vs_offload_free(CUdeviceptr dptr, CUresult *rc_out)
     if (r->where == VS_RESIDENT) {
         /* Like cuMemFree: the memory goes once the work using it is done. */
         if (r->arriving != NULL)
-            (void)VS_CALL(cuEventSynchronize, (r->arriving));
+            (void)VS_ENGINE_CALL(VS_HOST_GPU_WAIT, cuEventSynchronize, (r->arriving));
         r->arriving = NULL;
         if (vs_streams_fence(streams, d->to_host, 0) != 0)
-            (void)VS_CALL(cuCtxSynchronize, ());
-        (void)VS_CALL(cuStreamSynchronize, (d->to_host));
+            (void)VS_ENGINE_CALL(VS_HOST_GPU_WAIT, cuCtxSynchronize, ());
+        (void)VS_ENGINE_CALL(VS_HOST_GPU_WAIT, cuStreamSynchronize, (d->to_host));
     }
     /* (An evicted region's users were waited for when it was evicted: the
      * head it may keep is unused.) */
@@ -685,11 +685,24 @@ void vs_offload_settle(void)
     vs_engine_unlock(mode);
 }
 
+/* Apart from vs_engine, whose layout the launch path is sensitive to. */
+static _Atomic uint64_t vs_engine_host_ns[VS_HOST_KINDS], vs_engine_host_calls[VS_HOST_KINDS];
+
+void vs_engine_host_time(vs_host_kind_t kind, uint64_t start_ns)
+{
+    atomic_fetch_add_explicit(&vs_engine_host_ns[kind], vs_monotonic_ns() - start_ns, memory_order_relaxed);
+    atomic_fetch_add_explicit(&vs_engine_host_calls[kind], 1, memory_order_relaxed);
+}
+
 void vs_offload_stats(vs_offload_stats_t *out)
 {
     vs_mutex_lock(&vs_engine.lock);
     *out = vs_engine.stats;
     vs_mutex_unlock(&vs_engine.lock);
+    out->host_gpu_wait_ns = atomic_load_explicit(&vs_engine_host_ns[VS_HOST_GPU_WAIT], memory_order_relaxed);
+    out->host_gpu_waits = atomic_load_explicit(&vs_engine_host_calls[VS_HOST_GPU_WAIT], memory_order_relaxed);
+    out->host_vmm_ns = atomic_load_explicit(&vs_engine_host_ns[VS_HOST_VMM], memory_order_relaxed);
+    out->host_vmm_calls = atomic_load_explicit(&vs_engine_host_calls[VS_HOST_VMM], memory_order_relaxed);
 }
 
 void vs_offload_shutdown(void)
@@ -707,11 +720,13 @@ void vs_offload_shutdown(void)
            " bytes, clean evictions %" PRIu64 " (%" PRIu64 " bytes not copied), prefetches %" PRIu64 " (%" PRIu64
            " bytes, %" PRIu64 " unused), kept host copies dropped %" PRIu64 ", partial evictions %" PRIu64
            ", evictions ahead of need %" PRIu64 ", partial restores %" PRIu64 ", restores mapped ahead %" PRIu64
-           ", regime changes %" PRIu64,
+           ", regime changes %" PRIu64 ", host waits for the GPU %.3f ms (%" PRIu64 "), VMM calls %.3f ms (%" PRIu64
+           ")",
            s.evictions, s.restores, s.bytes_to_host, s.bytes_to_device, (double)s.restore_wait_ns / 1e6, s.over_limit,
            pool.pinned, pool.limit, s.placed_on_host, s.bytes_served_on_host, s.clean_drops, s.bytes_not_copied,
            s.prefetches, s.prefetch_bytes, s.prefetch_unused, s.host_copies_dropped, s.partial_evictions,
-           s.evictions_ahead, s.partial_restores, s.mapped_ahead, s.regime_changes);
+           s.evictions_ahead, s.partial_restores, s.mapped_ahead, s.regime_changes, (double)s.host_gpu_wait_ns / 1e6,
+           s.host_gpu_waits, (double)s.host_vmm_ns / 1e6, s.host_vmm_calls);
     if (vs_spill_enabled()) {
         vs_spill_stats_t disk;
         vs_spill_stats(&disk);

@@ -173,7 +173,7 @@ static void vs_engine_spare_release(vs_engine_device_t *d)
     VS_ASSERT_HELD(&vs_engine.lock);
     if (d->spare == 0)
         return;
-    (void)VS_CALL(cuMemRelease, (d->spare));
+    (void)VS_ENGINE_CALL(VS_HOST_VMM, cuMemRelease, (d->spare));
     d->spare = 0;
     d->spare_bytes = 0;
 }
@@ -197,11 +197,11 @@ static void vs_engine_spare_keep(vs_engine_device_t *d, CUmemGenericAllocationHa
 static CUresult vs_engine_unmap_pieces(uintptr_t base, uint64_t split, uint64_t bytes)
 {
     VS_ASSERT_HELD(&vs_engine.lock);
-    CUresult rc = VS_CALL(cuMemUnmap, ((CUdeviceptr)base, bytes));
+    CUresult rc = VS_ENGINE_CALL(VS_HOST_VMM, cuMemUnmap, ((CUdeviceptr)base, bytes));
     if (rc == CUDA_SUCCESS || split == 0 || split >= bytes)
         return rc;
-    rc = VS_CALL(cuMemUnmap, ((CUdeviceptr)base, split));
-    CUresult tail = VS_CALL(cuMemUnmap, ((CUdeviceptr)(base + split), bytes - split));
+    rc = VS_ENGINE_CALL(VS_HOST_VMM, cuMemUnmap, ((CUdeviceptr)base, split));
+    CUresult tail = VS_ENGINE_CALL(VS_HOST_VMM, cuMemUnmap, ((CUdeviceptr)(base + split), bytes - split));
     return rc != CUDA_SUCCESS ? rc : tail;
 }
 
@@ -278,7 +278,7 @@ static CUresult vs_engine_grant(const vs_region_t *r, CUdeviceptr at, uint64_t b
         access[grants].flags = CU_MEM_ACCESS_FLAGS_PROT_READWRITE;
         grants++;
     }
-    return VS_CALL(cuMemSetAccess, (at, bytes, access, grants));
+    return VS_ENGINE_CALL(VS_HOST_VMM, cuMemSetAccess, (at, bytes, access, grants));
 }
 
 /* Maps [offset, offset + bytes) of `r` to physical memory of its device
@@ -305,27 +305,27 @@ static CUresult vs_engine_physical_map_range(vs_region_t *r, uint64_t offset, ui
         prop.type = CU_MEM_ALLOCATION_TYPE_PINNED;
         prop.location.type = CU_MEM_LOCATION_TYPE_DEVICE;
         prop.location.id = r->device;
-        rc = VS_CALL(cuMemCreate, (&phys, bytes, &prop, 0));
+        rc = VS_ENGINE_CALL(VS_HOST_VMM, cuMemCreate, (&phys, bytes, &prop, 0));
         if (rc != CUDA_SUCCESS)
             return rc;
     }
-    rc = VS_CALL(cuMemMap, (at, bytes, 0, phys, 0));
+    rc = VS_ENGINE_CALL(VS_HOST_VMM, cuMemMap, (at, bytes, 0, phys, 0));
     if (rc == CUDA_ERROR_INVALID_VALUE && r->stale_mapping) {
         /* Still mapped: an unmap the driver refused left memory there
          * that was let go of (released, so freed with the mapping; nothing
          * uses it, its users were waited for). Unmapped again, the range
          * takes its new memory. */
         CUdeviceptr from = (CUdeviceptr)(r->base + offset);
-        if (VS_CALL(cuMemUnmap, (from, r->reserved - offset)) == CUDA_SUCCESS) {
+        if (VS_ENGINE_CALL(VS_HOST_VMM, cuMemUnmap, (from, r->reserved - offset)) == CUDA_SUCCESS) {
             vs_log(VS_LOG_DEBUG, "unmapped 0x%" PRIxPTR " again, left mapped by a refused unmap", (uintptr_t)from);
             r->stale_mapping = false;
-            rc = VS_CALL(cuMemMap, (at, bytes, 0, phys, 0));
+            rc = VS_ENGINE_CALL(VS_HOST_VMM, cuMemMap, (at, bytes, 0, phys, 0));
         }
     }
     if (rc == CUDA_SUCCESS && grant && (rc = vs_engine_grant(r, at, bytes)) != CUDA_SUCCESS)
-        (void)VS_CALL(cuMemUnmap, (at, bytes));
+        (void)VS_ENGINE_CALL(VS_HOST_VMM, cuMemUnmap, (at, bytes));
     if (rc != CUDA_SUCCESS) {
-        (void)VS_CALL(cuMemRelease, (phys));
+        (void)VS_ENGINE_CALL(VS_HOST_VMM, cuMemRelease, (phys));
         return rc;
     }
     *out = phys;
@@ -379,7 +379,7 @@ CUresult vs_engine_restore_head(vs_region_t *r, uint64_t bytes)
     r->split = bytes;
     rc = vs_tier_copy_region(r, 0, bytes, VS_COPY_IN, d->to_device);
     if (rc != CUDA_SUCCESS) {
-        (void)VS_CALL(cuStreamSynchronize, (d->to_device)); /* what was queued of it */
+        (void)VS_ENGINE_CALL(VS_HOST_GPU_WAIT, cuStreamSynchronize, (d->to_device)); /* what was queued of it */
         vs_engine_physical_unmap_head(r);
         return rc;
     }
@@ -419,7 +419,7 @@ void vs_offload_peer_changed(int accessor, int owner, bool enabled)
             uint64_t mapped = r->phys != 0 ? r->reserved : r->split;
             if (r->device != owner || mapped == 0)
                 continue;
-            CUresult rc = VS_CALL(cuMemSetAccess, ((CUdeviceptr)r->base, mapped, &access, 1));
+            CUresult rc = VS_ENGINE_CALL(VS_HOST_VMM, cuMemSetAccess, ((CUdeviceptr)r->base, mapped, &access, 1));
             if (rc != CUDA_SUCCESS)
                 vs_log(VS_LOG_WARN, "cannot %s device %d access to the allocation at 0x%" PRIxPTR " (error %d)",
                        *refs > 0 ? "grant" : "revoke", accessor, r->base, (int)rc);
@@ -461,7 +461,7 @@ static void vs_engine_tail_let_go(vs_region_t *r, CUresult unmapped)
     VS_ASSERT_HELD(&vs_engine.lock);
     if (unmapped != CUDA_SUCCESS) {
         r->stale_mapping = true;
-        (void)VS_CALL(cuMemRelease, (r->phys));
+        (void)VS_ENGINE_CALL(VS_HOST_VMM, cuMemRelease, (r->phys));
     } else {
         vs_engine_spare_keep(&vs_engine.devices[r->device], r->phys, r->reserved - r->split);
     }
@@ -475,7 +475,7 @@ static void vs_engine_head_let_go(vs_region_t *r, CUresult unmapped)
     VS_ASSERT_HELD(&vs_engine.lock);
     if (unmapped != CUDA_SUCCESS)
         r->stale_mapping = true;
-    (void)VS_CALL(cuMemRelease, (r->head_phys));
+    (void)VS_ENGINE_CALL(VS_HOST_VMM, cuMemRelease, (r->head_phys));
     r->head_phys = 0;
     r->split = 0;
 }
@@ -486,7 +486,7 @@ static void vs_engine_head_settle(vs_region_t *r)
 {
     VS_ASSERT_HELD(&vs_engine.lock);
     if (r->head_from_host) {
-        (void)VS_CALL(cuStreamSynchronize, (vs_engine.devices[r->device].to_device));
+        (void)VS_ENGINE_CALL(VS_HOST_GPU_WAIT, cuStreamSynchronize, (vs_engine.devices[r->device].to_device));
         r->head_from_host = false;
     }
 }
@@ -512,7 +512,7 @@ void vs_engine_physical_unmap(vs_region_t *r)
         return;
     }
     vs_engine_lent_unmap(); /* before this memory can be mapped again */
-    vs_engine_tail_let_go(r, VS_CALL(cuMemUnmap, ((CUdeviceptr)(r->base + r->split), bytes)));
+    vs_engine_tail_let_go(r, VS_ENGINE_CALL(VS_HOST_VMM, cuMemUnmap, ((CUdeviceptr)(r->base + r->split), bytes)));
 }
 
 bool vs_engine_premap(vs_region_t *r, vs_region_t *lender)
@@ -526,11 +526,11 @@ bool vs_engine_premap(vs_region_t *r, vs_region_t *lender)
     /* The lender's pieces, at the same offsets: a head, when it has one,
      * and the tail; then one grant over both. */
     uint64_t split = lender->split;
-    if (split > 0 && VS_CALL(cuMemMap, ((CUdeviceptr)r->base, split, 0, lender->head_phys, 0)) != CUDA_SUCCESS)
+    if (split > 0 && VS_ENGINE_CALL(VS_HOST_VMM, cuMemMap, ((CUdeviceptr)r->base, split, 0, lender->head_phys, 0)) != CUDA_SUCCESS)
         return false;
-    if (VS_CALL(cuMemMap, ((CUdeviceptr)(r->base + split), r->reserved - split, 0, lender->phys, 0)) != CUDA_SUCCESS) {
+    if (VS_ENGINE_CALL(VS_HOST_VMM, cuMemMap, ((CUdeviceptr)(r->base + split), r->reserved - split, 0, lender->phys, 0)) != CUDA_SUCCESS) {
         if (split > 0)
-            (void)VS_CALL(cuMemUnmap, ((CUdeviceptr)r->base, split));
+            (void)VS_ENGINE_CALL(VS_HOST_VMM, cuMemUnmap, ((CUdeviceptr)r->base, split));
         return false;
     }
     if (vs_engine_grant(r, (CUdeviceptr)r->base, r->reserved) != CUDA_SUCCESS) {
@@ -562,7 +562,7 @@ void vs_engine_premap_drop(vs_region_t *r, vs_region_t *lender)
         /* The lender's ranges are gone too: the memory is no one's. */
         vs_engine_lent_unmap();
         if (split > 0)
-            (void)VS_CALL(cuMemRelease, (r->premap_head));
+            (void)VS_ENGINE_CALL(VS_HOST_VMM, cuMemRelease, (r->premap_head));
         vs_engine_spare_keep(d, r->phys, r->reserved - split);
     }
     r->phys = 0;
@@ -586,7 +586,7 @@ void vs_engine_physical_unmap_head(vs_region_t *r)
         return;
     }
     vs_engine_head_settle(r);
-    vs_engine_head_let_go(r, VS_CALL(cuMemUnmap, ((CUdeviceptr)r->base, r->split)));
+    vs_engine_head_let_go(r, VS_ENGINE_CALL(VS_HOST_VMM, cuMemUnmap, ((CUdeviceptr)r->base, r->split)));
 }
 
 void vs_engine_physical_unmap_whole(vs_region_t *r)
@@ -638,7 +638,7 @@ uint64_t vs_engine_heads_release(int device)
         if (!r->head_from_host) {
             rc = vs_tier_copy_region(r, 0, r->split, VS_COPY_OUT, d->to_host);
             if (rc == CUDA_SUCCESS)
-                rc = VS_CALL(cuStreamSynchronize, (d->to_host));
+                rc = VS_ENGINE_CALL(VS_HOST_GPU_WAIT, cuStreamSynchronize, (d->to_host));
         }
         if (rc != CUDA_SUCCESS) {
             vs_log(VS_LOG_WARN, "cannot copy the head of the allocation at 0x%" PRIxPTR " to the host (error %d); it "
@@ -795,7 +795,7 @@ static void vs_engine_ctx_teardown(CUcontext ctx, uint64_t stream_slots, bool al
     if (alive) {
         /* The application's work in it may still use its allocations. */
         bool pushed = VS_CALL(cuCtxPushCurrent_v2, (ctx)) == CUDA_SUCCESS;
-        (void)VS_CALL(cuCtxSynchronize, ());
+        (void)VS_ENGINE_CALL(VS_HOST_GPU_WAIT, cuCtxSynchronize, ());
         CUcontext popped;
         if (pushed)
             (void)VS_CALL(cuCtxPopCurrent_v2, (&popped));
@@ -861,8 +861,8 @@ void vs_offload_ctx_ending(CUcontext ctx, bool certain, vs_offload_ctx_end_t *en
         vs_engine_device_t *d = &vs_engine.devices[device];
         if (!d->ready)
             continue;
-        (void)VS_CALL(cuStreamSynchronize, (d->to_host));
-        (void)VS_CALL(cuStreamSynchronize, (d->to_device));
+        (void)VS_ENGINE_CALL(VS_HOST_GPU_WAIT, cuStreamSynchronize, (d->to_host));
+        (void)VS_ENGINE_CALL(VS_HOST_GPU_WAIT, cuStreamSynchronize, (d->to_device));
     }
     end->stream_slots = vs_streams_ctx_slots(ctx);
     if (certain) {

@@ -106,7 +106,7 @@ static void vs_eviction_mark(vs_eviction_t *e, vs_engine_device_t *d)
         e->phase_over = false;
         return;
     }
-    CUresult rc = VS_CALL(cuStreamSynchronize, (d->to_host));
+    CUresult rc = VS_ENGINE_CALL(VS_HOST_GPU_WAIT, cuStreamSynchronize, (d->to_host));
     if (e->rc == CUDA_SUCCESS)
         e->rc = rc; /* a copy that failed before stays the batch's error */
     e->phase_over = true;
@@ -121,7 +121,7 @@ static bool vs_eviction_phase_over(vs_eviction_t *e, bool wait)
         return true;
     if (wait)
         vs_meter_may_stall(&vs_engine.devices[e->device]);
-    CUresult rc = wait ? VS_CALL(cuEventSynchronize, (e->done)) : VS_CALL(cuEventQuery, (e->done));
+    CUresult rc = wait ? VS_ENGINE_CALL(VS_HOST_GPU_WAIT, cuEventSynchronize, (e->done)) : VS_CALL(cuEventQuery, (e->done));
     if (rc == CUDA_ERROR_NOT_READY)
         return false;
     if (e->rc == CUDA_SUCCESS)
@@ -200,7 +200,7 @@ static size_t vs_eviction_start(vs_eviction_t *e, vs_region_t **victims, size_t 
         }
         if (vs_streams_fence(streams, d->to_host, epoch) != 0) {
             vs_log(VS_LOG_WARN, "cannot evict the allocation at 0x%" PRIxPTR "; it stays on the device", r->base);
-            (void)VS_CALL(cuStreamSynchronize, (d->to_host)); /* covers the copy in */
+            (void)VS_ENGINE_CALL(VS_HOST_GPU_WAIT, cuStreamSynchronize, (d->to_host)); /* covers the copy in */
             vs_engine_restore_hash_end(d, NULL, e->arrival_slot[i], 0, 0, false);
             vs_engine_evict_undo(r, e->had_copy[i], streams);
             e->victims[i] = NULL;
@@ -230,7 +230,7 @@ static size_t vs_eviction_start(vs_eviction_t *e, vs_region_t **victims, size_t 
         e->judged[i] = !e->copied[i];
         if (e->copied[i] && vs_tier_copy_region(r, from, r->size, VS_COPY_OUT, d->to_host) != CUDA_SUCCESS) {
             vs_log(VS_LOG_WARN, "cannot evict the allocation at 0x%" PRIxPTR "; it stays on the device", r->base);
-            (void)VS_CALL(cuStreamSynchronize, (d->to_host));
+            (void)VS_ENGINE_CALL(VS_HOST_GPU_WAIT, cuStreamSynchronize, (d->to_host));
             vs_engine_restore_hash_end(d, NULL, e->arrival_slot[i], 0, 0, false);
             vs_eviction_hash_slot_put(d, r);
             vs_engine_evict_undo(r, e->had_copy[i], streams);

@@ -334,6 +334,29 @@ typedef struct vs_engine_s {
 
 extern vs_engine_t vs_engine;
 
+/* The engine's host time by kind, for the exit summary and the snapshot:
+ * its waits for the GPU (event, stream and context synchronisations) and
+ * its virtual-memory calls (create, map, grant, unmap, release), wherever
+ * the engine makes them. On a GPU these are what a pass's host time goes
+ * to; a benchmark takes their difference over timed passes. */
+typedef enum {
+    VS_HOST_GPU_WAIT,
+    VS_HOST_VMM,
+    VS_HOST_KINDS,
+} vs_host_kind_t;
+
+/* Adds the time since `start_ns` (vs_monotonic_ns) to `kind`. Lock-free. */
+void vs_engine_host_time(vs_host_kind_t kind, uint64_t start_ns);
+
+/* VS_CALL, timed as `kind`. */
+#define VS_ENGINE_CALL(kind, symbol, args)                                                                   \
+    __extension__({                                                                                          \
+        uint64_t vs_call_start_ = vs_monotonic_ns();                                                         \
+        CUresult vs_call_rc_ = VS_CALL(symbol, args);                                                        \
+        vs_engine_host_time((kind), vs_call_start_);                                                         \
+        vs_call_rc_;                                                                                         \
+    })
+
 /* Takes and lets go of the engine lock; the engine's own driver calls run
  * in relaxed capture mode so that they never invalidate another thread's
  * capture. */

@@ -250,7 +250,7 @@ void vs_offload_stream_destroyed(CUstream stream)
     }
     vs_engine_unlock(mode);
 synchronize:
-    (void)VS_CALL(cuStreamSynchronize, (stream));
+    (void)VS_ENGINE_CALL(VS_HOST_GPU_WAIT, cuStreamSynchronize, (stream));
     vs_mutex_lock(&vs_streams.lock);
     int cleared = -1;
     for (int i = 0; i < VS_STREAM_SLOTS; i++) {
@@ -423,7 +423,7 @@ int vs_streams_fence(uint64_t mask, CUstream waiter, uint64_t epoch)
         return -EBUSY;
     for (size_t k = 0; k < sync_count; k++) {
         bool pushed = vs_streams_ctx_enter(sync_ctx[k]);
-        CUresult rc = VS_CALL(cuCtxSynchronize, ());
+        CUresult rc = VS_ENGINE_CALL(VS_HOST_GPU_WAIT, cuCtxSynchronize, ());
         vs_streams_ctx_leave(pushed);
         if (rc != CUDA_SUCCESS)
             return -EIO;

@@ -120,7 +120,7 @@ static CUresult vs_tier_read_disk_unlocked(const vs_region_t *r, CUstream to_dev
     for (uint64_t first = 0, chunk = 0; first < total_blocks && rc == CUDA_SUCCESS; first += blocks_per_chunk, chunk++) {
         int b = (int)(chunk % VS_STAGING_BUFFERS);
         uint64_t blocks = total_blocks - first < blocks_per_chunk ? total_blocks - first : blocks_per_chunk;
-        if (used[b] && (rc = VS_CALL(cuEventSynchronize, (copied[b]))) != CUDA_SUCCESS)
+        if (used[b] && (rc = VS_ENGINE_CALL(VS_HOST_GPU_WAIT, cuEventSynchronize, (copied[b]))) != CUDA_SUCCESS)
             break;
         int read = vs_spill_read(&r->disk, first, blocks, vs_tier_staging.buffer[b]);
         if (read != 0) {
@@ -137,7 +137,7 @@ static CUresult vs_tier_read_disk_unlocked(const vs_region_t *r, CUstream to_dev
         used[b] = 1;
     }
     /* The staging buffers are free again once their copies are done. */
-    CUresult synced = VS_CALL(cuStreamSynchronize, (to_device));
+    CUresult synced = VS_ENGINE_CALL(VS_HOST_GPU_WAIT, cuStreamSynchronize, (to_device));
     pthread_mutex_unlock(&vs_tier_staging.lock);
     return rc == CUDA_SUCCESS ? synced : rc;
 }
@@ -356,7 +356,7 @@ static bool vs_tier_host_pageable(const void *host)
 static bool vs_tier_served_copy_ordered(CUstream stream, bool async, const void *host)
 {
     if (!async)
-        return VS_CALL(cuStreamSynchronize, (stream)) == CUDA_SUCCESS; /* else the driver's call says why */
+        return VS_ENGINE_CALL(VS_HOST_GPU_WAIT, cuStreamSynchronize, (stream)) == CUDA_SUCCESS; /* else the driver's call says why */
     if (vs_streams_may_be_capturing(stream))
         return false; /* captured: the copy belongs to the graph */
     CUresult idle = VS_CALL(cuStreamQuery, (stream));
@@ -365,7 +365,7 @@ static bool vs_tier_served_copy_ordered(CUstream stream, bool async, const void 
     /* Busy: only a copy from pageable memory, which the driver makes
      * synchronous with the host anyway, is worth a wait for the stream. */
     return idle == CUDA_ERROR_NOT_READY && vs_tier_host_pageable(host)
-           && VS_CALL(cuStreamSynchronize, (stream)) == CUDA_SUCCESS;
+           && VS_ENGINE_CALL(VS_HOST_GPU_WAIT, cuStreamSynchronize, (stream)) == CUDA_SUCCESS;
 }
 
 bool vs_offload_copy_host(CUdeviceptr dptr, void *host, uint64_t bytes, bool to_device, CUstream stream, bool async,

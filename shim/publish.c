@@ -185,6 +185,9 @@ static void vs_publish_fill(vs_snapshot_t *snap, void *ctx)
     fill.totals.restores = moved.restores;
     fill.totals.bytes_evicted = moved.bytes_to_host;
     fill.totals.bytes_restored = moved.bytes_to_device;
+    fill.totals.restore_wait_ns = moved.restore_wait_ns;
+    fill.totals.host_gpu_wait_ns = moved.host_gpu_wait_ns;
+    fill.totals.host_vmm_ns = moved.host_vmm_ns;
     int present = 0;
     if (vs_real.cuDeviceGetCount == NULL || vs_real.cuDeviceGetCount(&present) != CUDA_SUCCESS)
         present = 0; /* before cuInit */

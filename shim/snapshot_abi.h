@@ -144,7 +144,13 @@ typedef struct vs_snapshot_totals_s {
     uint64_t launches;
     uint64_t copies;
     uint64_t failed_allocations; /* allocations refused (out of memory) */
-    uint64_t reserved[5];
+    /* The offload engine's host time, ns: making room and restoring for
+     * operations, its waits for the GPU and its virtual-memory calls
+     * (vs_offload_stats_t; 0 in the cap mode and from older shims). */
+    uint64_t restore_wait_ns;
+    uint64_t host_gpu_wait_ns;
+    uint64_t host_vmm_ns;
+    uint64_t reserved[2];
 } vs_snapshot_totals_t;
 
 /* One allocation. */

@@ -270,10 +270,11 @@ static int vs_dump_json(FILE *out, const vs_snapshot_view_t *view, const vs_dump
             ",\"host_bytes\":%" PRIu64 ",\"disk_bytes\":%" PRIu64 ",\"evictions\":%" PRIu64
             ",\"restores\":%" PRIu64 ",\"bytes_evicted\":%" PRIu64 ",\"bytes_restored\":%" PRIu64
             ",\"launches\":%" PRIu64 ",\"copies\":%" PRIu64 ",\"failed_allocations\":%" PRIu64
+            ",\"restore_wait_ns\":%" PRIu64 ",\"host_gpu_wait_ns\":%" PRIu64 ",\"host_vmm_ns\":%" PRIu64
             "},\"allocations\":[",
             t->allocations, t->device_bytes, t->host_bytes, t->disk_bytes, t->evictions,
             t->restores, t->bytes_evicted, t->bytes_restored, t->launches, t->copies,
-            t->failed_allocations);
+            t->failed_allocations, t->restore_wait_ns, t->host_gpu_wait_ns, t->host_vmm_ns);
     for (uint32_t k = 0; k < count; k++) {
         const vs_snapshot_row_t *r = &view->rows[order[k]];
         fprintf(out,

@@ -109,6 +109,12 @@ static void test_offload_engine_evict_restore_is_byte_exact(void **state)
     assert_true(stats.evictions >= REGIONS);
     assert_true(stats.restores >= REGIONS);
     assert_true(stats.bytes_to_device >= REGIONS * REGION_BYTES);
+    /* The engine's host time by kind: every restore maps and grants, and
+     * every eviction of a region waits for its copy out. */
+    assert_true(stats.host_vmm_calls >= 2 * (uint64_t)stats.restores);
+    assert_true(stats.host_vmm_ns > 0);
+    assert_true(stats.host_gpu_waits > 0);
+    assert_true(stats.restore_wait_ns > 0);
 
     for (int i = 0; i < REGIONS; i++) {
         CUresult rc = CUDA_ERROR_UNKNOWN;
