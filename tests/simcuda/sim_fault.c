@@ -160,11 +160,14 @@ static CUresult fault_inject(sim_api_id_t id)
 
 CUresult sim_api_enter(sim_api_id_t id, sim_need_t need)
 {
-    sim_clock_host_call(id);
-    CUresult fault = fault_inject(id);
-    if (fault != CUDA_SUCCESS)
-        return fault;
-    if (need == SIM_NEED_INIT && !sim_initialized())
-        return CUDA_ERROR_NOT_INITIALIZED;
-    return CUDA_SUCCESS;
+    bool priced_by_call = need == SIM_NEED_INIT_PRICED_BY_CALL;
+    if (!priced_by_call)
+        sim_clock_host_call(id);
+    CUresult result = fault_inject(id);
+    if (result == CUDA_SUCCESS && need != SIM_NEED_NOTHING && !sim_initialized())
+        result = CUDA_ERROR_NOT_INITIALIZED;
+    /* A call that prices itself does so only when it goes on. */
+    if (priced_by_call && result != CUDA_SUCCESS)
+        sim_clock_host_call(id);
+    return result;
 }

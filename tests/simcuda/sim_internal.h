@@ -77,6 +77,9 @@ SIM_HIDDEN extern const sim_api_entry_t sim_api_table[SIM_API_COUNT];
 typedef enum sim_need_e {
     SIM_NEED_NOTHING,
     SIM_NEED_INIT,
+    /* As SIM_NEED_INIT, but the call charges its host cost itself, once it
+     * knows what it costs (`cuMemRelease`: a handle still mapped). */
+    SIM_NEED_INIT_PRICED_BY_CALL,
 } sim_need_t;
 
 /* The entry preamble, the first statement of every exported function:
@@ -268,6 +271,17 @@ SIM_HIDDEN void sim_clock_host_sized(sim_api_id_t id, uint64_t bytes);
  * over a 2 MiB mapping 25.6; sixteen 2 MiB pieces 458 us): `sim_api_enter`
  * charged the first, this charges the `more` others, as part of that call. */
 SIM_HIDDEN void sim_clock_host_more_mappings(sim_api_id_t id, size_t more);
+/* A call entered with SIM_NEED_INIT_PRICED_BY_CALL: charges `cost_ns` as
+ * its fixed cost (then `sim_clock_host_sized` as usual), or with
+ * `cost_ns` == UINT64_MAX the table's. */
+SIM_HIDDEN void sim_clock_host_call_priced(sim_api_id_t id, uint64_t cost_ns);
+/* Releases that an unmap completes: `count` handles released while mapped,
+ * `bytes` together, whose memory this unmap frees. The unmap pays what
+ * their releases would have (`priced_as`'s fixed cost each and its cost per
+ * GiB), as part of the unmap, as on an H200 (host_costs: a release of a
+ * mapped handle 0.08-0.10 us, the unmap after it 34.4 us at 8 MiB against
+ * about 20 + 15 apart). */
+SIM_HIDDEN void sim_clock_host_owed(sim_api_id_t id, sim_api_id_t priced_as, size_t count, uint64_t bytes);
 /* Reports a malformed SIMCUDA_HOST_COSTS and exits with status 2 (from
  * cuInit: the harness asked for a model it would not get). */
 SIM_HIDDEN void sim_clock_check_config(void);
