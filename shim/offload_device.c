@@ -171,11 +171,14 @@ vs_device_hasher_t *vs_engine_evict_hasher(vs_engine_device_t *d, int device)
 static void vs_engine_spare_release(vs_engine_device_t *d)
 {
     VS_ASSERT_HELD(&vs_engine.lock);
-    if (d->spare == 0)
-        return;
-    (void)VS_ENGINE_CALL(VS_HOST_VMM, cuMemRelease, (d->spare));
+    if (d->spare != 0)
+        (void)VS_ENGINE_CALL(VS_HOST_VMM, cuMemRelease, (d->spare));
+    if (d->spare_head != 0)
+        (void)VS_ENGINE_CALL(VS_HOST_VMM, cuMemRelease, (d->spare_head));
     d->spare = 0;
     d->spare_bytes = 0;
+    d->spare_head = 0;
+    d->spare_head_bytes = 0;
 }
 
 /* Keeps `phys` (unmapped, `bytes` long) as `d`'s spare, in place of the one
@@ -233,6 +236,19 @@ void vs_engine_lent_unmap(void)
         range->bytes = 0;
         range->split = 0;
     }
+}
+
+/* Whether a range left for `vs_engine_lent_unmap` overlaps [base, base +
+ * bytes). */
+static bool vs_engine_lent_overlaps(uintptr_t base, uint64_t bytes)
+{
+    VS_ASSERT_HELD(&vs_engine.lock);
+    for (size_t i = 0; i < sizeof vs_engine.lent / sizeof vs_engine.lent[0]; i++) {
+        const struct vs_lent_range_s *range = &vs_engine.lent[i];
+        if (range->bytes != 0 && range->base < base + bytes && base < range->base + range->bytes)
+            return true;
+    }
+    return false;
 }
 
 /* Leaves [base, base + bytes), one mapping onto memory that another range
@@ -293,13 +309,21 @@ static CUresult vs_engine_physical_map_range(vs_region_t *r, uint64_t offset, ui
     CUmemGenericAllocationHandle phys = 0;
     CUresult rc = CUDA_SUCCESS;
     CUdeviceptr at = (CUdeviceptr)(r->base + offset);
-    vs_engine_lent_unmap(); /* `r` may be the allocation whose range it is */
+    if (vs_engine_lent_overlaps(r->base, r->reserved))
+        vs_engine_lent_unmap(); /* `r`'s own range, left mapped by its departure */
     if (d->spare != 0 && d->spare_bytes == bytes) {
         phys = d->spare; /* what an eviction just unmapped: no release, no create */
         d->spare = 0;
         d->spare_bytes = 0;
+    } else if (d->spare_head != 0 && d->spare_head_bytes == bytes) {
+        phys = d->spare_head;
+        d->spare_head = 0;
+        d->spare_head_bytes = 0;
     } else {
-        vs_engine_spare_release(d); /* the device's memory for this one */
+        /* The device's memory for this one: the spares are released, and
+         * a departed range still mapped (`lent`) is unmapped, first. */
+        vs_engine_spare_release(d);
+        vs_engine_lent_unmap();
         CUmemAllocationProp prop;
         memset(&prop, 0, sizeof prop);
         prop.type = CU_MEM_ALLOCATION_TYPE_PINNED;
@@ -601,10 +625,23 @@ void vs_engine_physical_unmap_whole(vs_region_t *r)
         return;
     }
     vs_engine_head_settle(r);
-    vs_engine_lent_unmap(); /* before this memory can be mapped again */
-    CUresult unmapped = vs_engine_unmap_pieces(r->base, r->split, r->reserved);
-    vs_engine_tail_let_go(r, unmapped);
-    vs_engine_head_let_go(r, unmapped);
+    vs_engine_lent_unmap(); /* one departure's range left mapped at a time */
+    /* Both pieces go, unmapped behind the copy this hold of the lock queues
+     * next (`vs_engine_lent_unmap`; at the latest when the lock is let go),
+     * not before it: two mappings cost two unmaps (on an H200 one call
+     * over both costs as much). Its users are done. Its tail's and its
+     * head's memory are the device's spares meanwhile, which restores of
+     * those sizes map at their own ranges, no create and no release (one
+     * memory at two addresses, as a mapping ahead does); a create frees
+     * them, and the range, first. */
+    vs_engine_device_t *d = &vs_engine.devices[r->device];
+    vs_engine.lent[0] = (struct vs_lent_range_s){.base = r->base, .split = r->split, .bytes = r->reserved};
+    vs_engine_spare_keep(d, r->phys, r->reserved - r->split);
+    d->spare_head = r->head_phys;
+    d->spare_head_bytes = r->split;
+    r->phys = 0;
+    r->head_phys = 0;
+    r->split = 0;
 }
 
 void vs_engine_physical_end(vs_region_t *r)
@@ -615,6 +652,7 @@ void vs_engine_physical_end(vs_region_t *r)
     if (r->where != VS_RESIDENT)
         d->kept_head_bytes -= r->split;
     vs_engine_physical_unmap_whole(r);
+    vs_engine_lent_unmap(); /* its range is freed next */
     if (d->keep_id == r->id)
         d->keep_id = 0;
 }

@@ -266,6 +266,11 @@ typedef struct vs_engine_device_s {
      * so it never holds memory the limit does not count past that. */
     CUmemGenericAllocationHandle spare;
     uint64_t spare_bytes;
+    /* A second one: the head of a region that left with a head and a tail
+     * (`vs_engine_physical_unmap_whole`), whose tail is `spare`; kept and
+     * released with it. */
+    CUmemGenericAllocationHandle spare_head;
+    uint64_t spare_head_bytes;
     /* Partial residency: the heads mapped while their regions are evicted
      * (the sum of their `split`), and the region the plan asks to keep a
      * head (its id; 0: none). */
@@ -319,8 +324,9 @@ typedef struct vs_engine_s {
     _Atomic size_t departing; /* departures under way, on every device (written under the lock) */
     vs_offload_stats_t stats;
     /* The ranges of an allocation whose physical memory was mapped ahead
-     * at another's (`vs_engine_premap`): left mapped when its departure
-     * ended, so that the unmap runs once the other's copy is queued
+     * at another's (`vs_engine_premap`), or that left with a head and a
+     * tail (`vs_engine_physical_unmap_whole`): left mapped when its
+     * departure ended, so that the unmap runs once the next copy is queued
      * (`vs_engine_lent_unmap`), never past this hold of the engine lock
      * (one departure's at a time). 0 bytes: none. */
     struct vs_lent_range_s {
@@ -502,16 +508,18 @@ bool vs_engine_premap(vs_region_t *r, vs_region_t *lender);
  * (or was called off), else becomes the device's spare. */
 void vs_engine_premap_drop(vs_region_t *r, vs_region_t *lender);
 
-/* Unmaps the ranges an ended departure left mapped for a mapping ahead
- * (vs_engine_t.lent), if any. */
+/* Unmaps the ranges an ended departure left mapped (vs_engine_t.lent: for
+ * a mapping ahead, or a head and a tail unmapped behind the next copy), if
+ * any. */
 void vs_engine_lent_unmap(void);
 
 /* Unmaps and releases `r`'s head (`split` becomes 0). */
 void vs_engine_physical_unmap_head(vs_region_t *r);
 
-/* Unmaps all that is mapped of `r`, its head and its tail, in one call
- * where both are (the tail's memory is kept as `vs_engine_physical_unmap`
- * keeps it, the head's released; `split` becomes 0). */
+/* Unmaps all that is mapped of `r`, its head and its tail; where both are,
+ * in one call left for `vs_engine_lent_unmap` (behind the next copy, within
+ * this hold of the lock), the tail's memory the device's spare at once,
+ * the head's released while mapped (`split` becomes 0). */
 void vs_engine_physical_unmap_whole(vs_region_t *r);
 
 /* Partial restore: while evicted `r` (on the host, no head) waits for the

@@ -343,7 +343,6 @@ static void vs_prefetch(int device)
         if (vs_prefetch_room(d, device, r, vs_engine_region_missing(r), next_use) != 0)
             break; /* room comes once what is used now is done */
         CUresult rc = vs_engine_restore_mapped(r, d, NULL, false, true);
-        vs_engine_lent_unmap(); /* a range mapped ahead left behind: unmapped behind the copy */
         if (rc != CUDA_SUCCESS)
             break;
     }

@@ -326,6 +326,55 @@ static uint64_t driver_calls(const char *symbol)
     return calls != NULL ? calls(symbol) : UINT64_MAX;
 }
 
+/* A region with a head and a tail that is evicted whole leaves its range
+ * mapped until the next copy is queued or the engine lock is let go, then
+ * goes with one unmap: the eviction itself unmaps and releases nothing and
+ * keeps the tail's and the head's memory as the device's spares, released
+ * when the lock is let go. Its bytes come back intact, and the other
+ * region's are untouched. */
+static void test_offload_engine_head_and_tail_unmapped_behind_the_next_copy(void **state)
+{
+    (void)state;
+    enum { SPLIT, OTHER, COUNT };
+    const uint64_t head = REGION_BYTES / 2;
+    CUdeviceptr regions[COUNT];
+    vs_region_t *r[COUNT];
+    alloc_filled(regions, COUNT, 300);
+    CUstreamCaptureMode mode;
+    vs_engine_lock(&mode);
+    for (int i = 0; i < COUNT; i++)
+        r[i] = vs_engine_region_at((uintptr_t)regions[i]);
+    bool host_full = false;
+    assert_int_equal(vs_engine_evict(r, COUNT, &host_full), COUNT * REGION_BYTES);
+    in_two_pieces(r[SPLIT], head, 300 + SPLIT, &mode);
+    vs_engine_device_t *d = vs_engine_device(0);
+    assert_non_null(d);
+    CUmemGenericAllocationHandle tail = r[SPLIT]->phys, head_memory = r[SPLIT]->head_phys;
+    uint64_t unmaps = driver_calls("cuMemUnmap"), releases = driver_calls("cuMemRelease");
+    vs_region_t *split = r[SPLIT];
+    uint64_t evicted = vs_engine_evict(&split, 1, &host_full);
+    uint64_t unmaps_evicting = driver_calls("cuMemUnmap") - unmaps;
+    uint64_t releases_evicting = driver_calls("cuMemRelease") - releases;
+    CUmemGenericAllocationHandle spare = d->spare, spare_head = d->spare_head;
+    uint64_t spare_bytes = d->spare_bytes, spare_head_bytes = d->spare_head_bytes, left_split = r[SPLIT]->split;
+    vs_engine_unlock(mode);
+    unmaps = driver_calls("cuMemUnmap") - unmaps;
+    releases = driver_calls("cuMemRelease") - releases;
+    assert_int_equal(evicted, REGION_BYTES);
+    assert_int_equal(unmaps_evicting, 0);
+    assert_int_equal(releases_evicting, 0);
+    assert_int_equal(spare, tail);
+    assert_int_equal(spare_bytes, REGION_BYTES - head);
+    assert_int_equal(spare_head, head_memory);
+    assert_int_equal(spare_head_bytes, head);
+    assert_int_equal(releases, 2);
+    assert_int_equal(left_split, 0);
+    assert_int_equal(unmaps, 1);
+    expect_region(regions[SPLIT], 300 + SPLIT);
+    expect_region(regions[OTHER], 300 + OTHER);
+    free_regions(regions, COUNT);
+}
+
 /* Mapping ahead (`vs_engine_premap`) onto a departing region that has a
  * head and a tail (a partial restore's two physical allocations): the
  * restore mapped ahead gets both, at the same offsets, and brings back
@@ -360,15 +409,16 @@ static void test_offload_engine_mapping_ahead_onto_head_and_tail(void **state)
     bool premapped = vs_engine_premap(r[BORROWER], r[LENDER]);
     maps = driver_calls("cuMemMap") - maps;
     grants = driver_calls("cuMemSetAccess") - grants;
-    /* The borrower's two pieces, then the lender's once it has left. */
+    /* The borrower's two pieces, then the lender's once it has left (at
+     * the latest when the lock is let go). */
     uint64_t unmaps = driver_calls("cuMemUnmap");
     vs_engine_premap_drop(r[BORROWER], r[LENDER]);
     bool lent = r[LENDER]->phys_lent;
     CUmemGenericAllocationHandle borrowed = r[BORROWER]->phys;
     vs_engine_departures_settle();
-    unmaps = driver_calls("cuMemUnmap") - unmaps;
     vs_residency_t where = r[LENDER]->where;
     vs_engine_unlock(mode);
+    unmaps = driver_calls("cuMemUnmap") - unmaps;
     assert_true(premapped);
     assert_int_equal(maps, 2);
     assert_int_equal(grants, 1);
@@ -636,6 +686,7 @@ int main(void)
         cmocka_unit_test(test_offload_engine_evict_restore_is_byte_exact),
         cmocka_unit_test(test_offload_engine_free_of_foreign_pointer_declines),
         cmocka_unit_test(test_offload_engine_device_full_restore_keeps_its_head),
+        cmocka_unit_test(test_offload_engine_head_and_tail_unmapped_behind_the_next_copy),
         cmocka_unit_test(test_offload_engine_mapping_ahead_onto_head_and_tail),
         cmocka_unit_test(test_offload_engine_lender_leaves_before_the_rest_of_its_departure),
         cmocka_unit_test(test_offload_engine_restore_on_demand_maps_ahead),
