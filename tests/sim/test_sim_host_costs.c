@@ -68,6 +68,17 @@ static int setup(void **state)
 
 /* Settles all work and returns the calling thread's host clock: the host
  * is then past the end of every engine's work. */
+/* Pinned device memory of device 0, for cuMemCreate. */
+static CUmemAllocationProp device_memory(void)
+{
+    CUmemAllocationProp prop;
+    memset(&prop, 0, sizeof prop);
+    prop.type = CU_MEM_ALLOCATION_TYPE_PINNED;
+    prop.location.type = CU_MEM_LOCATION_TYPE_DEVICE;
+    prop.location.id = 0;
+    return prop;
+}
+
 static uint64_t quiesce(void)
 {
     assert_int_equal(cuCtxSynchronize(), CUDA_SUCCESS);
@@ -152,11 +163,7 @@ static void test_event_calls_and_other_calls_charge_their_cost(void **state)
 static void test_sized_calls_charge_per_gib(void **state)
 {
     (void)state;
-    CUmemAllocationProp prop;
-    memset(&prop, 0, sizeof prop);
-    prop.type = CU_MEM_ALLOCATION_TYPE_PINNED;
-    prop.location.type = CU_MEM_LOCATION_TYPE_DEVICE;
-    prop.location.id = 0;
+    CUmemAllocationProp prop = device_memory();
     CUmemAccessDesc access = {.location = prop.location, .flags = CU_MEM_ACCESS_FLAGS_PROT_READWRITE};
     CUmemGenericAllocationHandle handle;
     CUdeviceptr va;
@@ -188,11 +195,7 @@ static void test_sized_calls_charge_per_gib(void **state)
 static void test_calls_over_several_mappings_charge_each_mapping(void **state)
 {
     (void)state;
-    CUmemAllocationProp prop;
-    memset(&prop, 0, sizeof prop);
-    prop.type = CU_MEM_ALLOCATION_TYPE_PINNED;
-    prop.location.type = CU_MEM_LOCATION_TYPE_DEVICE;
-    prop.location.id = 0;
+    CUmemAllocationProp prop = device_memory();
     CUmemAccessDesc access = {.location = prop.location, .flags = CU_MEM_ACCESS_FLAGS_PROT_READWRITE};
     CUmemGenericAllocationHandle handles[3];
     CUdeviceptr va;
@@ -226,11 +229,7 @@ static void test_calls_over_several_mappings_charge_each_mapping(void **state)
 static void test_release_while_mapped_is_paid_by_the_unmap(void **state)
 {
     (void)state;
-    CUmemAllocationProp prop;
-    memset(&prop, 0, sizeof prop);
-    prop.type = CU_MEM_ALLOCATION_TYPE_PINNED;
-    prop.location.type = CU_MEM_LOCATION_TYPE_DEVICE;
-    prop.location.id = 0;
+    CUmemAllocationProp prop = device_memory();
     CUmemGenericAllocationHandle handle;
     CUdeviceptr va;
     assert_int_equal(cuMemAddressReserve(&va, GRAN, 0, 0, 0), CUDA_SUCCESS);
@@ -263,11 +262,7 @@ static void test_release_while_mapped_is_paid_by_the_unmap(void **state)
 static void test_a_handle_maps_whole_or_not_at_all(void **state)
 {
     (void)state;
-    CUmemAllocationProp prop;
-    memset(&prop, 0, sizeof prop);
-    prop.type = CU_MEM_ALLOCATION_TYPE_PINNED;
-    prop.location.type = CU_MEM_LOCATION_TYPE_DEVICE;
-    prop.location.id = 0;
+    CUmemAllocationProp prop = device_memory();
     CUmemGenericAllocationHandle handle;
     CUdeviceptr va;
     assert_int_equal(cuMemAddressReserve(&va, 4 * GRAN, 0, 0, 0), CUDA_SUCCESS);

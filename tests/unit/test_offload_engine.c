@@ -301,6 +301,21 @@ static void in_two_pieces(vs_region_t *r, uint64_t head, unsigned seed, CUstream
     assert_int_equal(r->split, head);
 }
 
+/* Two regions filled from `seed` (the first with seed, the second with
+ * seed + 1), both evicted, then the first restored as a head of `head`
+ * bytes and a tail; returns with the engine lock held. */
+static void two_regions_the_first_in_two_pieces(CUdeviceptr regions[2], vs_region_t *r[2], uint64_t head,
+                                                unsigned seed, CUstreamCaptureMode *mode)
+{
+    alloc_filled(regions, 2, seed);
+    vs_engine_lock(mode);
+    for (int i = 0; i < 2; i++)
+        r[i] = vs_engine_region_at((uintptr_t)regions[i]);
+    bool host_full = false;
+    assert_int_equal(vs_engine_evict(r, 2, &host_full), 2 * REGION_BYTES);
+    in_two_pieces(r[0], head, seed, mode);
+}
+
 /* `name` in the simulated driver this process loaded (NULL when it has
  * none): driver calls the engine does not make, and simcuda's own. The
  * driver stays loaded after the dlclose: the driver layer holds it. */
@@ -339,14 +354,9 @@ static void test_offload_engine_head_and_tail_unmapped_behind_the_next_copy(void
     const uint64_t head = REGION_BYTES / 2;
     CUdeviceptr regions[COUNT];
     vs_region_t *r[COUNT];
-    alloc_filled(regions, COUNT, 300);
     CUstreamCaptureMode mode;
-    vs_engine_lock(&mode);
-    for (int i = 0; i < COUNT; i++)
-        r[i] = vs_engine_region_at((uintptr_t)regions[i]);
+    two_regions_the_first_in_two_pieces(regions, r, head, 300, &mode);
     bool host_full = false;
-    assert_int_equal(vs_engine_evict(r, COUNT, &host_full), COUNT * REGION_BYTES);
-    in_two_pieces(r[SPLIT], head, 300 + SPLIT, &mode);
     vs_engine_device_t *d = vs_engine_device(0);
     assert_non_null(d);
     CUmemGenericAllocationHandle tail = r[SPLIT]->phys, head_memory = r[SPLIT]->head_phys;
@@ -391,14 +401,9 @@ static void test_offload_engine_mapping_ahead_onto_head_and_tail(void **state)
     const uint64_t head = REGION_BYTES / 2;
     CUdeviceptr regions[COUNT];
     vs_region_t *r[COUNT];
-    alloc_filled(regions, COUNT, 200);
     CUstreamCaptureMode mode;
-    vs_engine_lock(&mode);
-    for (int i = 0; i < COUNT; i++)
-        r[i] = vs_engine_region_at((uintptr_t)regions[i]);
+    two_regions_the_first_in_two_pieces(regions, r, head, 200, &mode);
     bool host_full = false;
-    assert_int_equal(vs_engine_evict(r, COUNT, &host_full), COUNT * REGION_BYTES);
-    in_two_pieces(r[LENDER], head, 200 + LENDER, &mode);
 
     /* Dropped before the departure ends: the lender keeps its memory. */
     vs_engine_device_t *d = vs_engine_device(0);
