@@ -547,6 +547,8 @@ bool vs_engine_premap(vs_region_t *r, vs_region_t *lender)
         || lender->phys_lent || lender->head_from_host || lender->reserved != r->reserved
         || lender->device != r->device || lender->ctx != r->ctx)
         return false;
+    if (vs_engine_lent_overlaps(r->base, r->reserved))
+        vs_engine_lent_unmap(); /* `r`'s own range, left mapped by its departure */
     /* The lender's pieces, at the same offsets: a head, when it has one,
      * and the tail; then one grant over both. */
     uint64_t split = lender->split;
