@@ -196,6 +196,27 @@ static void vmm_end(vmm_bench_t *b, const char *const *names, const char *size)
     VS_CHECK(CALL(cuMemAddressFree, CUresult(*)(CUdeviceptr, size_t), (b->va, b->bytes)));
 }
 
+/* One create, map, grant, unmap, release of `bytes` at `va`, each call's
+ * microseconds in t[0..5). */
+static void vmm_cycle(vmm_bench_t *b, double *t)
+{
+    CUmemGenericAllocationHandle handle;
+    double at[6];
+    at[0] = now_us();
+    VS_CHECK(CALL(cuMemCreate, mem_create_fn, (&handle, b->bytes, &b->prop, 0)));
+    at[1] = now_us();
+    VS_CHECK(CALL(cuMemMap, mem_map_fn, (b->va, b->bytes, 0, handle, 0)));
+    at[2] = now_us();
+    VS_CHECK(CALL(cuMemSetAccess, mem_set_access_fn, (b->va, b->bytes, &b->access, 1)));
+    at[3] = now_us();
+    VS_CHECK(CALL(cuMemUnmap, mem_unmap_fn, (b->va, b->bytes)));
+    at[4] = now_us();
+    VS_CHECK(CALL(cuMemRelease, mem_release_fn, (handle)));
+    at[5] = now_us();
+    for (int k = 0; k < 5; k++)
+        t[k] = at[k + 1] - at[k];
+}
+
 /* The virtual-memory cycle the shim runs for an allocation of `bytes`:
  * create, map, set access, unmap, release; each timed alone. */
 static void measure_vmm(CUdevice device, size_t bytes, const char *size, int rounds)
@@ -203,21 +224,10 @@ static void measure_vmm(CUdevice device, size_t bytes, const char *size, int rou
     vmm_bench_t b;
     vmm_begin(&b, device, bytes, 5, rounds);
     for (int i = 0; i < rounds; i++) {
-        CUmemGenericAllocationHandle handle;
-        double at[6];
-        at[0] = now_us();
-        VS_CHECK(CALL(cuMemCreate, mem_create_fn, (&handle, bytes, &b.prop, 0)));
-        at[1] = now_us();
-        VS_CHECK(CALL(cuMemMap, mem_map_fn, (b.va, bytes, 0, handle, 0)));
-        at[2] = now_us();
-        VS_CHECK(CALL(cuMemSetAccess, mem_set_access_fn, (b.va, bytes, &b.access, 1)));
-        at[3] = now_us();
-        VS_CHECK(CALL(cuMemUnmap, mem_unmap_fn, (b.va, bytes)));
-        at[4] = now_us();
-        VS_CHECK(CALL(cuMemRelease, mem_release_fn, (handle)));
-        at[5] = now_us();
+        double t[5];
+        vmm_cycle(&b, t);
         for (int k = 0; k < 5; k++)
-            b.t[k][i] = at[k + 1] - at[k];
+            b.t[k][i] = t[k];
     }
     static const char *const names[] = {"cuMemCreate", "cuMemMap", "cuMemSetAccess", "cuMemUnmap", "cuMemRelease"};
     vmm_end(&b, names, size);
@@ -337,27 +347,6 @@ static bool busy_still(CUevent ev)
     return CALL(cuEventQuery, event_fn, (ev)) == CUDA_ERROR_NOT_READY;
 }
 
-/* One create, map, grant, unmap, release of `bytes` at `va`, each call's
- * microseconds in t[0..5). */
-static void vmm_cycle(vmm_bench_t *b, double *t)
-{
-    CUmemGenericAllocationHandle handle;
-    double at[6];
-    at[0] = now_us();
-    VS_CHECK(CALL(cuMemCreate, mem_create_fn, (&handle, b->bytes, &b->prop, 0)));
-    at[1] = now_us();
-    VS_CHECK(CALL(cuMemMap, mem_map_fn, (b->va, b->bytes, 0, handle, 0)));
-    at[2] = now_us();
-    VS_CHECK(CALL(cuMemSetAccess, mem_set_access_fn, (b->va, b->bytes, &b->access, 1)));
-    at[3] = now_us();
-    VS_CHECK(CALL(cuMemUnmap, mem_unmap_fn, (b->va, b->bytes)));
-    at[4] = now_us();
-    VS_CHECK(CALL(cuMemRelease, mem_release_fn, (handle)));
-    at[5] = now_us();
-    for (int k = 0; k < 5; k++)
-        t[k] = at[k + 1] - at[k];
-}
-
 static void measure_vmm_busy(CUdevice device, busy_gpu_t *g, size_t bytes, const char *size, int rounds)
 {
     vmm_bench_t b;
@@ -385,7 +374,7 @@ static void measure_vmm_busy(CUdevice device, busy_gpu_t *g, size_t bytes, const
 static void measure_copy_with_vmm(CUdevice device, busy_gpu_t *g, size_t bytes, const char *size, int rounds)
 {
     vmm_bench_t b;
-    vmm_begin(&b, device, bytes, 1, rounds);
+    vmm_begin(&b, device, bytes, 0, rounds);
     double alone = 0, with = 0;
     int cycles = 0;
     for (int i = 0; i < 2 * rounds; i++) {
@@ -404,8 +393,7 @@ static void measure_copy_with_vmm(CUdevice device, busy_gpu_t *g, size_t bytes, 
     double gb = (double)g->copy_bytes * rounds / 1e9;
     printf("host_fact h2d_with_vmm_cycles %-7s %.1f GB/s alone, %.1f GB/s with %d cycles run through the copies\n",
            size, gb / (alone / 1e3), gb / (with / 1e3), cycles);
-    free(b.t[0]);
-    VS_CHECK(CALL(cuMemAddressFree, CUresult(*)(CUdeviceptr, size_t), (b.va, b.bytes)));
+    vmm_end(&b, NULL, size);
 }
 
 int main(int argc, char **argv)
