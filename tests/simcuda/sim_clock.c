@@ -503,12 +503,17 @@ static void host_charge(sim_api_id_t id, uint64_t cost_ns, host_charge_t part)
     pthread_mutex_unlock(&clock_lock);
 }
 
-void sim_clock_host_call(sim_api_id_t id)
+void sim_clock_host_call_priced(sim_api_id_t id, uint64_t cost_ns)
 {
     if (!sim_clock_is_virtual() || !costs_on)
         return;
     atomic_fetch_add_explicit(&host_thread()->calls, 1, memory_order_relaxed);
-    host_charge(id, cost_of[id].base_ns, HOST_CHARGE_FIXED);
+    host_charge(id, cost_ns, HOST_CHARGE_FIXED);
+}
+
+void sim_clock_host_call(sim_api_id_t id)
+{
+    sim_clock_host_call_priced(id, cost_of[id].base_ns);
 }
 
 void sim_clock_host_sized(sim_api_id_t id, uint64_t bytes)
@@ -519,15 +524,7 @@ void sim_clock_host_sized(sim_api_id_t id, uint64_t bytes)
     host_charge(id, (uint64_t)((double)per_gib * (double)bytes / (double)(1ull << 30) + 0.5), HOST_CHARGE_SIZED);
 }
 
-void sim_clock_host_call_priced(sim_api_id_t id, uint64_t cost_ns)
-{
-    if (!sim_clock_is_virtual() || !costs_on)
-        return;
-    atomic_fetch_add_explicit(&host_thread()->calls, 1, memory_order_relaxed);
-    host_charge(id, cost_ns == UINT64_MAX ? cost_of[id].base_ns : cost_ns, HOST_CHARGE_FIXED);
-}
-
-void sim_clock_host_owed(sim_api_id_t id, sim_api_id_t priced_as, size_t count, uint64_t bytes)
+void sim_clock_host_more(sim_api_id_t id, sim_api_id_t priced_as, size_t count, uint64_t bytes)
 {
     if (!sim_clock_is_virtual() || !costs_on || count == 0)
         return;
@@ -535,13 +532,6 @@ void sim_clock_host_owed(sim_api_id_t id, sim_api_id_t priced_as, size_t count, 
     uint64_t cost = cost_of[priced_as].base_ns * (uint64_t)count +
                     (uint64_t)((double)per_gib * (double)bytes / (double)(1ull << 30) + 0.5);
     host_charge(id, cost, HOST_CHARGE_MORE);
-}
-
-void sim_clock_host_more_mappings(sim_api_id_t id, size_t more)
-{
-    if (!sim_clock_is_virtual() || !costs_on || more == 0)
-        return;
-    host_charge(id, cost_of[id].base_ns * (uint64_t)more, HOST_CHARGE_MORE);
 }
 
 bool sim_clock_host_polls_virtually(sim_api_id_t id)

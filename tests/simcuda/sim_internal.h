@@ -265,23 +265,20 @@ SIM_HIDDEN uint64_t sim_clock_modeled_ns(void);
  * nothing with the real clock or with costs off. */
 SIM_HIDDEN void sim_clock_host_call(sim_api_id_t id);
 SIM_HIDDEN void sim_clock_host_sized(sim_api_id_t id, uint64_t bytes);
-/* A call over a range that several mappings tile (`cuMemSetAccess`,
- * `cuMemUnmap`) costs the fixed cost once per mapping, as on an H200
- * (`bench/gpu/host_costs`: a grant over 4 MiB + 4 MiB mappings 52.6 us, one
- * over a 2 MiB mapping 25.6; sixteen 2 MiB pieces 458 us): `sim_api_enter`
- * charged the first, this charges the `more` others, as part of that call. */
-SIM_HIDDEN void sim_clock_host_more_mappings(sim_api_id_t id, size_t more);
 /* A call entered with SIM_NEED_INIT_PRICED_BY_CALL: charges `cost_ns` as
- * its fixed cost (then `sim_clock_host_sized` as usual), or with
- * `cost_ns` == UINT64_MAX the table's. */
+ * its fixed cost (`sim_clock_host_call` charges the table's), then
+ * `sim_clock_host_sized` as usual. */
 SIM_HIDDEN void sim_clock_host_call_priced(sim_api_id_t id, uint64_t cost_ns);
-/* Releases that an unmap completes: `count` handles released while mapped,
- * `bytes` together, whose memory this unmap frees. The unmap pays what
- * their releases would have (`priced_as`'s fixed cost each and its cost per
- * GiB), as part of the unmap, as on an H200 (host_costs: a release of a
- * mapped handle 0.08-0.10 us, the unmap after it 34.4 us at 8 MiB against
- * about 20 + 15 apart). */
-SIM_HIDDEN void sim_clock_host_owed(sim_api_id_t id, sim_api_id_t priced_as, size_t count, uint64_t bytes);
+/* More of call `id`'s cost, before its size part: `count` times
+ * `priced_as`'s fixed cost and `priced_as`'s cost per GiB of `bytes`, as part
+ * of that call. As on an H200 (`bench/gpu/host_costs`): a call over a range
+ * that several mappings tile (`cuMemSetAccess`, `cuMemUnmap`) costs its own
+ * fixed cost once per mapping (a grant over 4 MiB + 4 MiB mappings 52.6 us,
+ * one over a 2 MiB mapping 25.6; sixteen 2 MiB pieces 458 us), and an unmap
+ * that frees handles released while mapped pays their releases (a release
+ * of a mapped handle 0.08-0.10 us, the unmap after it 34.4 us at 8 MiB
+ * against about 20 + 15 apart). */
+SIM_HIDDEN void sim_clock_host_more(sim_api_id_t id, sim_api_id_t priced_as, size_t count, uint64_t bytes);
 /* Reports a malformed SIMCUDA_HOST_COSTS and exits with status 2 (from
  * cuInit: the harness asked for a model it would not get). */
 SIM_HIDDEN void sim_clock_check_config(void);

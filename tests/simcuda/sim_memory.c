@@ -1151,7 +1151,7 @@ SIM_EXPORT CUresult cuMemRelease(CUmemGenericAllocationHandle handle)
         sim_clock_host_call_priced(SIM_ID(cuMemRelease), SIM_RELEASE_MAPPED_NS);
         released_bytes = 0;
     } else {
-        sim_clock_host_call_priced(SIM_ID(cuMemRelease), UINT64_MAX);
+        sim_clock_host_call(SIM_ID(cuMemRelease));
     }
     sim_clock_host_sized(SIM_ID(cuMemRelease), released_bytes);
     return phys != NULL ? CUDA_SUCCESS : CUDA_ERROR_INVALID_VALUE;
@@ -1278,8 +1278,8 @@ SIM_EXPORT CUresult cuMemUnmap(CUdeviceptr ptr, size_t size)
     }
     pthread_rwlock_unlock(&mem_lock);
     if (rc == 0 && count > 1)
-        sim_clock_host_more_mappings(SIM_ID(cuMemUnmap), count - 1);
-    sim_clock_host_owed(SIM_ID(cuMemUnmap), SIM_ID(cuMemRelease), owed, owed_bytes);
+        sim_clock_host_more(SIM_ID(cuMemUnmap), SIM_ID(cuMemUnmap), count - 1, 0);
+    sim_clock_host_more(SIM_ID(cuMemUnmap), SIM_ID(cuMemRelease), owed, owed_bytes);
     sim_clock_host_sized(SIM_ID(cuMemUnmap), size);
     return rc == 0 ? CUDA_SUCCESS : CUDA_ERROR_INVALID_VALUE;
 }
@@ -1341,7 +1341,7 @@ SIM_EXPORT CUresult cuMemSetAccess(CUdeviceptr ptr, size_t size, const CUmemAcce
 out:
     pthread_rwlock_unlock(&mem_lock);
     if (result == CUDA_SUCCESS && mapping_count > 1)
-        sim_clock_host_more_mappings(SIM_ID(cuMemSetAccess), mapping_count - 1);
+        sim_clock_host_more(SIM_ID(cuMemSetAccess), SIM_ID(cuMemSetAccess), mapping_count - 1, 0);
     sim_clock_host_sized(SIM_ID(cuMemSetAccess), size);
     return result;
 }
