@@ -637,7 +637,8 @@ void vs_engine_physical_unmap_whole(vs_region_t *r)
      * memory at two addresses, as a mapping ahead does); a create frees
      * them, and the range, first. */
     vs_engine_device_t *d = &vs_engine.devices[r->device];
-    vs_engine.lent[0] = (struct vs_lent_range_s){.base = r->base, .split = r->split, .bytes = r->reserved};
+    vs_engine_lent_leave(1, r->base, r->split); /* joined with the tail into one range */
+    vs_engine_lent_leave(0, r->base + r->split, r->reserved - r->split);
     vs_engine_spare_keep(d, r->phys, r->reserved - r->split);
     d->spare_head = r->head_phys;
     d->spare_head_bytes = r->split;

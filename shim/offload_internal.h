@@ -518,8 +518,8 @@ void vs_engine_physical_unmap_head(vs_region_t *r);
 
 /* Unmaps all that is mapped of `r`, its head and its tail; where both are,
  * in one call left for `vs_engine_lent_unmap` (behind the next copy, within
- * this hold of the lock), the tail's memory the device's spare at once,
- * the head's released while mapped (`split` becomes 0). */
+ * this hold of the lock), the tail's and the head's memory the device's
+ * spares at once (`spare`, `spare_head`; `split` becomes 0). */
 void vs_engine_physical_unmap_whole(vs_region_t *r);
 
 /* Partial restore: while evicted `r` (on the host, no head) waits for the
