@@ -294,6 +294,11 @@ def self_test(shim_source=None):
     stall = stall_inside_blocks([(0.0, 1.5), (1.5, 2.5), (2.5, 4.0)], [(0.0, 1.0), (1.0, 2.0), (2.0, 3.0)])
     check(stall is not None and abs(stall - 1.0 / 4.0) < 1e-9, "stall_inside_blocks: %r" % stall)
     check(stall_inside_blocks([(0.0, 1.0)], []) is None, "stall_inside_blocks without a resident run")
+    t = traffic_by_kind({1: {"size": 8, "evictions": 1, "restores": 1}, 2: {"size": 3, "evictions": 0, "restores": 0}},
+                        {1: {"size": 8, "evictions": 5, "restores": 3}, 2: {"size": 3, "evictions": 2, "restores": 4},
+                         9: {"size": 5, "evictions": 2, "restores": 0}}, 8, 2)
+    check(t["weights"] == [1.0, 8.0, 2.0, 16.0] and t["others"] == [2.0, 6.0, 2.0, 8.0] and t["other_bytes"] == 8,
+          "traffic_by_kind: %r" % t)
 
     w = block_params(HIDDEN, QWEN_MLP_RATIO) * BLOCKS * 2
     check(40.5e9 < w < 41.2e9, "Qwen-like weights are %d bytes, expected about 40.8 GB" % w)
@@ -496,8 +501,38 @@ def _shim_counters(tool):
     if out.returncode != 0:
         sys.stderr.write("vramshim dump failed: %s\n" % out.stderr.strip())
         return None
-    totals = json.loads(out.stdout)["totals"]
-    return {k: totals.get(k, 0) for k in HOST_TIME_KEYS + ("bytes_restored", "bytes_evicted")}
+    snap = json.loads(out.stdout)
+    totals = snap["totals"]
+    counters = {k: totals.get(k, 0) for k in HOST_TIME_KEYS + ("bytes_restored", "bytes_evicted")}
+    counters["allocations"] = {a["id"]: {k: a.get(k, 0) for k in ("size", "evictions", "restores")}
+                               for a in snap.get("allocations", [])}
+    counters["device_bytes"] = totals.get("device_bytes", 0)
+    return counters
+
+
+def traffic_by_kind(before, after, block_bytes, passes):
+    """Per pass, from two snapshots' allocation rows: restores and evictions
+    of the weight blocks (allocations of `block_bytes`, rounded up to 2 MiB
+    as PyTorch's caching allocator rounds a large tensor's segment) and of everything
+    else (the caching allocator's segments: activations, workspaces), each
+    as (count, bytes at the allocation's size), and the bytes of the other
+    allocations alive at the end. A restore that moved only a tail counts
+    whole here; the snapshot's totals have the exact bytes."""
+    out = {"weights": [0, 0, 0, 0], "others": [0, 0, 0, 0], "other_bytes": 0}
+    for aid, a in after.items():
+        b = before.get(aid, {"evictions": 0, "restores": 0})
+        kind = "weights" if block_bytes <= a["size"] < block_bytes + (2 << 20) else "others"
+        if kind == "others":
+            out["other_bytes"] += a["size"]
+        restores, evictions = a["restores"] - b["restores"], a["evictions"] - b["evictions"]
+        row = out[kind]
+        row[0] += restores
+        row[1] += restores * a["size"]
+        row[2] += evictions
+        row[3] += evictions * a["size"]
+    for kind in ("weights", "others"):
+        out[kind] = [v / float(passes) for v in out[kind]]
+    return out
 
 
 def child_device(spec, result):
@@ -542,7 +577,10 @@ def child_device(spec, result):
     result["gpu_idle"] = bubble_stats(spans)
     result["block_spans"] = spans
     if before and after:
-        per_pass = {k: (after[k] - before[k]) / float(spec["passes"]) for k in after}
+        per_pass = {k: (after[k] - before[k]) / float(spec["passes"]) for k in HOST_TIME_KEYS + (
+            "bytes_restored", "bytes_evicted")}
+        result["traffic"] = traffic_by_kind(before["allocations"], after["allocations"], spec["block_bytes"],
+                                            spec["passes"])
         result["streamed_per_pass"] = per_pass["bytes_restored"]
         result["written_back_per_pass"] = per_pass["bytes_evicted"]
         result["host_ns_per_pass"] = {k: per_pass[k] for k in HOST_TIME_KEYS}
@@ -855,6 +893,7 @@ def main(argv):
 
     summaries = []
     host_times = []  # (percent, the engine's host ns a timed pass by kind, seconds a pass)
+    traffic = []  # (percent, traffic_by_kind's, bytes copied out a pass)
     passes_run = args.warmup + args.passes + 1  # the timed passes and the one with events
     from_totals = False
     for pct, limit in zip(spec["limit_pcts"], spec["limits"]):
@@ -865,6 +904,8 @@ def main(argv):
         summaries.append((pct, summary))
         if res and res.get("host_ns_per_pass"):
             host_times.append((pct, res["host_ns_per_pass"], median(res["times"])))
+        if res and res.get("traffic"):
+            traffic.append((pct, res["traffic"], res.get("written_back_per_pass")))
         if res and "gpu_idle" in res:
             idles.append(("vramshim cyclic %d%%" % pct, res["gpu_idle"], res.get("block_spans")))
         moved = res.get("streamed_per_pass") if res else None
@@ -934,6 +975,12 @@ def main(argv):
               "VMM calls %.1f ms (of a %.1f ms pass; the launching thread's and any other's)" % (
                   pct, ns["restore_wait_ns"] / 1e6, ns["host_gpu_wait_ns"] / 1e6, ns["host_vmm_ns"] / 1e6,
                   seconds * 1e3))
+    for pct, t, written in traffic:
+        w, o = t["weights"], t["others"]
+        print("vramshim %d%% a timed pass: weight blocks %.1f restores (%s), %.1f evictions; other allocations "
+              "(%s alive) %.1f restores (%s), %.1f evictions (%s); copied out %s" % (
+                  pct, w[0], format_bytes(w[1]), w[2], format_bytes(t["other_bytes"]), o[0], format_bytes(o[1]),
+                  o[2], format_bytes(o[3]), format_bytes(written) if written is not None else "-"))
     print(goal_summary(rows, compute, h2d))
     return 1 if failed else 0
 
