@@ -365,6 +365,10 @@ static CUresult vs_engine_restore_copy(vs_region_t *r, uint64_t from, vs_engine_
      * that came from the host copy is not one the plan keeps (its
      * evictions move it too: `from` in offload_evict.c). */
     uint64_t judged = r->split < r->size && (!r->head_from_host || r->split <= r->keep) ? r->split : 0;
+    /* With the hash from 0 known, its evictions judge the whole, head
+     * included (offload_evict.c), and none is needed here. */
+    if (judged > 0 && vs_engine_host_hash(r, 0, &known))
+        judged = 0;
     if (rc == CUDA_SUCCESS && !vs_engine_host_hash(r, judged, &known) && !vs_engine_evict_blind(r)
         && vs_engine_evict_hasher(d, r->device) != NULL
         && (hash_slot = vs_engine_restore_hash_slot(d)) >= 0
@@ -452,6 +456,7 @@ CUresult vs_engine_restore_mapped(vs_region_t *r, vs_engine_device_t *d, CUstrea
         vs_engine_departures_judge(d);
     d->kept_head_bytes -= kept; /* resident again: its head counts with the rest */
     r->head_from_host = false;   /* its tail's arrival covers the head's (one stream) */
+    r->head_on_host = false;     /* resident: its head may be written */
     if (d->policy != NULL)
         (void)vs_policy_set_resident(d->policy, r->id, true);
     vs_engine.stats.restores++;

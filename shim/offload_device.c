@@ -602,6 +602,7 @@ void vs_engine_physical_unmap_head(vs_region_t *r)
     VS_ASSERT_HELD(&vs_engine.lock);
     if (r->split == 0)
         return;
+    r->head_on_host = false;
     if (r->phys_lent && r->phys == 0) {
         /* Its tail went to a mapping ahead (`vs_engine_physical_unmap`):
          * the head goes with it. */
@@ -676,7 +677,8 @@ uint64_t vs_engine_heads_release(int device)
          * users were waited for when its tail was evicted). A head that
          * came from the host copy is that copy already. */
         CUresult rc = CUDA_SUCCESS;
-        if (!r->head_from_host) {
+        bool on_host = r->head_from_host || r->head_on_host;
+        if (!on_host) {
             rc = vs_tier_copy_region(r, 0, r->split, VS_COPY_OUT, d->to_host);
             if (rc == CUDA_SUCCESS)
                 rc = VS_ENGINE_CALL(VS_HOST_GPU_WAIT, cuStreamSynchronize, (d->to_host));
@@ -687,7 +689,7 @@ uint64_t vs_engine_heads_release(int device)
             continue;
         }
         uint64_t head = r->split;
-        if (!r->head_from_host)
+        if (!on_host)
             vs_engine.stats.bytes_to_host += head;
         vs_engine_physical_unmap_head(r);
         vs_cap_release(device, head);

@@ -214,21 +214,33 @@ static size_t vs_eviction_start(vs_eviction_t *e, vs_region_t **victims, size_t 
         uint64_t from = r->split > 0 && r->split <= r->keep && r->size > r->split ? r->split : 0;
         e->from_of[i] = from;
         vs_content_hash_t known;
+        /* A head that stays is judged with its tail when the host copy's
+         * hash from 0 is known (the head is mapped): the hash then stays
+         * one of the whole, and a later eviction that moves the whole (the
+         * plan gave the head to another) is judged by it instead of copied
+         * (the DiT on an H200: a head's region copied out whole, 255-290
+         * MiB a pass, when the plan's head moved). */
+        uint64_t hash_from = from;
+        if (from > 0 && (vs_engine_host_hash(r, 0, &known) || (e->arrival_slot[i] >= 0 && e->arrival_from[i] == 0)))
+            hash_from = 0;
+        e->hash_from[i] = hash_from;
         e->blind[i] = e->had_copy[i] && vs_engine_evict_blind(r);
         if (e->blind[i]) {
             r->host_hash_known = false; /* its host copy is about to change, unhashed */
         } else if (hasher != NULL && (r->hash_slot = vs_eviction_hash_slot(d)) >= 0
-                   && vs_device_hash_enqueue(hasher, (unsigned)r->hash_slot, (CUdeviceptr)(r->base + from),
-                                             r->size - from, d->to_host)
+                   && vs_device_hash_enqueue(hasher, (unsigned)r->hash_slot, (CUdeviceptr)(r->base + hash_from),
+                                             r->size - hash_from, d->to_host)
                           != CUDA_SUCCESS) {
             vs_eviction_hash_slot_put(d, r);
         }
         /* Without a host copy, or a hash to judge it by, the bytes go now. */
-        bool judgeable = vs_engine_host_hash(r, from, &known)
-                         || (e->arrival_slot[i] >= 0 && e->arrival_from[i] == from);
+        bool judgeable = vs_engine_host_hash(r, hash_from, &known)
+                         || (e->arrival_slot[i] >= 0 && e->arrival_from[i] == hash_from);
         e->copied[i] = !e->had_copy[i] || r->hash_slot < 0 || !judgeable;
         e->judged[i] = !e->copied[i];
-        if (e->copied[i] && vs_tier_copy_region(r, from, r->size, VS_COPY_OUT, d->to_host) != CUDA_SUCCESS) {
+        if (e->copied[i])
+            e->hash_from[i] = hash_from = r->hash_slot >= 0 ? hash_from : from;
+        if (e->copied[i] && vs_tier_copy_region(r, hash_from, r->size, VS_COPY_OUT, d->to_host) != CUDA_SUCCESS) {
             vs_log(VS_LOG_WARN, "cannot evict the allocation at 0x%" PRIxPTR "; it stays on the device", r->base);
             (void)VS_ENGINE_CALL(VS_HOST_GPU_WAIT, cuStreamSynchronize, (d->to_host));
             vs_engine_restore_hash_end(d, NULL, e->arrival_slot[i], 0, 0, false);
@@ -262,7 +274,7 @@ static bool vs_eviction_verdicts(vs_eviction_t *e, vs_engine_device_t *d)
          * hash of those is known: the plan dropped the head the restore
          * expected to keep, and the verdict below needs the hash from 0. */
         if (r != NULL && e->arrival_slot[i] >= 0) {
-            bool useful = e->arrival_from[i] == e->from_of[i] || !vs_engine_host_hash(r, e->from_of[i], &known);
+            bool useful = e->arrival_from[i] == e->hash_from[i] || !vs_engine_host_hash(r, e->hash_from[i], &known);
             vs_engine_restore_hash_end(d, e->rc == CUDA_SUCCESS && useful ? r : NULL, e->arrival_slot[i],
                                        e->arrival_from[i], r->size - e->arrival_from[i], e->rc == CUDA_SUCCESS);
         }
@@ -275,13 +287,13 @@ static bool vs_eviction_verdicts(vs_eviction_t *e, vs_engine_device_t *d)
         if (r == NULL || e->copied[i])
             continue;
         vs_content_hash_t on_device = vs_device_hash_result(d->evict_hasher, (unsigned)r->hash_slot,
-                                                            r->size - e->from_of[i]),
+                                                            r->size - e->hash_from[i]),
                           on_host;
-        if (vs_engine_host_hash(r, e->from_of[i], &on_host) && vs_content_hash_equal(on_device, on_host))
+        if (vs_engine_host_hash(r, e->hash_from[i], &on_host) && vs_content_hash_equal(on_device, on_host))
             continue;
         e->copied[i] = true;
         second = true;
-        if (vs_tier_copy_region(r, e->from_of[i], r->size, VS_COPY_OUT, d->to_host) != CUDA_SUCCESS) {
+        if (vs_tier_copy_region(r, e->hash_from[i], r->size, VS_COPY_OUT, d->to_host) != CUDA_SUCCESS) {
             e->rc = CUDA_ERROR_UNKNOWN; /* handled at the end, for every victim of the batch */
             break;
         }
@@ -310,16 +322,17 @@ static uint64_t vs_eviction_finish_victim(vs_eviction_t *e, vs_engine_device_t *
         vs_engine_evict_undo(r, e->had_copy[i], e->streams_of[i] | VS_STREAM_BIT_OVERFLOW);
         return 0;
     }
-    uint64_t from = e->from_of[i], moved = r->size - from;
+    uint64_t from = e->from_of[i], moved = r->size - from, hash_from = e->hash_from[i];
     if (r->hash_slot >= 0) {
         /* The kernel hashed exactly the bytes the copy then took (or
          * that the host copy already held). */
-        r->host_hash = vs_device_hash_result(d->evict_hasher, (unsigned)r->hash_slot, moved);
-        r->host_hash_from = from;
+        r->host_hash = vs_device_hash_result(d->evict_hasher, (unsigned)r->hash_slot, r->size - hash_from);
+        r->host_hash_from = hash_from;
         r->host_hash_known = true;
     } else {
         r->host_hash_known = false;
     }
+    r->head_on_host = from > 0 && hash_from == 0;
     vs_eviction_hash_slot_put(d, r);
     /* The tail goes; the head too unless it is kept. */
     uint64_t released = r->reserved - (from > 0 ? r->split : 0);
@@ -363,7 +376,7 @@ static uint64_t vs_eviction_finish_victim(vs_eviction_t *e, vs_engine_device_t *
     d->evicted_recent = d->evicted_recent - d->evicted_recent / 16 + moved;
     d->copied_recent = d->copied_recent - d->copied_recent / 16 + (e->copied[i] ? moved : 0);
     if (e->copied[i]) {
-        vs_engine.stats.bytes_to_host += moved;
+        vs_engine.stats.bytes_to_host += r->size - hash_from;
     } else {
         vs_engine.stats.clean_drops++;
         vs_engine.stats.bytes_not_copied += moved;

@@ -75,6 +75,11 @@ typedef struct vs_region_s {
      * and the copy may still be under way on the host-to-device stream.
      * False again once the region is resident. */
     bool head_from_host;
+    /* Its kept head's bytes are its host copy's: its last eviction judged
+     * (or copied) all of it, head included, and nothing can write the head
+     * until the region is restored. A head given back for room then needs
+     * no copy out (`vs_engine_heads_release`). */
+    bool head_on_host;
     /* Its restore is mapping its tail (`vs_engine_physical_map_evicting`):
      * room made meanwhile must not take its head, which the restore copies
      * nothing into. */
@@ -152,6 +157,10 @@ typedef struct vs_eviction_s {
     vs_region_t *victims[VS_EVICT_BATCH];
     bool had_copy[VS_EVICT_BATCH], copied[VS_EVICT_BATCH], blind[VS_EVICT_BATCH], judged[VS_EVICT_BATCH];
     uint64_t streams_of[VS_EVICT_BATCH], from_of[VS_EVICT_BATCH], arrival_from[VS_EVICT_BATCH];
+    /* Where each victim's hash (and its copy out, when changed) starts: at
+     * `from_of`, or at 0 while a head stays when the host copy's hash is
+     * known from 0 (the whole is judged, the head stays unchanged). */
+    uint64_t hash_from[VS_EVICT_BATCH];
     int arrival_slot[VS_EVICT_BATCH]; /* a restore hash taken over from the victim's arrival, -1 */
     CUevent done;
     uint64_t mark;      /* the order of `done`'s record among the device's marks */

@@ -59,7 +59,9 @@
  * its trial went back to (1.134 x the bound; 1.072 with 48 and with 72).
  * `offload_cycle SHIM sweep --cell WORKLOAD PERCENT RATIO LOG [--warmup N]`
  * runs one cell, N warm-up passes instead of 48, and keeps the shim's log
- * in LOG.
+ * in LOG. One workload runs only so: `churn`, sixteen 36 MiB layers beside
+ * eight 1 MiB allocations made every other pass and freed halfway through
+ * it, a budget that moves (check_moving_budget.py).
  *
  * It exits 0 whether goals are met or not (a benchmark reports); 1 when
  * something is broken (a child failed, data came back wrong).
@@ -110,6 +112,11 @@ typedef struct workload_s {
     int warmup_passes;           /* before the measured ones */
     int measured_passes;         /* 0: MEASURED_PASSES */
     bool sweep;                  /* one of the sweep's workloads */
+    bool cell_only;              /* not in the sweep, but run by `sweep --cell` */
+    /* Small allocations (1 MiB each, never evicted) made at the start of
+     * every other pass and freed halfway through it, as a framework's
+     * scratch comes and goes: what the plan may keep moves with them. */
+    int churn_allocations;
     double max_in_over_ideal;    /* goal: bytes in per pass / (W - L); 0 = none */
     double max_time_over_bound;  /* goal: modeled / bound */
 } workload_t;
@@ -139,6 +146,13 @@ static const workload_t workloads[] = {
     {.name = "llm", .blocks = 12, .tensors = 5, .tensor_bytes = {6 * MIB, 2 * MIB, 8 * MIB, 8 * MIB, 4 * MIB},
      .written_tensors = 1u << 4, .head_bytes = 16 * MIB, .limit_percent = {25, 50, 75}, .limit_count = 3,
      .warmup_passes = SWEEP_WARMUP_PASSES, .measured_passes = SWEEP_MEASURED_PASSES, .sweep = true},
+    /* A budget that moves: large layers (each can keep a head) beside
+     * scratch that comes and goes; not in the sweep's table, run as a
+     * cell by the test of what a moving plan copies out
+     * (check_moving_budget.py). */
+    {.name = "churn", .blocks = 16, .tensors = 1, .tensor_bytes = {36 * MIB}, .limit_percent = {25, 50, 75},
+     .limit_count = 3, .warmup_passes = SWEEP_WARMUP_PASSES, .measured_passes = SWEEP_MEASURED_PASSES,
+     .cell_only = true, .churn_allocations = 8},
 };
 #define WORKLOAD_COUNT (sizeof workloads / sizeof workloads[0])
 
@@ -345,7 +359,19 @@ static int child_run(const workload_t *w, double ns_per_byte, int warmup_passes,
             if (!start)
                 break;
         }
+        CUdeviceptr scratch[8] = {0};
+        int scratch_count = pass % 2 == 1 ? w->churn_allocations : 0;
+        for (int q = 0; q < scratch_count; q++) {
+            VS_CHECK(cuMemAlloc(&scratch[q], 1 << 20));
+            VS_CHECK(cuMemsetD8Async(scratch[q], 1, 1 << 20, stream));
+        }
         for (int k = 0; k < count; k++) {
+            if (k == count / 2 && scratch_count > 0) {
+                VS_CHECK(cuStreamSynchronize(stream));
+                for (int q = 0; q < scratch_count; q++)
+                    VS_CHECK(cuMemFree(scratch[q]));
+                scratch_count = 0;
+            }
             uint64_t words = workload_tensor_bytes(w, k) / 4, tensor = (uint64_t)k, write_index = NO_WRITE;
             uint32_t write_word = 0;
             if (mirrors[k] != NULL) {
@@ -519,7 +545,7 @@ static int parent_run(const char *self, const char *shim, const char *only)
     int rc = 0;
     for (size_t wi = 0; wi < WORKLOAD_COUNT && rc == 0; wi++) {
         const workload_t *w = &workloads[wi];
-        if (w->sweep || (only != NULL && strcmp(only, w->name) != 0))
+        if (w->sweep || w->cell_only || (only != NULL && strcmp(only, w->name) != 0))
             continue;
         uint64_t total = workload_working_set(w);
         for (int li = 0; li < w->limit_count && rc == 0; li++) {
@@ -662,11 +688,11 @@ static int sweep_write_svg(const char *path, const sweep_cell_t cells[][3][SWEEP
 
 /* The sweep's workloads, in table order (an index into `workloads` is
  * `out[i] - workloads`). Returns how many. */
-static size_t sweep_workloads_list(const workload_t *out[WORKLOAD_COUNT])
+static size_t sweep_workloads_list(const workload_t *out[WORKLOAD_COUNT], bool one_cell)
 {
     size_t n = 0;
     for (size_t wi = 0; wi < WORKLOAD_COUNT; wi++)
-        if (workloads[wi].sweep)
+        if (workloads[wi].sweep || (one_cell && workloads[wi].cell_only))
             out[n++] = &workloads[wi];
     return n;
 }
@@ -677,7 +703,7 @@ static int sweep_demo(const char *svg_path)
 {
     static sweep_cell_t cells[WORKLOAD_COUNT][3][SWEEP_RATIOS];
     const workload_t *sweep_workloads[WORKLOAD_COUNT];
-    size_t workload_total = sweep_workloads_list(sweep_workloads);
+    size_t workload_total = sweep_workloads_list(sweep_workloads, false);
     for (size_t wi = 0; wi < workload_total; wi++)
         for (int li = 0; li < 3; li++)
             for (size_t ri = 0; ri < SWEEP_RATIOS; ri++) {
@@ -716,7 +742,7 @@ static int sweep_run(const char *self, const char *shim, const char *svg_path, c
     if (gbps == 0.0)
         return 2;
     const workload_t *sweep_workloads[WORKLOAD_COUNT];
-    size_t workload_total = sweep_workloads_list(sweep_workloads);
+    size_t workload_total = sweep_workloads_list(sweep_workloads, only != NULL);
     static sweep_cell_t cells[WORKLOAD_COUNT][3][SWEEP_RATIOS];
     int warmup_given = only != NULL ? only->warmup_passes : 0; /* 0: each workload's */
     printf("offload_sweep: virtual clock, SIMCUDA_HOST_COSTS=%s, H2D link %.1f GB/s; the shim's default (learned "
@@ -779,7 +805,7 @@ static int sweep_run(const char *self, const char *shim, const char *svg_path, c
     if (rc != 0)
         return rc;
     if (only != NULL && total == 0) {
-        fprintf(stderr, "offload_sweep: no cell %s %d%% %.2f (workloads cycle, dit, llm; limits 25, 50, 75; ratios "
+        fprintf(stderr, "offload_sweep: no cell %s %d%% %.2f (workloads cycle, dit, llm, churn; limits 25, 50, 75; ratios "
                 "0.5, 0.75, 1, 1.33, 2)\n", only->workload, only->limit_percent, only->ratio);
         return 2;
     }
