@@ -808,6 +808,8 @@ def main(argv):
     ap.add_argument("--max-weights", help="cap on the weights' bytes (e.g. 8G)")
     ap.add_argument("--dtype", choices=("bf16", "fp16"), help="default bf16 where supported")
     ap.add_argument("--child-timeout", type=int, default=1800, help="seconds per configuration")
+    ap.add_argument("--shim-log-dir", help="keep the shim's debug log of each limit there (vramshim_PCT.log)")
+    ap.add_argument("--no-accelerate", action="store_true", help="leave accelerate's cpu_offload out")
     ap.add_argument("--child", nargs=3, metavar=("KIND", "SPEC", "OUT"), help=argparse.SUPPRESS)
     args = ap.parse_args(argv)
 
@@ -898,7 +900,15 @@ def main(argv):
     from_totals = False
     for pct, limit in zip(spec["limit_pcts"], spec["limits"]):
         env = {"LD_PRELOAD": shim, "VRAM_LIMIT": str(limit), "VRAMSHIM_POLICY": "cyclic", "VRAMSHIM_LOG": "info"}
+        shim_log = None
+        if args.shim_log_dir:
+            os.makedirs(args.shim_log_dir, exist_ok=True)
+            shim_log = os.path.join(args.shim_log_dir, "vramshim_%d.log" % pct)
+            env.update({"VRAMSHIM_LOG": "debug", "VRAMSHIM_LOG_FILE": shim_log})
         res, log = run_child("device", spec, env, args.child_timeout)
+        if shim_log and os.path.exists(shim_log):
+            with open(shim_log, errors="replace") as f:
+                log += f.read()  # the exit summary is there
         failed |= res is None
         summary = parse_shim_summary(log)
         summaries.append((pct, summary))
@@ -917,8 +927,10 @@ def main(argv):
                      "need": streamed_bytes(limit, spec, activations), "streamed": moved,
                      "seconds": median(res["times"]) if res else None, "note": "failed (see above)"})
 
-    acc, _ = run_child("accelerate", spec, {}, args.child_timeout)
-    failed |= acc is None
+    acc = {"skipped": "not run (--no-accelerate)"} if args.no_accelerate else None
+    if acc is None:
+        acc, _ = run_child("accelerate", spec, {}, args.child_timeout)
+        failed |= acc is None
     if acc is not None and "skipped" in acc:
         rows.append({"config": "c) accelerate cpu_offload", "limit": None, "need": spec["weights"],
                      "streamed": None, "seconds": None, "note": acc["skipped"]})
