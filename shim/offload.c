@@ -124,11 +124,8 @@ void vs_engine_restore_hash_end(vs_engine_device_t *dev, vs_region_t *r, int slo
     VS_ASSERT_HELD(&vs_engine.lock);
     if (slot < 0)
         return;
-    if (r != NULL && copied && r->host.count > 0) {
-        r->host_hash = vs_device_hash_result(dev->restore_hasher, (unsigned)slot, bytes);
-        r->host_hash_from = from;
-        r->host_hash_known = true;
-    }
+    if (r != NULL && copied && r->host.count > 0)
+        vs_engine_host_hash_note(r, from, vs_device_hash_result(dev->restore_hasher, (unsigned)slot, bytes));
     dev->restore_slots_busy &= ~(1ull << slot);
 }
 
@@ -365,10 +362,6 @@ static CUresult vs_engine_restore_copy(vs_region_t *r, uint64_t from, vs_engine_
      * that came from the host copy is not one the plan keeps (its
      * evictions move it too: `from` in offload_evict.c). */
     uint64_t judged = r->split < r->size && (!r->head_from_host || r->split <= r->keep) ? r->split : 0;
-    /* With the hash from 0 known, its evictions judge the whole, head
-     * included (offload_evict.c), and none is needed here. */
-    if (judged > 0 && vs_engine_host_hash(r, 0, &known))
-        judged = 0;
     if (rc == CUDA_SUCCESS && !vs_engine_host_hash(r, judged, &known) && !vs_engine_evict_blind(r)
         && vs_engine_evict_hasher(d, r->device) != NULL
         && (hash_slot = vs_engine_restore_hash_slot(d)) >= 0

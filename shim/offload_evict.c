@@ -28,7 +28,7 @@ static void vs_engine_evict_undo(vs_region_t *r, bool had_copy, uint64_t streams
     VS_ASSERT_HELD(&vs_engine.lock);
     if (!had_copy) {
         vs_host_pool_give(&r->host);
-        r->host_hash_known = false;
+        vs_engine_host_hash_forget(r);
     }
     r->evicting = false;
     /* Still arriving when the eviction stopped before waiting for the copy
@@ -56,10 +56,35 @@ bool vs_engine_evict_blind(const vs_region_t *r)
 /* The hash of the host copy's bytes [from, size), when it is known. */
 bool vs_engine_host_hash(const vs_region_t *r, uint64_t from, vs_content_hash_t *out)
 {
-    if (!r->host_hash_known || r->host.count == 0 || r->host_hash_from != from)
+    if (r->host.count == 0)
         return false;
-    *out = r->host_hash;
-    return true;
+    for (int i = 0; i < 2; i++) {
+        if (r->host_hashes[i].known && r->host_hashes[i].from == from) {
+            *out = r->host_hashes[i].hash;
+            return true;
+        }
+    }
+    return false;
+}
+
+void vs_engine_host_hash_note(vs_region_t *r, uint64_t from, vs_content_hash_t hash)
+{
+    int slot = -1;
+    for (int i = 0; i < 2 && slot < 0; i++)
+        if (r->host_hashes[i].known && r->host_hashes[i].from == from)
+            slot = i;
+    for (int i = 0; i < 2 && slot < 0; i++)
+        if (!r->host_hashes[i].known)
+            slot = i;
+    if (slot < 0)
+        slot = r->host_hashes[0].from == 0 ? 1 : 0;
+    r->host_hashes[slot] = (struct vs_host_hash_s){.known = true, .from = from, .hash = hash};
+}
+
+void vs_engine_host_hash_forget(vs_region_t *r)
+{
+    r->host_hashes[0].known = false;
+    r->host_hashes[1].known = false;
 }
 
 /* ---- One eviction batch ---------------------------------------------------
@@ -214,19 +239,18 @@ static size_t vs_eviction_start(vs_eviction_t *e, vs_region_t **victims, size_t 
         uint64_t from = r->split > 0 && r->split <= r->keep && r->size > r->split ? r->split : 0;
         e->from_of[i] = from;
         vs_content_hash_t known;
-        /* A head that stays is judged with its tail when the host copy's
-         * hash from 0 is known (the head is mapped): the hash then stays
-         * one of the whole, and a later eviction that moves the whole (the
-         * plan gave the head to another) is judged by it instead of copied
-         * (the DiT on an H200: a head's region copied out whole, 255-290
-         * MiB a pass, when the plan's head moved). */
+        /* A head that stays is judged with its tail, the head being
+         * mapped, when only the host copy's hash from 0 is known: the plan
+         * moved the head here since the region left whole. */
         uint64_t hash_from = from;
-        if (from > 0 && (vs_engine_host_hash(r, 0, &known) || (e->arrival_slot[i] >= 0 && e->arrival_from[i] == 0)))
+        if (from > 0 && !vs_engine_host_hash(r, from, &known)
+            && !(e->arrival_slot[i] >= 0 && e->arrival_from[i] == from)
+            && (vs_engine_host_hash(r, 0, &known) || (e->arrival_slot[i] >= 0 && e->arrival_from[i] == 0)))
             hash_from = 0;
         e->hash_from[i] = hash_from;
         e->blind[i] = e->had_copy[i] && vs_engine_evict_blind(r);
         if (e->blind[i]) {
-            r->host_hash_known = false; /* its host copy is about to change, unhashed */
+            vs_engine_host_hash_forget(r); /* its host copy is about to change, unhashed */
         } else if (hasher != NULL && (r->hash_slot = vs_eviction_hash_slot(d)) >= 0
                    && vs_device_hash_enqueue(hasher, (unsigned)r->hash_slot, (CUdeviceptr)(r->base + hash_from),
                                              r->size - hash_from, d->to_host)
@@ -317,7 +341,8 @@ static uint64_t vs_eviction_finish_victim(vs_eviction_t *e, vs_engine_device_t *
          * what its hash says. */
         vs_log(VS_LOG_WARN, "copying the allocation at 0x%" PRIxPTR " to the host failed (%d); it stays on the device",
                r->base, (int)e->rc);
-        r->host_hash_known = r->host_hash_known && !e->copied[i];
+        if (e->copied[i])
+            vs_engine_host_hash_forget(r);
         vs_eviction_hash_slot_put(d, r);
         vs_engine_evict_undo(r, e->had_copy[i], e->streams_of[i] | VS_STREAM_BIT_OVERFLOW);
         return 0;
@@ -325,12 +350,13 @@ static uint64_t vs_eviction_finish_victim(vs_eviction_t *e, vs_engine_device_t *
     uint64_t from = e->from_of[i], moved = r->size - from, hash_from = e->hash_from[i];
     if (r->hash_slot >= 0) {
         /* The kernel hashed exactly the bytes the copy then took (or
-         * that the host copy already held). */
-        r->host_hash = vs_device_hash_result(d->evict_hasher, (unsigned)r->hash_slot, r->size - hash_from);
-        r->host_hash_from = hash_from;
-        r->host_hash_known = true;
+         * that the host copy already held: its other hash holds too). */
+        vs_content_hash_t hashed = vs_device_hash_result(d->evict_hasher, (unsigned)r->hash_slot, r->size - hash_from);
+        if (e->copied[i])
+            vs_engine_host_hash_forget(r);
+        vs_engine_host_hash_note(r, hash_from, hashed);
     } else {
-        r->host_hash_known = false;
+        vs_engine_host_hash_forget(r);
     }
     r->head_on_host = from > 0 && hash_from == 0;
     vs_eviction_hash_slot_put(d, r);

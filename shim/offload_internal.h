@@ -101,11 +101,19 @@ typedef struct vs_region_s {
     CUmemGenericAllocationHandle premap_head;
     /* The host copy: the data while evicted. While resident it is kept as
      * long as the pool has room: when the device bytes still hash to
-     * `host_hash`, an eviction drops them without copying. */
+     * one of `host_hashes`, an eviction drops them without copying. */
     vs_host_copy_t host;
-    bool host_hash_known; /* host_hash is the content hash of host[host_hash_from, size) */
-    uint64_t host_hash_from;
-    vs_content_hash_t host_hash;
+    /* Content hashes of the host copy's bytes [from, size), for up to two
+     * `from`s: the whole (0) and a tail after a kept head. Each holds until
+     * the host copy changes, so that the whole's outlives evictions that
+     * judge the tail alone, and judges the eviction that moves the whole
+     * once the plan gives the head to another allocation
+     * (`vs_engine_host_hash`, `_note`, `_forget`). */
+    struct vs_host_hash_s {
+        bool known;
+        uint64_t from;
+        vs_content_hash_t hash;
+    } host_hashes[2];
     vs_spill_copy_t disk; /* VS_ON_DISK: the bytes, in the spill file */
     CUevent arriving; /* the restore copy's event until it is known complete */
     uint32_t holds;
@@ -460,6 +468,14 @@ bool vs_engine_departure_lend(vs_engine_device_t *d, int device, vs_region_t *r,
 
 /* The hash of the host copy's bytes [from, size), when it is known. */
 bool vs_engine_host_hash(const vs_region_t *r, uint64_t from, vs_content_hash_t *out);
+
+/* `hash` is that of the host copy's bytes [from, size): kept beside the
+ * other one known, unless both are known for other `from`s (the whole's is
+ * the one kept then). */
+void vs_engine_host_hash_note(vs_region_t *r, uint64_t from, vs_content_hash_t hash);
+
+/* The host copy changed (or went): no hash of it is known. */
+void vs_engine_host_hash_forget(vs_region_t *r);
 
 /* Restore hashes (offload.c): ends slot `slot` of the restore hasher (-1:
  * none), making the hash of [from, from + bytes) `r`'s host copy's when the

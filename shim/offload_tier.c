@@ -226,7 +226,7 @@ uint64_t vs_tier_spill(uint64_t need, int *failed)
         freed += coldest->host.bytes;
         coldest->disk = disk;
         vs_host_pool_give(&coldest->host);
-        coldest->host_hash_known = false;
+        vs_engine_host_hash_forget(coldest);
         coldest->where = VS_ON_DISK;
         (void)vs_registry_set_residency(coldest->base, VS_ON_DISK, false, NULL);
         vs_engine.stats.spills++;
@@ -250,7 +250,7 @@ static uint64_t vs_tier_host_drop_kept(uint64_t need)
             continue;
         freed += r->host.bytes;
         vs_host_pool_give(&r->host);
-        r->host_hash_known = false;
+        vs_engine_host_hash_forget(r);
         vs_engine.stats.host_copies_dropped++;
     }
     return freed;
@@ -403,7 +403,7 @@ bool vs_offload_copy_host(CUdeviceptr dptr, void *host, uint64_t bytes, bool to_
     if (served) {
         vs_tier_copy_bytes(r, offset, host, bytes, to_device);
         if (to_device)
-            r->host_hash_known = false;
+            vs_engine_host_hash_forget(r);
         vs_engine.stats.bytes_served_on_host += bytes;
         (void)vs_registry_touch((uintptr_t)dptr, vs_registry_next_seq());
         if (vs_trace_enabled()) /* VRAMSHIM_TRACE: a use, though no copy crossed the link */

@@ -616,8 +616,8 @@ static void test_offload_engine_dropped_head_still_judged_clean(void **state)
     assert_non_null(d);
     bool host_full = false;
     assert_int_equal(vs_engine_evict(&r, 1, &host_full), REGION_BYTES);
-    assert_true(r->host_hash_known);
-    assert_int_equal(r->host_hash_from, 0);
+    vs_content_hash_t whole;
+    assert_true(vs_engine_host_hash(r, 0, &whole));
 
     /* Back in two pieces, the plan keeping the head: the tail's restore
      * hashes the tail, and is still arriving. */
@@ -638,6 +638,73 @@ static void test_offload_engine_dropped_head_still_judged_clean(void **state)
     assert_int_equal(r->split, 0);
     assert_int_equal(after.clean_drops, before.clean_drops + 1);
     assert_int_equal(after.bytes_to_host, before.bytes_to_host);
+    assert_int_equal(r->changed_streak, 0);
+    vs_engine_unlock(mode);
+    expect_region(dptr, seed);
+
+    CUresult rc = CUDA_ERROR_UNKNOWN;
+    assert_true(vs_offload_free(dptr, &rc));
+    assert_int_equal(rc, CUDA_SUCCESS);
+}
+
+/* A head kept across evictions that judge the tail alone: the host copy's
+ * hash of the whole, known from before, outlives them (they leave the host
+ * copy as it was), so that when the plan gives the head to another
+ * allocation, the eviction that moves everything is judged by it and drops
+ * a region nobody wrote clean, instead of copying all of it out for want
+ * of a hash (the DiT on an H200: 255-290 MiB a pass copied out). */
+static void test_offload_engine_whole_hash_outlives_tail_evictions(void **state)
+{
+    (void)state;
+    const uint64_t head = REGION_BYTES / 2;
+    const unsigned seed = 310;
+    CUdeviceptr dptr;
+    unsigned char *bytes = malloc(REGION_BYTES);
+    assert_non_null(bytes);
+    assert_int_equal(vs_offload_alloc(&dptr, REGION_BYTES, 0, VS_ALLOC_DEVICE), CUDA_SUCCESS);
+    fill(bytes, REGION_BYTES, seed);
+    assert_int_equal(copy_to_device(dptr, bytes, REGION_BYTES), CUDA_SUCCESS);
+    free(bytes);
+
+    CUstreamCaptureMode mode;
+    vs_engine_lock(&mode);
+    vs_region_t *r = vs_engine_region_at((uintptr_t)dptr);
+    assert_non_null(r);
+    vs_engine_device_t *d = vs_engine_device(0);
+    assert_non_null(d);
+    bool host_full = false;
+    assert_int_equal(vs_engine_evict(&r, 1, &host_full), REGION_BYTES);
+    vs_content_hash_t whole, tail;
+    assert_true(vs_engine_host_hash(r, 0, &whole));
+
+    /* Twice: back with the head kept, then the tail leaves (judged by
+     * the tail's hash). */
+    r->keep = head;
+    for (int round = 0; round < 2; round++) {
+        assert_int_equal(vs_cap_reserve(0, vs_engine_region_missing(r)), 0);
+        assert_int_equal(vs_engine_restore_mapped(r, d, NULL, false, false), CUDA_SUCCESS);
+        assert_int_equal(r->split, head);
+        vs_engine_deferred_reap(true);
+        vs_offload_stats_t before = vs_engine.stats;
+        assert_int_equal(vs_engine_evict(&r, 1, &host_full), REGION_BYTES - head);
+        assert_int_equal(vs_engine.stats.clean_drops, before.clean_drops + 1);
+        assert_int_equal(r->split, head);
+        assert_true(vs_engine_host_hash(r, head, &tail));
+        vs_content_hash_t still;
+        assert_true(vs_engine_host_hash(r, 0, &still));
+        assert_true(vs_content_hash_equal(still, whole));
+    }
+
+    /* The plan gives the head away: back, then everything leaves. */
+    assert_int_equal(vs_cap_reserve(0, vs_engine_region_missing(r)), 0);
+    assert_int_equal(vs_engine_restore_mapped(r, d, NULL, false, false), CUDA_SUCCESS);
+    vs_engine_deferred_reap(true);
+    r->keep = 0;
+    vs_offload_stats_t before = vs_engine.stats;
+    assert_int_equal(vs_engine_evict(&r, 1, &host_full), REGION_BYTES);
+    assert_int_equal(r->split, 0);
+    assert_int_equal(vs_engine.stats.clean_drops, before.clean_drops + 1);
+    assert_int_equal(vs_engine.stats.bytes_to_host, before.bytes_to_host);
     assert_int_equal(r->changed_streak, 0);
     vs_engine_unlock(mode);
     expect_region(dptr, seed);
@@ -697,6 +764,7 @@ int main(void)
         cmocka_unit_test(test_offload_engine_restore_on_demand_maps_ahead),
         cmocka_unit_test(test_offload_engine_restore_reads_younger_verdicts_after_its_copy),
         cmocka_unit_test(test_offload_engine_dropped_head_still_judged_clean),
+        cmocka_unit_test(test_offload_engine_whole_hash_outlives_tail_evictions),
         cmocka_unit_test(test_offload_engine_streams_have_the_greatest_priority),
     };
     return cmocka_run_group_tests_name("offload engine", tests, setup_driver, NULL);
