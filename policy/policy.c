@@ -58,6 +58,11 @@ typedef struct vs_policy_alloc_s {
     uint64_t serial;    /* creation order: ties break the same way every run */
     uint64_t last_use;  /* seq of the latest access, or `now` at creation */
     uint64_t next_use;  /* predicted seq of the next access */
+    /* The mean gap of its repeating pattern of gaps (the pattern's length
+     * over its gaps), what the plan tells members by: the gap it predicts
+     * next swings with a pattern of unequal gaps (scratch allocated every
+     * other pass shifts the uses of that pass). */
+    uint64_t gap_mean;
     uint64_t deadline;  /* dead once `now` passes this without an access */
     uint64_t history[VS_POLICY_HISTORY]; /* ring of access seqs */
     uint64_t protect_mark; /* equals the query stamp while protected */
@@ -290,6 +295,7 @@ static void predict_single(const vs_policy_t *policy, vs_policy_alloc_t *a)
         a->next_use = sat_add(t, policy->period);
         a->deadline = sat_add(a->next_use, tolerance(policy->period));
     }
+    a->gap_mean = a->next_use - t;
 }
 
 /* A longer cycle re-ranks every allocation used at most once: their
@@ -353,6 +359,9 @@ static void predict_after_access(vs_policy_t *policy, vs_policy_alloc_t *a)
         cycle = sat_add(cycle, gaps[i]);
     a->next_use = sat_add(a->last_use, gap);
     a->deadline = sat_add(a->next_use, tolerance(gap));
+    /* A pattern confirmed by a repeat has a mean gap; an unconfirmed
+     * history (a load phase in it) only its next one. */
+    a->gap_mean = m < n ? cycle / m : gap;
     /* A pattern confirmed by a repeat, or the very first reuse, tells the
      * cycle length; an unconfirmed long history does not. */
     if ((m < n || n == 1) && cycle > policy->period)
@@ -474,11 +483,13 @@ int vs_policy_access(vs_policy_t *policy, uint64_t id, uint64_t seq, vs_policy_r
         a->hist_len++;
     if (a->hist_len == 2)
         policy->plan_dirty = true; /* used again: a member of the cycle */
-    uint64_t gap_before = a->next_use - a->last_use;
+    uint64_t gap_before = a->gap_mean;
     a->last_use = seq;
     predict_after_access(policy, a);
-    /* A member's rhythm changed (a load phase ended): the plan is stale. */
-    if (a->hist_len >= 2 && !gaps_match(gap_before, a->next_use - a->last_use))
+    /* A member's rhythm changed (a load phase ended): the plan is stale.
+     * Its mean gap, not the next one: a pattern of unequal gaps is one
+     * rhythm. */
+    if (a->hist_len >= 2 && !gaps_match(gap_before, a->gap_mean))
         policy->plan_dirty = true;
     requeue(policy, a);
     return 0;
@@ -693,14 +704,14 @@ static void plan_build(vs_policy_t *policy)
     uint64_t cycle = 0;
     vs_policy_alloc_t *a, *tmp;
     HASH_ITER(hh, policy->by_id, a, tmp) {
-        if (planning && plan_candidate(policy, a) && a->next_use - a->last_use > cycle)
-            cycle = a->next_use - a->last_use;
+        if (planning && plan_candidate(policy, a) && a->gap_mean > cycle)
+            cycle = a->gap_mean;
     }
     size_t n = 0;
     uint64_t kept = 0, cycle_bytes = 0;
     HASH_ITER(hh, policy->by_id, a, tmp) {
         bool candidate = planning && plan_candidate(policy, a);
-        if (candidate && a->next_use - a->last_use >= cycle - cycle / 4) {
+        if (candidate && a->gap_mean >= cycle - cycle / 4) {
             policy->members[n++] = a;
             cycle_bytes += a->size;
         } else {
