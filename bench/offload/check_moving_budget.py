@@ -9,13 +9,13 @@ Runs the `churn` cell at 50%, ratio 0.5 (`OFFLOAD_CYCLE SHIM sweep --cell
 churn 50 0.5 LOG --warmup 8`, on the virtual clock): sixteen read-only
 layers of 36 MiB, each of which may keep a head, beside eight 1 MiB
 allocations made every other pass and freed halfway through it. The plan's
-head then moves between layers and grows and shrinks. The evictions of a
-layer that keeps a head judge the whole of it, head included, while the
-host copy's hash of the whole is known (shim/offload_evict.c), so that the
-hash stays one of the whole: an eviction that then moves the whole layer
-(the head went to another) is judged by it, and drops the layer clean. When
-the tail's evictions judged the tail alone, each such eviction found no
-hash of the whole to judge by and copied the layer out: 18 MiB a pass.
+head then moves between layers and grows and shrinks. A layer's host copy
+keeps the hash of its whole beside its tail's (shim/offload_evict.c), so
+the evictions that move only the tail while the layer keeps a head leave
+the whole's in place: an eviction that then moves the whole layer (the
+head went to another) is judged by it, and drops the layer clean. When the
+tail's hash replaced the whole's, each such eviction found no hash of the
+whole to judge by and copied the layer out: 18 MiB a pass.
 
 Checks: the child exits 0, every word it reads back is as loaded (the
 program's own check), and nothing was copied back in the measured passes
