@@ -589,6 +589,45 @@ static void test_offload_engine_restore_reads_younger_verdicts_after_its_copy(vo
     free_regions(regions, TRIO);
 }
 
+/* Takes the engine lock and evicts the region at `dptr` whole, which
+ * leaves the hash of its whole host copy known (in *whole, when given). */
+static vs_region_t *lock_and_evict_whole(CUdeviceptr dptr, CUstreamCaptureMode *mode, vs_engine_device_t **d,
+                                         vs_content_hash_t *whole)
+{
+    vs_engine_lock(mode);
+    vs_region_t *r = vs_engine_region_at((uintptr_t)dptr);
+    assert_non_null(r);
+    *d = vs_engine_device(0);
+    assert_non_null(*d);
+    bool host_full = false;
+    assert_int_equal(vs_engine_evict(&r, 1, &host_full), REGION_BYTES);
+    vs_content_hash_t known;
+    assert_true(vs_engine_host_hash(r, 0, whole != NULL ? whole : &known));
+    return r;
+}
+
+/* The plan keeps no head of `r` (resident, at `dptr`, filled from `seed`):
+ * its eviction moves everything, judged clean (nothing copied, no change
+ * counted); then the lock is let go, every byte checked, and it is freed. */
+static void evict_whole_clean_unlock_and_free(vs_region_t *r, CUdeviceptr dptr, unsigned seed,
+                                              CUstreamCaptureMode mode)
+{
+    r->keep = 0;
+    vs_offload_stats_t before = vs_engine.stats;
+    bool host_full = false;
+    assert_int_equal(vs_engine_evict(&r, 1, &host_full), REGION_BYTES);
+    assert_int_equal(r->where, VS_ON_HOST);
+    assert_int_equal(r->split, 0);
+    assert_int_equal(vs_engine.stats.clean_drops, before.clean_drops + 1);
+    assert_int_equal(vs_engine.stats.bytes_to_host, before.bytes_to_host);
+    assert_int_equal(r->changed_streak, 0);
+    vs_engine_unlock(mode);
+    expect_region(dptr, seed);
+    CUresult rc = CUDA_ERROR_UNKNOWN;
+    assert_true(vs_offload_free(dptr, &rc));
+    assert_int_equal(rc, CUDA_SUCCESS);
+}
+
 /* A restore whose head the plan keeps hashes only its tail as it arrives
  * (its evictions will move only the tail). When the plan drops the head
  * before the next eviction, that eviction moves all the bytes, and the host
@@ -601,23 +640,10 @@ static void test_offload_engine_dropped_head_still_judged_clean(void **state)
     const uint64_t head = REGION_BYTES / 2;
     const unsigned seed = 300;
     CUdeviceptr dptr;
-    unsigned char *bytes = malloc(REGION_BYTES);
-    assert_non_null(bytes);
-    assert_int_equal(vs_offload_alloc(&dptr, REGION_BYTES, 0, VS_ALLOC_DEVICE), CUDA_SUCCESS);
-    fill(bytes, REGION_BYTES, seed);
-    assert_int_equal(copy_to_device(dptr, bytes, REGION_BYTES), CUDA_SUCCESS);
-    free(bytes);
-
+    alloc_filled(&dptr, 1, seed);
     CUstreamCaptureMode mode;
-    vs_engine_lock(&mode);
-    vs_region_t *r = vs_engine_region_at((uintptr_t)dptr);
-    assert_non_null(r);
-    vs_engine_device_t *d = vs_engine_device(0);
-    assert_non_null(d);
-    bool host_full = false;
-    assert_int_equal(vs_engine_evict(&r, 1, &host_full), REGION_BYTES);
-    vs_content_hash_t whole;
-    assert_true(vs_engine_host_hash(r, 0, &whole));
+    vs_engine_device_t *d;
+    vs_region_t *r = lock_and_evict_whole(dptr, &mode, &d, NULL);
 
     /* Back in two pieces, the plan keeping the head: the tail's restore
      * hashes the tail, and is still arriving. */
@@ -630,21 +656,7 @@ static void test_offload_engine_dropped_head_still_judged_clean(void **state)
     assert_non_null(r->arriving);
 
     /* The plan no longer keeps it: the eviction moves everything. */
-    r->keep = 0;
-    vs_offload_stats_t before = vs_engine.stats;
-    assert_int_equal(vs_engine_evict(&r, 1, &host_full), REGION_BYTES);
-    vs_offload_stats_t after = vs_engine.stats;
-    assert_int_equal(r->where, VS_ON_HOST);
-    assert_int_equal(r->split, 0);
-    assert_int_equal(after.clean_drops, before.clean_drops + 1);
-    assert_int_equal(after.bytes_to_host, before.bytes_to_host);
-    assert_int_equal(r->changed_streak, 0);
-    vs_engine_unlock(mode);
-    expect_region(dptr, seed);
-
-    CUresult rc = CUDA_ERROR_UNKNOWN;
-    assert_true(vs_offload_free(dptr, &rc));
-    assert_int_equal(rc, CUDA_SUCCESS);
+    evict_whole_clean_unlock_and_free(r, dptr, seed, mode);
 }
 
 /* A head kept across evictions that judge the tail alone: the host copy's
@@ -659,23 +671,12 @@ static void test_offload_engine_whole_hash_outlives_tail_evictions(void **state)
     const uint64_t head = REGION_BYTES / 2;
     const unsigned seed = 310;
     CUdeviceptr dptr;
-    unsigned char *bytes = malloc(REGION_BYTES);
-    assert_non_null(bytes);
-    assert_int_equal(vs_offload_alloc(&dptr, REGION_BYTES, 0, VS_ALLOC_DEVICE), CUDA_SUCCESS);
-    fill(bytes, REGION_BYTES, seed);
-    assert_int_equal(copy_to_device(dptr, bytes, REGION_BYTES), CUDA_SUCCESS);
-    free(bytes);
-
+    alloc_filled(&dptr, 1, seed);
     CUstreamCaptureMode mode;
-    vs_engine_lock(&mode);
-    vs_region_t *r = vs_engine_region_at((uintptr_t)dptr);
-    assert_non_null(r);
-    vs_engine_device_t *d = vs_engine_device(0);
-    assert_non_null(d);
-    bool host_full = false;
-    assert_int_equal(vs_engine_evict(&r, 1, &host_full), REGION_BYTES);
+    vs_engine_device_t *d;
     vs_content_hash_t whole, tail;
-    assert_true(vs_engine_host_hash(r, 0, &whole));
+    vs_region_t *r = lock_and_evict_whole(dptr, &mode, &d, &whole);
+    bool host_full = false;
 
     /* Twice: back with the head kept, then the tail leaves (judged by
      * the tail's hash). */
@@ -699,19 +700,7 @@ static void test_offload_engine_whole_hash_outlives_tail_evictions(void **state)
     assert_int_equal(vs_cap_reserve(0, vs_engine_region_missing(r)), 0);
     assert_int_equal(vs_engine_restore_mapped(r, d, NULL, false, false), CUDA_SUCCESS);
     vs_engine_deferred_reap(true);
-    r->keep = 0;
-    vs_offload_stats_t before = vs_engine.stats;
-    assert_int_equal(vs_engine_evict(&r, 1, &host_full), REGION_BYTES);
-    assert_int_equal(r->split, 0);
-    assert_int_equal(vs_engine.stats.clean_drops, before.clean_drops + 1);
-    assert_int_equal(vs_engine.stats.bytes_to_host, before.bytes_to_host);
-    assert_int_equal(r->changed_streak, 0);
-    vs_engine_unlock(mode);
-    expect_region(dptr, seed);
-
-    CUresult rc = CUDA_ERROR_UNKNOWN;
-    assert_true(vs_offload_free(dptr, &rc));
-    assert_int_equal(rc, CUDA_SUCCESS);
+    evict_whole_clean_unlock_and_free(r, dptr, seed, mode);
 }
 
 /* The engine's streams run at the context's greatest priority, so that its
