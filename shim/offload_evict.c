@@ -87,6 +87,14 @@ void vs_engine_host_hash_forget(vs_region_t *r)
     r->host_hashes[1].known = false;
 }
 
+/* Whether victim `i` of `e` (region `r`) has a hash to judge its bytes
+ * [from, size) by: its host copy's, or its arrival's, taken over. */
+static bool vs_eviction_judgeable(const vs_eviction_t *e, size_t i, const vs_region_t *r, uint64_t from)
+{
+    vs_content_hash_t known;
+    return vs_engine_host_hash(r, from, &known) || (e->arrival_slot[i] >= 0 && e->arrival_from[i] == from);
+}
+
 /* ---- One eviction batch ---------------------------------------------------
  *
  * An eviction batch goes through two phases on the device-to-host stream:
@@ -238,16 +246,12 @@ static size_t vs_eviction_start(vs_eviction_t *e, vs_region_t **victims, size_t 
          * copy); one larger than it goes, so that the budget holds. */
         uint64_t from = r->split > 0 && r->split <= r->keep && r->size > r->split ? r->split : 0;
         e->from_of[i] = from;
-        vs_content_hash_t known;
         /* A head that stays is judged with its tail, the head being
          * mapped, when only the host copy's hash from 0 is known: the plan
          * moved the head here since the region left whole. */
         uint64_t hash_from = from;
-        if (from > 0 && !vs_engine_host_hash(r, from, &known)
-            && !(e->arrival_slot[i] >= 0 && e->arrival_from[i] == from)
-            && (vs_engine_host_hash(r, 0, &known) || (e->arrival_slot[i] >= 0 && e->arrival_from[i] == 0)))
+        if (from > 0 && !vs_eviction_judgeable(e, i, r, from) && vs_eviction_judgeable(e, i, r, 0))
             hash_from = 0;
-        e->hash_from[i] = hash_from;
         e->blind[i] = e->had_copy[i] && vs_engine_evict_blind(r);
         if (e->blind[i]) {
             vs_engine_host_hash_forget(r); /* its host copy is about to change, unhashed */
@@ -257,13 +261,12 @@ static size_t vs_eviction_start(vs_eviction_t *e, vs_region_t **victims, size_t 
                           != CUDA_SUCCESS) {
             vs_eviction_hash_slot_put(d, r);
         }
+        if (r->hash_slot < 0)
+            hash_from = from; /* not hashed: only what moves is copied */
+        e->hash_from[i] = hash_from;
         /* Without a host copy, or a hash to judge it by, the bytes go now. */
-        bool judgeable = vs_engine_host_hash(r, hash_from, &known)
-                         || (e->arrival_slot[i] >= 0 && e->arrival_from[i] == hash_from);
-        e->copied[i] = !e->had_copy[i] || r->hash_slot < 0 || !judgeable;
+        e->copied[i] = !e->had_copy[i] || r->hash_slot < 0 || !vs_eviction_judgeable(e, i, r, hash_from);
         e->judged[i] = !e->copied[i];
-        if (e->copied[i])
-            e->hash_from[i] = hash_from = r->hash_slot >= 0 ? hash_from : from;
         if (e->copied[i] && vs_tier_copy_region(r, hash_from, r->size, VS_COPY_OUT, d->to_host) != CUDA_SUCCESS) {
             vs_log(VS_LOG_WARN, "cannot evict the allocation at 0x%" PRIxPTR "; it stays on the device", r->base);
             (void)VS_ENGINE_CALL(VS_HOST_GPU_WAIT, cuStreamSynchronize, (d->to_host));

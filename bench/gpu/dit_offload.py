@@ -506,7 +506,6 @@ def _shim_counters(tool):
     counters = {k: totals.get(k, 0) for k in HOST_TIME_KEYS + ("bytes_restored", "bytes_evicted")}
     counters["allocations"] = {a["id"]: {k: a.get(k, 0) for k in ("size", "evictions", "restores")}
                                for a in snap.get("allocations", [])}
-    counters["device_bytes"] = totals.get("device_bytes", 0)
     return counters
 
 

@@ -93,6 +93,10 @@
 #define DEFAULT_GBPS "50"
 #define CHILD_MARK "VS_OFFLOAD_CYCLE_CHILD"
 #define ACTIVATION_BYTES (1ull << 20)
+/* The most small allocations a workload's scratch makes in a pass
+ * (workload_t.churn_allocations), and the size of each. */
+#define CHURN_MAX 8
+#define CHURN_BYTES MIB
 /* Words each kernel checks at both ends and in the middle of its weights. */
 #define CHECK_WORDS 8
 
@@ -113,9 +117,10 @@ typedef struct workload_s {
     int measured_passes;         /* 0: MEASURED_PASSES */
     bool sweep;                  /* one of the sweep's workloads */
     bool cell_only;              /* not in the sweep, but run by `sweep --cell` */
-    /* Small allocations (1 MiB each, never evicted) made at the start of
-     * every other pass and freed halfway through it, as a framework's
-     * scratch comes and goes: what the plan may keep moves with them. */
+    /* Small allocations (CHURN_BYTES each, never evicted; at most
+     * CHURN_MAX) made at the start of every other pass and freed halfway
+     * through it, as a framework's scratch comes and goes: what the plan
+     * may keep moves with them. */
     int churn_allocations;
     double max_in_over_ideal;    /* goal: bytes in per pass / (W - L); 0 = none */
     double max_time_over_bound;  /* goal: modeled / bound */
@@ -359,11 +364,11 @@ static int child_run(const workload_t *w, double ns_per_byte, int warmup_passes,
             if (!start)
                 break;
         }
-        CUdeviceptr scratch[8] = {0};
+        CUdeviceptr scratch[CHURN_MAX] = {0};
         int scratch_count = pass % 2 == 1 ? w->churn_allocations : 0;
         for (int q = 0; q < scratch_count; q++) {
-            VS_CHECK(cuMemAlloc(&scratch[q], 1 << 20));
-            VS_CHECK(cuMemsetD8Async(scratch[q], 1, 1 << 20, stream));
+            VS_CHECK(cuMemAlloc(&scratch[q], CHURN_BYTES));
+            VS_CHECK(cuMemsetD8Async(scratch[q], 1, CHURN_BYTES, stream));
         }
         for (int k = 0; k < count; k++) {
             if (k == count / 2 && scratch_count > 0) {

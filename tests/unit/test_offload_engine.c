@@ -589,13 +589,15 @@ static void test_offload_engine_restore_reads_younger_verdicts_after_its_copy(vo
     free_regions(regions, TRIO);
 }
 
-/* Takes the engine lock and evicts the region at `dptr` whole, which
- * leaves the hash of its whole host copy known (in *whole, when given). */
-static vs_region_t *lock_and_evict_whole(CUdeviceptr dptr, CUstreamCaptureMode *mode, vs_engine_device_t **d,
-                                         vs_content_hash_t *whole)
+/* Allocates a region filled from `seed` at *dptr, takes the engine lock
+ * and evicts the region whole, which leaves the hash of its whole host
+ * copy known (in *whole, when given). */
+static vs_region_t *filled_and_evicted_whole(unsigned seed, CUdeviceptr *dptr, CUstreamCaptureMode *mode,
+                                             vs_engine_device_t **d, vs_content_hash_t *whole)
 {
+    alloc_filled(dptr, 1, seed);
     vs_engine_lock(mode);
-    vs_region_t *r = vs_engine_region_at((uintptr_t)dptr);
+    vs_region_t *r = vs_engine_region_at((uintptr_t)*dptr);
     assert_non_null(r);
     *d = vs_engine_device(0);
     assert_non_null(*d);
@@ -640,10 +642,9 @@ static void test_offload_engine_dropped_head_still_judged_clean(void **state)
     const uint64_t head = REGION_BYTES / 2;
     const unsigned seed = 300;
     CUdeviceptr dptr;
-    alloc_filled(&dptr, 1, seed);
     CUstreamCaptureMode mode;
     vs_engine_device_t *d;
-    vs_region_t *r = lock_and_evict_whole(dptr, &mode, &d, NULL);
+    vs_region_t *r = filled_and_evicted_whole(seed, &dptr, &mode, &d, NULL);
 
     /* Back in two pieces, the plan keeping the head: the tail's restore
      * hashes the tail, and is still arriving. */
@@ -671,11 +672,10 @@ static void test_offload_engine_whole_hash_outlives_tail_evictions(void **state)
     const uint64_t head = REGION_BYTES / 2;
     const unsigned seed = 310;
     CUdeviceptr dptr;
-    alloc_filled(&dptr, 1, seed);
     CUstreamCaptureMode mode;
     vs_engine_device_t *d;
     vs_content_hash_t whole, tail;
-    vs_region_t *r = lock_and_evict_whole(dptr, &mode, &d, &whole);
+    vs_region_t *r = filled_and_evicted_whole(seed, &dptr, &mode, &d, &whole);
     bool host_full = false;
 
     /* Twice: back with the head kept, then the tail leaves (judged by
