@@ -3,7 +3,8 @@
  * (tests/simcuda/README.md): each call charges the calling thread, sized
  * calls per GiB, a host wait that waits adds the wake-up, polls answer on
  * modeled time, every thread has its own host clock, the timeline shows
- * host calls, and the report the GPU idle fraction.
+ * host calls, and the report the GPU idle fraction; a costs file's `busy`
+ * rows apply while the GPU has work under way.
  *
  * The main process runs with SIMCUDA_CLOCK=virtual and SIMCUDA_HOST_COSTS
  * unset (the default table). Configurations that need a process of their
@@ -536,6 +537,50 @@ static int child_file(void)
     return 0;
 }
 
+/* The busy file (see test_busy_rows_charge_while_the_gpu_works): a VMM
+ * cycle with the GPU idle, then under a 1 ms kernel, then idle again. */
+static int child_busy(void)
+{
+    if (child_setup() != 0)
+        return 1;
+    CUmemAllocationProp prop;
+    memset(&prop, 0, sizeof prop);
+    prop.type = CU_MEM_ALLOCATION_TYPE_PINNED;
+    prop.location.type = CU_MEM_LOCATION_TYPE_DEVICE;
+    CUmemAccessDesc access = {.location = prop.location, .flags = CU_MEM_ACCESS_FLAGS_PROT_READWRITE};
+    CUmemGenericAllocationHandle handle;
+    CUdeviceptr va;
+    CHILD_CHECK(cuMemAddressReserve(&va, GRAN, 0, 0, 0) == CUDA_SUCCESS);
+    CHILD_CHECK(cuCtxSynchronize() == CUDA_SUCCESS);
+    uint64_t t0 = simcuda_clock_now_ns();
+    CHILD_CHECK(cuMemCreate(&handle, GRAN, &prop, 0) == CUDA_SUCCESS);
+    CHILD_CHECK(simcuda_clock_now_ns() - t0 == 13200); /* idle: the default table's */
+    CHILD_CHECK(cuMemRelease(handle) == CUDA_SUCCESS);
+    CHILD_CHECK(child_spin(s1, 1000000) == CUDA_SUCCESS);
+    t0 = simcuda_clock_now_ns();
+    CHILD_CHECK(cuMemCreate(&handle, GRAN, &prop, 0) == CUDA_SUCCESS);
+    CHILD_CHECK(simcuda_clock_now_ns() - t0 == 100000); /* the busy row */
+    t0 = simcuda_clock_now_ns();
+    CHILD_CHECK(cuMemMap(va, GRAN, 0, handle, 0) == CUDA_SUCCESS);
+    CHILD_CHECK(simcuda_clock_now_ns() - t0 == 1040); /* no busy row: the table's */
+    t0 = simcuda_clock_now_ns();
+    CHILD_CHECK(cuMemSetAccess(va, GRAN, &access, 1) == CUDA_SUCCESS);
+    CHILD_CHECK(simcuda_clock_now_ns() - t0 == 200000 + 2000); /* 200 us + 1024 us per GiB of 2 MiB */
+    t0 = simcuda_clock_now_ns();
+    CHILD_CHECK(cuMemUnmap(va, GRAN) == CUDA_SUCCESS);
+    CHILD_CHECK(simcuda_clock_now_ns() - t0 == 50000); /* the busy row */
+    CHILD_CHECK(cuStreamSynchronize(s1) == CUDA_SUCCESS);
+    t0 = simcuda_clock_now_ns();
+    CHILD_CHECK(cuMemMap(va, GRAN, 0, handle, 0) == CUDA_SUCCESS);
+    CHILD_CHECK(simcuda_clock_now_ns() - t0 == 1040);
+    t0 = simcuda_clock_now_ns();
+    CHILD_CHECK(cuMemUnmap(va, GRAN) == CUDA_SUCCESS);
+    CHILD_CHECK(simcuda_clock_now_ns() - t0 == 24900); /* idle again */
+    CHILD_CHECK(cuMemRelease(handle) == CUDA_SUCCESS);
+    CHILD_CHECK(cuMemAddressFree(va, GRAN) == CUDA_SUCCESS);
+    return 0;
+}
+
 /* Costs off: the host is free and all threads share one host clock, the
  * model as it was before host costs. */
 static void *off_worker(void *arg)
@@ -643,6 +688,23 @@ static void test_costs_file_overrides_the_named_calls(void **state)
     unlink(path);
 }
 
+/* A `busy` row is charged instead of the call's own while some engine has
+ * work under way at the call's start, and only then; its per-GiB part goes
+ * with it. */
+static void test_busy_rows_charge_while_the_gpu_works(void **state)
+{
+    (void)state;
+    char path[] = "/tmp/test_sim_host_costs_busy.XXXXXX";
+    close(mkstemp(path));
+    write_file(path, "busy cuMemCreate 100\nbusy cuMemSetAccess 200 1024   # per GiB too\nbusy cuMemUnmap 50\n");
+    char out[4096], err[4096];
+    int status = run_child("busy", path, NULL, out, sizeof out, err, sizeof err);
+    if (status != 0)
+        print_error("%s", err);
+    assert_int_equal(status, 0);
+    unlink(path);
+}
+
 /* Each malformed file: exit 2 at cuInit with one line naming the variable,
  * the file, the line and the accepted forms. */
 static void test_malformed_costs_file_is_one_line_and_exit_2(void **state)
@@ -659,6 +721,11 @@ static void test_malformed_costs_file_is_one_line_and_exit_2(void **state)
         {"cuLaunchKernel 1 5\n", "a per-GiB cost for a call that has no size"},
         {"wakeup 1 2\n", "a per-GiB cost for a call that has no size"},
         {"cuMemRelease 1 2 3\n", "too many fields"},
+        {"busy\n", "'busy' without a name"},
+        {"busy cuMemCreate\n", "a name without a cost"},
+        {"busy wakeup 1\n", "a busy cost for 'wakeup' or 'default'"},
+        {"busy cuLaunchKernel 1 5\n", "a per-GiB cost for a call that has no size"},
+        {"busy cuMemRelease 1 2 3\n", "too many fields"},
     };
     char path[] = "/tmp/test_sim_host_costs_bad.XXXXXX";
     close(mkstemp(path));
@@ -671,7 +738,7 @@ static void test_malformed_costs_file_is_one_line_and_exit_2(void **state)
         char where[512];
         snprintf(where, sizeof where, "simcuda: SIMCUDA_HOST_COSTS=%s line 2 '", path);
         if (strncmp(err, where, strlen(where)) != 0 || strstr(err, cases[i].reason) == NULL ||
-            strstr(err, "accepted: lines 'NAME MICROSECONDS [MICROSECONDS_PER_GIB]'") == NULL ||
+            strstr(err, "accepted: lines '[busy] NAME MICROSECONDS [MICROSECONDS_PER_GIB]'") == NULL ||
             strchr(err, '\n') != err + strlen(err) - 1)
             fail_msg("case %zu: stderr was: %s", i, err);
     }
@@ -742,6 +809,8 @@ int main(int argc, char **argv)
             return child_file();
         if (strcmp(argv[2], "off") == 0)
             return child_off();
+        if (strcmp(argv[2], "busy") == 0)
+            return child_busy();
         if (strcmp(argv[2], "report") == 0)
             return child_report();
         return 3;
@@ -770,6 +839,7 @@ int main(int argc, char **argv)
         cmocka_unit_test(test_poll_does_not_wait_for_a_host_function),
         cmocka_unit_test(test_threads_have_their_own_host_clock),
         cmocka_unit_test(test_costs_file_overrides_the_named_calls),
+        cmocka_unit_test(test_busy_rows_charge_while_the_gpu_works),
         cmocka_unit_test(test_malformed_costs_file_is_one_line_and_exit_2),
         cmocka_unit_test(test_costs_off_keeps_the_free_shared_host_clock),
         cmocka_unit_test(test_report_gives_gpu_idle_fraction),

@@ -15,7 +15,8 @@
  * every driver call advances the calling thread's own host clock by its cost
  * from a table (`sim_clock_host_call`, from `SIM_ENTER`; the per-GiB part of
  * sized calls through `sim_clock_host_sized`), and a host wait that waits
- * ends a wake-up after the awaited work. With costs off all threads share
+ * ends a wake-up after the awaited work. A costs file may give a call a
+ * second cost, charged while the GPU is busy (`busy` lines). With costs off all threads share
  * one free host clock, as before host costs existed. Entry points:
  * `sim_clock_schedule`, `sim_clock_host_wait`, `sim_clock_host_call`.
  */
@@ -54,6 +55,11 @@ static char costs_source[256] = "off"; /* "off", "default" or the file's path */
 static host_cost_t cost_of[SIM_API_COUNT];
 /* Rows the default table or the file named (the others cost `default`). */
 static bool cost_named[SIM_API_COUNT];
+/* A file's `busy` rows: what the call costs when some engine of some
+ * device has work under way at the call's start on the calling thread's
+ * host clock (`busy_named`); otherwise `cost_of`. */
+static host_cost_t busy_cost_of[SIM_API_COUNT];
+static bool busy_named[SIM_API_COUNT];
 static uint64_t wakeup_ns;
 /* The configuration error, reported by `sim_clock_check_config` at cuInit. */
 static char costs_error[2048];
@@ -123,9 +129,10 @@ static bool request_is_sized(const char *request)
 }
 
 /* Sets the cost of every row `name` names: an exported symbol, a request
- * name, or a prefix ending in `*`. Returns the number of rows set, or
- * -EINVAL when a per-GiB cost is given for a call that has no size. */
-static int costs_set(const char *name, uint64_t base_ns, uint64_t per_gib_ns)
+ * name, or a prefix ending in `*`; with `busy`, the cost while the GPU is
+ * busy. Returns the number of rows set, or -EINVAL when a per-GiB cost is
+ * given for a call that has no size. */
+static int costs_set(const char *name, uint64_t base_ns, uint64_t per_gib_ns, bool busy)
 {
     size_t length = strlen(name);
     bool prefix = length > 1 && name[length - 1] == '*';
@@ -138,9 +145,13 @@ static int costs_set(const char *name, uint64_t base_ns, uint64_t per_gib_ns)
             continue;
         if (per_gib_ns != 0 && !request_is_sized(row->request))
             return -EINVAL;
-        cost_of[i].base_ns = base_ns;
-        cost_of[i].per_gib_ns = per_gib_ns;
-        cost_named[i] = true;
+        if (busy) {
+            busy_cost_of[i] = (host_cost_t){base_ns, per_gib_ns};
+            busy_named[i] = true;
+        } else {
+            cost_of[i] = (host_cost_t){base_ns, per_gib_ns};
+            cost_named[i] = true;
+        }
         matched++;
     }
     return matched;
@@ -151,10 +162,11 @@ static void costs_load_default(void)
     for (int i = 0; i < SIM_API_COUNT; i++) {
         cost_of[i] = (host_cost_t){us_to_ns(DEFAULT_OTHER_US), 0};
         cost_named[i] = false;
+        busy_named[i] = false;
     }
     for (size_t i = 0; i < sizeof default_costs / sizeof default_costs[0]; i++)
         (void)costs_set(default_costs[i].name, us_to_ns(default_costs[i].base_us),
-                        us_to_ns(default_costs[i].per_gib_us));
+                        us_to_ns(default_costs[i].per_gib_us), false);
     wakeup_ns = us_to_ns(DEFAULT_WAKEUP_US);
 }
 
@@ -173,8 +185,9 @@ static int parse_us(const char *text, uint64_t *out)
 }
 
 #define COSTS_FORMS                                                                                                   \
-    "accepted: lines 'NAME MICROSECONDS [MICROSECONDS_PER_GIB]', NAME a driver symbol or request name simcuda "      \
-    "implements, a prefix ending in '*', 'wakeup' or 'default'; the per-GiB figure only for "                        \
+    "accepted: lines '[busy] NAME MICROSECONDS [MICROSECONDS_PER_GIB]', NAME a driver symbol or request name "       \
+    "simcuda implements, a prefix ending in '*', 'wakeup' or 'default' (not after 'busy', which gives the cost "     \
+    "while the GPU is busy); the per-GiB figure only for "                                                            \
     "cuMemCreate, cuMemMap, cuMemSetAccess, cuMemUnmap, cuMemRelease, cuMemHostAlloc, cuMemAllocHost, "              \
     "cuMemFreeHost, cuMemHostRegister, cuMemHostUnregister; '#' starts a comment"
 
@@ -196,6 +209,17 @@ static int costs_apply_line(char *line, const char **why)
     }
     if (count == 0)
         return 0;
+    /* `busy NAME ...`: the same line, for the cost while the GPU is busy. */
+    bool busy = strcmp(fields[0], "busy") == 0;
+    if (busy) {
+        for (int i = 1; i < count; i++)
+            fields[i - 1] = fields[i];
+        count--;
+        if (count == 0) {
+            *why = "'busy' without a name";
+            return -EINVAL;
+        }
+    }
     if (count == 1) {
         *why = "a name without a cost";
         return -EINVAL;
@@ -210,6 +234,10 @@ static int costs_apply_line(char *line, const char **why)
         return -EINVAL;
     }
     if (strcmp(fields[0], "wakeup") == 0 || strcmp(fields[0], "default") == 0) {
+        if (busy) {
+            *why = "a busy cost for 'wakeup' or 'default'";
+            return -EINVAL;
+        }
         if (count == 3) {
             *why = "a per-GiB cost for a call that has no size";
             return -EINVAL;
@@ -223,7 +251,7 @@ static int costs_apply_line(char *line, const char **why)
         }
         return 0;
     }
-    int matched = costs_set(fields[0], base_ns, per_gib_ns);
+    int matched = costs_set(fields[0], base_ns, per_gib_ns, busy);
     if (matched == -EINVAL) {
         *why = "a per-GiB cost for a call that has no size";
         return -EINVAL;
@@ -309,6 +337,8 @@ typedef struct host_thread_s {
     /* The line of a sized call waiting for its size (SIMCUDA_TIMELINE). */
     int pending_id;
     uint64_t pending_start, pending_end;
+    /* The last call charged its busy cost: so is its size part. */
+    bool priced_busy;
     struct host_thread_s *next;
 } host_thread_t;
 
@@ -511,16 +541,50 @@ void sim_clock_host_call_priced(sim_api_id_t id, uint64_t cost_ns)
     host_charge(id, cost_ns, HOST_CHARGE_FIXED);
 }
 
+static unsigned engine_first_ending_after(const engine_busy_t *busy, uint64_t at_ns);
+
+/* Whether some engine of some device has work under way at `at_ns`. */
+static bool gpu_busy_at(uint64_t at_ns)
+{
+    bool busy = false;
+    pthread_mutex_lock(&clock_lock);
+    for (int device = 0; device < SIM_CLOCK_MAX_DEVICES && !busy; device++)
+        for (int engine = 0; engine < SIM_ENGINE_COUNT && !busy; engine++) {
+            const engine_busy_t *b = &engine_busy[device][engine];
+            unsigned at = engine_first_ending_after(b, at_ns);
+            busy = at < b->count && b->interval[at].start <= at_ns;
+        }
+    pthread_mutex_unlock(&clock_lock);
+    return busy;
+}
+
+/* The costs of `id` for the calling thread's call starting now: its busy
+ * row when it has one and the GPU is busy then. */
+static const host_cost_t *host_cost_now(sim_api_id_t id)
+{
+    host_thread_t *t = host_thread();
+    t->priced_busy = busy_named[id] && gpu_busy_at(atomic_load_explicit(&t->now_ns, memory_order_relaxed));
+    return t->priced_busy ? &busy_cost_of[id] : &cost_of[id];
+}
+
+/* The costs of `id` for the rest of the call just charged. */
+static const host_cost_t *host_cost_same(sim_api_id_t id)
+{
+    return host_thread()->priced_busy && busy_named[id] ? &busy_cost_of[id] : &cost_of[id];
+}
+
 void sim_clock_host_call(sim_api_id_t id)
 {
-    sim_clock_host_call_priced(id, cost_of[id].base_ns);
+    if (!sim_clock_is_virtual() || !costs_on)
+        return;
+    sim_clock_host_call_priced(id, host_cost_now(id)->base_ns);
 }
 
 void sim_clock_host_sized(sim_api_id_t id, uint64_t bytes)
 {
     if (!sim_clock_is_virtual() || !costs_on)
         return;
-    uint64_t per_gib = cost_of[id].per_gib_ns;
+    uint64_t per_gib = host_cost_same(id)->per_gib_ns;
     host_charge(id, (uint64_t)((double)per_gib * (double)bytes / (double)(1ull << 30) + 0.5), HOST_CHARGE_SIZED);
 }
 
@@ -528,8 +592,9 @@ void sim_clock_host_more(sim_api_id_t id, sim_api_id_t priced_as, size_t count, 
 {
     if (!sim_clock_is_virtual() || !costs_on || count == 0)
         return;
-    uint64_t per_gib = cost_of[priced_as].per_gib_ns;
-    uint64_t cost = cost_of[priced_as].base_ns * (uint64_t)count +
+    const host_cost_t *c = host_cost_same(priced_as);
+    uint64_t per_gib = c->per_gib_ns;
+    uint64_t cost = c->base_ns * (uint64_t)count +
                     (uint64_t)((double)per_gib * (double)bytes / (double)(1ull << 30) + 0.5);
     host_charge(id, cost, HOST_CHARGE_MORE);
 }
