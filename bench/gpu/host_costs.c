@@ -18,7 +18,11 @@
  * followed by the unmap; then the virtual-memory cycle again while a
  * kernel and a 1 GiB host-to-device copy are in flight (NAME_busy, and
  * whether the calls returned before that work ended), and the copy's rate
- * alone and with cycles run through it (`host_fact` lines).
+ * alone and with cycles run through it (`host_fact` lines); and the swap
+ * the engine runs for each streamed allocation (map, grant, unmap of a
+ * handle it holds) from one thread and from two at once, which tells
+ * whether a second host thread adds virtual-memory throughput or only
+ * queues behind the first in the driver (`vmm_swap_threads`).
  * The figures are the measured defaults for the simulated driver's
  * host-cost table. The driver is opened with dlopen, never linked. Exits 77
  * where no GPU answers.
@@ -28,6 +32,7 @@
 #include <cuda.h>
 
 #include <dlfcn.h>
+#include <pthread.h>
 #include <stdbool.h>
 #include <stdint.h>
 #include <stdio.h>
@@ -396,6 +401,69 @@ static void measure_copy_with_vmm(CUdevice device, busy_gpu_t *g, size_t bytes, 
     vmm_end(&b, NULL, size);
 }
 
+/* One thread's share of `measure_vmm_threads`: `swaps` maps, grants and
+ * unmaps of its own handle at its own reservation, timed as a whole. */
+typedef struct vmm_swapper_s {
+    CUcontext ctx;
+    CUdevice device;
+    size_t bytes;
+    int swaps;
+    pthread_barrier_t *start;
+    double elapsed_us;
+} vmm_swapper_t;
+
+static void *vmm_swapper_main(void *arg)
+{
+    vmm_swapper_t *w = arg;
+    VS_CHECK(CALL(cuCtxSetCurrent, CUresult(*)(CUcontext), (w->ctx)));
+    CUmemAllocationProp prop;
+    CUmemAccessDesc access;
+    CUdeviceptr va = vmm_setup(w->device, w->bytes, &prop, &access);
+    CUmemGenericAllocationHandle handle;
+    VS_CHECK(CALL(cuMemCreate, mem_create_fn, (&handle, w->bytes, &prop, 0)));
+    pthread_barrier_wait(w->start);
+    double a = now_us();
+    for (int i = 0; i < w->swaps; i++) {
+        VS_CHECK(CALL(cuMemMap, mem_map_fn, (va, w->bytes, 0, handle, 0)));
+        VS_CHECK(CALL(cuMemSetAccess, mem_set_access_fn, (va, w->bytes, &access, 1)));
+        VS_CHECK(CALL(cuMemUnmap, mem_unmap_fn, (va, w->bytes)));
+    }
+    w->elapsed_us = now_us() - a;
+    VS_CHECK(CALL(cuMemRelease, mem_release_fn, (handle)));
+    VS_CHECK(CALL(cuMemAddressFree, CUresult(*)(CUdeviceptr, size_t), (va, w->bytes)));
+    return NULL;
+}
+
+/* The engine's swap of an allocation of `bytes` (map, grant, unmap), from
+ * one thread, then from two at once, each doing `swaps`: microseconds a
+ * swap on one thread, on each of two, and the throughput of two over one
+ * (2.0: the driver runs them side by side; 1.0: one after the other). */
+static void measure_vmm_threads(CUcontext ctx, CUdevice device, size_t bytes, const char *size, int swaps)
+{
+    double per_swap[2];
+    for (int threads = 1; threads <= 2; threads++) {
+        pthread_barrier_t start;
+        pthread_barrier_init(&start, NULL, (unsigned)threads);
+        vmm_swapper_t w[2];
+        pthread_t tid[2];
+        for (int k = 0; k < threads; k++) {
+            w[k] = (vmm_swapper_t){.ctx = ctx, .device = device, .bytes = bytes, .swaps = swaps, .start = &start};
+            VS_CHECK(pthread_create(&tid[k], NULL, vmm_swapper_main, &w[k]) == 0 ? CUDA_SUCCESS
+                                                                                : CUDA_ERROR_OPERATING_SYSTEM);
+        }
+        double slowest = 0;
+        for (int k = 0; k < threads; k++) {
+            pthread_join(tid[k], NULL);
+            slowest = w[k].elapsed_us > slowest ? w[k].elapsed_us : slowest;
+        }
+        pthread_barrier_destroy(&start);
+        per_swap[threads - 1] = slowest / swaps;
+    }
+    printf("host_fact vmm_swap_threads %-7s map+grant+unmap %.1f us a swap on one thread, %.1f on each of two at "
+           "once: two threads give %.2f x one's swaps a second\n",
+           size, per_swap[0], per_swap[1], 2.0 * per_swap[0] / per_swap[1]);
+}
+
 int main(int argc, char **argv)
 {
     int quick = argc > 1 && strcmp(argv[1], "--quick") == 0;
@@ -561,6 +629,9 @@ int main(int argc, char **argv)
     measure_vmm_pieces(device, granules, 16, "pieces", "16x2M", vr);
     measure_vmm_release_mapped(device, 8ull << 20, "8M", vr);
     measure_vmm_release_mapped(device, 32ull << 20, "32M", vr);
+    /* Swaps from two threads at once: the DiT's 8 MiB tensor, a layer. */
+    measure_vmm_threads(ctx, device, 8ull << 20, "8M", vr * 2);
+    measure_vmm_threads(ctx, device, 32ull << 20, "32M", vr * 2);
 
     /* The cycle again with the GPU busy, and the copy engine's rate with
      * cycles running through its copies. */
