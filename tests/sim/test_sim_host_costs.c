@@ -673,19 +673,25 @@ static void write_file(const char *path, const char *text)
 
 /* A file overrides the calls it names; `default` sets every call neither
  * the default table nor the file names; comments and blank lines pass. */
+/* Runs child `name` with a costs file of `text`; it must exit 0. */
+static void run_child_with_costs(const char *name, const char *text)
+{
+    char path[] = "/tmp/test_sim_host_costs_file.XXXXXX";
+    close(mkstemp(path));
+    write_file(path, text);
+    char out[4096], err[4096];
+    int status = run_child(name, path, NULL, out, sizeof out, err, sizeof err);
+    if (status != 0)
+        print_error("%s", err);
+    unlink(path);
+    assert_int_equal(status, 0);
+}
+
 static void test_costs_file_overrides_the_named_calls(void **state)
 {
     (void)state;
-    char path[] = "/tmp/test_sim_host_costs_file.XXXXXX";
-    close(mkstemp(path));
-    write_file(path, "# host costs for a test\n\ncuLaunchKernel 10\nwakeup 1   # us\ndefault 0.5\n"
-                     "cuMemRelease\t1 1024\n");
-    char out[4096], err[4096];
-    int status = run_child("file", path, NULL, out, sizeof out, err, sizeof err);
-    if (status != 0)
-        print_error("%s", err);
-    assert_int_equal(status, 0);
-    unlink(path);
+    run_child_with_costs("file", "# host costs for a test\n\ncuLaunchKernel 10\nwakeup 1   # us\ndefault 0.5\n"
+                                 "cuMemRelease\t1 1024\n");
 }
 
 /* A `busy` row is charged instead of the call's own while some engine has
@@ -694,15 +700,8 @@ static void test_costs_file_overrides_the_named_calls(void **state)
 static void test_busy_rows_charge_while_the_gpu_works(void **state)
 {
     (void)state;
-    char path[] = "/tmp/test_sim_host_costs_busy.XXXXXX";
-    close(mkstemp(path));
-    write_file(path, "busy cuMemCreate 100\nbusy cuMemSetAccess 200 1024   # per GiB too\nbusy cuMemUnmap 50\n");
-    char out[4096], err[4096];
-    int status = run_child("busy", path, NULL, out, sizeof out, err, sizeof err);
-    if (status != 0)
-        print_error("%s", err);
-    assert_int_equal(status, 0);
-    unlink(path);
+    run_child_with_costs("busy", "busy cuMemCreate 100\nbusy cuMemSetAccess 200 1024   # per GiB too\n"
+                                 "busy cuMemUnmap 50\n");
 }
 
 /* Each malformed file: exit 2 at cuInit with one line naming the variable,
