@@ -362,6 +362,15 @@ static CUresult vs_engine_physical_map_range(vs_region_t *r, uint64_t offset, ui
 static CUresult vs_engine_physical_map(vs_region_t *r)
 {
     VS_ASSERT_HELD(&vs_engine.lock);
+    if (r->premapped && r->premap_tail) {
+        /* Its tail mapped and granted ahead; its head is its own. */
+        r->premapped = false;
+        r->premap_tail = false;
+        r->premap_split = 0;
+        r->premap_head = 0;
+        vs_engine.stats.mapped_ahead++;
+        return CUDA_SUCCESS;
+    }
     if (r->premapped) {
         /* Mapped and granted ahead, onto what is now its memory. */
         r->premapped = false;
@@ -530,8 +539,9 @@ void vs_engine_physical_unmap(vs_region_t *r)
          * queued, within this hold of the lock; so is the head's, which
          * goes the same way (`vs_engine_physical_unmap_head`). */
         vs_engine_lent_leave(0, r->base + r->split, bytes);
-        if (r->split == 0)
-            r->phys_lent = false;
+        if (r->split == 0 || r->lent_tail)
+            r->phys_lent = false; /* lent whole, or its head stays its own */
+        r->lent_tail = false;
         r->phys = 0;
         return;
     }
@@ -539,9 +549,45 @@ void vs_engine_physical_unmap(vs_region_t *r)
     vs_engine_tail_let_go(r, VS_ENGINE_CALL(VS_HOST_VMM, cuMemUnmap, ((CUdeviceptr)(r->base + r->split), bytes)));
 }
 
+/* `vs_engine_premap` for an allocation that keeps its head: its tail onto
+ * the tail of a departing allocation that keeps a head of the same size
+ * (and so departs with its tail alone). */
+static bool vs_engine_premap_tail(vs_region_t *r, vs_region_t *lender)
+{
+    VS_ASSERT_HELD(&vs_engine.lock);
+    uint64_t split = r->split;
+    if (r->where != VS_ON_HOST || r->phys != 0 || r->head_phys == 0 || r->premapped || r->disk_io || r->evicting
+        || r->mapping_tail || lender->where != VS_RESIDENT || lender->phys == 0 || lender->phys_lent
+        || lender->head_from_host || lender->split != split || lender->keep < split
+        || lender->reserved != r->reserved || lender->device != r->device || lender->ctx != r->ctx)
+        return false;
+    CUdeviceptr at = (CUdeviceptr)(r->base + split);
+    uint64_t bytes = r->reserved - split;
+    if (vs_engine_lent_overlaps(r->base + split, bytes))
+        vs_engine_lent_unmap(); /* `r`'s own tail, left mapped by its departure */
+    if (VS_ENGINE_CALL(VS_HOST_VMM, cuMemMap, (at, bytes, 0, lender->phys, 0)) != CUDA_SUCCESS)
+        return false;
+    if (vs_engine_grant(r, at, bytes) != CUDA_SUCCESS) {
+        (void)VS_ENGINE_CALL(VS_HOST_VMM, cuMemUnmap, (at, bytes));
+        return false;
+    }
+    r->phys = lender->phys;
+    r->premap_split = split;
+    r->premap_head = r->head_phys;
+    r->premapped = true;
+    r->premap_tail = true;
+    lender->phys_lent = true;
+    lender->lent_tail = true;
+    vs_log(VS_LOG_DEBUG, "mapping the tail of 0x%" PRIxPTR " ahead onto the tail of departing 0x%" PRIxPTR
+           " (both keep %" PRIu64 " bytes)", r->base, lender->base, split);
+    return true;
+}
+
 bool vs_engine_premap(vs_region_t *r, vs_region_t *lender)
 {
     VS_ASSERT_HELD(&vs_engine.lock);
+    if (r->split > 0)
+        return vs_engine_premap_tail(r, lender);
     if (r->where != VS_ON_HOST || r->phys != 0 || r->split != 0 || r->premapped || r->disk_io || r->evicting
         || (r->keep != 0 && r->keep < r->reserved) || lender->where != VS_RESIDENT || lender->phys == 0
         || lender->phys_lent || lender->head_from_host || lender->reserved != r->reserved
@@ -580,6 +626,25 @@ void vs_engine_premap_drop(vs_region_t *r, vs_region_t *lender)
         return;
     vs_engine_device_t *d = &vs_engine.devices[r->device];
     uint64_t split = r->premap_split;
+    if (r->premap_tail) {
+        /* Its own head stays; only the tail mapped ahead goes. */
+        if (VS_ENGINE_CALL(VS_HOST_VMM, cuMemUnmap, ((CUdeviceptr)(r->base + split), r->reserved - split))
+            != CUDA_SUCCESS)
+            r->stale_mapping = true;
+        if (lender->phys_lent && lender->phys == r->phys) {
+            lender->phys_lent = false; /* its departure has not ended: still its memory */
+            lender->lent_tail = false;
+        } else {
+            vs_engine_lent_unmap(); /* the lender's tail range is gone too: the memory is no one's */
+            vs_engine_spare_keep(d, r->phys, r->reserved - split);
+        }
+        r->phys = 0;
+        r->premapped = false;
+        r->premap_tail = false;
+        r->premap_split = 0;
+        r->premap_head = 0;
+        return;
+    }
     if (vs_engine_unmap_pieces(r->base, split, r->reserved) != CUDA_SUCCESS)
         r->stale_mapping = true;
     if (lender->phys_lent && lender->phys == r->phys) {
@@ -701,11 +766,75 @@ uint64_t vs_engine_heads_release(int device)
     return released;
 }
 
+/* Whether `r` is one of the allocations the plan streams through the
+ * cycle on device `device`. */
+static bool vs_engine_streamed(const vs_engine_device_t *d, int device, const vs_region_t *r)
+{
+    uint64_t next = 0;
+    return r->device == device && !r->pinned && !vs_policy_planned_resident(d->policy, r->id)
+           && vs_policy_predict(d->policy, r->id, &next) == 0 && next != VS_POLICY_NEVER;
+}
+
+/* Equal heads: where the plan keeps no allocation of the cycle whole and
+ * every one it streams has the largest size, the bytes it may keep of them
+ * are spread as one head of equal size on each (whole granules) instead of
+ * one head on one of them. With one head the budget holds it and two whole
+ * layers, so the link can run one layer ahead at most, and in the slot of
+ * the layer whose copy is only its short tail it idles for most of a
+ * layer's compute: the sweep's cycle at 25%, ratio 1 waited 488 us a pass
+ * for room (1.071 x the bound). With equal heads every copy is one tail,
+ * about a layer's compute at the balance point (1.026 x, bringing in 1.020
+ * x F where the rounding to granules keeps 24 of 30 MiB), and every tail
+ * is mapped ahead onto a departing layer's tail (`vs_engine_premap_tail`).
+ * Where the plan keeps layers whole, the link runs ahead through them and
+ * one head moves fewer bytes (the cycle at 50% and 75%: 1.004-1.043 x F
+ * the other way). */
+static bool vs_engine_keep_equal(vs_engine_device_t *d, const vs_policy_stats_t *ps)
+{
+    int device = (int)(d - vs_engine.devices);
+    uint64_t n = 0;
+    for (vs_region_t *r = vs_engine.by_base; r != NULL; r = r->hh.next) {
+        if (r->device == device && r->reserved == d->largest && vs_policy_planned_resident(d->policy, r->id))
+            return false; /* a layer kept whole: the link runs ahead through it */
+        if (!vs_engine_streamed(d, device, r))
+            continue;
+        if (r->reserved != d->largest)
+            return false;
+        n++;
+    }
+    if (n < 2 || d->granularity == 0)
+        return false;
+    uint64_t head = ps->planned_partial_bytes / n / d->granularity * d->granularity;
+    uint64_t most = d->largest > d->granularity ? (d->largest - 1) / d->granularity * d->granularity : 0;
+    if (head > most)
+        head = most;
+    if (head == 0)
+        return false;
+    for (vs_region_t *r = vs_engine.by_base; r != NULL; r = r->hh.next)
+        if (r->device == device)
+            r->keep = vs_engine_streamed(d, device, r) ? head : 0;
+    if (d->keep_equal != head)
+        vs_log(VS_LOG_DEBUG, "partial residency: each of the %" PRIu64 " streamed allocations keeps its first %" PRIu64
+               " bytes between uses", n, head);
+    d->keep_equal = head;
+    d->keep_id = 0;
+    return true;
+}
+
 void vs_engine_keep_update(vs_engine_device_t *d, bool wanted)
 {
     VS_ASSERT_HELD(&vs_engine.lock);
     vs_policy_stats_t ps;
     vs_policy_stats(d->policy, &ps);
+    if (wanted && ps.planned_partial_bytes > 0 && vs_engine_keep_equal(d, &ps))
+        return;
+    if (d->keep_equal != 0) {
+        int device = (int)(d - vs_engine.devices);
+        for (vs_region_t *r = vs_engine.by_base; r != NULL; r = r->hh.next)
+            if (r->device == device)
+                r->keep = 0; /* their next evictions unmap their heads too */
+        d->keep_equal = 0;
+    }
     uint64_t id = wanted && ps.planned_partial_bytes > 0 ? ps.planned_partial_id : 0, keep = 0;
     vs_region_t *r = NULL;
     if (id != 0) {

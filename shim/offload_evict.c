@@ -609,7 +609,12 @@ vs_region_t *vs_engine_departure_lender(const vs_engine_device_t *d, const vs_re
     const vs_eviction_t *oldest = d->departures;
     for (size_t i = 0; oldest != NULL && i < oldest->count; i++) {
         vs_region_t *victim = oldest->victims[i];
-        if (victim != NULL && victim->reserved == r->reserved && oldest->from_of[i] == 0 && !victim->phys_lent)
+        /* A whole allocation maps onto a victim leaving whole; one that
+         * keeps its head, onto a victim leaving its tail alone from a head
+         * of the same size. */
+        uint64_t from = r->split > 0 ? r->split : 0;
+        if (victim != NULL && victim->reserved == r->reserved && oldest->from_of[i] == from && !victim->phys_lent
+            && (from == 0 || victim->split == from))
             return victim;
     }
     return NULL;

@@ -94,6 +94,11 @@ typedef struct vs_region_s {
      * departure unmaps it. */
     bool premapped;
     bool phys_lent;
+    /* Mapping ahead of a tail alone: `premap_tail`, its tail is mapped onto
+     * a departing allocation's tail while its own head stays where it is;
+     * `lent_tail`, only its tail is lent so, and it keeps its head. Both
+     * need heads of one size (`vs_engine_keep_update`'s equal heads). */
+    bool premap_tail, lent_tail;
     /* An unmap of its range was refused: memory it let go of may still be
      * mapped there, and its next map unmaps the range first. */
     bool stale_mapping;
@@ -293,6 +298,7 @@ typedef struct vs_engine_device_s {
      * head (its id; 0: none). */
     uint64_t kept_head_bytes;
     uint64_t keep_id;
+    uint64_t keep_equal; /* every streamed allocation keeps a head of this size (0: one head, `keep_id`) */
     /* The cycle's regime (offload_meter.c). Far from the balance point,
      * either side, and near it when a trial shows the cycle no slower, the
      * plan needs neither a departure's room nor whole allocations

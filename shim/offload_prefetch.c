@@ -195,7 +195,7 @@ static bool vs_prefetch_head(vs_engine_device_t *d, int device, vs_region_t *r)
      * more than the copy time they win (the DiT's 8 MiB tensors, each
      * restored half ahead and half on demand: 1.57 x the bound). */
     bool ahead = vs_config_get()->partial_residency == VS_PARTIAL_ON || d->largest >= VS_SMALL_STREAM_BYTES;
-    if (!vs_prefetch_heads_wanted(d) || !ahead || r->where != VS_ON_HOST || r->split > 0
+    if (!vs_prefetch_heads_wanted(d) || !ahead || r->where != VS_ON_HOST || r->split > 0 || d->keep_equal != 0
         || r->disk_io || r->evicting || r->pinned || r->host.count == 0 || d->granularity == 0 || r->size <= 1)
         return false;
     uint64_t limit = vs_cap_limit(device), used = vs_cap_used(device);

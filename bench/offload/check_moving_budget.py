@@ -23,13 +23,9 @@ program's own check), and nothing was copied back in the measured passes
 moving plan streams more: the sweep's goals are not this check's).
 Exit 0 when all of it holds, 1 otherwise.
 """
-import os
-import re
-import subprocess
 import sys
 
-ROW = re.compile(r"^churn\s+50%\s+0\.50\s+[\d.]+\s+(?P<in_mib>[\d.]+)\s+(?P<in_f>[\d.]+)\s+(?P<out_mib>[\d.]+)"
-                 r"\s+[\d.]+\s+[\d.]+\s+(?P<bound>[\d.]+)\s", re.M)
+from cell_check import run_cell
 
 
 def main():
@@ -37,20 +33,11 @@ def main():
         print(__doc__.strip().splitlines()[2], file=sys.stderr)
         return 2
     program, shim, work = sys.argv[1:4]
-    os.makedirs(work, exist_ok=True)
-    log = os.path.join(work, "churn_50_0.5.log")
-    run = subprocess.run([program, shim, "sweep", "--cell", "churn", "50", "0.5", log, "--warmup", "8"],
-                         capture_output=True, text=True)
-    sys.stdout.write(run.stdout)
-    if run.returncode != 0:
-        print(f"check_moving_budget: FAILED: exit status {run.returncode}: {run.stderr.strip()}")
-        return 1
-    row = ROW.search(run.stdout)
+    row = run_cell("check_moving_budget", program, shim, work, "churn", 50, 0.5, 8)
     if row is None:
-        print("check_moving_budget: FAILED: no churn row in the output above")
         return 1
-    out = float(row.group("out_mib"))
-    print(f"check_moving_budget: in {row.group('in_f')} x F, {row.group('bound')} x the bound, "
+    out = row["out_mib"]
+    print(f"check_moving_budget: in {row['in_f']:.3f} x F, {row['over_bound']:.3f} x the bound, "
           f"copied back {out} MiB a pass")
     if out != 0.0:
         print(f"check_moving_budget: FAILED: {out} MiB a pass of read-only layers copied back")

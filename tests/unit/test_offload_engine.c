@@ -463,6 +463,92 @@ static void test_offload_engine_mapping_ahead_onto_head_and_tail(void **state)
     free_regions(regions, COUNT);
 }
 
+/* Equal heads (`vs_engine_keep_equal`): two regions that keep heads of one
+ * size. The one departing leaves its tail alone, and the other's tail is
+ * mapped ahead onto it (`vs_engine_premap_tail`: one map, one grant), while
+ * both keep their own heads: the restore only copies the tail, and every
+ * byte of both comes back. A mapping ahead dropped before the departure
+ * ends unmaps the borrower's tail only and leaves the lender its memory. */
+static void test_offload_engine_tail_mapped_ahead_onto_a_departing_tail(void **state)
+{
+    (void)state;
+    enum { LENDER, BORROWER, COUNT };
+    const uint64_t head = REGION_BYTES / 2;
+    CUdeviceptr regions[COUNT];
+    vs_region_t *r[COUNT];
+    CUstreamCaptureMode mode;
+    alloc_filled(regions, COUNT, 500);
+    vs_engine_lock(&mode);
+    bool host_full = false;
+    for (int i = 0; i < COUNT; i++) {
+        r[i] = vs_engine_region_at((uintptr_t)regions[i]);
+        r[i]->keep = head;
+    }
+    assert_int_equal(vs_engine_evict(r, COUNT, &host_full), COUNT * REGION_BYTES);
+    vs_engine_unlock(mode);
+    for (int i = 0; i < COUNT; i++)
+        expect_region(regions[i], 500 + (unsigned)i); /* restored as a head and a tail */
+    vs_engine_lock(&mode);
+    vs_engine_device_t *d = vs_engine_device(0);
+    assert_non_null(d);
+    vs_region_t *lender = r[LENDER], *borrower = r[BORROWER];
+    assert_int_equal(lender->split, head);
+    assert_int_equal(vs_engine_evict(&borrower, 1, &host_full), REGION_BYTES - head);
+    CUmemGenericAllocationHandle own_head = borrower->head_phys, lender_head = lender->head_phys;
+    assert_int_equal(borrower->split, head);
+
+    /* Dropped before the departure ends: the lender keeps its tail. */
+    assert_true(vs_engine_depart(d, 0, &lender, 1));
+    assert_ptr_equal(vs_engine_departure_lender(d, borrower), lender);
+    uint64_t maps = driver_calls("cuMemMap"), grants = driver_calls("cuMemSetAccess");
+    bool premapped = vs_engine_premap(borrower, lender);
+    maps = driver_calls("cuMemMap") - maps;
+    grants = driver_calls("cuMemSetAccess") - grants;
+    vs_engine_premap_drop(borrower, lender);
+    bool lent = lender->phys_lent;
+    uint64_t borrower_split = borrower->split;
+    CUmemGenericAllocationHandle borrower_head = borrower->head_phys, borrowed = borrower->phys;
+    vs_engine_departures_settle();
+    vs_residency_t where = lender->where;
+    uint64_t lender_split = lender->split;
+    vs_engine_unlock(mode);
+    assert_true(premapped);
+    assert_int_equal(maps, 1);
+    assert_int_equal(grants, 1);
+    assert_false(lent);
+    assert_int_equal(borrowed, 0);
+    assert_int_equal(borrower_split, head);
+    assert_int_equal(borrower_head, own_head);
+    assert_int_equal(where, VS_ON_HOST);
+    assert_int_equal(lender_split, head); /* its head stays */
+    expect_region(regions[LENDER], 500 + LENDER);
+    expect_region(regions[BORROWER], 500 + BORROWER);
+
+    /* Taken: the borrower's tail maps onto the lender's, heads stay. */
+    vs_engine_lock(&mode);
+    assert_int_equal(lender->where, VS_RESIDENT);
+    assert_int_equal(borrower->where, VS_RESIDENT);
+    assert_int_equal(vs_engine_evict(&borrower, 1, &host_full), REGION_BYTES - head);
+    assert_true(vs_engine_depart(d, 0, &lender, 1));
+    assert_true(vs_engine_premap(borrower, lender));
+    assert_true(vs_engine_departures_advance(d, true, true) > 0);
+    assert_int_equal(lender->where, VS_ON_HOST);
+    assert_false(lender->phys_lent);
+    assert_int_equal(lender->split, head);
+    assert_int_equal(lender->head_phys, lender_head);
+    assert_int_equal(vs_cap_reserve(0, REGION_BYTES - head), 0);
+    uint64_t mapped_ahead = vs_engine.stats.mapped_ahead;
+    assert_int_equal(vs_engine_restore_mapped(borrower, d, NULL, false, true), CUDA_SUCCESS);
+    assert_int_equal(vs_engine.stats.mapped_ahead, mapped_ahead + 1);
+    assert_int_equal(borrower->split, head);
+    assert_int_equal(borrower->head_phys, own_head);
+    assert_false(borrower->head_from_host);
+    vs_engine_unlock(mode);
+    expect_region(regions[BORROWER], 500 + BORROWER);
+    expect_region(regions[LENDER], 500 + LENDER);
+    free_regions(regions, COUNT);
+}
+
 /* A departure of two victims, one of which lends its memory to a restore
  * mapped ahead (`vs_engine_departures_finish_lender`): once the departure
  * is over, the lender alone leaves, and the restore's copy queues while the
@@ -749,6 +835,7 @@ int main(void)
         cmocka_unit_test(test_offload_engine_device_full_restore_keeps_its_head),
         cmocka_unit_test(test_offload_engine_head_and_tail_unmapped_behind_the_next_copy),
         cmocka_unit_test(test_offload_engine_mapping_ahead_onto_head_and_tail),
+        cmocka_unit_test(test_offload_engine_tail_mapped_ahead_onto_a_departing_tail),
         cmocka_unit_test(test_offload_engine_lender_leaves_before_the_rest_of_its_departure),
         cmocka_unit_test(test_offload_engine_restore_on_demand_maps_ahead),
         cmocka_unit_test(test_offload_engine_restore_reads_younger_verdicts_after_its_copy),

@@ -1,0 +1,35 @@
+"""cell_check.py: what the checks that run one cell of the sweep share.
+
+`run_cell` runs `OFFLOAD_CYCLE SHIM sweep --cell WORKLOAD PERCENT RATIO LOG
+--warmup N` (on the virtual clock, deterministic) and returns its row as a
+dict (in_mib, in_f, out_mib, ms, bound_ms, over_bound as numbers; goal,
+"met" or "MISSED"), or None after
+printing why the run failed.
+"""
+import os
+import re
+import subprocess
+import sys
+
+# After the cell's name: C ms, in MiB, in/F, out MiB, ms/pass, bound ms,
+# /bound, idle, and the sweep's verdict on its goals (from the unrounded
+# figures).
+COLUMNS = (r"\s+[\d.]+\s+(?P<in_mib>[\d.]+)\s+(?P<in_f>[\d.]+)\s+(?P<out_mib>[\d.]+)\s+(?P<ms>[\d.]+)"
+           r"\s+(?P<bound_ms>[\d.]+)\s+(?P<over_bound>[\d.]+)\s+[\d.]+\s+(?P<goal>met|MISSED)\b")
+
+
+def run_cell(name, program, shim, work, workload, percent, ratio, warmup):
+    os.makedirs(work, exist_ok=True)
+    log = os.path.join(work, f"{workload}_{percent}_{ratio}.log")
+    run = subprocess.run([program, shim, "sweep", "--cell", workload, str(percent), str(ratio), log,
+                          "--warmup", str(warmup)], capture_output=True, text=True)
+    sys.stdout.write(run.stdout)
+    if run.returncode != 0:
+        print(f"{name}: FAILED: exit status {run.returncode}: {run.stderr.strip()}")
+        return None
+    name_pattern = rf"^{re.escape(workload)}\s+{percent}%\s+{re.escape(f'{ratio:.2f}')}"
+    row = re.search(name_pattern + COLUMNS, run.stdout, re.M)
+    if row is None:
+        print(f"{name}: FAILED: no {workload} row in the output above")
+        return None
+    return {key: value if key == "goal" else float(value) for key, value in row.groupdict().items()}
