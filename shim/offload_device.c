@@ -791,6 +791,16 @@ static bool vs_engine_streamed(const vs_engine_device_t *d, int device, const vs
  * the other way). */
 static bool vs_engine_keep_equal(vs_engine_device_t *d, const vs_policy_stats_t *ps)
 {
+    /* Decided once per plan and set of allocations: the walks below visit
+     * every allocation, and this runs at every prefetch step. */
+    uint64_t plan = ps->allocs;
+    const uint64_t parts[] = {ps->period, ps->planned_streamed_bytes, ps->planned_partial_bytes,
+                              ps->planned_partial_id, d->largest};
+    for (size_t i = 0; i < sizeof parts / sizeof parts[0]; i++)
+        plan = (plan ^ parts[i]) * 0x100000001b3ull;
+    if (plan == d->keep_equal_plan)
+        return d->keep_equal != 0;
+    d->keep_equal_plan = plan;
     int device = (int)(d - vs_engine.devices);
     uint64_t n = 0;
     for (vs_region_t *r = vs_engine.by_base; r != NULL; r = r->hh.next) {
@@ -802,9 +812,7 @@ static bool vs_engine_keep_equal(vs_engine_device_t *d, const vs_policy_stats_t 
             return false;
         n++;
     }
-    if (n < 2 || d->granularity == 0)
-        return false;
-    uint64_t head = ps->planned_partial_bytes / n / d->granularity * d->granularity;
+    uint64_t head = n >= 2 && d->granularity != 0 ? ps->planned_partial_bytes / n / d->granularity * d->granularity : 0;
     uint64_t most = d->largest > d->granularity ? (d->largest - 1) / d->granularity * d->granularity : 0;
     if (head > most)
         head = most;
@@ -834,6 +842,7 @@ void vs_engine_keep_update(vs_engine_device_t *d, bool wanted)
             if (r->device == device)
                 r->keep = 0; /* their next evictions unmap their heads too */
         d->keep_equal = 0;
+        d->keep_equal_plan = 0; /* decided again when heads are wanted again */
     }
     uint64_t id = wanted && ps.planned_partial_bytes > 0 ? ps.planned_partial_id : 0, keep = 0;
     vs_region_t *r = NULL;

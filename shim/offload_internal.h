@@ -299,6 +299,7 @@ typedef struct vs_engine_device_s {
     uint64_t kept_head_bytes;
     uint64_t keep_id;
     uint64_t keep_equal; /* every streamed allocation keeps a head of this size (0: one head, `keep_id`) */
+    uint64_t keep_equal_plan; /* the plan `keep_equal` was decided for (`vs_engine_keep_equal`) */
     /* The cycle's regime (offload_meter.c). Far from the balance point,
      * either side, and near it when a trial shows the cycle no slower, the
      * plan needs neither a departure's room nor whole allocations
