@@ -1,6 +1,8 @@
 """cell_check.py: what the checks that run one cell of the sweep share.
 
-`run_cell` runs `OFFLOAD_CYCLE SHIM sweep --cell WORKLOAD PERCENT RATIO LOG
+`check_main` is such a check's main: it takes OFFLOAD_CYCLE SHIM WORK_DIR
+from the command line (else prints the usage line of the check's `doc`), runs the cell and returns `judge(row)`'s exit
+status (2 for a wrong command line, 1 when the run failed). `run_cell` runs `OFFLOAD_CYCLE SHIM sweep --cell WORKLOAD PERCENT RATIO LOG
 --warmup N` (on the virtual clock, deterministic) and returns its row as a
 dict (in_mib, in_f, out_mib, ms, bound_ms, over_bound as numbers; goal,
 "met" or "MISSED"), or None after
@@ -33,3 +35,13 @@ def run_cell(name, program, shim, work, workload, percent, ratio, warmup):
         print(f"{name}: FAILED: no {workload} row in the output above")
         return None
     return {key: value if key == "goal" else float(value) for key, value in row.groupdict().items()}
+
+
+def check_main(name, doc, workload, percent, ratio, warmup, judge):
+    if len(sys.argv) != 4:
+        usage = [line for line in doc.splitlines() if line.startswith("usage:")]
+        print(usage[0] if usage else f"usage: {name}.py OFFLOAD_CYCLE SHIM WORK_DIR", file=sys.stderr)
+        return 2
+    program, shim, work = sys.argv[1:4]
+    row = run_cell(name, program, shim, work, workload, percent, ratio, warmup)
+    return 1 if row is None else judge(row)

@@ -21,17 +21,10 @@ Exit 0 when all of it holds, 1 otherwise.
 """
 import sys
 
-from cell_check import run_cell
+from cell_check import check_main
 
 
-def main():
-    if len(sys.argv) != 4:
-        print(__doc__.strip().splitlines()[4], file=sys.stderr)
-        return 2
-    program, shim, work = sys.argv[1:4]
-    row = run_cell("check_equal_heads", program, shim, work, "cycle", 25, 1.0, 8)
-    if row is None:
-        return 1
+def judge(row):
     print(f"check_equal_heads: {row['over_bound']:.3f} x the bound, in {row['in_f']:.3f} x F, "
           f"copied back {row['out_mib']} MiB a pass")
     if row["goal"] != "met":
@@ -42,4 +35,4 @@ def main():
 
 
 if __name__ == "__main__":
-    sys.exit(main())
+    sys.exit(check_main("check_equal_heads", __doc__, "cycle", 25, 1.0, 8, judge))

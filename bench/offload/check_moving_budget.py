@@ -25,17 +25,10 @@ Exit 0 when all of it holds, 1 otherwise.
 """
 import sys
 
-from cell_check import run_cell
+from cell_check import check_main
 
 
-def main():
-    if len(sys.argv) != 4:
-        print(__doc__.strip().splitlines()[2], file=sys.stderr)
-        return 2
-    program, shim, work = sys.argv[1:4]
-    row = run_cell("check_moving_budget", program, shim, work, "churn", 50, 0.5, 8)
-    if row is None:
-        return 1
+def judge(row):
     out = row["out_mib"]
     print(f"check_moving_budget: in {row['in_f']:.3f} x F, {row['over_bound']:.3f} x the bound, "
           f"copied back {out} MiB a pass")
@@ -46,4 +39,4 @@ def main():
 
 
 if __name__ == "__main__":
-    sys.exit(main())
+    sys.exit(check_main("check_moving_budget", __doc__, "churn", 50, 0.5, 8, judge))
