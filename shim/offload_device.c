@@ -362,23 +362,17 @@ static CUresult vs_engine_physical_map_range(vs_region_t *r, uint64_t offset, ui
 static CUresult vs_engine_physical_map(vs_region_t *r)
 {
     VS_ASSERT_HELD(&vs_engine.lock);
-    if (r->premapped && r->premap_tail) {
-        /* Its tail mapped and granted ahead; its head is its own. */
-        r->premapped = false;
-        r->premap_tail = false;
-        r->premap_split = 0;
-        r->premap_head = 0;
-        vs_engine.stats.mapped_ahead++;
-        return CUDA_SUCCESS;
-    }
     if (r->premapped) {
-        /* Mapped and granted ahead, onto what is now its memory. */
+        /* Mapped and granted ahead, onto what is now its memory (a tail
+         * mapped ahead alone leaves its own head as it was). */
         r->premapped = false;
         r->split = r->premap_split;
         r->head_phys = r->premap_head;
         /* A head the restore fills from the host copy, as a partial
          * restore's: its evictions judge [0, size) (`vs_engine_restore_copy`). */
-        r->head_from_host = r->split > 0;
+        if (!r->premap_tail)
+            r->head_from_host = r->split > 0;
+        r->premap_tail = false;
         r->premap_split = 0;
         r->premap_head = 0;
         vs_engine.stats.mapped_ahead++;
@@ -626,38 +620,25 @@ void vs_engine_premap_drop(vs_region_t *r, vs_region_t *lender)
         return;
     vs_engine_device_t *d = &vs_engine.devices[r->device];
     uint64_t split = r->premap_split;
-    if (r->premap_tail) {
-        /* Its own head stays; only the tail mapped ahead goes. */
-        if (VS_ENGINE_CALL(VS_HOST_VMM, cuMemUnmap, ((CUdeviceptr)(r->base + split), r->reserved - split))
-            != CUDA_SUCCESS)
-            r->stale_mapping = true;
-        if (lender->phys_lent && lender->phys == r->phys) {
-            lender->phys_lent = false; /* its departure has not ended: still its memory */
-            lender->lent_tail = false;
-        } else {
-            vs_engine_lent_unmap(); /* the lender's tail range is gone too: the memory is no one's */
-            vs_engine_spare_keep(d, r->phys, r->reserved - split);
-        }
-        r->phys = 0;
-        r->premapped = false;
-        r->premap_tail = false;
-        r->premap_split = 0;
-        r->premap_head = 0;
-        return;
-    }
-    if (vs_engine_unmap_pieces(r->base, split, r->reserved) != CUDA_SUCCESS)
+    /* A tail mapped ahead alone: its own head stays, only the tail goes. */
+    CUresult unmapped = r->premap_tail ? VS_ENGINE_CALL(VS_HOST_VMM, cuMemUnmap,
+                                                        ((CUdeviceptr)(r->base + split), r->reserved - split))
+                                       : vs_engine_unmap_pieces(r->base, split, r->reserved);
+    if (unmapped != CUDA_SUCCESS)
         r->stale_mapping = true;
     if (lender->phys_lent && lender->phys == r->phys) {
         lender->phys_lent = false; /* its departure has not ended: still its memory */
+        lender->lent_tail = false;
     } else {
         /* The lender's ranges are gone too: the memory is no one's. */
         vs_engine_lent_unmap();
-        if (split > 0)
+        if (split > 0 && !r->premap_tail)
             (void)VS_ENGINE_CALL(VS_HOST_VMM, cuMemRelease, (r->premap_head));
         vs_engine_spare_keep(d, r->phys, r->reserved - split);
     }
     r->phys = 0;
     r->premapped = false;
+    r->premap_tail = false;
     r->premap_split = 0;
     r->premap_head = 0;
 }

@@ -612,9 +612,8 @@ vs_region_t *vs_engine_departure_lender(const vs_engine_device_t *d, const vs_re
         /* A whole allocation maps onto a victim leaving whole; one that
          * keeps its head, onto a victim leaving its tail alone from a head
          * of the same size. */
-        uint64_t from = r->split > 0 ? r->split : 0;
-        if (victim != NULL && victim->reserved == r->reserved && oldest->from_of[i] == from && !victim->phys_lent
-            && (from == 0 || victim->split == from))
+        if (victim != NULL && victim->reserved == r->reserved && oldest->from_of[i] == r->split
+            && !victim->phys_lent && (r->split == 0 || victim->split == r->split))
             return victim;
     }
     return NULL;
