@@ -25,9 +25,32 @@ the kept bytes. Run: python3 bench/offload/pipeline_floor.py [--ratio R]
 one plan: the shim's at 50% before stop 32 (kept layers 0, 2 and 5, the
 head on 10) takes 1.082, with the head on 8 or 9 1.048 (docs/benchmarks.md,
 "Where the head goes").
+
+`--workload dit` asks the same of the sweep's DiT (16 blocks of 6, 2, 8 and
+8 MiB tensors, 64 KiB ones and the activation resident), whole tensors
+only, with the bytes in held to the goal (at most 1.02 x F). Its plans are
+too many to try all: a seeded local search (annealing over which tensors
+stream) looks for the fastest, in three families:
+
+  free:     any tensor streams.
+  no-2MiB:  the 2 MiB tensors stay resident (each costs a swap's host work
+            for the least bytes).
+  largest:  the shim's family: only the largest size streams while it can
+            carry the stream alone (`plan_stream_floor`), the kept ones of it
+            spread evenly; every count of kept ones is timed.
+
+`--reserve MIB` holds that much of the room back, as the shim's departure
+room does (the room for streaming is then the limit less the activation,
+the kept bytes and the reserve). Seconds a ratio. At ratio 1 (2026-11-28):
+with no reserve, free 1.028 / 1.035 / 1.008 at 25 / 50 / 75%, the largest
+family none / 1.554 / 1.300; with 6 MiB held back, free 1.101 / 1.256 /
+1.177 (docs/benchmarks.md, stop 45). A local search gives an upper bound on
+the floor, not the floor: its seeds and steps are fixed, so runs repeat.
 """
 import argparse
 import itertools
+import math
+import random
 
 MIB = 1 << 20
 GRANULE = 2 * MIB
@@ -106,13 +129,143 @@ def cell(percent, ratio):
     return bound, best_whole, best_heads
 
 
+# ---- The DiT: mixed sizes, whole tensors ------------------------------------
+
+DIT_BLOCK = [6 * MIB, 2 * MIB, 8 * MIB, 8 * MIB]  # offload_cycle.c's sweep DiT, 64 KiB ones aside
+DIT_BLOCKS = 16
+DIT_SMALL = DIT_BLOCKS * 64 * 1024                 # resident: under the 2 MiB eviction unit
+DIT_SEQ = DIT_BLOCK * DIT_BLOCKS
+MAX_IN_OVER_F = 1.02
+
+
+def dit_pass_time(kept, room, compute_us_per_byte, passes=6):
+    """Steady-state time per pass of the DiT whose tensor i stays resident
+    when kept[i]; the others stream whole through `room` bytes, freed in
+    the order taken as their kernels end (memory is fungible here: the
+    shim's is not, see docs/benchmarks.md, stop 45). None when a streamed
+    tensor does not fit in the room."""
+    link = kernel = 0.0
+    holders = []  # (kernel end, bytes), oldest first
+    used = 0
+    ends = []
+    for _ in range(passes):
+        for size, keep in zip(DIT_SEQ, kept):
+            if not keep:
+                if size > room:
+                    return None
+                start = link
+                while holders and (holders[0][0] <= start or used + size > room):
+                    start = max(start, holders[0][0])
+                    used -= holders.pop(0)[1]
+                link = start + size / LINK_BYTES_PER_US
+                used += size
+                kernel = max(kernel, link) + size * compute_us_per_byte
+                holders.append((kernel, size))
+            else:
+                kernel += size * compute_us_per_byte
+            ends.append(kernel)
+    n = len(DIT_SEQ)
+    return (ends[-1] - ends[-1 - 2 * n]) / 2
+
+
+def dit_cell(percent, ratio, family, reserve, seed=1, rounds=3, steps=3000):
+    """(bound, best time, its bytes in / F, its plan as K/. per tensor) for
+    a family; best time None when no plan of the family fits."""
+    weights = sum(DIT_SEQ) + DIT_SMALL
+    limit = weights * percent // 100 // MIB * MIB
+    resident = ACTIVATION + DIT_SMALL
+    f_bytes = weights + ACTIVATION - limit + 2 * max(DIT_SEQ)
+    transfer_us = f_bytes / LINK_BYTES_PER_US
+    # The 64 KiB tensors' share of the compute goes with the block's others.
+    per_byte = ratio * transfer_us / sum(DIT_SEQ)
+    bound = max(ratio * transfer_us, transfer_us)
+    most_in = MAX_IN_OVER_F * f_bytes
+    n = len(DIT_SEQ)
+
+    def judge(kept):
+        kept_bytes = sum(s for s, k in zip(DIT_SEQ, kept) if k)
+        streamed = sum(DIT_SEQ) - kept_bytes
+        room = limit - resident - kept_bytes - reserve
+        if streamed > most_in or room <= 0:
+            return None
+        t = dit_pass_time(kept, room, per_byte)
+        return None if t is None else (t, streamed)
+
+    best = None
+
+    def offer(kept, judged):
+        nonlocal best
+        if judged is not None and (best is None or judged[0] < best[0]):
+            best = (judged[0], judged[1], "".join("K" if k else "." for k in kept))
+
+    if family == "largest":
+        largest = max(DIT_SEQ)
+        at = [i for i in range(n) if DIT_SEQ[i] == largest]
+        for count in range(len(at) + 1):
+            kept = [DIT_SEQ[i] != largest for i in range(n)]
+            for j in range(count):
+                kept[at[j * len(at) // count]] = True
+            offer(kept, judge(kept))
+    else:
+        rng = random.Random(seed)
+        fixed = [family == "no-2MiB" and s == 2 * MIB for s in DIT_SEQ]
+        for _ in range(rounds):
+            # Start from the smallest kept first until the bytes in fit.
+            kept = [False] * n
+            kept_bytes = 0
+            for i in sorted(range(n), key=lambda i: (DIT_SEQ[i], rng.random())):
+                if sum(DIT_SEQ) - kept_bytes <= most_in and not fixed[i]:
+                    continue
+                kept[i] = True
+                kept_bytes += DIT_SEQ[i]
+            current = judge(kept)
+            temperature = 0.05 * bound
+            for _ in range(steps):
+                trial = kept[:]
+                for i in {rng.randrange(n), rng.randrange(n)}:
+                    trial[i] = not trial[i] or fixed[i]
+                judged = judge(trial)
+                if judged is None:
+                    continue
+                if (current is None or judged[0] <= current[0]
+                        or rng.random() < math.exp(-(judged[0] - current[0]) / temperature)):
+                    kept, current = trial, judged
+                    offer(kept, current)
+                temperature *= 0.999
+    if best is None:
+        return bound, None, None, None
+    return bound, best[0], best[1] / f_bytes, best[2]
+
+
+def dit_main(ratios, reserve_mib):
+    print(f"pipeline_floor: the sweep's DiT (16 x 6/2/8/8 MiB), free host, whole tensors, "
+          f"in <= {MAX_IN_OVER_F} x F, {reserve_mib} MiB of the room held back; best time per pass / bound")
+    print("limit  ratio  family     x bound  in / F  plan (K kept, . streamed; a block of four per group)")
+    for percent in (25, 50, 75):
+        for ratio in ratios:
+            for family in ("free", "no-2MiB", "largest"):
+                bound, t, in_f, plan = dit_cell(percent, ratio, family, reserve_mib * MIB)
+                if t is None:
+                    print(f"{percent:4d}%  {ratio:5.2f}  {family:9s}      -       -  (no plan of the family fits)")
+                    continue
+                blocks = " ".join(plan[i:i + 4] for i in range(0, len(plan), 4))
+                print(f"{percent:4d}%  {ratio:5.2f}  {family:9s}  {t / bound:6.3f}  {in_f:6.3f}  {blocks}",
+                      flush=True)
+
+
 def main():
     parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     parser.add_argument("--ratio", type=float, action="append",
                         help="compute / transfer ratio (repeatable; default 1, the balance point, "
                              "where the sweep misses; each takes minutes: every plan is tried)")
+    parser.add_argument("--workload", choices=("cycle", "dit"), default="cycle")
+    parser.add_argument("--reserve", type=int, default=0, metavar="MIB",
+                        help="dit: room held back from streaming (the shim's departure room: 6)")
     args = parser.parse_args()
     ratios = args.ratio or [1.0]
+    if args.workload == "dit":
+        dit_main(ratios, args.reserve)
+        return
     print("pipeline_floor: the sweep's cycle (12 x 32 MiB), free host; best time per pass / bound")
     print("limit  ratio   whole   heads")
     for percent in (25, 50, 75):
