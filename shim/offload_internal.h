@@ -325,6 +325,9 @@ typedef struct vs_engine_s {
     /* The prefetch under way is for an operation that names no evictable
      * allocation: it spares what the operation before used. */
     bool prefetch_spares_recent;
+    /* The prefetch under way runs in an operation's step, before the
+     * operation is launched (`vs_prefetch_step`). */
+    bool prefetch_before_launch;
     bool initialised;
     bool enabled;
     uint64_t min_evict;

@@ -2,7 +2,8 @@
 
 `check_main` is such a check's main: it takes OFFLOAD_CYCLE SHIM WORK_DIR
 from the command line (else prints the usage line of the check's `doc`), runs the cell and returns `judge(row)`'s exit
-status (2 for a wrong command line, 1 when the run failed). `run_cell` runs `OFFLOAD_CYCLE SHIM sweep --cell WORKLOAD PERCENT RATIO LOG
+status (2 for a wrong command line, 1 when the run failed); `goals_judge(name)`
+is the judge of a check that wants the sweep's goals met. `run_cell` runs `OFFLOAD_CYCLE SHIM sweep --cell WORKLOAD PERCENT RATIO LOG
 --warmup N` (on the virtual clock, deterministic) and returns its row as a
 dict (in_mib, in_f, out_mib, ms, bound_ms, over_bound as numbers; goal,
 "met" or "MISSED"), or None after
@@ -45,3 +46,17 @@ def check_main(name, doc, workload, percent, ratio, warmup, judge):
     program, shim, work = sys.argv[1:4]
     row = run_cell(name, program, shim, work, workload, percent, ratio, warmup)
     return 1 if row is None else judge(row)
+
+
+def goals_judge(name):
+    """A judge that prints the cell's figures and wants the sweep's verdict
+    "met": at most 1.05 x the bound, 1.02 x F in, nothing clean copied back."""
+    def judge(row):
+        print(f"{name}: {row['over_bound']:.3f} x the bound, in {row['in_f']:.3f} x F, "
+              f"copied back {row['out_mib']} MiB a pass")
+        if row["goal"] != "met":
+            print(f"{name}: FAILED: the cell misses the sweep's goals (1.05 x the bound, 1.02 x F, "
+                  "nothing clean copied back)")
+            return 1
+        return 0
+    return judge

@@ -21,18 +21,7 @@ Exit 0 when all of it holds, 1 otherwise.
 """
 import sys
 
-from cell_check import check_main
-
-
-def judge(row):
-    print(f"check_equal_heads: {row['over_bound']:.3f} x the bound, in {row['in_f']:.3f} x F, "
-          f"copied back {row['out_mib']} MiB a pass")
-    if row["goal"] != "met":
-        print("check_equal_heads: FAILED: the cell misses the sweep's goals (1.05 x the bound, 1.02 x F, "
-              "nothing clean copied back)")
-        return 1
-    return 0
-
+from cell_check import check_main, goals_judge
 
 if __name__ == "__main__":
-    sys.exit(check_main("check_equal_heads", __doc__, "cycle", 25, 1.0, 8, judge))
+    sys.exit(check_main("check_equal_heads", __doc__, "cycle", 25, 1.0, 8, goals_judge("check_equal_heads")))
