@@ -14,10 +14,8 @@ departure's other victims, creates, maps and grants. The GPU idled 237 us
 (1.085 x the bound). With one restore a step (shim/offload_prefetch.c,
 `VS_PREFETCH_STEP_RESTORES`) the cell takes 1.041 x.
 
-Checks: the child exits 0 with every word read back as loaded, and the
-sweep's verdict on the cell, from its unrounded figures: a pass in at most
-1.05 x the bound, at most 1.02 x F brought in, nothing clean copied back.
-Exit 0 when all of it holds, 1 otherwise.
+Exit 0 when the child read every word back as loaded and the sweep's
+verdict on the cell is "met" (`cell_check.goals_judge`), 1 otherwise.
 """
 import sys
 
