@@ -111,6 +111,9 @@ struct vs_policy_s {
      * allocations rarely add up to it): one of them, `partial_id`, may keep
      * that many of its bytes resident (partial residency). 0: none. */
     uint64_t partial_id, partial_bytes;
+    /* `vs_policy_set_largest_offer`, and whether the plan took it. */
+    uint64_t largest_offer;
+    bool keeps_largest;
     vs_policy_alloc_t **members; /* scratch for building the plan */
     size_t members_cap;
 };
@@ -680,6 +683,50 @@ static void plan_place_head(vs_policy_t *policy, size_t n, uint64_t stream, uint
     }
 }
 
+/* `vs_policy_set_largest_offer`: with the members in `policy->members[0,
+ * *n)` (`*cycle_bytes` of them), `room` for them and `stream` bytes to
+ * stream, whether the plan keeps every member of the largest size instead,
+ * in a budget grown by the offer. Where it does, they are kept and leave
+ * the members (*n and *cycle_bytes shrink by them), and *room becomes what
+ * the others may keep: the grown budget less their bytes. */
+static bool plan_take_largest_offer(vs_policy_t *policy, size_t *n, uint64_t *room, uint64_t stream,
+                                    uint64_t *cycle_bytes)
+{
+    uint64_t largest = 0, largest_bytes = 0;
+    for (size_t i = 0; i < *n; i++)
+        if (policy->members[i]->size > largest)
+            largest = policy->members[i]->size;
+    /* The others first, those of the largest size after them. */
+    size_t others = 0;
+    for (size_t i = 0; i < *n; i++) {
+        vs_policy_alloc_t *m = policy->members[i];
+        if (m->size == largest) {
+            largest_bytes += m->size;
+            continue;
+        }
+        policy->members[i] = policy->members[others];
+        policy->members[others++] = m;
+    }
+    uint64_t grown = *room + policy->largest_offer;
+    if (others == 0 || largest_bytes > grown)
+        return false;
+    uint64_t stream_without = *cycle_bytes > grown ? *cycle_bytes - grown : 0;
+    uint64_t unused;
+    uint64_t floor_with = plan_stream_floor(policy, *n, stream, *cycle_bytes, &unused);
+    uint64_t floor_without =
+        stream_without == 0 ? floor_with : plan_stream_floor(policy, others, stream_without, *cycle_bytes - largest_bytes, &unused);
+    /* 0: every member streams; a floor may not fall below the plan's. */
+    if (floor_without < floor_with || (floor_without == 0 && floor_with != 0))
+        return false;
+    for (size_t i = others; i < *n; i++)
+        plan_set(policy, policy->members[i], false);
+    *n = others;
+    *cycle_bytes -= largest_bytes;
+    *room = grown - largest_bytes;
+    policy->keeps_largest = true;
+    return true;
+}
+
 /* Builds the plan; without a cycle or a budget, or when everything fits,
  * nothing is streamed. O(n log n). */
 static void plan_build(vs_policy_t *policy)
@@ -687,6 +734,7 @@ static void plan_build(vs_policy_t *policy)
     policy->plan_dirty = false;
     policy->plan_built_at = policy->now;
     policy->planned_streamed_bytes = 0;
+    policy->keeps_largest = false;
     uint64_t previous = policy->partial_bytes > 0 ? policy->partial_id : 0;
     policy->partial_id = 0;
     policy->partial_bytes = 0;
@@ -722,6 +770,8 @@ static void plan_build(vs_policy_t *policy)
     }
     uint64_t room = policy->budget > kept ? policy->budget - kept : 0;
     uint64_t stream = cycle_bytes > room ? cycle_bytes - room : 0;
+    if (stream > 0 && policy->largest_offer > 0 && plan_take_largest_offer(policy, &n, &room, stream, &cycle_bytes))
+        stream = cycle_bytes > room ? cycle_bytes - room : 0;
     if (stream == 0) {
         for (size_t i = 0; i < n; i++)
             plan_set(policy, policy->members[i], false);
@@ -800,6 +850,14 @@ void vs_policy_set_budget(vs_policy_t *policy, uint64_t bytes)
     uint64_t diff = bytes > old ? bytes - old : old - bytes;
     if (old == UINT64_MAX || bytes == UINT64_MAX || diff > old / 32)
         policy->plan_dirty = true;
+}
+
+void vs_policy_set_largest_offer(vs_policy_t *policy, uint64_t bytes)
+{
+    if (bytes == policy->largest_offer)
+        return;
+    policy->largest_offer = bytes;
+    policy->plan_dirty = true;
 }
 
 void vs_policy_replan(vs_policy_t *policy)
@@ -967,4 +1025,5 @@ void vs_policy_stats(const vs_policy_t *policy, vs_policy_stats_t *stats)
     stats->planned_streamed_bytes = policy->planned_streamed_bytes;
     stats->planned_partial_id = policy->partial_id;
     stats->planned_partial_bytes = policy->partial_bytes;
+    stats->planned_keeps_largest = policy->keeps_largest && policy->planned_streamed_bytes > 0;
 }

@@ -56,6 +56,9 @@ typedef struct vs_policy_stats_s {
      * first `planned_partial_bytes` resident between its uses (the caller
      * rounds down to what it can map). 0 bytes: none. */
     uint64_t planned_partial_id, planned_partial_bytes;
+    /* The plan took the offer of `vs_policy_set_largest_offer`: every
+     * member of the largest size stays resident, and none streams. */
+    bool planned_keeps_largest;
 } vs_policy_stats_t;
 
 /* Parses a VRAMSHIM_POLICY value ("lru", "cyclic" or "learned", case
@@ -114,6 +117,16 @@ int vs_policy_prefetch(vs_policy_t *policy, uint64_t budget, uint64_t *ids, size
  * come from the streamed allocations first, and Belady's rule orders within
  * each class. UINT64_MAX (the default) disables the plan. */
 void vs_policy_set_budget(vs_policy_t *policy, uint64_t bytes);
+/* What the budget would gain were the largest members of the cycle never
+ * streamed: a caller whose streaming room holds two of the largest
+ * allocations needs room for two of the next size only. The plan takes the
+ * offer when every member of the largest size fits in the budget grown by
+ * it, and the others can carry the stream without streaming smaller
+ * members than the plan would stream with them (`plan_stream_floor`):
+ * fewer bytes stream, and no swap gets smaller. The sweep's LLM, whose one
+ * 16 MiB LM head is twice any other tensor, then keeps the head and
+ * streams 16 MiB less a pass. 0 (the default): no offer. */
+void vs_policy_set_largest_offer(vs_policy_t *policy, uint64_t bytes);
 /* Plans again from scratch at the next use: the classes the plan gave keep
  * no weight (a rebuild otherwise keeps each member's class while the spread
  * allows it). For a change of regime, after which the old plan's order is

@@ -54,9 +54,11 @@
  * Near the balance point itself (neither share past its threshold) the
  * lean plan is tried as well (VS_REGIME_NEAR_LEAN), wherever it differs
  * from the balanced one (`vs_prefetch_lean_differs`), and only its time
- * ends the trial. At ratio 1 the LLM at 75% takes 1.025 x the bound lean,
- * 1.138 with the room; the DiT at 25% takes 19% longer a cycle lean, and
- * goes back. A lean plan found slower under any of the three names is not
+ * ends the trial. At ratio 1 the LLM at 75% took 1.025 x the bound lean,
+ * 1.138 with the room; with the room and the LM head kept resident
+ * (`vs_policy_set_largest_offer`) it takes 1.025, the lean plan is timed
+ * slower and the cycle goes back. The DiT at 25% takes 19% longer a cycle
+ * lean, and goes back. A lean plan found slower under any of the three names is not
  * tried again: it is the same plan.
  */
 #include "offload_internal.h"

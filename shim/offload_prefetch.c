@@ -115,6 +115,9 @@ void vs_prefetch_budget_update(vs_engine_device_t *d, int device)
             departure_room = d->second != 0 ? d->second : d->largest;
         uint64_t taken = others + VS_PREFETCH_WINDOW * d->largest + departure_room;
         vs_policy_set_budget(d->policy, limit > taken ? limit - taken : 0);
+        /* Were the largest allocations kept, the window would hold two of
+         * the next size (`vs_prefetch_window_unit`). */
+        vs_policy_set_largest_offer(d->policy, d->second != 0 ? VS_PREFETCH_WINDOW * (d->largest - d->second) : 0);
     }
     /* Partial residency: `auto` keeps a head where the largest allocation
      * is large and evictions are clean. There the budget whole allocations
@@ -133,6 +136,16 @@ void vs_prefetch_budget_update(vs_engine_device_t *d, int device)
 }
 
 /* ---- Prefetch ------------------------------------------------------------ */
+
+/* The largest allocation the stream moves, of which the window holds two:
+ * the second largest size where the plan keeps every allocation of the
+ * largest (`vs_policy_set_largest_offer`). Engine lock held. */
+static uint64_t vs_prefetch_window_unit(const vs_engine_device_t *d)
+{
+    vs_policy_stats_t ps;
+    vs_policy_stats(d->policy, &ps);
+    return ps.planned_keeps_largest && d->second != 0 ? d->second : d->largest;
+}
 
 
 /* Chooses victims for `deficit` bytes among what the plan streams and is
@@ -282,7 +295,8 @@ static void vs_prefetch_ahead(vs_engine_device_t *d, int device)
         return;
     uint64_t limit = vs_cap_limit(device), used = vs_cap_used(device);
     uint64_t free_bytes = limit > used ? limit - used : 0;
-    if (free_bytes + departing >= 2 * d->largest)
+    uint64_t unit = vs_prefetch_window_unit(d);
+    if (free_bytes + departing >= 2 * unit)
         return;
     /* The next restore: the nearest predicted use not resident. */
     uint64_t next = 0, next_use = 0;
@@ -292,9 +306,9 @@ static void vs_prefetch_ahead(vs_engine_device_t *d, int device)
         return;
     /* One restore's room per departure: the oldest is then all a step
      * waits for. */
-    uint64_t want = 2 * d->largest - free_bytes - departing;
+    uint64_t want = 2 * unit - free_bytes - departing;
     for (int round = 0; round < 4; round++)
-        if (vs_prefetch_depart(d, device, want < d->largest ? want : d->largest, next_use) != 0)
+        if (vs_prefetch_depart(d, device, want < unit ? want : unit, next_use) != 0)
             return;
 }
 
@@ -337,7 +351,7 @@ static void vs_prefetch(int device)
     vs_prefetch_budget_update(d, device);
     vs_policy_stats_t ps;
     vs_policy_stats(d->policy, &ps);
-    uint64_t window = VS_PREFETCH_WINDOW * d->largest;
+    uint64_t window = VS_PREFETCH_WINDOW * vs_prefetch_window_unit(d);
     if (ps.period == 0)
         return; /* nothing learned yet */
     uint64_t ids[8];

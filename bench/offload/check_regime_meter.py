@@ -23,7 +23,10 @@ minutes at 24). What it checks:
   (two changes); the departure's room stays (bytes over 1.02 x F), which
   keeps the pass within 1.10 x the bound;
 - the LLM at 75%, ratio 1: the lean plan tried near the balance point is
-  faster, and stays (one change): at most 1.02 x F within 1.05 x the bound;
+  timed slower than the balanced one, which keeps the LM head resident
+  (`vs_policy_set_largest_offer`), and the cycle goes back (two changes):
+  at most 1.02 x F within 1.05 x the bound either way (the lean plan stayed
+  until stop 45);
 - the cycle at 25%, ratio 1: no change (its 32 MiB layers keep heads and
   no room in every regime: there is no other plan to try);
 - the DiT at 25%, ratio 0.75: the cycle reads link-bound, the lean plan is
@@ -31,8 +34,11 @@ minutes at 24). What it checks:
   changes); the room is back (bytes over 1.02 x F), within 1.10 x the bound;
 - the LLM at 50%, ratio 0.75: link-bound, and the lean plan stays (one
   change): at most 1.02 x F within 1.05 x the bound;
-- the LLM at 25%, ratio 0.5: the same; found link-bound only when the
-  stall counts the host's waits for the GPU along with the stream's own;
+- the LLM at 25%, ratio 0.5: link-bound, found so only when the stall
+  counts the host's waits for the GPU along with the stream's own; its
+  lean plan is timed slower than the balanced one keeping the LM head, and
+  the cycle goes back (two changes): at most 1.02 x F within 1.05 x the
+  bound;
 - the DiT at 50%, ratio 1.33: compute-bound, and the lean plan stays (one
   change): at most 1.02 x F within 1.05 x the bound; its departures start
   once the operation after a tensor's last use is submitted
@@ -58,11 +64,11 @@ REGIMES = {"compute-bound": "the cycle is compute-bound", "link-bound": "the cyc
 CELLS = [("dit", "25", "2", "compute-bound", False, 1.02, 1.05, 0.0),
          ("dit", "25", "0.5", "link-bound", False, 1.02, 1.05, 0.0),
          ("dit", "25", "1", NEAR, True, 9.0, 1.10, 1.02),
-         ("llm", "75", "1", NEAR, False, 1.02, 1.05, 0.0),
+         ("llm", "75", "1", NEAR, True, 1.02, 1.05, 0.0),
          ("cycle", "25", "1", None, False, 1.02, 1.10, 0.0),
          ("dit", "25", "0.75", "link-bound", True, 9.0, 1.10, 1.02),
          ("llm", "50", "0.75", "link-bound", False, 1.02, 1.05, 0.0),
-         ("llm", "25", "0.5", "link-bound", False, 1.02, 1.05, 0.0),
+         ("llm", "25", "0.5", "link-bound", True, 1.02, 1.05, 0.0),
          ("dit", "50", "1.33", "compute-bound", False, 1.02, 1.05, 0.0)]
 
 

@@ -416,6 +416,56 @@ static void test_policy_plan_streams_the_largest_first(void **state)
     }
 }
 
+/* The offer of `vs_policy_set_largest_offer`: a cycle of twelve 8-unit
+ * members and one of 16 (an LLM's layers and its LM head), a budget of 40
+ * and an offer of 16 (a window of two 8s instead of two 16s). Taken: the 16
+ * stays resident and 56 units stream, all of them 8s, where without the
+ * offer 72 stream, the 16 among them. Refused where the largest members
+ * would push the stream down to smaller ones (four 8s and eight 2s: the 8s
+ * carry it alone without the offer, only the 2s would with it: the plan is
+ * the one made without an offer), and where they do not fit in the grown
+ * budget. */
+static void test_policy_plan_keeps_the_largest_for_a_smaller_window(void **state)
+{
+    (void)state;
+    static const struct {
+        uint64_t sizes[13];
+        size_t n;
+        uint64_t budget, offer;
+        bool keeps;
+        uint64_t streamed;
+    } cases[] = {
+        {{8, 8, 8, 8, 8, 8, 8, 8, 8, 8, 8, 8, 16}, 13, 40, 0, false, 72},
+        {{8, 8, 8, 8, 8, 8, 8, 8, 8, 8, 8, 8, 16}, 13, 40, 16, true, 56},
+        {{8, 2, 2, 8, 2, 2, 8, 2, 2, 8, 2, 2}, 12, 24, 0, false, 24},
+        {{8, 2, 2, 8, 2, 2, 8, 2, 2, 8, 2, 2}, 12, 24, 12, false, 24},
+        {{8, 8, 8, 8, 8, 8, 8, 8, 8, 8, 8, 8, 16}, 13, 8, 4, false, 104},
+    };
+    for (size_t c = 0; c < sizeof cases / sizeof cases[0]; c++) {
+        sim_t s;
+        size_t n = cases[c].n;
+        sim_init(&s, VS_POLICY_CYCLIC, n, cases[c].sizes, cases[c].budget + 16);
+        vs_policy_set_budget(s.policy, cases[c].budget);
+        vs_policy_set_largest_offer(s.policy, cases[c].offer);
+        for (int pass = 0; pass < 8; pass++)
+            sim_pass(&s, 0, n);
+        vs_policy_stats_t st;
+        vs_policy_stats(s.policy, &st);
+        uint64_t streamed = 0, largest_streamed = 0;
+        for (size_t i = 0; i < n; i++) {
+            if (vs_policy_planned_resident(s.policy, i))
+                continue;
+            streamed += s.size[i];
+            largest_streamed = s.size[i] > largest_streamed ? s.size[i] : largest_streamed;
+        }
+        assert_int_equal(st.planned_keeps_largest, cases[c].keeps);
+        assert_true(streamed >= cases[c].streamed && streamed <= cases[c].streamed + 8);
+        if (cases[c].keeps)
+            assert_int_equal(largest_streamed, 8);
+        sim_fini(&s);
+    }
+}
+
 static void test_policy_plan_keeps_what_is_used_more_than_once_per_cycle(void **state)
 {
     (void)state;
@@ -699,6 +749,7 @@ int main(void)
         cmocka_unit_test(test_policy_plan_streams_the_largest_first),
         cmocka_unit_test(test_policy_plan_keeps_what_is_used_more_than_once_per_cycle),
         cmocka_unit_test(test_policy_plan_holds_its_members_under_an_uneven_rhythm),
+        cmocka_unit_test(test_policy_plan_keeps_the_largest_for_a_smaller_window),
         cmocka_unit_test(test_policy_plan_off_without_budget_and_for_lru),
         cmocka_unit_test(test_policy_plan_small_budget_drift_keeps_the_plan),
         cmocka_unit_test(test_policy_replan_forgets_the_classes),
