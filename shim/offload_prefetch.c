@@ -116,8 +116,13 @@ void vs_prefetch_budget_update(vs_engine_device_t *d, int device)
         uint64_t taken = others + VS_PREFETCH_WINDOW * d->largest + departure_room;
         vs_policy_set_budget(d->policy, limit > taken ? limit - taken : 0);
         /* Were the largest allocations kept, the window would hold two of
-         * the next size (`vs_prefetch_window_unit`). */
-        vs_policy_set_largest_offer(d->policy, d->second != 0 ? VS_PREFETCH_WINDOW * (d->largest - d->second) : 0);
+         * the next size (`vs_prefetch_window_unit`). Offered among small
+         * allocations only: where the largest is large, a kept head uses
+         * the budget to the byte (partial residency), and keeping the
+         * largest whole took the place of the heads brought in ahead
+         * (preload_offload_clean_partial_auto_large under TSan: none). */
+        bool offer = d->second != 0 && d->largest < VS_SMALL_STREAM_BYTES;
+        vs_policy_set_largest_offer(d->policy, offer ? VS_PREFETCH_WINDOW * (d->largest - d->second) : 0);
     }
     /* Partial residency: `auto` keeps a head where the largest allocation
      * is large and evictions are clean. There the budget whole allocations
