@@ -715,8 +715,9 @@ static bool plan_take_largest_offer(vs_policy_t *policy, size_t *n, uint64_t *ro
     uint64_t floor_with = plan_stream_floor(policy, *n, stream, *cycle_bytes, &unused);
     uint64_t floor_without =
         stream_without == 0 ? floor_with : plan_stream_floor(policy, others, stream_without, *cycle_bytes - largest_bytes, &unused);
-    /* 0: every member streams; a floor may not fall below the plan's. */
-    if (floor_without < floor_with || (floor_without == 0 && floor_with != 0))
+    /* A floor may not fall below the plan's (0, every member streams, is
+     * the lowest). */
+    if (floor_without < floor_with)
         return false;
     for (size_t i = others; i < *n; i++)
         plan_set(policy, policy->members[i], false);

@@ -143,13 +143,11 @@ void vs_prefetch_budget_update(vs_engine_device_t *d, int device)
 /* ---- Prefetch ------------------------------------------------------------ */
 
 /* The largest allocation the stream moves, of which the window holds two:
- * the second largest size where the plan keeps every allocation of the
- * largest (`vs_policy_set_largest_offer`). Engine lock held. */
-static uint64_t vs_prefetch_window_unit(const vs_engine_device_t *d)
+ * the second largest size where the plan (`ps`, the policy's stats) keeps
+ * every allocation of the largest (`vs_policy_set_largest_offer`). */
+static uint64_t vs_prefetch_window_unit(const vs_engine_device_t *d, const vs_policy_stats_t *ps)
 {
-    vs_policy_stats_t ps;
-    vs_policy_stats(d->policy, &ps);
-    return ps.planned_keeps_largest && d->second != 0 ? d->second : d->largest;
+    return ps->planned_keeps_largest && d->second != 0 ? d->second : d->largest;
 }
 
 
@@ -300,7 +298,9 @@ static void vs_prefetch_ahead(vs_engine_device_t *d, int device)
         return;
     uint64_t limit = vs_cap_limit(device), used = vs_cap_used(device);
     uint64_t free_bytes = limit > used ? limit - used : 0;
-    uint64_t unit = vs_prefetch_window_unit(d);
+    vs_policy_stats_t ps;
+    vs_policy_stats(d->policy, &ps);
+    uint64_t unit = vs_prefetch_window_unit(d, &ps);
     if (free_bytes + departing >= 2 * unit)
         return;
     /* The next restore: the nearest predicted use not resident. */
@@ -327,7 +327,7 @@ static bool vs_prefetch_applies(const vs_engine_device_t *d)
 }
 
 /* Restores a step makes before its operation is launched, where the
- * largest allocation is small (VS_SMALL_STREAM_BYTES); 0: no cap. Each
+ * largest allocation is small (VS_SMALL_STREAM_BYTES). Each
  * restore costs the host a create, a map and a grant, or an unmap and a
  * release of a departed victim first (about 80 us on an H100), and a step
  * that waited for the oldest departure runs them while the GPU has little
@@ -356,7 +356,7 @@ static void vs_prefetch(int device)
     vs_prefetch_budget_update(d, device);
     vs_policy_stats_t ps;
     vs_policy_stats(d->policy, &ps);
-    uint64_t window = VS_PREFETCH_WINDOW * vs_prefetch_window_unit(d);
+    uint64_t window = VS_PREFETCH_WINDOW * vs_prefetch_window_unit(d, &ps);
     if (ps.period == 0)
         return; /* nothing learned yet */
     uint64_t ids[8];
