@@ -629,6 +629,7 @@ CUresult vs_engine_region_release(vs_region_t *r)
         (void)vs_policy_free(d->policy, r->id);
     HASH_DELETE(hh, vs_engine.by_base, r);
     HASH_DELETE(hh_id, vs_engine.by_id, r);
+    vs_engine_range_unmapped(r->base, r->reserved);
     CUresult rc = VS_CALL(cuMemAddressFree, ((CUdeviceptr)r->base, r->reserved));
     free(r);
     return rc;
@@ -707,6 +708,7 @@ void vs_offload_shutdown(void)
 {
     if (!vs_engine.initialised || !vs_engine.enabled)
         return;
+    vs_offload_retire_stop();
     vs_offload_stats_t s;
     vs_host_pool_stats_t pool;
     vs_offload_stats(&s);

@@ -132,6 +132,9 @@ vs_engine_device_t *vs_engine_device(int device)
         return NULL;
     if (d->to_device == NULL && vs_device_stream_create(&d->to_device) != CUDA_SUCCESS)
         return NULL;
+    /* Without it the engine makes its unmaps and releases itself. */
+    if (d->retire == NULL && VS_CALL(cuStreamCreate, (&d->retire, CU_STREAM_NON_BLOCKING)) != CUDA_SUCCESS)
+        d->retire = NULL;
     if (d->policy == NULL
         && vs_policy_create((vs_policy_kind_t)vs_config_get()->policy, &d->policy) != 0)
         return NULL;
@@ -197,9 +200,8 @@ static void vs_engine_spare_keep(vs_engine_device_t *d, CUmemGenericAllocationHa
  * multi-device samples unmap the stripes of several handles so), or one
  * call per piece (`split` > 0: the first ends at `base + split`) should
  * the driver refuse it. */
-static CUresult vs_engine_unmap_pieces(uintptr_t base, uint64_t split, uint64_t bytes)
+CUresult vs_engine_unmap_pieces(uintptr_t base, uint64_t split, uint64_t bytes)
 {
-    VS_ASSERT_HELD(&vs_engine.lock);
     CUresult rc = VS_ENGINE_CALL(VS_HOST_VMM, cuMemUnmap, ((CUdeviceptr)base, bytes));
     if (rc == CUDA_SUCCESS || split == 0 || split >= bytes)
         return rc;
@@ -217,6 +219,7 @@ void vs_engine_lent_unmap(void)
         tail->split = head->bytes;
         tail->base = head->base;
         tail->bytes += head->bytes;
+        tail->lent = tail->lent && head->lent;
         head->bytes = 0;
         head->base = 0;
     }
@@ -224,7 +227,13 @@ void vs_engine_lent_unmap(void)
         struct vs_lent_range_s *range = &vs_engine.lent[i];
         if (range->bytes == 0)
             continue;
-        CUresult rc = vs_engine_unmap_pieces(range->base, range->split, range->bytes);
+        /* Memory that another range owns now: unmapping here frees none,
+         * and nothing waits for it but a map at this range (on the
+         * engine's thread where it runs). The device's spare, unmapped
+         * here: its memory is released next. */
+        CUresult rc = CUDA_SUCCESS;
+        if (!range->lent || !vs_retire_unmap(range->device, range->base, range->split, range->bytes))
+            rc = vs_engine_unmap_pieces(range->base, range->split, range->bytes);
         if (rc != CUDA_SUCCESS) {
             vs_log(VS_LOG_WARN, "cannot unmap the evicted allocation at 0x%" PRIxPTR " (error %d)", range->base,
                    (int)rc);
@@ -251,13 +260,26 @@ static bool vs_engine_lent_overlaps(uintptr_t base, uint64_t bytes)
     return false;
 }
 
+/* Makes sure nothing is mapped at [base, base + bytes) that the engine let
+ * go of: a range its departure left mapped, here or on the way to the
+ * engine's thread, is unmapped first. */
+void vs_engine_range_unmapped(uintptr_t base, uint64_t bytes)
+{
+    VS_ASSERT_HELD(&vs_engine.lock);
+    if (vs_engine_lent_overlaps(base, bytes))
+        vs_engine_lent_unmap();
+    vs_retire_wait_range(base, bytes);
+}
+
 /* Leaves [base, base + bytes), one mapping onto memory that another range
  * now owns, for `vs_engine_lent_unmap` (which joins a head and its tail). */
-static void vs_engine_lent_leave(size_t slot, uintptr_t base, uint64_t bytes)
+static void vs_engine_lent_leave(size_t slot, const vs_region_t *r, uintptr_t base, uint64_t bytes, bool lent)
 {
     VS_ASSERT_HELD(&vs_engine.lock);
     if (vs_engine.lent[slot].bytes != 0)
         vs_engine_lent_unmap();
+    vs_engine.lent[slot].device = r->device;
+    vs_engine.lent[slot].lent = lent;
     vs_engine.lent[slot].base = base;
     vs_engine.lent[slot].split = 0;
     vs_engine.lent[slot].bytes = bytes;
@@ -267,12 +289,13 @@ static void vs_engine_lent_leave(size_t slot, uintptr_t base, uint64_t bytes)
 void vs_engine_spares_release(void)
 {
     VS_ASSERT_HELD(&vs_engine.lock);
-    if (!vs_engine.spares_held)
-        return;
-    for (int device = 0; device < VS_MAX_DEVICES; device++)
-        vs_engine_spare_release(&vs_engine.devices[device]);
-    vs_engine_lent_unmap();
-    vs_engine.spares_held = false;
+    if (vs_engine.spares_held) {
+        for (int device = 0; device < VS_MAX_DEVICES; device++)
+            vs_engine_spare_release(&vs_engine.devices[device]);
+        vs_engine_lent_unmap();
+        vs_engine.spares_held = false;
+    }
+    vs_retire_hand_over();
 }
 
 /* Grants [at, at + bytes) of `r`'s range, mapped whole by one mapping or
@@ -309,8 +332,7 @@ static CUresult vs_engine_physical_map_range(vs_region_t *r, uint64_t offset, ui
     CUmemGenericAllocationHandle phys = 0;
     CUresult rc = CUDA_SUCCESS;
     CUdeviceptr at = (CUdeviceptr)(r->base + offset);
-    if (vs_engine_lent_overlaps(r->base, r->reserved))
-        vs_engine_lent_unmap(); /* `r`'s own range, left mapped by its departure */
+    vs_engine_range_unmapped(r->base, r->reserved);
     if (d->spare != 0 && d->spare_bytes == bytes) {
         phys = d->spare; /* what an eviction just unmapped: no release, no create */
         d->spare = 0;
@@ -532,7 +554,7 @@ void vs_engine_physical_unmap(vs_region_t *r)
          * that allocation's now. This range is unmapped once its copy is
          * queued, within this hold of the lock; so is the head's, which
          * goes the same way (`vs_engine_physical_unmap_head`). */
-        vs_engine_lent_leave(0, r->base + r->split, bytes);
+        vs_engine_lent_leave(0, r, r->base + r->split, bytes, true);
         if (r->split == 0 || r->lent_tail)
             r->phys_lent = false; /* lent whole, or its head stays its own */
         r->lent_tail = false;
@@ -557,8 +579,7 @@ static bool vs_engine_premap_tail(vs_region_t *r, vs_region_t *lender)
         return false;
     CUdeviceptr at = (CUdeviceptr)(r->base + split);
     uint64_t bytes = r->reserved - split;
-    if (vs_engine_lent_overlaps(r->base + split, bytes))
-        vs_engine_lent_unmap(); /* `r`'s own tail, left mapped by its departure */
+    vs_engine_range_unmapped(r->base + split, bytes);
     if (VS_ENGINE_CALL(VS_HOST_VMM, cuMemMap, (at, bytes, 0, lender->phys, 0)) != CUDA_SUCCESS)
         return false;
     if (vs_engine_grant(r, at, bytes) != CUDA_SUCCESS) {
@@ -587,8 +608,7 @@ bool vs_engine_premap(vs_region_t *r, vs_region_t *lender)
         || lender->phys_lent || lender->head_from_host || lender->reserved != r->reserved
         || lender->device != r->device || lender->ctx != r->ctx)
         return false;
-    if (vs_engine_lent_overlaps(r->base, r->reserved))
-        vs_engine_lent_unmap(); /* `r`'s own range, left mapped by its departure */
+    vs_engine_range_unmapped(r->base, r->reserved);
     /* The lender's pieces, at the same offsets: a head, when it has one,
      * and the tail; then one grant over both. */
     uint64_t split = lender->split;
@@ -630,7 +650,10 @@ void vs_engine_premap_drop(vs_region_t *r, vs_region_t *lender)
         lender->phys_lent = false; /* its departure has not ended: still its memory */
         lender->lent_tail = false;
     } else {
-        /* The lender's ranges are gone too: the memory is no one's. */
+        /* The lender's ranges are gone too: the memory is no one's, and
+         * goes once they are unmapped, here. */
+        for (size_t i = 0; i < sizeof vs_engine.lent / sizeof vs_engine.lent[0]; i++)
+            vs_engine.lent[i].lent = false;
         vs_engine_lent_unmap();
         if (split > 0 && !r->premap_tail)
             (void)VS_ENGINE_CALL(VS_HOST_VMM, cuMemRelease, (r->premap_head));
@@ -652,7 +675,7 @@ void vs_engine_physical_unmap_head(vs_region_t *r)
     if (r->phys_lent && r->phys == 0) {
         /* Its tail went to a mapping ahead (`vs_engine_physical_unmap`):
          * the head goes with it. */
-        vs_engine_lent_leave(1, r->base, r->split);
+        vs_engine_lent_leave(1, r, r->base, r->split, true);
         r->phys_lent = false;
         r->head_phys = 0;
         r->split = 0;
@@ -684,8 +707,8 @@ void vs_engine_physical_unmap_whole(vs_region_t *r)
      * memory at two addresses, as a mapping ahead does); a create frees
      * them, and the range, first. */
     vs_engine_device_t *d = &vs_engine.devices[r->device];
-    vs_engine_lent_leave(1, r->base, r->split); /* joined with the tail into one range */
-    vs_engine_lent_leave(0, r->base + r->split, r->reserved - r->split);
+    vs_engine_lent_leave(1, r, r->base, r->split, false); /* joined with the tail into one range */
+    vs_engine_lent_leave(0, r, r->base + r->split, r->reserved - r->split, false);
     vs_engine_spare_keep(d, r->phys, r->reserved - r->split);
     d->spare_head = r->head_phys;
     d->spare_head_bytes = r->split;
@@ -971,6 +994,7 @@ static void vs_engine_ctx_teardown(CUcontext ctx, uint64_t stream_slots, bool al
         }
     }
     vs_engine_spares_release(); /* nothing of the dying context is kept */
+    vs_retire_wait_all();
     for (int device = 0; device < VS_MAX_DEVICES; device++) {
         vs_engine_device_t *d = &vs_engine.devices[device];
         if (d->ctx != ctx || ctx == NULL)
@@ -982,6 +1006,8 @@ static void vs_engine_ctx_teardown(CUcontext ctx, uint64_t stream_slots, bool al
                 (void)VS_CALL(cuStreamDestroy_v2, (d->to_host));
             if (d->to_device != NULL)
                 (void)VS_CALL(cuStreamDestroy_v2, (d->to_device));
+            if (d->retire != NULL)
+                (void)VS_CALL(cuStreamDestroy_v2, (d->retire));
         } else {
             vs_device_hasher_forget(d->evict_hasher);
             vs_device_hasher_forget(d->restore_hasher);
@@ -991,7 +1017,7 @@ static void vs_engine_ctx_teardown(CUcontext ctx, uint64_t stream_slots, bool al
         d->hashers_tried = false;
         d->restore_slots_busy = 0;
         d->evict_slots_busy = 0;
-        d->to_host = d->to_device = NULL;
+        d->to_host = d->to_device = d->retire = NULL;
         d->ctx = NULL;
         d->ready = false; /* made again, in the next context, on first use */
     }
@@ -1015,6 +1041,7 @@ void vs_offload_ctx_ending(CUcontext ctx, bool certain, vs_offload_ctx_end_t *en
      * the staging buffers the teardown may free: it ends first. */
     vs_engine_disk_io_drain();
     vs_engine_spares_release();
+    vs_retire_wait_all();
     /* Restores in flight read host copies, evictions are waited for where
      * they start: once these are over, no copy of the engine's runs, and
      * none starts until the destroy is over (the lock is held across it). */

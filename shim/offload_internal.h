@@ -251,6 +251,9 @@ typedef struct vs_engine_device_s {
     bool ready;
     CUcontext ctx;
     CUstream to_host, to_device;
+    /* Runs nothing: the events of the hand-offs to the engine's thread
+     * (offload_retire.c) complete on it at once. */
+    CUstream retire;
     uint64_t granularity;
     vs_policy_t *policy;
     /* Content hashing (clean eviction); NULL when the kernel cannot be
@@ -357,6 +360,8 @@ typedef struct vs_engine_s {
      * (`vs_engine_lent_unmap`), never past this hold of the engine lock
      * (one departure's at a time). 0 bytes: none. */
     struct vs_lent_range_s {
+        int device;
+        bool lent; /* the memory is another range's now (not the spare) */
         uintptr_t base;
         uint64_t split; /* > 0: a head of that many bytes, then a tail */
         uint64_t bytes;
@@ -547,6 +552,14 @@ void vs_engine_premap_drop(vs_region_t *r, vs_region_t *lender);
  * a mapping ahead, or a head and a tail unmapped behind the next copy), if
  * any. */
 void vs_engine_lent_unmap(void);
+/* Unmaps [base, base + bytes), one mapping or two (the first `split`
+ * bytes long): one call, or one per piece should the driver refuse it.
+ * Needs no lock: the engine's thread makes it too. */
+CUresult vs_engine_unmap_pieces(uintptr_t base, uint64_t split, uint64_t bytes);
+/* Before mapping at [base, base + bytes) or freeing it: whatever the
+ * engine let go of there is unmapped (`vs_engine_lent_unmap`,
+ * `vs_retire_wait_range`). */
+void vs_engine_range_unmapped(uintptr_t base, uint64_t bytes);
 
 /* Unmaps and releases `r`'s head (`split` becomes 0). */
 void vs_engine_physical_unmap_head(vs_region_t *r);
@@ -581,6 +594,25 @@ void vs_engine_keep_update(vs_engine_device_t *d, bool wanted);
 /* Releases the physical memory kept for reuse (vs_engine_device_t.spare)
  * on every device: before the engine lock is let go. */
 void vs_engine_spares_release(void);
+
+/* ---- The engine's thread (offload_retire.c) -------------------------------
+ *
+ * The unmaps of ranges whose memory another range owns now (mapped ahead
+ * onto a departing allocation's, `vs_engine_premap`) are made there, off
+ * the application's thread: they free no memory, and nothing waits for
+ * them but a map at the same range. `vs_retire_unmap` adds one to the batch
+ * of this hold of the engine lock, handed over when the lock is let go
+ * (`vs_retire_hand_over`, from `vs_engine_spares_release`); false when no
+ * thread can be had: the caller unmaps itself. Before mapping at a range,
+ * or freeing it, `vs_retire_wait_range` waits for the unmaps there;
+ * `vs_retire_wait_all` for every one handed over (a context's end). */
+bool vs_retire_unmap(int device, uintptr_t base, uint64_t split, uint64_t bytes);
+void vs_retire_hand_over(void);
+void vs_retire_wait_range(uintptr_t base, uint64_t bytes);
+void vs_retire_wait_all(void);
+/* At exit, without the engine lock: lets the thread end what it was
+ * handed (for a second at most), and starts no other. */
+void vs_offload_retire_stop(void);
 
 /* The host pool's slab memory, pinned in the current context: the pin and
  * unpin the pool calls (`vs_host_pool_configure`), from a take or a give

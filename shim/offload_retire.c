@@ -1,0 +1,360 @@
+/* offload_retire.c: the engine's own thread, which unmaps the ranges whose
+ * memory another range owns now (`vs_retire_unmap`), off the application's
+ * thread.
+ *
+ * A restore mapped ahead onto a departing allocation's memory
+ * (`vs_engine_premap`) leaves the departed range mapped onto what is now the
+ * restored allocation's (`vs_engine_lent_leave`). Its unmap frees nothing:
+ * it only clears an address range, and nothing waits for it but a map at
+ * that range when its allocation comes back. Made on the thread that
+ * launches, it ran between a wait for a departure and the next launch, on
+ * an H100 25 us (59 on a busy H200) while the GPU ran out of queued work.
+ * Unmaps that free memory stay where they are: the limit counts the
+ * device's memory, and the create that follows them needs it gone (with
+ * them and the releases left to this thread as well, the device's memory
+ * passed the limit: preload_offload_kernels_partial peaked at 78 MiB under
+ * 64, its allowance 4; docs/benchmarks.md, stop 46).
+ *
+ * The engine fills a batch under its lock and hands it over when it lets
+ * the lock go (`vs_retire_hand_over`). Whoever maps at a range, frees it,
+ * or ends its context first waits for the batches that unmap there
+ * (`vs_retire_wait_range`, `vs_retire_wait_all`).
+ *
+ * The hand-offs are events, not a lock: the engine records `handed` on a
+ * stream of its own that runs nothing else, the thread waits for it before
+ * its calls, and records `done` after them; a wait for a batch ends with a
+ * wait for `done`. On a GPU that costs a record and a few microseconds of
+ * the thread's time. On the simulated driver's virtual clock, where each
+ * thread has its own host clock, it carries each side's time to the other:
+ * the thread never makes a call before the engine handed it over, and an
+ * engine that needs the result waits until the thread made it, so the
+ * sweep's figures are what a GPU would show, and repeat run to run. The
+ * thread holds no lock while it calls the driver.
+ *
+ * Where no thread can be had (pthread_create fails, or in a forked child,
+ * whose driver state is not the parent's) the engine makes the calls
+ * itself, as before: `vs_retire_unmap` returns false.
+ *
+ * Locks: the retire lock is a leaf, taken under the engine lock or alone by
+ * the thread; no driver call is made under it.
+ */
+#include "offload_internal.h"
+
+#include <errno.h>
+#include <inttypes.h>
+#include <signal.h>
+#include <stdlib.h>
+#include <string.h>
+#include <unistd.h>
+
+#include "driver.h"
+#include "log.h"
+
+/* Ranges one batch holds: a lock hold lets go of a few. */
+#define VS_RETIRE_BATCH 8
+/* Batches kept after the thread ended them, before the engine takes the
+ * oldest back (waiting for its `done`, which is long past by then). */
+#define VS_RETIRE_KEEP 4
+
+typedef struct vs_retire_batch_s {
+    struct vs_retire_batch_s *next;
+    int device;
+    CUcontext ctx;
+    CUstream stream; /* the device's `retire` stream, which runs nothing else */
+    CUevent handed, done;
+    bool done_recorded; /* false: the thread could not record `done` */
+    size_t ranges;
+    struct {
+        uintptr_t base;
+        uint64_t split; /* > 0: two mappings, the first `split` bytes long */
+        uint64_t bytes;
+        CUresult rc; /* the unmap's answer, set by the thread */
+    } range[VS_RETIRE_BATCH];
+    bool finished; /* the thread made its calls and recorded `done` */
+} vs_retire_batch_t;
+
+static struct {
+    pthread_mutex_t lock;
+    pthread_cond_t work, finished;
+    pthread_t thread;
+    pid_t creator; /* the process whose thread it is */
+    bool running, failed, stop;
+    /* Handed over, oldest first; the thread works on the first one not
+     * finished. */
+    vs_retire_batch_t *head, *tail;
+    size_t count;
+    /* Being filled in this hold of the engine lock (engine lock). */
+    vs_retire_batch_t *open;
+} vs_retire = {
+    .lock = PTHREAD_MUTEX_INITIALIZER,
+    .work = PTHREAD_COND_INITIALIZER,
+    .finished = PTHREAD_COND_INITIALIZER,
+};
+
+static void *vs_retire_main(void *arg)
+{
+    (void)arg;
+    /* The first driver call starts this thread's clock on the simulated
+     * driver: made while the engine waits for it (`vs_retire_start`). */
+    CUcontext none = NULL;
+    (void)VS_CALL(cuCtxGetCurrent, (&none));
+    pthread_mutex_lock(&vs_retire.lock);
+    vs_retire.running = true;
+    pthread_cond_broadcast(&vs_retire.finished);
+    for (;;) {
+        vs_retire_batch_t *b = vs_retire.head;
+        while (b != NULL && b->finished)
+            b = b->next;
+        if (b == NULL) {
+            if (vs_retire.stop)
+                break;
+            pthread_cond_wait(&vs_retire.work, &vs_retire.lock);
+            continue;
+        }
+        pthread_mutex_unlock(&vs_retire.lock);
+        /* Not before the engine let go of it. Its own time, not the
+         * engine's wait: not counted as a host wait for the GPU. */
+        (void)VS_CALL(cuEventSynchronize, (b->handed));
+        for (size_t i = 0; i < b->ranges; i++)
+            b->range[i].rc = vs_engine_unmap_pieces(b->range[i].base, b->range[i].split, b->range[i].bytes);
+        if (VS_CALL(cuCtxSetCurrent, (b->ctx)) != CUDA_SUCCESS || VS_CALL(cuEventRecord, (b->done, b->stream)) != CUDA_SUCCESS)
+            b->done_recorded = false; /* waited for by the flag alone */
+        pthread_mutex_lock(&vs_retire.lock);
+        b->finished = true;
+        pthread_cond_broadcast(&vs_retire.finished);
+    }
+    vs_retire.running = false;
+    pthread_cond_broadcast(&vs_retire.finished);
+    pthread_mutex_unlock(&vs_retire.lock);
+    return NULL;
+}
+
+/* In a forked child the thread is not there, and the batches handed to it
+ * never end: they are dropped (the child's driver state is not the
+ * parent's). Retire lock held. */
+static bool vs_retire_owned(void)
+{
+    if (vs_retire.creator == 0 || vs_retire.creator == getpid())
+        return true;
+    vs_retire.running = false;
+    vs_retire.failed = true;
+    vs_retire.head = vs_retire.tail = NULL;
+    vs_retire.count = 0;
+    return false;
+}
+
+/* Starts the thread the first time; whether it runs. Retire lock held. */
+static bool vs_retire_start(void)
+{
+    if (!vs_retire_owned())
+        return false;
+    if (vs_retire.running || vs_retire.failed)
+        return vs_retire.running;
+    sigset_t all, old;
+    /* The program's signals are never delivered to a thread it does not
+     * know about. */
+    sigfillset(&all);
+    pthread_sigmask(SIG_SETMASK, &all, &old);
+    int rc = pthread_create(&vs_retire.thread, NULL, vs_retire_main, NULL);
+    pthread_sigmask(SIG_SETMASK, &old, NULL);
+    if (rc != 0) {
+        vs_retire.failed = true;
+        vs_log(VS_LOG_WARN, "cannot start the engine's thread (%s): its unmaps are made on the calling thread",
+               strerror(rc));
+        return false;
+    }
+    pthread_setname_np(vs_retire.thread, "vramshim-retire");
+    vs_retire.creator = getpid();
+    while (!vs_retire.running)
+        pthread_cond_wait(&vs_retire.finished, &vs_retire.lock);
+    return true;
+}
+
+/* The batch being filled for `device`, opened the first time in this hold
+ * of the engine lock (one for another device is handed over first); NULL
+ * where the thread or the events cannot be had. */
+static vs_retire_batch_t *vs_retire_batch(int device)
+{
+    VS_ASSERT_HELD(&vs_engine.lock);
+    vs_engine_device_t *d = &vs_engine.devices[device];
+    vs_retire_batch_t *b = vs_retire.open;
+    if (b != NULL && (b->device != device || b->ranges == VS_RETIRE_BATCH)) {
+        vs_retire_hand_over();
+        b = NULL;
+    }
+    if (b != NULL)
+        return b;
+    if (!d->ready || d->retire == NULL)
+        return NULL;
+    pthread_mutex_lock(&vs_retire.lock);
+    bool running = vs_retire_start();
+    pthread_mutex_unlock(&vs_retire.lock);
+    if (!running)
+        return NULL;
+    b = calloc(1, sizeof *b);
+    if (b == NULL)
+        return NULL;
+    b->device = device;
+    b->ctx = d->ctx;
+    b->stream = d->retire;
+    b->done_recorded = true;
+    b->handed = vs_engine_event_get(d->ctx);
+    b->done = vs_engine_event_get(d->ctx);
+    if (b->handed == NULL || b->done == NULL) {
+        if (b->handed != NULL)
+            vs_engine_event_put(d->ctx, b->handed);
+        if (b->done != NULL)
+            vs_engine_event_put(d->ctx, b->done);
+        free(b);
+        return NULL;
+    }
+    vs_retire.open = b;
+    return b;
+}
+
+bool vs_retire_unmap(int device, uintptr_t base, uint64_t split, uint64_t bytes)
+{
+    VS_ASSERT_HELD(&vs_engine.lock);
+    vs_retire_batch_t *b = vs_retire_batch(device);
+    if (b == NULL)
+        return false;
+    b->range[b->ranges].base = base;
+    b->range[b->ranges].split = split;
+    b->range[b->ranges].bytes = bytes;
+    b->ranges++;
+    return true;
+}
+
+
+/* Takes back the oldest batch, ended: its events go back to the pool, and
+ * a range whose unmap was refused is marked on its allocation. Its `done`
+ * is waited for first (on the simulated driver's clock, the engine has
+ * then passed the thread's calls). Retire lock not held. */
+static void vs_retire_take_back(vs_retire_batch_t *b)
+{
+    VS_ASSERT_HELD(&vs_engine.lock);
+    if (b->done_recorded)
+        (void)VS_ENGINE_CALL(VS_HOST_GPU_WAIT, cuEventSynchronize, (b->done));
+    vs_engine_event_put(b->ctx, b->done);
+    vs_engine_event_put(b->ctx, b->handed);
+    for (size_t i = 0; i < b->ranges; i++) {
+        if (b->range[i].rc == CUDA_SUCCESS)
+            continue;
+        vs_log(VS_LOG_WARN, "cannot unmap the evicted allocation at 0x%" PRIxPTR " (error %d)", b->range[i].base,
+               (int)b->range[i].rc);
+        vs_region_t *owner = vs_engine_region_containing(b->range[i].base);
+        if (owner != NULL)
+            owner->stale_mapping = true;
+    }
+    free(b);
+}
+
+/* Waits for the batches up to and including `last` (NULL: every one) and
+ * takes them back. */
+static void vs_retire_wait_until(const vs_retire_batch_t *last)
+{
+    VS_ASSERT_HELD(&vs_engine.lock);
+    for (;;) {
+        pthread_mutex_lock(&vs_retire.lock);
+        vs_retire_batch_t *b = vs_retire.head;
+        if (b == NULL || !vs_retire_owned()) {
+            pthread_mutex_unlock(&vs_retire.lock);
+            return;
+        }
+        while (!b->finished)
+            pthread_cond_wait(&vs_retire.finished, &vs_retire.lock);
+        vs_retire.head = b->next;
+        if (vs_retire.head == NULL)
+            vs_retire.tail = NULL;
+        vs_retire.count--;
+        pthread_mutex_unlock(&vs_retire.lock);
+        bool was_last = b == last;
+        vs_retire_take_back(b);
+        if (was_last)
+            return;
+    }
+}
+
+void vs_retire_hand_over(void)
+{
+    VS_ASSERT_HELD(&vs_engine.lock);
+    vs_retire_batch_t *b = vs_retire.open;
+    if (b == NULL)
+        return;
+    vs_retire.open = NULL;
+    if (b->ranges == 0) {
+        vs_engine_event_put(b->ctx, b->handed);
+        vs_engine_event_put(b->ctx, b->done);
+        free(b);
+        return;
+    }
+    if (VS_CALL(cuEventRecord, (b->handed, b->stream)) != CUDA_SUCCESS) {
+        /* No hand-off to be had: the calls are made here. */
+        for (size_t i = 0; i < b->ranges; i++)
+            b->range[i].rc = vs_engine_unmap_pieces(b->range[i].base, b->range[i].split, b->range[i].bytes);
+        b->done_recorded = false;
+        vs_retire_take_back(b);
+        return;
+    }
+    pthread_mutex_lock(&vs_retire.lock);
+    if (vs_retire.tail != NULL)
+        vs_retire.tail->next = b;
+    else
+        vs_retire.head = b;
+    vs_retire.tail = b;
+    size_t count = ++vs_retire.count;
+    pthread_cond_signal(&vs_retire.work);
+    pthread_mutex_unlock(&vs_retire.lock);
+    /* The oldest are long over: taken back, so the list stays short. */
+    if (count > VS_RETIRE_KEEP)
+        vs_retire_wait_until(vs_retire.head);
+}
+
+void vs_retire_wait_range(uintptr_t base, uint64_t bytes)
+{
+    VS_ASSERT_HELD(&vs_engine.lock);
+    vs_retire_batch_t *open = vs_retire.open;
+    for (size_t i = 0; open != NULL && i < open->ranges; i++)
+        if (open->range[i].base < base + bytes && base < open->range[i].base + open->range[i].bytes) {
+            vs_retire_hand_over();
+            break;
+        }
+    pthread_mutex_lock(&vs_retire.lock);
+    const vs_retire_batch_t *last = NULL;
+    for (const vs_retire_batch_t *b = vs_retire.head; b != NULL; b = b->next)
+        for (size_t i = 0; i < b->ranges; i++)
+            if (b->range[i].base < base + bytes && base < b->range[i].base + b->range[i].bytes)
+                last = b;
+    pthread_mutex_unlock(&vs_retire.lock);
+    if (last != NULL)
+        vs_retire_wait_until(last);
+}
+
+void vs_retire_wait_all(void)
+{
+    VS_ASSERT_HELD(&vs_engine.lock);
+    vs_retire_hand_over();
+    vs_retire_wait_until(NULL);
+}
+
+void vs_offload_retire_stop(void)
+{
+    pthread_mutex_lock(&vs_retire.lock);
+    if (!vs_retire.running || vs_retire.creator != getpid()) {
+        pthread_mutex_unlock(&vs_retire.lock);
+        return;
+    }
+    /* What was handed over is made first, for a while at most: the
+     * process is exiting, and a driver that its own exit already took down
+     * must not hold it up. No thread is started after this. */
+    vs_retire.stop = true;
+    vs_retire.failed = true;
+    pthread_cond_signal(&vs_retire.work);
+    struct timespec until;
+    clock_gettime(CLOCK_REALTIME, &until);
+    until.tv_sec += 1;
+    while (vs_retire.running)
+        if (pthread_cond_timedwait(&vs_retire.finished, &vs_retire.lock, &until) == ETIMEDOUT)
+            break;
+    pthread_mutex_unlock(&vs_retire.lock);
+}
