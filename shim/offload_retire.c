@@ -164,6 +164,9 @@ static bool vs_retire_start(void)
         return false;
     }
     pthread_setname_np(vs_retire.thread, "vramshim-retire");
+    /* Never joined: at exit it is waited for a second at most
+     * (`vs_offload_retire_stop`). */
+    pthread_detach(vs_retire.thread);
     vs_retire.creator = getpid();
     while (!vs_retire.running)
         pthread_cond_wait(&vs_retire.finished, &vs_retire.lock);
