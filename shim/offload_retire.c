@@ -228,7 +228,6 @@ bool vs_retire_unmap(int device, uintptr_t base, uint64_t split, uint64_t bytes)
     return true;
 }
 
-
 /* Takes back the oldest batch, ended: its events go back to the pool, and
  * a range whose unmap was refused is marked on its allocation. Its `done`
  * is waited for first (on the simulated driver's clock, the engine has
@@ -285,12 +284,6 @@ void vs_retire_hand_over(void)
     if (b == NULL)
         return;
     vs_retire.open = NULL;
-    if (b->ranges == 0) {
-        vs_engine_event_put(b->ctx, b->handed);
-        vs_engine_event_put(b->ctx, b->done);
-        free(b);
-        return;
-    }
     if (VS_CALL(cuEventRecord, (b->handed, b->stream)) != CUDA_SUCCESS) {
         /* No hand-off to be had: the calls are made here. */
         for (size_t i = 0; i < b->ranges; i++)
@@ -313,21 +306,25 @@ void vs_retire_hand_over(void)
         vs_retire_wait_until(vs_retire.head);
 }
 
+/* Whether batch `b` unmaps anything of [base, base + bytes). */
+static bool vs_retire_overlaps(const vs_retire_batch_t *b, uintptr_t base, uint64_t bytes)
+{
+    for (size_t i = 0; i < b->ranges; i++)
+        if (b->range[i].base < base + bytes && base < b->range[i].base + b->range[i].bytes)
+            return true;
+    return false;
+}
+
 void vs_retire_wait_range(uintptr_t base, uint64_t bytes)
 {
     VS_ASSERT_HELD(&vs_engine.lock);
-    vs_retire_batch_t *open = vs_retire.open;
-    for (size_t i = 0; open != NULL && i < open->ranges; i++)
-        if (open->range[i].base < base + bytes && base < open->range[i].base + open->range[i].bytes) {
-            vs_retire_hand_over();
-            break;
-        }
+    if (vs_retire.open != NULL && vs_retire_overlaps(vs_retire.open, base, bytes))
+        vs_retire_hand_over();
     pthread_mutex_lock(&vs_retire.lock);
     const vs_retire_batch_t *last = NULL;
     for (const vs_retire_batch_t *b = vs_retire.head; b != NULL; b = b->next)
-        for (size_t i = 0; i < b->ranges; i++)
-            if (b->range[i].base < base + bytes && base < b->range[i].base + b->range[i].bytes)
-                last = b;
+        if (vs_retire_overlaps(b, base, bytes))
+            last = b;
     pthread_mutex_unlock(&vs_retire.lock);
     if (last != NULL)
         vs_retire_wait_until(last);
