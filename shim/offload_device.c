@@ -219,7 +219,7 @@ void vs_engine_lent_unmap(void)
         tail->split = head->bytes;
         tail->base = head->base;
         tail->bytes += head->bytes;
-        tail->lent = tail->lent && head->lent;
+        tail->memory_lent = tail->memory_lent && head->memory_lent;
         head->bytes = 0;
         head->base = 0;
     }
@@ -232,7 +232,7 @@ void vs_engine_lent_unmap(void)
          * engine's thread where it runs). The device's spare, unmapped
          * here: its memory is released next. */
         CUresult rc = CUDA_SUCCESS;
-        if (!range->lent || !vs_retire_unmap(range->device, range->base, range->split, range->bytes))
+        if (!range->memory_lent || !vs_retire_unmap(range->device, range->base, range->split, range->bytes))
             rc = vs_engine_unmap_pieces(range->base, range->split, range->bytes);
         if (rc != CUDA_SUCCESS) {
             vs_log(VS_LOG_WARN, "cannot unmap the evicted allocation at 0x%" PRIxPTR " (error %d)", range->base,
@@ -271,15 +271,17 @@ void vs_engine_range_unmapped(uintptr_t base, uint64_t bytes)
     vs_retire_wait_range(base, bytes);
 }
 
-/* Leaves [base, base + bytes), one mapping onto memory that another range
- * now owns, for `vs_engine_lent_unmap` (which joins a head and its tail). */
-static void vs_engine_lent_leave(size_t slot, const vs_region_t *r, uintptr_t base, uint64_t bytes, bool lent)
+/* Leaves [base, base + bytes) of `r`, one mapping onto memory that another
+ * range now owns (`memory_lent`: unmapped on the engine's thread) or that
+ * is the device's spare, for `vs_engine_lent_unmap` (which joins a head and
+ * its tail). */
+static void vs_engine_lent_leave(size_t slot, const vs_region_t *r, uintptr_t base, uint64_t bytes, bool memory_lent)
 {
     VS_ASSERT_HELD(&vs_engine.lock);
     if (vs_engine.lent[slot].bytes != 0)
         vs_engine_lent_unmap();
     vs_engine.lent[slot].device = r->device;
-    vs_engine.lent[slot].lent = lent;
+    vs_engine.lent[slot].memory_lent = memory_lent;
     vs_engine.lent[slot].base = base;
     vs_engine.lent[slot].split = 0;
     vs_engine.lent[slot].bytes = bytes;
@@ -653,7 +655,7 @@ void vs_engine_premap_drop(vs_region_t *r, vs_region_t *lender)
         /* The lender's ranges are gone too: the memory is no one's, and
          * goes once they are unmapped, here. */
         for (size_t i = 0; i < sizeof vs_engine.lent / sizeof vs_engine.lent[0]; i++)
-            vs_engine.lent[i].lent = false;
+            vs_engine.lent[i].memory_lent = false;
         vs_engine_lent_unmap();
         if (split > 0 && !r->premap_tail)
             (void)VS_ENGINE_CALL(VS_HOST_VMM, cuMemRelease, (r->premap_head));

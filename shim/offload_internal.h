@@ -361,7 +361,7 @@ typedef struct vs_engine_s {
      * (one departure's at a time). 0 bytes: none. */
     struct vs_lent_range_s {
         int device;
-        bool lent; /* the memory is another range's now (not the spare) */
+        bool memory_lent; /* its memory is another range's now, not the device's spare */
         uintptr_t base;
         uint64_t split; /* > 0: a head of that many bytes, then a tail */
         uint64_t bytes;
