@@ -132,6 +132,8 @@ vs_engine_device_t *vs_engine_device(int device)
         return NULL;
     if (d->to_device == NULL && vs_device_stream_create(&d->to_device) != CUDA_SUCCESS)
         return NULL;
+    if (d->to_host_changed == NULL && vs_device_stream_create(&d->to_host_changed) != CUDA_SUCCESS)
+        return NULL;
     /* Without it the engine makes its unmaps and releases itself. */
     if (d->retire == NULL && VS_CALL(cuStreamCreate, (&d->retire, CU_STREAM_NON_BLOCKING)) != CUDA_SUCCESS)
         d->retire = NULL;
@@ -1008,6 +1010,8 @@ static void vs_engine_ctx_teardown(CUcontext ctx, uint64_t stream_slots, bool al
                 (void)VS_CALL(cuStreamDestroy_v2, (d->to_host));
             if (d->to_device != NULL)
                 (void)VS_CALL(cuStreamDestroy_v2, (d->to_device));
+            if (d->to_host_changed != NULL)
+                (void)VS_CALL(cuStreamDestroy_v2, (d->to_host_changed));
             if (d->retire != NULL)
                 (void)VS_CALL(cuStreamDestroy_v2, (d->retire));
         } else {
@@ -1019,7 +1023,7 @@ static void vs_engine_ctx_teardown(CUcontext ctx, uint64_t stream_slots, bool al
         d->hashers_tried = false;
         d->restore_slots_busy = 0;
         d->evict_slots_busy = 0;
-        d->to_host = d->to_device = d->retire = NULL;
+        d->to_host = d->to_device = d->to_host_changed = d->retire = NULL;
         d->ctx = NULL;
         d->ready = false; /* made again, in the next context, on first use */
     }
@@ -1053,6 +1057,7 @@ void vs_offload_ctx_ending(CUcontext ctx, bool certain, vs_offload_ctx_end_t *en
         if (!d->ready)
             continue;
         (void)VS_ENGINE_CALL(VS_HOST_GPU_WAIT, cuStreamSynchronize, (d->to_host));
+        (void)VS_ENGINE_CALL(VS_HOST_GPU_WAIT, cuStreamSynchronize, (d->to_host_changed));
         (void)VS_ENGINE_CALL(VS_HOST_GPU_WAIT, cuStreamSynchronize, (d->to_device));
     }
     end->stream_slots = vs_streams_ctx_slots(ctx);

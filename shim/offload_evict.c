@@ -97,9 +97,10 @@ static bool vs_eviction_judgeable(const vs_eviction_t *e, size_t i, const vs_reg
 
 /* ---- One eviction batch ---------------------------------------------------
  *
- * An eviction batch goes through two phases on the device-to-host stream:
- * the hashes (and the copies of the victims that need no verdict), then the
- * copies of the victims whose verdict found them changed. Each phase ends
+ * An eviction batch goes through two phases: on the device-to-host stream,
+ * the hashes (and the copies of the victims that need no verdict), then, on
+ * `to_host_changed`, the copies of the victims whose verdict found them
+ * changed. Each phase ends
  * with an event; `vs_eviction_advance` reads the verdicts once the first
  * has completed and finishes the batch (unmap, release, counts) once the
  * last has. A synchronous eviction waits for both at once; a departure
@@ -126,20 +127,21 @@ static void vs_eviction_hash_slot_put(vs_engine_device_t *d, vs_region_t *r)
     r->hash_slot = -1;
 }
 
-/* Records the end of the phase just submitted on the device-to-host stream:
- * an event, or, when none can be had, a wait for the stream here (the phase
- * is then over). */
-static void vs_eviction_mark(vs_eviction_t *e, vs_engine_device_t *d)
+/* Records the end of the phase just submitted on `stream` (to_host or
+ * to_host_changed): an event, or, when none can be had, a wait for the
+ * stream here (the phase is then over). */
+static void vs_eviction_mark(vs_eviction_t *e, vs_engine_device_t *d, CUstream stream)
 {
     VS_ASSERT_HELD(&vs_engine.lock);
     if (e->done == NULL)
         e->done = vs_engine_event_get(d->ctx);
     e->mark = ++d->eviction_marks;
-    if (e->done != NULL && VS_CALL(cuEventRecord, (e->done, d->to_host)) == CUDA_SUCCESS) {
+    e->mark_stream = stream;
+    if (e->done != NULL && VS_CALL(cuEventRecord, (e->done, stream)) == CUDA_SUCCESS) {
         e->phase_over = false;
         return;
     }
-    CUresult rc = VS_ENGINE_CALL(VS_HOST_GPU_WAIT, cuStreamSynchronize, (d->to_host));
+    CUresult rc = VS_ENGINE_CALL(VS_HOST_GPU_WAIT, cuStreamSynchronize, (stream));
     if (e->rc == CUDA_SUCCESS)
         e->rc = rc; /* a copy that failed before stays the batch's error */
     e->phase_over = true;
@@ -281,7 +283,7 @@ static size_t vs_eviction_start(vs_eviction_t *e, vs_region_t **victims, size_t 
     if (started == 0)
         return 0;
     e->verdicts_read = false;
-    vs_eviction_mark(e, d);
+    vs_eviction_mark(e, d, d->to_host);
     return started;
 }
 
@@ -320,13 +322,13 @@ static bool vs_eviction_verdicts(vs_eviction_t *e, vs_engine_device_t *d)
             continue;
         e->copied[i] = true;
         second = true;
-        if (vs_tier_copy_region(r, e->hash_from[i], r->size, VS_COPY_OUT, d->to_host) != CUDA_SUCCESS) {
+        if (vs_tier_copy_region(r, e->hash_from[i], r->size, VS_COPY_OUT, d->to_host_changed) != CUDA_SUCCESS) {
             e->rc = CUDA_ERROR_UNKNOWN; /* handled at the end, for every victim of the batch */
             break;
         }
     }
     if (second)
-        vs_eviction_mark(e, d);
+        vs_eviction_mark(e, d, d->to_host_changed);
     return second;
 }
 
@@ -513,15 +515,17 @@ bool vs_engine_depart(vs_engine_device_t *d, int device, vs_region_t **victims, 
 
 /* Reads the verdicts of the departures whose hashes are over: the copies of
  * their changed victims queue at once. With `before`, it waits for the
- * hashes marked on the device-to-host stream before that mark (a wait the
- * wait for `before` includes anyway); else it does not wait. */
+ * hashes marked on the same stream before that mark (a wait the wait for
+ * `before` includes anyway); else it does not wait. */
 static void vs_departures_judge(vs_engine_device_t *d, const vs_eviction_t *before)
 {
     VS_ASSERT_HELD(&vs_engine.lock);
     d->verdicts_deferred = false;
-    for (vs_eviction_t *e = d->departures; e != NULL; e = e->next)
-        if (!e->verdicts_read && vs_eviction_phase_over(e, before != NULL && e->mark < before->mark))
+    for (vs_eviction_t *e = d->departures; e != NULL; e = e->next) {
+        bool included = before != NULL && e->mark_stream == before->mark_stream && e->mark < before->mark;
+        if (!e->verdicts_read && vs_eviction_phase_over(e, included))
             (void)vs_eviction_verdicts(e, d);
+    }
 }
 
 void vs_engine_departures_judge(vs_engine_device_t *d)

@@ -177,6 +177,7 @@ typedef struct vs_eviction_s {
     int arrival_slot[VS_EVICT_BATCH]; /* a restore hash taken over from the victim's arrival, -1 */
     CUevent done;
     uint64_t mark;      /* the order of `done`'s record among the device's marks */
+    CUstream mark_stream; /* where `done` was recorded: to_host (first phase) or to_host_changed */
     bool phase_over;    /* the phase's work is over (or was waited for without an event) */
     bool verdicts_read; /* the second phase (copies of changed victims) has started or was not needed */
     bool ahead;         /* a departure (the prefetcher's), not an eviction waited for where it starts */
@@ -251,6 +252,12 @@ typedef struct vs_engine_device_s {
     bool ready;
     CUcontext ctx;
     CUstream to_host, to_device;
+    /* The copies out of departing victims whose verdict found them
+     * changed: queued once their hashes are over, they need no fence, and
+     * on a stream of their own they never wait behind a younger
+     * departure's fence and hash on `to_host` (which waits for the
+     * application's work). */
+    CUstream to_host_changed;
     /* Runs nothing: the events of the hand-offs to the engine's thread
      * (offload_retire.c) complete on it at once. */
     CUstream retire;
@@ -269,7 +276,7 @@ typedef struct vs_engine_device_s {
      * its copy is queued (`vs_engine_restore_mapped`), off the path from
      * the departure's end to that copy. Any later wait reads them anyway. */
     bool verdicts_deferred;
-    uint64_t eviction_marks; /* phase ends recorded on to_host so far */
+    uint64_t eviction_marks; /* phase ends recorded so far (on to_host or to_host_changed) */
     /* The bytes recent evictions moved off the device and those they
      * copied out (each decayed by 1/16 per eviction): when most were
      * copied, a departure's copy out takes as long as the restore it makes
