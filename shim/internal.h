@@ -13,6 +13,7 @@
  *       vs_pool.lock              (host_pool.c)   pinned host pool: leaf
  *       vs_spill.lock             (spill.c)       the spill file: leaf
  *       vs_retire.lock            (offload_retire.c) the engine thread's batches: leaf
+ *       vs_arrive.lock            (offload_arrive.c) the arrival thread's jobs: leaf
  *       registry lock             (registry_lock.c) read-mostly: allocations
  *         vs_trace.lock           (trace_writer.c) VRAMSHIM_TRACE: leaf
  *   vs_layouts_lock               (launch.c)      kernel parameter layouts
@@ -53,6 +54,9 @@
  *   spill lock         the spill file's block map              writing/reading a spill
  *   retire lock        the batches handed to the engine's      a hand-over, a look for a range,
  *                      thread, their `finished` flags          a wait; no driver call under it
+ *   arrival lock       the jobs handed to the arrival thread,  a hand-over, a look for an event
+ *                      their `finished` flags and answers      or a range, a join; no driver
+ *                                                              call under it
  *   physical lock      the application's cuMemCreate handles   create/map/unmap/release
  *   runtime lock       the runtime's primary context           its first retain
  *   pool usage lock    each memory pool's charged reserve      reading a reserve and charging it

@@ -103,6 +103,7 @@ void vs_engine_lock_light(CUstreamCaptureMode *mode)
 void vs_engine_lock(CUstreamCaptureMode *mode)
 {
     vs_engine_lock_light(mode);
+    vs_arrive_join_all();
     vs_engine_departures_settle();
 }
 
@@ -137,6 +138,14 @@ void vs_engine_deferred_reap(bool wait)
     VS_ASSERT_HELD(&vs_engine.lock);
     while (vs_engine.deferred_head != NULL) {
         vs_deferred_t *d = vs_engine.deferred_head;
+        /* A copy the arrival thread queues: joined first when waiting;
+         * otherwise not over as far as the engine knows (its join comes
+         * where its region is needed). */
+        if (d->arrival != 0 && !vs_arrive_joined(d->arrival)) {
+            if (!wait)
+                return;
+            vs_arrive_join(d->arrival);
+        }
         if (wait)
             vs_meter_may_stall(&vs_engine.devices[d->device]);
         CUresult rc = wait ? VS_ENGINE_CALL(VS_HOST_GPU_WAIT, cuEventSynchronize, (d->done)) : VS_CALL(cuEventQuery, (d->done));
@@ -183,12 +192,13 @@ int vs_engine_arrival_hash_take(vs_region_t *r, uint64_t *from)
 
 /* Returns whether the region may be left arriving (false: the copy was
  * waited for here). */
-static bool vs_engine_deferred_push(CUevent done, vs_region_t *r, int hash_slot, uint64_t from)
+static bool vs_engine_deferred_push(CUevent done, vs_region_t *r, int hash_slot, uint64_t from, uint64_t arrival)
 {
     VS_ASSERT_HELD(&vs_engine.lock);
     vs_deferred_t *d = calloc(1, sizeof *d);
     if (d == NULL) {
         /* No room to defer: wait for the copy now. */
+        vs_arrive_join(arrival);
         CUresult rc = VS_ENGINE_CALL(VS_HOST_GPU_WAIT, cuEventSynchronize, (done));
         vs_engine_restore_hash_end(&vs_engine.devices[r->device], r, hash_slot, from, r->size - from,
                                    rc == CUDA_SUCCESS);
@@ -198,6 +208,7 @@ static bool vs_engine_deferred_push(CUevent done, vs_region_t *r, int hash_slot,
     d->done = done;
     d->base = r->base;
     d->device = r->device;
+    d->arrival = arrival;
     d->hash_slot = hash_slot;
     d->from = from;
     d->bytes = r->size - from;
@@ -214,6 +225,7 @@ static bool vs_engine_deferred_push(CUevent done, vs_region_t *r, int hash_slot,
 CUresult vs_engine_wait_for_copy(CUstream waiter, CUevent copied)
 {
     VS_ASSERT_HELD(&vs_engine.lock);
+    vs_arrive_join_event(copied); /* recorded by the arrival thread */
     CUresult rc = VS_CALL(cuStreamWaitEvent, (waiter, copied, 0));
     return rc == CUDA_SUCCESS ? rc : VS_ENGINE_CALL(VS_HOST_GPU_WAIT, cuEventSynchronize, (copied));
 }
@@ -350,6 +362,11 @@ static CUresult vs_engine_restore_copy(vs_region_t *r, uint64_t from, vs_engine_
                                        bool wait)
 {
     VS_ASSERT_HELD(&vs_engine.lock);
+    /* The job of a restore ahead of need records the calls below; without
+     * one, they are made here, after the arrival thread's (one stream). */
+    vs_arrival_t *job = vs_engine.arrival_for == r ? vs_engine.arrival_open : NULL;
+    if (job == NULL)
+        vs_arrive_join_all();
     /* Recorded on the device's copy stream: an event of its context. */
     CUevent done = vs_engine_event_get(d->ctx);
     CUresult rc = vs_tier_copy_region(r, from, r->size, VS_COPY_IN, d->to_device);
@@ -365,16 +382,31 @@ static CUresult vs_engine_restore_copy(vs_region_t *r, uint64_t from, vs_engine_
     if (rc == CUDA_SUCCESS && !vs_engine_host_hash(r, judged, &known) && !vs_engine_evict_blind(r)
         && vs_engine_evict_hasher(d, r->device) != NULL
         && (hash_slot = vs_engine_restore_hash_slot(d)) >= 0
-        && vs_device_hash_enqueue(d->restore_hasher, (unsigned)hash_slot, (CUdeviceptr)(r->base + judged),
-                                  r->size - judged, d->to_device)
-               != CUDA_SUCCESS) {
+        && (job != NULL ? !vs_arrive_hash(job, d->restore_hasher, (unsigned)hash_slot, (CUdeviceptr)(r->base + judged),
+                                          r->size - judged)
+                        : vs_device_hash_enqueue(d->restore_hasher, (unsigned)hash_slot,
+                                                 (CUdeviceptr)(r->base + judged), r->size - judged, d->to_device)
+                              != CUDA_SUCCESS)) {
         vs_engine_restore_hash_end(d, NULL, hash_slot, 0, 0, false);
         hash_slot = -1;
     }
     if (hash_slot >= 0)
         vs_meter_other_work(d);
     if (rc == CUDA_SUCCESS)
-        rc = done != NULL ? VS_CALL(cuEventRecord, (done, d->to_device)) : CUDA_ERROR_OUT_OF_MEMORY;
+        rc = done == NULL                         ? CUDA_ERROR_OUT_OF_MEMORY
+             : job != NULL                        ? (vs_arrive_record(job, done) ? CUDA_SUCCESS : CUDA_ERROR_OUT_OF_MEMORY)
+                                                  : VS_CALL(cuEventRecord, (done, d->to_device));
+    /* Handed over now: from here the region is arriving, and whoever needs
+     * the copy joins the job first. */
+    uint64_t arrival = 0;
+    if (job != NULL) {
+        vs_engine.arrival_open = NULL;
+        vs_engine.arrival_for = NULL;
+        if (rc == CUDA_SUCCESS)
+            arrival = vs_arrive_hand_over(job);
+        else
+            vs_arrive_cancel(job);
+    }
     if (rc == CUDA_SUCCESS && wait)
         rc = vs_meter_wait_for_copy(d, waiter, done);
     if (rc != CUDA_SUCCESS) {
@@ -387,7 +419,7 @@ static CUresult vs_engine_restore_copy(vs_region_t *r, uint64_t from, vs_engine_
     }
     /* Streams other than `waiter` must wait for the copy too, until it is
      * known to be over: the region arrives, then is resident. */
-    bool arriving = vs_engine_deferred_push(done, r, hash_slot, judged);
+    bool arriving = vs_engine_deferred_push(done, r, hash_slot, judged, arrival);
     r->arriving = arriving ? done : NULL;
     r->where = VS_RESIDENT;
     (void)vs_registry_set_residency(r->base, arriving ? VS_ARRIVING : VS_RESIDENT, true, NULL);
@@ -404,10 +436,23 @@ CUresult vs_engine_restore_mapped(vs_region_t *r, vs_engine_device_t *d, CUstrea
     /* What is missing, counted already: the tail alone when the head stayed
      * (only the tail's bytes then come in), else all of it. */
     uint64_t missing = vs_engine_region_missing(r), from = r->split, kept = r->split;
+    /* Ahead of need, the grant, the copies and the hash go to the arrival
+     * thread: room for two grants (a head and a tail), the copies of every
+     * extent in chunks, a hash and two records. */
+    if (prefetch && vs_engine.arrival_open == NULL && r->where != VS_ON_DISK && r->host.count > 0) {
+        size_t ops = 2 + r->host.count + (size_t)(r->size / VS_COPY_CHUNK_BYTES) + 1 + 1 + 2;
+        vs_engine.arrival_open = vs_arrive_open(d, r->device, r->base, r->reserved, ops);
+        vs_engine.arrival_for = vs_engine.arrival_open != NULL ? r : NULL;
+    }
     CUresult rc = vs_engine_physical_map_evicting(r);
     if (rc == CUDA_ERROR_INVALID_VALUE && r->stale_mapping)
         rc = CUDA_ERROR_OUT_OF_MEMORY; /* its range still holds memory an unmap could not take back */
     if (rc != CUDA_SUCCESS) {
+        if (vs_engine.arrival_for == r) {
+            vs_arrive_cancel(vs_engine.arrival_open); /* nothing of it may be made */
+            vs_engine.arrival_open = NULL;
+            vs_engine.arrival_for = NULL;
+        }
         vs_cap_release(r->device, missing);
         vs_log(VS_LOG_WARN, "cannot map device memory to restore the allocation at 0x%" PRIxPTR " (error %d)",
                r->base, (int)rc);
@@ -656,8 +701,10 @@ bool vs_offload_free(CUdeviceptr dptr, CUresult *rc_out)
     vs_engine_device_t *d = &vs_engine.devices[r->device];
     if (r->where == VS_RESIDENT) {
         /* Like cuMemFree: the memory goes once the work using it is done. */
-        if (r->arriving != NULL)
+        if (r->arriving != NULL) {
+            vs_arrive_join_event(r->arriving); /* the lock may have been let go since it was taken */
             (void)VS_ENGINE_CALL(VS_HOST_GPU_WAIT, cuEventSynchronize, (r->arriving));
+        }
         r->arriving = NULL;
         if (vs_streams_fence(streams, d->to_host, 0) != 0)
             (void)VS_ENGINE_CALL(VS_HOST_GPU_WAIT, cuCtxSynchronize, ());
@@ -709,6 +756,7 @@ void vs_offload_shutdown(void)
     if (!vs_engine.initialised || !vs_engine.enabled)
         return;
     vs_offload_retire_stop();
+    vs_offload_arrive_stop();
     vs_offload_stats_t s;
     vs_host_pool_stats_t pool;
     vs_offload_stats(&s);

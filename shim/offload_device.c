@@ -137,6 +137,12 @@ vs_engine_device_t *vs_engine_device(int device)
     /* Without it the engine makes its unmaps and releases itself. */
     if (d->retire == NULL && VS_CALL(cuStreamCreate, (&d->retire, CU_STREAM_NON_BLOCKING)) != CUDA_SUCCESS)
         d->retire = NULL;
+    /* Without them, the calls of restores ahead of need. */
+    if (d->arrive_handed == NULL && VS_CALL(cuStreamCreate, (&d->arrive_handed, CU_STREAM_NON_BLOCKING)) != CUDA_SUCCESS)
+        d->arrive_handed = NULL;
+    if (d->arrive_recorded == NULL
+        && VS_CALL(cuStreamCreate, (&d->arrive_recorded, CU_STREAM_NON_BLOCKING)) != CUDA_SUCCESS)
+        d->arrive_recorded = NULL;
     if (d->policy == NULL
         && vs_policy_create((vs_policy_kind_t)vs_config_get()->policy, &d->policy) != 0)
         return NULL;
@@ -173,13 +179,22 @@ vs_device_hasher_t *vs_engine_evict_hasher(vs_engine_device_t *d, int device)
 
 /* ---- Physical memory ----------------------------------------------------- */
 
+/* Releases `phys`, once no range the engine's thread is still to unmap
+ * maps it: the memory goes now, as its charge to the limit did. */
+static void vs_engine_phys_release(CUmemGenericAllocationHandle phys)
+{
+    VS_ASSERT_HELD(&vs_engine.lock);
+    vs_retire_wait_phys(phys);
+    (void)VS_ENGINE_CALL(VS_HOST_VMM, cuMemRelease, (phys));
+}
+
 static void vs_engine_spare_release(vs_engine_device_t *d)
 {
     VS_ASSERT_HELD(&vs_engine.lock);
     if (d->spare != 0)
-        (void)VS_ENGINE_CALL(VS_HOST_VMM, cuMemRelease, (d->spare));
+        vs_engine_phys_release(d->spare);
     if (d->spare_head != 0)
-        (void)VS_ENGINE_CALL(VS_HOST_VMM, cuMemRelease, (d->spare_head));
+        vs_engine_phys_release(d->spare_head);
     d->spare = 0;
     d->spare_bytes = 0;
     d->spare_head = 0;
@@ -222,6 +237,7 @@ void vs_engine_lent_unmap(void)
         tail->base = head->base;
         tail->bytes += head->bytes;
         tail->memory_lent = tail->memory_lent && head->memory_lent;
+        tail->phys[1] = head->phys[0];
         head->bytes = 0;
         head->base = 0;
     }
@@ -234,7 +250,7 @@ void vs_engine_lent_unmap(void)
          * engine's thread where it runs). The device's spare, unmapped
          * here: its memory is released next. */
         CUresult rc = CUDA_SUCCESS;
-        if (!range->memory_lent || !vs_retire_unmap(range->device, range->base, range->split, range->bytes))
+        if (!range->memory_lent || !vs_retire_unmap(range->device, range->base, range->split, range->bytes, range->phys))
             rc = vs_engine_unmap_pieces(range->base, range->split, range->bytes);
         if (rc != CUDA_SUCCESS) {
             vs_log(VS_LOG_WARN, "cannot unmap the evicted allocation at 0x%" PRIxPTR " (error %d)", range->base,
@@ -246,6 +262,7 @@ void vs_engine_lent_unmap(void)
         range->base = 0;
         range->bytes = 0;
         range->split = 0;
+        range->phys[0] = range->phys[1] = 0;
     }
 }
 
@@ -271,13 +288,15 @@ void vs_engine_range_unmapped(uintptr_t base, uint64_t bytes)
     if (vs_engine_lent_overlaps(base, bytes))
         vs_engine_lent_unmap();
     vs_retire_wait_range(base, bytes);
+    vs_arrive_join_range(base, bytes);
 }
 
 /* Leaves [base, base + bytes) of `r`, one mapping onto memory that another
  * range now owns (`memory_lent`: unmapped on the engine's thread) or that
  * is the device's spare, for `vs_engine_lent_unmap` (which joins a head and
  * its tail). */
-static void vs_engine_lent_leave(size_t slot, const vs_region_t *r, uintptr_t base, uint64_t bytes, bool memory_lent)
+static void vs_engine_lent_leave(size_t slot, const vs_region_t *r, uintptr_t base, uint64_t bytes, bool memory_lent,
+                                 CUmemGenericAllocationHandle phys)
 {
     VS_ASSERT_HELD(&vs_engine.lock);
     if (vs_engine.lent[slot].bytes != 0)
@@ -287,6 +306,8 @@ static void vs_engine_lent_leave(size_t slot, const vs_region_t *r, uintptr_t ba
     vs_engine.lent[slot].base = base;
     vs_engine.lent[slot].split = 0;
     vs_engine.lent[slot].bytes = bytes;
+    vs_engine.lent[slot].phys[0] = phys;
+    vs_engine.lent[slot].phys[1] = 0;
     vs_engine.spares_held = true; /* unmapped at the latest when the lock is let go */
 }
 
@@ -321,6 +342,10 @@ static CUresult vs_engine_grant(const vs_region_t *r, CUdeviceptr at, uint64_t b
         access[grants].flags = CU_MEM_ACCESS_FLAGS_PROT_READWRITE;
         grants++;
     }
+    /* A restore ahead of need: made on the arrival thread. */
+    if (vs_engine.arrival_open != NULL && vs_engine.arrival_for == r
+        && vs_arrive_grant(vs_engine.arrival_open, at, bytes, access, grants))
+        return CUDA_SUCCESS;
     return VS_ENGINE_CALL(VS_HOST_VMM, cuMemSetAccess, (at, bytes, access, grants));
 }
 
@@ -375,7 +400,7 @@ static CUresult vs_engine_physical_map_range(vs_region_t *r, uint64_t offset, ui
     if (rc == CUDA_SUCCESS && grant && (rc = vs_engine_grant(r, at, bytes)) != CUDA_SUCCESS)
         (void)VS_ENGINE_CALL(VS_HOST_VMM, cuMemUnmap, (at, bytes));
     if (rc != CUDA_SUCCESS) {
-        (void)VS_ENGINE_CALL(VS_HOST_VMM, cuMemRelease, (phys));
+        vs_engine_phys_release(phys);
         return rc;
     }
     *out = phys;
@@ -390,7 +415,10 @@ static CUresult vs_engine_physical_map(vs_region_t *r)
     VS_ASSERT_HELD(&vs_engine.lock);
     if (r->premapped) {
         /* Mapped and granted ahead, onto what is now its memory (a tail
-         * mapped ahead alone leaves its own head as it was). */
+         * mapped ahead alone leaves its own head as it was). A restore made
+         * here, not on the arrival thread, needs that grant made first. */
+        if (vs_engine.arrival_for != r)
+            vs_arrive_join_range(r->base, r->reserved);
         r->premapped = false;
         r->split = r->premap_split;
         r->head_phys = r->premap_head;
@@ -430,6 +458,7 @@ CUresult vs_engine_restore_head(vs_region_t *r, uint64_t bytes)
     if (rc != CUDA_SUCCESS)
         return rc;
     r->split = bytes;
+    vs_arrive_join_all(); /* the host-to-device stream's order */
     rc = vs_tier_copy_region(r, 0, bytes, VS_COPY_IN, d->to_device);
     if (rc != CUDA_SUCCESS) {
         (void)VS_ENGINE_CALL(VS_HOST_GPU_WAIT, cuStreamSynchronize, (d->to_device)); /* what was queued of it */
@@ -514,7 +543,7 @@ static void vs_engine_tail_let_go(vs_region_t *r, CUresult unmapped)
     VS_ASSERT_HELD(&vs_engine.lock);
     if (unmapped != CUDA_SUCCESS) {
         r->stale_mapping = true;
-        (void)VS_ENGINE_CALL(VS_HOST_VMM, cuMemRelease, (r->phys));
+        vs_engine_phys_release(r->phys);
     } else {
         vs_engine_spare_keep(&vs_engine.devices[r->device], r->phys, r->reserved - r->split);
     }
@@ -528,7 +557,7 @@ static void vs_engine_head_let_go(vs_region_t *r, CUresult unmapped)
     VS_ASSERT_HELD(&vs_engine.lock);
     if (unmapped != CUDA_SUCCESS)
         r->stale_mapping = true;
-    (void)VS_ENGINE_CALL(VS_HOST_VMM, cuMemRelease, (r->head_phys));
+    vs_engine_phys_release(r->head_phys);
     r->head_phys = 0;
     r->split = 0;
 }
@@ -539,6 +568,7 @@ static void vs_engine_head_settle(vs_region_t *r)
 {
     VS_ASSERT_HELD(&vs_engine.lock);
     if (r->head_from_host) {
+        vs_arrive_join_all(); /* what the arrival thread queues there too */
         (void)VS_ENGINE_CALL(VS_HOST_GPU_WAIT, cuStreamSynchronize, (vs_engine.devices[r->device].to_device));
         r->head_from_host = false;
     }
@@ -558,7 +588,7 @@ void vs_engine_physical_unmap(vs_region_t *r)
          * that allocation's now. This range is unmapped once its copy is
          * queued, within this hold of the lock; so is the head's, which
          * goes the same way (`vs_engine_physical_unmap_head`). */
-        vs_engine_lent_leave(0, r, r->base + r->split, bytes, true);
+        vs_engine_lent_leave(0, r, r->base + r->split, bytes, true, r->phys);
         if (r->split == 0 || r->lent_tail)
             r->phys_lent = false; /* lent whole, or its head stays its own */
         r->lent_tail = false;
@@ -567,6 +597,25 @@ void vs_engine_physical_unmap(vs_region_t *r)
     }
     vs_engine_lent_unmap(); /* before this memory can be mapped again */
     vs_engine_tail_let_go(r, VS_ENGINE_CALL(VS_HOST_VMM, cuMemUnmap, ((CUdeviceptr)(r->base + r->split), bytes)));
+}
+
+/* The grant of a mapping made ahead (`vs_engine_premap`): on the arrival
+ * thread where it runs, which makes the restore's own calls after it. */
+static CUresult vs_engine_grant_ahead(vs_region_t *r, CUdeviceptr at, uint64_t bytes)
+{
+    VS_ASSERT_HELD(&vs_engine.lock);
+    vs_arrival_t *j = vs_engine.arrival_open == NULL
+                          ? vs_arrive_open(&vs_engine.devices[r->device], r->device, r->base, r->reserved, 1)
+                          : NULL;
+    if (j == NULL)
+        return vs_engine_grant(r, at, bytes);
+    vs_engine.arrival_open = j;
+    vs_engine.arrival_for = r;
+    CUresult rc = vs_engine_grant(r, at, bytes);
+    vs_engine.arrival_open = NULL;
+    vs_engine.arrival_for = NULL;
+    (void)vs_arrive_hand_over(j);
+    return rc;
 }
 
 /* `vs_engine_premap` for an allocation that keeps its head: its tail onto
@@ -586,7 +635,7 @@ static bool vs_engine_premap_tail(vs_region_t *r, vs_region_t *lender)
     vs_engine_range_unmapped(r->base + split, bytes);
     if (VS_ENGINE_CALL(VS_HOST_VMM, cuMemMap, (at, bytes, 0, lender->phys, 0)) != CUDA_SUCCESS)
         return false;
-    if (vs_engine_grant(r, at, bytes) != CUDA_SUCCESS) {
+    if (vs_engine_grant_ahead(r, at, bytes) != CUDA_SUCCESS) {
         (void)VS_ENGINE_CALL(VS_HOST_VMM, cuMemUnmap, (at, bytes));
         return false;
     }
@@ -623,7 +672,7 @@ bool vs_engine_premap(vs_region_t *r, vs_region_t *lender)
             (void)VS_ENGINE_CALL(VS_HOST_VMM, cuMemUnmap, ((CUdeviceptr)r->base, split));
         return false;
     }
-    if (vs_engine_grant(r, (CUdeviceptr)r->base, r->reserved) != CUDA_SUCCESS) {
+    if (vs_engine_grant_ahead(r, (CUdeviceptr)r->base, r->reserved) != CUDA_SUCCESS) {
         (void)vs_engine_unmap_pieces(r->base, split, r->reserved);
         return false;
     }
@@ -642,6 +691,7 @@ void vs_engine_premap_drop(vs_region_t *r, vs_region_t *lender)
     VS_ASSERT_HELD(&vs_engine.lock);
     if (!r->premapped)
         return;
+    vs_arrive_join_range(r->base, r->reserved); /* its grant, on the arrival thread */
     vs_engine_device_t *d = &vs_engine.devices[r->device];
     uint64_t split = r->premap_split;
     /* A tail mapped ahead alone: its own head stays, only the tail goes. */
@@ -660,7 +710,7 @@ void vs_engine_premap_drop(vs_region_t *r, vs_region_t *lender)
             vs_engine.lent[i].memory_lent = false;
         vs_engine_lent_unmap();
         if (split > 0 && !r->premap_tail)
-            (void)VS_ENGINE_CALL(VS_HOST_VMM, cuMemRelease, (r->premap_head));
+            vs_engine_phys_release(r->premap_head);
         vs_engine_spare_keep(d, r->phys, r->reserved - split);
     }
     r->phys = 0;
@@ -679,7 +729,7 @@ void vs_engine_physical_unmap_head(vs_region_t *r)
     if (r->phys_lent && r->phys == 0) {
         /* Its tail went to a mapping ahead (`vs_engine_physical_unmap`):
          * the head goes with it. */
-        vs_engine_lent_leave(1, r, r->base, r->split, true);
+        vs_engine_lent_leave(1, r, r->base, r->split, true, r->head_phys);
         r->phys_lent = false;
         r->head_phys = 0;
         r->split = 0;
@@ -711,8 +761,8 @@ void vs_engine_physical_unmap_whole(vs_region_t *r)
      * memory at two addresses, as a mapping ahead does); a create frees
      * them, and the range, first. */
     vs_engine_device_t *d = &vs_engine.devices[r->device];
-    vs_engine_lent_leave(1, r, r->base, r->split, false); /* joined with the tail into one range */
-    vs_engine_lent_leave(0, r, r->base + r->split, r->reserved - r->split, false);
+    vs_engine_lent_leave(1, r, r->base, r->split, false, r->head_phys); /* joined with the tail into one range */
+    vs_engine_lent_leave(0, r, r->base + r->split, r->reserved - r->split, false, r->phys);
     vs_engine_spare_keep(d, r->phys, r->reserved - r->split);
     d->spare_head = r->head_phys;
     d->spare_head_bytes = r->split;
@@ -999,6 +1049,7 @@ static void vs_engine_ctx_teardown(CUcontext ctx, uint64_t stream_slots, bool al
     }
     vs_engine_spares_release(); /* nothing of the dying context is kept */
     vs_retire_wait_all();
+    vs_arrive_join_all();
     for (int device = 0; device < VS_MAX_DEVICES; device++) {
         vs_engine_device_t *d = &vs_engine.devices[device];
         if (d->ctx != ctx || ctx == NULL)
@@ -1014,6 +1065,10 @@ static void vs_engine_ctx_teardown(CUcontext ctx, uint64_t stream_slots, bool al
                 (void)VS_CALL(cuStreamDestroy_v2, (d->to_host_changed));
             if (d->retire != NULL)
                 (void)VS_CALL(cuStreamDestroy_v2, (d->retire));
+            if (d->arrive_handed != NULL)
+                (void)VS_CALL(cuStreamDestroy_v2, (d->arrive_handed));
+            if (d->arrive_recorded != NULL)
+                (void)VS_CALL(cuStreamDestroy_v2, (d->arrive_recorded));
         } else {
             vs_device_hasher_forget(d->evict_hasher);
             vs_device_hasher_forget(d->restore_hasher);
@@ -1024,6 +1079,7 @@ static void vs_engine_ctx_teardown(CUcontext ctx, uint64_t stream_slots, bool al
         d->restore_slots_busy = 0;
         d->evict_slots_busy = 0;
         d->to_host = d->to_device = d->to_host_changed = d->retire = NULL;
+        d->arrive_handed = d->arrive_recorded = NULL;
         d->ctx = NULL;
         d->ready = false; /* made again, in the next context, on first use */
     }
@@ -1048,6 +1104,7 @@ void vs_offload_ctx_ending(CUcontext ctx, bool certain, vs_offload_ctx_end_t *en
     vs_engine_disk_io_drain();
     vs_engine_spares_release();
     vs_retire_wait_all();
+    vs_arrive_join_all();
     /* Restores in flight read host copies, evictions are waited for where
      * they start: once these are over, no copy of the engine's runs, and
      * none starts until the destroy is over (the lock is held across it). */

@@ -144,12 +144,16 @@ typedef struct vs_region_s {
 /* A restore copy not yet known to be complete: until it is, the region is
  * arriving (every stream that uses it waits for `done`) and its host copy
  * must not change. */
+/* A job of the arrival thread (offload_arrive.c). */
+typedef struct vs_arrival_s vs_arrival_t;
+
 typedef struct vs_deferred_s {
     CUevent done;
     uintptr_t base; /* the region restored */
     int device;
     int hash_slot; /* the restore hasher's slot hashing what arrived, -1 for none */
     uint64_t from, bytes; /* what the restore hasher hashed: [from, from + bytes) */
+    uint64_t arrival; /* the arrival thread's job that records `done` (offload_arrive.c), 0 for none */
     struct vs_deferred_s *next;
 } vs_deferred_t;
 
@@ -205,6 +209,7 @@ typedef enum vs_regime_e {
 typedef struct vs_link_meter_s {
     CUevent events[VS_METER_SLOTS]; /* created on first use */
     uint64_t bytes[VS_METER_SLOTS]; /* of the copies each one ends */
+    uint64_t arrival[VS_METER_SLOTS]; /* the arrival thread's job that records it, 0 for none */
     uint64_t unmetered; /* copied since the last event recorded */
     /* The stream ran other work (a hash kernel, which waits for the
      * compute engine) between the copy a slot ends and the one before: its
@@ -261,6 +266,11 @@ typedef struct vs_engine_device_s {
     /* Runs nothing: the events of the hand-offs to the engine's thread
      * (offload_retire.c) complete on it at once. */
     CUstream retire;
+    /* Run nothing either: the arrival thread's hand-offs
+     * (offload_arrive.c), the engine's records on the first, the thread's
+     * on the second (one stream each, so that neither's events wait for
+     * the other's). */
+    CUstream arrive_handed, arrive_recorded;
     uint64_t granularity;
     vs_policy_t *policy;
     /* Content hashing (clean eviction); NULL when the kernel cannot be
@@ -358,6 +368,10 @@ typedef struct vs_engine_s {
     } *events;
     size_t event_count, event_capacity;
     vs_deferred_t *deferred_head, *deferred_tail;
+    /* The job of the restore under way, which records its calls instead of
+     * making them (offload_arrive.c); NULL: they are made. */
+    vs_arrival_t *arrival_open;
+    const vs_region_t *arrival_for; /* the region it restores */
     _Atomic size_t departing; /* departures under way, on every device (written under the lock) */
     vs_offload_stats_t stats;
     /* The ranges of an allocation whose physical memory was mapped ahead
@@ -372,6 +386,10 @@ typedef struct vs_engine_s {
         uintptr_t base;
         uint64_t split; /* > 0: a head of that many bytes, then a tail */
         uint64_t bytes;
+        /* The memory mapped there: the range's one handle, or its head's
+         * and its tail's. Whoever releases one waits for this unmap first
+         * (`vs_retire_wait_phys`): until then the memory lives on. */
+        CUmemGenericAllocationHandle phys[2];
     } lent[2]; /* a tail, or a whole range, and a head */
     bool warned_over_limit;
     bool warned_host_full; /* a charge failed: the host pool full, nothing to spill */
@@ -602,6 +620,38 @@ void vs_engine_keep_update(vs_engine_device_t *d, bool wanted);
  * on every device: before the engine lock is let go. */
 void vs_engine_spares_release(void);
 
+/* ---- The arrival thread (offload_arrive.c) --------------------------------
+ *
+ * A restore ahead of need records its grant, copies in, content hash and
+ * events in a job (`vs_arrive_open`, the engine's `arrival_open` while it
+ * restores) instead of making them, and hands it over: the thread makes
+ * them, in the order handed over, on the host-to-device stream. Tickets
+ * count jobs from 1. Before anything needs what a job does, the engine
+ * joins it: `vs_arrive_join_event` (a wait for, or a read of, an event it
+ * records), `vs_arrive_join_range` (an unmap or free of its range),
+ * `vs_arrive_join_all` (a copy or wait the engine makes on the
+ * host-to-device stream itself, a context's end, any full engine lock).
+ * `vs_arrive_open` returns NULL when no thread or job can be had: the
+ * caller makes the calls; a job has room for `ops` calls, and recording
+ * more is a bug. `vs_arrive_cancel` drops a job whose calls must not be
+ * made (the restore failed before its hand-over). */
+vs_arrival_t *vs_arrive_open(vs_engine_device_t *d, int device, uintptr_t base, uint64_t bytes, size_t ops);
+bool vs_arrive_grant(vs_arrival_t *j, CUdeviceptr at, uint64_t bytes, const CUmemAccessDesc *access, size_t count);
+bool vs_arrive_copy(vs_arrival_t *j, CUdeviceptr at, const void *host, uint64_t bytes);
+bool vs_arrive_hash(vs_arrival_t *j, vs_device_hasher_t *hasher, unsigned slot, CUdeviceptr at, uint64_t bytes);
+bool vs_arrive_record(vs_arrival_t *j, CUevent event);
+void vs_arrive_cancel(vs_arrival_t *j);
+/* Returns the job's ticket (made here instead when no hand-off can be had). */
+uint64_t vs_arrive_hand_over(vs_arrival_t *j);
+uint64_t vs_arrive_ticket(const vs_arrival_t *j);
+bool vs_arrive_joined(uint64_t ticket);
+void vs_arrive_join(uint64_t ticket);
+void vs_arrive_join_event(CUevent event);
+void vs_arrive_join_range(uintptr_t base, uint64_t bytes);
+void vs_arrive_join_all(void);
+/* At exit, without the engine lock: as `vs_offload_retire_stop`. */
+void vs_offload_arrive_stop(void);
+
 /* ---- The engine's thread (offload_retire.c) -------------------------------
  *
  * The unmaps of ranges whose memory another range owns now (mapped ahead
@@ -613,9 +663,13 @@ void vs_engine_spares_release(void);
  * thread can be had: the caller unmaps itself. Before mapping at a range,
  * or freeing it, `vs_retire_wait_range` waits for the unmaps there;
  * `vs_retire_wait_all` for every one handed over (a context's end). */
-bool vs_retire_unmap(int device, uintptr_t base, uint64_t split, uint64_t bytes);
+bool vs_retire_unmap(int device, uintptr_t base, uint64_t split, uint64_t bytes,
+                     const CUmemGenericAllocationHandle phys[2]);
 void vs_retire_hand_over(void);
 void vs_retire_wait_range(uintptr_t base, uint64_t bytes);
+/* Waits for the unmaps of ranges mapped onto `phys`: a release before them
+ * would leave the memory alive past its charge to the limit. */
+void vs_retire_wait_phys(CUmemGenericAllocationHandle phys);
 void vs_retire_wait_all(void);
 /* At exit, without the engine lock: lets the thread end what it was
  * handed (for a second at most), and starts no other. */

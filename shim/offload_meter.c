@@ -329,6 +329,10 @@ static void vs_meter_read(vs_engine_device_t *d, int device)
         vs_meter_window_start(m, ps.now);
     while (m->pending > 0) {
         unsigned at = (m->last + 1) % VS_METER_SLOTS;
+        /* Its event is the arrival thread's: the job is long over by now
+         * (half the slots were filled since). */
+        if (m->arrival[at] != 0)
+            vs_arrive_join(m->arrival[at]);
         float ms = 0;
         CUresult rc = m->have_last ? VS_CALL(cuEventElapsedTime, (&ms, m->events[m->last], m->events[at]))
                                    : VS_CALL(cuEventQuery, (m->events[at]));
@@ -369,8 +373,13 @@ void vs_meter_copied(vs_engine_device_t *d, int device, uint64_t bytes)
     if (m->pending == VS_METER_SLOTS - 1)
         return;
     unsigned at = (m->last + 1 + m->pending) % VS_METER_SLOTS;
-    if (VS_CALL(cuEventRecord, (m->events[at], d->to_device)) != CUDA_SUCCESS)
+    /* After a copy ahead of need: recorded by the arrival thread, read
+     * once its job is joined. */
+    vs_arrival_t *job = vs_engine.arrival_open;
+    if (job != NULL ? !vs_arrive_record(job, m->events[at])
+                    : VS_CALL(cuEventRecord, (m->events[at], d->to_device)) != CUDA_SUCCESS)
         return;
+    m->arrival[at] = job != NULL ? vs_arrive_ticket(job) : 0;
     m->bytes[at] = m->unmetered;
     m->unmetered = 0;
     m->after_other_work[at] = m->other_work;

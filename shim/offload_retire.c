@@ -68,6 +68,7 @@ typedef struct vs_retire_batch_s {
         uintptr_t base;
         uint64_t split; /* > 0: two mappings, the first `split` bytes long */
         uint64_t bytes;
+        CUmemGenericAllocationHandle phys[2]; /* the memory mapped there */
         CUresult rc; /* the unmap's answer, set by the thread */
     } range[VS_RETIRE_BATCH];
     bool finished; /* the thread made its calls and recorded `done` */
@@ -215,7 +216,8 @@ static vs_retire_batch_t *vs_retire_batch(int device)
     return b;
 }
 
-bool vs_retire_unmap(int device, uintptr_t base, uint64_t split, uint64_t bytes)
+bool vs_retire_unmap(int device, uintptr_t base, uint64_t split, uint64_t bytes,
+                     const CUmemGenericAllocationHandle phys[2])
 {
     VS_ASSERT_HELD(&vs_engine.lock);
     vs_retire_batch_t *b = vs_retire_batch(device);
@@ -224,6 +226,8 @@ bool vs_retire_unmap(int device, uintptr_t base, uint64_t split, uint64_t bytes)
     b->range[b->ranges].base = base;
     b->range[b->ranges].split = split;
     b->range[b->ranges].bytes = bytes;
+    b->range[b->ranges].phys[0] = phys[0];
+    b->range[b->ranges].phys[1] = phys[1];
     b->ranges++;
     return true;
 }
@@ -324,6 +328,32 @@ void vs_retire_wait_range(uintptr_t base, uint64_t bytes)
     const vs_retire_batch_t *last = NULL;
     for (const vs_retire_batch_t *b = vs_retire.head; b != NULL; b = b->next)
         if (vs_retire_overlaps(b, base, bytes))
+            last = b;
+    pthread_mutex_unlock(&vs_retire.lock);
+    if (last != NULL)
+        vs_retire_wait_until(last);
+}
+
+/* Whether batch `b` unmaps a range mapped onto `phys`. */
+static bool vs_retire_maps(const vs_retire_batch_t *b, CUmemGenericAllocationHandle phys)
+{
+    for (size_t i = 0; i < b->ranges; i++)
+        if (b->range[i].phys[0] == phys || b->range[i].phys[1] == phys)
+            return true;
+    return false;
+}
+
+void vs_retire_wait_phys(CUmemGenericAllocationHandle phys)
+{
+    VS_ASSERT_HELD(&vs_engine.lock);
+    if (phys == 0)
+        return;
+    if (vs_retire.open != NULL && vs_retire_maps(vs_retire.open, phys))
+        vs_retire_hand_over();
+    pthread_mutex_lock(&vs_retire.lock);
+    const vs_retire_batch_t *last = NULL;
+    for (const vs_retire_batch_t *b = vs_retire.head; b != NULL; b = b->next)
+        if (!b->finished && vs_retire_maps(b, phys))
             last = b;
     pthread_mutex_unlock(&vs_retire.lock);
     if (last != NULL)

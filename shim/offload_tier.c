@@ -160,6 +160,7 @@ CUresult vs_tier_restore_from_disk(vs_region_t *r, vs_engine_device_t *d)
             rc = CUDA_ERROR_OUT_OF_MEMORY;
     if (rc == CUDA_SUCCESS) {
         CUstream to_device = d->to_device;
+        vs_arrive_join_all(); /* the host-to-device stream's order */
         vs_tier_disk_io_begin(r);
         rc = vs_tier_read_disk_unlocked(r, to_device, copied);
         vs_tier_disk_io_end(r);
@@ -284,6 +285,8 @@ int vs_tier_host_take(uint64_t bytes, vs_host_copy_t *out)
 CUresult vs_tier_copy_region(const vs_region_t *r, uint64_t from, uint64_t to, vs_copy_direction_t direction,
                              CUstream stream)
 {
+    /* A restore ahead of need: recorded for the arrival thread. */
+    vs_arrival_t *job = direction == VS_COPY_IN && vs_engine.arrival_for == r ? vs_engine.arrival_open : NULL;
     uint64_t offset = 0; /* of the extent's first byte, in the region */
     if (to > r->size)
         to = r->size;
@@ -303,8 +306,9 @@ CUresult vs_tier_copy_region(const vs_region_t *r, uint64_t from, uint64_t to, v
                 n = to - offset;
             unsigned char *host = (unsigned char *)e->ptr + done;
             CUdeviceptr device = (CUdeviceptr)(r->base + offset);
-            CUresult rc = direction == VS_COPY_OUT ? VS_CALL(cuMemcpyDtoHAsync_v2, (host, device, n, stream))
-                                                   : VS_CALL(cuMemcpyHtoDAsync_v2, (device, host, n, stream));
+            CUresult rc = job != NULL ? (vs_arrive_copy(job, device, host, n) ? CUDA_SUCCESS : CUDA_ERROR_OUT_OF_MEMORY)
+                          : direction == VS_COPY_OUT ? VS_CALL(cuMemcpyDtoHAsync_v2, (host, device, n, stream))
+                                                     : VS_CALL(cuMemcpyHtoDAsync_v2, (device, host, n, stream));
             if (rc != CUDA_SUCCESS)
                 return rc;
             done += n;

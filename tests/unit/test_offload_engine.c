@@ -426,6 +426,7 @@ static void test_offload_engine_mapping_ahead_onto_head_and_tail(void **state)
     assert_true(vs_engine_depart(d, 0, &lender, 1));
     uint64_t maps = driver_calls("cuMemMap"), grants = driver_calls("cuMemSetAccess");
     bool premapped = vs_engine_premap(r[BORROWER], r[LENDER]);
+    vs_arrive_join_all(); /* its grant, made on the arrival thread */
     maps = driver_calls("cuMemMap") - maps;
     grants = driver_calls("cuMemSetAccess") - grants;
     /* The borrower's two pieces, then the lender's once it has left (at
@@ -518,6 +519,7 @@ static void test_offload_engine_tail_mapped_ahead_onto_a_departing_tail(void **s
     assert_ptr_equal(vs_engine_departure_lender(d, borrower), lender);
     uint64_t maps = driver_calls("cuMemMap"), grants = driver_calls("cuMemSetAccess");
     bool premapped = vs_engine_premap(borrower, lender);
+    vs_arrive_join_all(); /* its grant, made on the arrival thread */
     maps = driver_calls("cuMemMap") - maps;
     grants = driver_calls("cuMemSetAccess") - grants;
     vs_engine_premap_drop(borrower, lender);
