@@ -1,0 +1,27 @@
+#!/usr/bin/env python3
+"""check_arrival_thread.py: a restore ahead of need makes its grant, copies
+in and hash on the engine's arrival thread (shim/offload_arrive.c), not on
+the thread that launches.
+
+usage: check_arrival_thread.py OFFLOAD_CYCLE SHIM WORK_DIR
+
+Runs the sweep's LLM at 25%, ratio 1 (`OFFLOAD_CYCLE SHIM sweep --cell llm
+25 1 LOG`, 48 warm-up passes, on the virtual clock, with the default host
+costs): twelve blocks of 6, 2, 8 and 8 MiB weights and a written 4 MiB KV
+cache, then a 16 MiB LM head, with compute equal to F / B. Its 46 restores
+a pass each need a grant (42 us on an H100): on the launching thread they
+were half of its own work, the launches came late, and the cell took 1.080
+x the bound; on the arrival thread it takes 1.044 x. The hand-offs are
+events, so the thread is timed on its own host clock and the figure repeats
+run to run.
+
+Exit 0 when the child read every word back as loaded and the sweep's verdict
+on the cell is "met" (`cell_check.goals_judge`: at most 1.05 x the bound),
+1 otherwise.
+"""
+import sys
+
+from cell_check import check_main, goals_judge
+
+if __name__ == "__main__":
+    sys.exit(check_main("check_arrival_thread", __doc__, "llm", 25, 1.0, 48, goals_judge("check_arrival_thread")))
