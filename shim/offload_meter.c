@@ -79,7 +79,11 @@
 #define VS_METER_IDLE_LEAVE 0.90
 #define VS_METER_STALL_ENTER 0.10
 #define VS_METER_STALL_LEAVE 0.05
-#define VS_METER_LEAN_TOLERANCE 0.02
+/* 2% until stop 47: with restores ahead of need on the arrival thread, the
+ * sweep's LLM at 25%, ratio 2 timed its lean plan 1.6% slower than the
+ * balanced one over its first cycles and kept it, and took 1.046 x the
+ * bound instead of 1.013. */
+#define VS_METER_LEAN_TOLERANCE 0.015
 /* A trial's first timed cycle this much slower ends it at once: the 60-block
  * DiT at 360M took 186 against 82 us an operation lean, a cycle each. */
 #define VS_METER_LEAN_ABORT 0.25
@@ -251,7 +255,8 @@ static double vs_meter_ns_per_op(const vs_link_meter_t *m, vs_regime_t regime)
  * one, by more than VS_METER_LEAN_ABORT): the host work of its swaps is on
  * the critical path after all, and the cycle goes back for good. Within
  * the tolerance the lean plan stays: it moves fewer bytes (measured on the
- * sweep: one cycle's time varies by about 1.5% from the mean of a plan's). */
+ * sweep: one cycle's time varies by about 1.5% from the mean of a plan's,
+ * and a mean over two cycles by less). */
 static void vs_meter_judge(vs_engine_device_t *d, int device, double ns_per_op)
 {
     vs_link_meter_t *m = &d->meter;
