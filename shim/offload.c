@@ -402,10 +402,12 @@ static CUresult vs_engine_restore_copy(vs_region_t *r, uint64_t from, vs_engine_
     if (job != NULL) {
         vs_engine.arrival_open = NULL;
         vs_engine.arrival_for = NULL;
-        if (rc == CUDA_SUCCESS)
+        if (rc == CUDA_SUCCESS) {
             arrival = vs_arrive_hand_over(job);
-        else
+            vs_meter_catch_up(d, r->device, arrival);
+        } else {
             vs_arrive_cancel(job);
+        }
     }
     if (rc == CUDA_SUCCESS && wait)
         rc = vs_meter_wait_for_copy(d, waiter, done);

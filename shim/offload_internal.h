@@ -747,6 +747,9 @@ bool vs_streams_gated(uint64_t mask, uint64_t epoch);
  * with `d`'s context (`alive`: about to be destroyed, its events are
  * destroyed; else already gone). Engine lock held. */
 void vs_meter_copied(vs_engine_device_t *d, int device, uint64_t bytes);
+/* After the hand-over of job `handed` (offload_arrive.c): the read
+ * `vs_meter_copied` leaves while a job is open, up to that job's slot. */
+void vs_meter_catch_up(vs_engine_device_t *d, int device, uint64_t handed);
 void vs_meter_other_work(vs_engine_device_t *d);
 CUresult vs_meter_wait_for_copy(vs_engine_device_t *d, CUstream waiter, CUevent copied);
 void vs_meter_arm(CUstream stream, bool not_capturing);

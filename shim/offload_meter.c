@@ -322,7 +322,7 @@ void vs_meter_mark(vs_engine_device_t *d, CUstream stream)
 /* Reads what is done of the waits and copies measured, oldest first: a
  * copy's time from the copy before (CUDA_ERROR_NOT_READY while either is
  * not done: one call, where a poll and then a read would be two). */
-static void vs_meter_read(vs_engine_device_t *d, int device)
+static void vs_meter_read(vs_engine_device_t *d, int device, uint64_t before_ticket)
 {
     vs_link_meter_t *m = &d->meter;
     vs_meter_read_marks(d, device); /* first: it may end the plan */
@@ -335,7 +335,10 @@ static void vs_meter_read(vs_engine_device_t *d, int device)
     while (m->pending > 0) {
         unsigned at = (m->last + 1) % VS_METER_SLOTS;
         /* Its event is the arrival thread's: the job is long over by now
-         * (half the slots were filled since). */
+         * (half the slots were filled since), unless it is the one just
+         * handed over, which is left for the next read. */
+        if (m->arrival[at] != 0 && before_ticket != 0 && m->arrival[at] >= before_ticket)
+            return;
         if (m->arrival[at] != 0)
             vs_arrive_join(m->arrival[at]);
         float ms = 0;
@@ -370,8 +373,12 @@ void vs_meter_copied(vs_engine_device_t *d, int device, uint64_t bytes)
      * spent on the launching thread for nothing (about three a copy when
      * read at every copy). The meter costs the 60-block DiT at 360M 28 us
      * a pass read at every copy, 15 read in batches. */
-    if (m->pending >= VS_METER_SLOTS / 2 || m->waits_pending >= VS_METER_WAITS / 2)
-        vs_meter_read(d, device);
+    /* With a restore's job open, after its hand-over instead
+     * (`vs_meter_catch_up`): no driver call between its map and the
+     * arrival thread's grant. */
+    if (vs_engine.arrival_open == NULL
+        && (m->pending >= VS_METER_SLOTS / 2 || m->waits_pending >= VS_METER_WAITS / 2))
+        vs_meter_read(d, device, 0);
     /* A copy that finds every slot pending goes unmetered; its bytes go
      * with the next one, whose interval spans both. */
     m->unmetered += bytes;
@@ -390,6 +397,14 @@ void vs_meter_copied(vs_engine_device_t *d, int device, uint64_t bytes)
     m->after_other_work[at] = m->other_work;
     m->other_work = false;
     m->pending++;
+}
+
+void vs_meter_catch_up(vs_engine_device_t *d, int device, uint64_t handed)
+{
+    VS_ASSERT_HELD(&vs_engine.lock);
+    vs_link_meter_t *m = &d->meter;
+    if (vs_meter_ready(d) && (m->pending >= VS_METER_SLOTS / 2 || m->waits_pending >= VS_METER_WAITS / 2))
+        vs_meter_read(d, device, handed);
 }
 
 void vs_meter_other_work(vs_engine_device_t *d)
