@@ -28,9 +28,12 @@
  * when it is done, and a join waits for `recorded`. On the simulated
  * driver's virtual clock each thread keeps its own time: the thread never
  * calls before the hand-over, a join never ends before the thread's calls,
- * and the joins happen where the engine decides, never where a race does,
- * so the figures repeat run to run. On a GPU they cost a record and a few
- * microseconds of the thread's time.
+ * and the joins happen where the engine decides, never where a race does.
+ * (The restore hashes it launches share the compute engine with the
+ * application's kernels, where the simulated driver places work in the
+ * order the threads submit it: one sweep cell moves between two plans run
+ * to run; docs/benchmarks.md, stop 47.) On a GPU the hand-offs cost a
+ * record and a few microseconds of the thread's time.
  *
  * Where no thread can be had (pthread_create fails, a forked child) or no
  * job can be made (memory, events), the engine makes the calls itself.

@@ -11,9 +11,9 @@ costs): twelve blocks of 6, 2, 8 and 8 MiB weights and a written 4 MiB KV
 cache, then a 16 MiB LM head, with compute equal to F / B. Its 46 restores
 a pass each need a grant (42 us on an H100): on the launching thread they
 were half of its own work, the launches came late, and the cell took 1.080
-x the bound; on the arrival thread it takes 1.044 x. The hand-offs are
-events, so the thread is timed on its own host clock and the figure repeats
-run to run.
+x the bound; on the arrival thread it takes 1.044 x (in five runs out of
+five). The hand-offs are events, so the thread is timed on its own host
+clock.
 
 Exit 0 when the child read every word back as loaded and the sweep's verdict
 on the cell is "met" (`cell_check.goals_judge`: at most 1.05 x the bound),
