@@ -45,7 +45,6 @@
 
 #include <errno.h>
 #include <inttypes.h>
-#include <signal.h>
 #include <stdlib.h>
 #include <string.h>
 #include <unistd.h>
@@ -102,11 +101,7 @@ struct vs_arrival_s {
 };
 
 static struct {
-    pthread_mutex_t lock;
-    pthread_cond_t work, finished;
-    pthread_t thread;
-    pid_t creator;
-    bool running, failed, stop;
+    vs_worker_t worker;
     /* Handed over, oldest first; the thread works on the first not
      * finished. */
     vs_arrival_t *head, *tail;
@@ -114,9 +109,7 @@ static struct {
     uint64_t next_ticket;  /* engine lock */
     uint64_t joined_up_to; /* every job up to this ticket is joined (engine lock) */
 } vs_arrive = {
-    .lock = PTHREAD_MUTEX_INITIALIZER,
-    .work = PTHREAD_COND_INITIALIZER,
-    .finished = PTHREAD_COND_INITIALIZER,
+    .worker = VS_WORKER_INIT,
 };
 
 /* Makes ops [from, count) of `j` with the current thread's calls; the
@@ -158,35 +151,34 @@ static void *vs_arrive_main(void *arg)
      * driver: made while the engine waits for it (`vs_arrive_start`). */
     CUcontext none = NULL;
     (void)VS_CALL(cuCtxGetCurrent, (&none));
-    pthread_mutex_lock(&vs_arrive.lock);
-    vs_arrive.running = true;
-    pthread_cond_broadcast(&vs_arrive.finished);
+    pthread_mutex_lock(&vs_arrive.worker.lock);
+    vs_worker_started(&vs_arrive.worker);
     for (;;) {
         vs_arrival_t *j = vs_arrive.head;
         while (j != NULL && j->finished)
             j = j->next;
         if (j == NULL) {
-            if (vs_arrive.stop)
+            if (vs_arrive.worker.stop)
                 break;
-            pthread_cond_wait(&vs_arrive.work, &vs_arrive.lock);
+            pthread_cond_wait(&vs_arrive.worker.work, &vs_arrive.worker.lock);
             continue;
         }
-        pthread_mutex_unlock(&vs_arrive.lock);
+        pthread_mutex_unlock(&vs_arrive.worker.lock);
         /* Not before the engine handed it over (its own time, not a wait
          * of the engine's). */
         (void)VS_CALL(cuEventSynchronize, (j->handed));
         CUresult rc = VS_CALL(cuCtxSetCurrent, (j->ctx));
         size_t made = rc == CUDA_SUCCESS ? vs_arrive_make(j, 0, &rc, false) : 0;
         j->recorded_ok = VS_CALL(cuEventRecord, (j->recorded, j->recorded_stream)) == CUDA_SUCCESS;
-        pthread_mutex_lock(&vs_arrive.lock);
+        pthread_mutex_lock(&vs_arrive.worker.lock);
         j->made = made;
         j->rc = rc;
         j->finished = true;
-        pthread_cond_broadcast(&vs_arrive.finished);
+        pthread_cond_broadcast(&vs_arrive.worker.finished);
     }
-    vs_arrive.running = false;
-    pthread_cond_broadcast(&vs_arrive.finished);
-    pthread_mutex_unlock(&vs_arrive.lock);
+    vs_arrive.worker.running = false;
+    pthread_cond_broadcast(&vs_arrive.worker.finished);
+    pthread_mutex_unlock(&vs_arrive.worker.lock);
     return NULL;
 }
 
@@ -195,10 +187,8 @@ static void *vs_arrive_main(void *arg)
  * held. */
 static bool vs_arrive_owned(void)
 {
-    if (vs_arrive.creator == 0 || vs_arrive.creator == getpid())
+    if (vs_worker_owned(&vs_arrive.worker))
         return true;
-    vs_arrive.running = false;
-    vs_arrive.failed = true;
     vs_arrive.head = vs_arrive.tail = NULL;
     vs_arrive.count = 0;
     return false;
@@ -207,31 +197,9 @@ static bool vs_arrive_owned(void)
 /* Starts the thread the first time; whether it runs. Arrival lock held. */
 static bool vs_arrive_start(void)
 {
-    if (!vs_arrive_owned())
-        return false;
-    if (vs_arrive.running || vs_arrive.failed)
-        return vs_arrive.running;
-    sigset_t all, old;
-    /* The program's signals are never delivered to a thread it does not
-     * know about. */
-    sigfillset(&all);
-    pthread_sigmask(SIG_SETMASK, &all, &old);
-    int rc = pthread_create(&vs_arrive.thread, NULL, vs_arrive_main, NULL);
-    pthread_sigmask(SIG_SETMASK, &old, NULL);
-    if (rc != 0) {
-        vs_arrive.failed = true;
-        vs_log(VS_LOG_WARN, "cannot start the engine's arrival thread (%s): restores ahead of need are made on the "
-               "calling thread", strerror(rc));
-        return false;
-    }
-    pthread_setname_np(vs_arrive.thread, "vramshim-arrive");
-    /* Never joined: at exit it is waited for a second at most
-     * (`vs_offload_arrive_stop`). */
-    pthread_detach(vs_arrive.thread);
-    vs_arrive.creator = getpid();
-    while (!vs_arrive.running)
-        pthread_cond_wait(&vs_arrive.finished, &vs_arrive.lock);
-    return true;
+    return vs_arrive_owned()
+           && vs_worker_start(&vs_arrive.worker, vs_arrive_main, "vramshim-arrive",
+                              "restores ahead of need are made on the calling thread");
 }
 
 static void vs_arrive_free(vs_arrival_t *j)
@@ -249,9 +217,9 @@ vs_arrival_t *vs_arrive_open(vs_engine_device_t *d, int device, uintptr_t base, 
     VS_ASSERT_HELD(&vs_engine.lock);
     if (!d->ready || d->arrive_handed == NULL || d->arrive_recorded == NULL)
         return NULL;
-    pthread_mutex_lock(&vs_arrive.lock);
+    pthread_mutex_lock(&vs_arrive.worker.lock);
     bool running = vs_arrive_start();
-    pthread_mutex_unlock(&vs_arrive.lock);
+    pthread_mutex_unlock(&vs_arrive.worker.lock);
     if (!running)
         return NULL;
     vs_arrival_t *j = calloc(1, sizeof *j);
@@ -369,19 +337,19 @@ static void vs_arrive_join_until(uint64_t last)
 {
     VS_ASSERT_HELD(&vs_engine.lock);
     for (;;) {
-        pthread_mutex_lock(&vs_arrive.lock);
+        pthread_mutex_lock(&vs_arrive.worker.lock);
         vs_arrival_t *j = vs_arrive.head;
         if (j == NULL || j->ticket > last || !vs_arrive_owned()) {
-            pthread_mutex_unlock(&vs_arrive.lock);
+            pthread_mutex_unlock(&vs_arrive.worker.lock);
             return;
         }
         while (!j->finished)
-            pthread_cond_wait(&vs_arrive.finished, &vs_arrive.lock);
+            pthread_cond_wait(&vs_arrive.worker.finished, &vs_arrive.worker.lock);
         vs_arrive.head = j->next;
         if (vs_arrive.head == NULL)
             vs_arrive.tail = NULL;
         vs_arrive.count--;
-        pthread_mutex_unlock(&vs_arrive.lock);
+        pthread_mutex_unlock(&vs_arrive.worker.lock);
         vs_arrive_take_back(j);
     }
 }
@@ -398,7 +366,7 @@ uint64_t vs_arrive_hand_over(vs_arrival_t *j)
         vs_arrive_take_back(j);
         return 0;
     }
-    pthread_mutex_lock(&vs_arrive.lock);
+    pthread_mutex_lock(&vs_arrive.worker.lock);
     if (vs_arrive.tail != NULL)
         vs_arrive.tail->next = j;
     else
@@ -406,8 +374,8 @@ uint64_t vs_arrive_hand_over(vs_arrival_t *j)
     vs_arrive.tail = j;
     uint64_t ticket = j->ticket;
     size_t count = ++vs_arrive.count;
-    pthread_cond_signal(&vs_arrive.work);
-    pthread_mutex_unlock(&vs_arrive.lock);
+    pthread_cond_signal(&vs_arrive.worker.work);
+    pthread_mutex_unlock(&vs_arrive.worker.lock);
     if (count > VS_ARRIVE_KEEP)
         vs_arrive_join_until(ticket - VS_ARRIVE_KEEP);
     return ticket;
@@ -444,12 +412,12 @@ void vs_arrive_join_event(CUevent event)
     if (vs_arrive.joined_up_to == vs_arrive.next_ticket || event == NULL)
         return;
     uint64_t last = 0;
-    pthread_mutex_lock(&vs_arrive.lock);
+    pthread_mutex_lock(&vs_arrive.worker.lock);
     for (const vs_arrival_t *j = vs_arrive.head; j != NULL; j = j->next)
         for (size_t i = 0; i < j->count; i++)
             if (j->ops[i].kind == VS_ARRIVE_RECORD && j->ops[i].u.event == event)
                 last = j->ticket;
-    pthread_mutex_unlock(&vs_arrive.lock);
+    pthread_mutex_unlock(&vs_arrive.worker.lock);
     if (last != 0)
         vs_arrive_join_until(last);
 }
@@ -460,32 +428,16 @@ void vs_arrive_join_range(uintptr_t base, uint64_t bytes)
     if (vs_arrive.joined_up_to == vs_arrive.next_ticket)
         return;
     uint64_t last = 0;
-    pthread_mutex_lock(&vs_arrive.lock);
+    pthread_mutex_lock(&vs_arrive.worker.lock);
     for (const vs_arrival_t *j = vs_arrive.head; j != NULL; j = j->next)
         if (j->base < base + bytes && base < j->base + j->bytes)
             last = j->ticket;
-    pthread_mutex_unlock(&vs_arrive.lock);
+    pthread_mutex_unlock(&vs_arrive.worker.lock);
     if (last != 0)
         vs_arrive_join_until(last);
 }
 
 void vs_offload_arrive_stop(void)
 {
-    pthread_mutex_lock(&vs_arrive.lock);
-    if (!vs_arrive.running || vs_arrive.creator != getpid()) {
-        pthread_mutex_unlock(&vs_arrive.lock);
-        return;
-    }
-    /* What was handed over is made first, for a while at most: the
-     * process is exiting. No thread is started after this. */
-    vs_arrive.stop = true;
-    vs_arrive.failed = true;
-    pthread_cond_signal(&vs_arrive.work);
-    struct timespec until;
-    clock_gettime(CLOCK_REALTIME, &until);
-    until.tv_sec += 1;
-    while (vs_arrive.running)
-        if (pthread_cond_timedwait(&vs_arrive.finished, &vs_arrive.lock, &until) == ETIMEDOUT)
-            break;
-    pthread_mutex_unlock(&vs_arrive.lock);
+    vs_worker_stop(&vs_arrive.worker);
 }

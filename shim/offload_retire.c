@@ -42,7 +42,6 @@
 
 #include <errno.h>
 #include <inttypes.h>
-#include <signal.h>
 #include <stdlib.h>
 #include <string.h>
 #include <unistd.h>
@@ -75,11 +74,7 @@ typedef struct vs_retire_batch_s {
 } vs_retire_batch_t;
 
 static struct {
-    pthread_mutex_t lock;
-    pthread_cond_t work, finished;
-    pthread_t thread;
-    pid_t creator; /* the process whose thread it is */
-    bool running, failed, stop;
+    vs_worker_t worker;
     /* Handed over, oldest first; the thread works on the first one not
      * finished. */
     vs_retire_batch_t *head, *tail;
@@ -87,9 +82,7 @@ static struct {
     /* Being filled in this hold of the engine lock (engine lock). */
     vs_retire_batch_t *open;
 } vs_retire = {
-    .lock = PTHREAD_MUTEX_INITIALIZER,
-    .work = PTHREAD_COND_INITIALIZER,
-    .finished = PTHREAD_COND_INITIALIZER,
+    .worker = VS_WORKER_INIT,
 };
 
 static void *vs_retire_main(void *arg)
@@ -99,20 +92,19 @@ static void *vs_retire_main(void *arg)
      * driver: made while the engine waits for it (`vs_retire_start`). */
     CUcontext none = NULL;
     (void)VS_CALL(cuCtxGetCurrent, (&none));
-    pthread_mutex_lock(&vs_retire.lock);
-    vs_retire.running = true;
-    pthread_cond_broadcast(&vs_retire.finished);
+    pthread_mutex_lock(&vs_retire.worker.lock);
+    vs_worker_started(&vs_retire.worker);
     for (;;) {
         vs_retire_batch_t *b = vs_retire.head;
         while (b != NULL && b->finished)
             b = b->next;
         if (b == NULL) {
-            if (vs_retire.stop)
+            if (vs_retire.worker.stop)
                 break;
-            pthread_cond_wait(&vs_retire.work, &vs_retire.lock);
+            pthread_cond_wait(&vs_retire.worker.work, &vs_retire.worker.lock);
             continue;
         }
-        pthread_mutex_unlock(&vs_retire.lock);
+        pthread_mutex_unlock(&vs_retire.worker.lock);
         /* Not before the engine let go of it. Its own time, not the
          * engine's wait: not counted as a host wait for the GPU. */
         (void)VS_CALL(cuEventSynchronize, (b->handed));
@@ -120,13 +112,13 @@ static void *vs_retire_main(void *arg)
             b->range[i].rc = vs_engine_unmap_pieces(b->range[i].base, b->range[i].split, b->range[i].bytes);
         if (VS_CALL(cuCtxSetCurrent, (b->ctx)) != CUDA_SUCCESS || VS_CALL(cuEventRecord, (b->done, b->stream)) != CUDA_SUCCESS)
             b->done_recorded = false; /* waited for by the flag alone */
-        pthread_mutex_lock(&vs_retire.lock);
+        pthread_mutex_lock(&vs_retire.worker.lock);
         b->finished = true;
-        pthread_cond_broadcast(&vs_retire.finished);
+        pthread_cond_broadcast(&vs_retire.worker.finished);
     }
-    vs_retire.running = false;
-    pthread_cond_broadcast(&vs_retire.finished);
-    pthread_mutex_unlock(&vs_retire.lock);
+    vs_retire.worker.running = false;
+    pthread_cond_broadcast(&vs_retire.worker.finished);
+    pthread_mutex_unlock(&vs_retire.worker.lock);
     return NULL;
 }
 
@@ -135,10 +127,8 @@ static void *vs_retire_main(void *arg)
  * parent's). Retire lock held. */
 static bool vs_retire_owned(void)
 {
-    if (vs_retire.creator == 0 || vs_retire.creator == getpid())
+    if (vs_worker_owned(&vs_retire.worker))
         return true;
-    vs_retire.running = false;
-    vs_retire.failed = true;
     vs_retire.head = vs_retire.tail = NULL;
     vs_retire.count = 0;
     return false;
@@ -147,31 +137,9 @@ static bool vs_retire_owned(void)
 /* Starts the thread the first time; whether it runs. Retire lock held. */
 static bool vs_retire_start(void)
 {
-    if (!vs_retire_owned())
-        return false;
-    if (vs_retire.running || vs_retire.failed)
-        return vs_retire.running;
-    sigset_t all, old;
-    /* The program's signals are never delivered to a thread it does not
-     * know about. */
-    sigfillset(&all);
-    pthread_sigmask(SIG_SETMASK, &all, &old);
-    int rc = pthread_create(&vs_retire.thread, NULL, vs_retire_main, NULL);
-    pthread_sigmask(SIG_SETMASK, &old, NULL);
-    if (rc != 0) {
-        vs_retire.failed = true;
-        vs_log(VS_LOG_WARN, "cannot start the engine's thread (%s): its unmaps are made on the calling thread",
-               strerror(rc));
-        return false;
-    }
-    pthread_setname_np(vs_retire.thread, "vramshim-retire");
-    /* Never joined: at exit it is waited for a second at most
-     * (`vs_offload_retire_stop`). */
-    pthread_detach(vs_retire.thread);
-    vs_retire.creator = getpid();
-    while (!vs_retire.running)
-        pthread_cond_wait(&vs_retire.finished, &vs_retire.lock);
-    return true;
+    return vs_retire_owned()
+           && vs_worker_start(&vs_retire.worker, vs_retire_main, "vramshim-retire",
+                              "its unmaps are made on the calling thread");
 }
 
 /* The batch being filled for `device`, opened the first time in this hold
@@ -190,9 +158,9 @@ static vs_retire_batch_t *vs_retire_batch(int device)
         return b;
     if (!d->ready || d->retire == NULL)
         return NULL;
-    pthread_mutex_lock(&vs_retire.lock);
+    pthread_mutex_lock(&vs_retire.worker.lock);
     bool running = vs_retire_start();
-    pthread_mutex_unlock(&vs_retire.lock);
+    pthread_mutex_unlock(&vs_retire.worker.lock);
     if (!running)
         return NULL;
     b = calloc(1, sizeof *b);
@@ -261,19 +229,19 @@ static void vs_retire_wait_until(const vs_retire_batch_t *last)
 {
     VS_ASSERT_HELD(&vs_engine.lock);
     for (;;) {
-        pthread_mutex_lock(&vs_retire.lock);
+        pthread_mutex_lock(&vs_retire.worker.lock);
         vs_retire_batch_t *b = vs_retire.head;
         if (b == NULL || !vs_retire_owned()) {
-            pthread_mutex_unlock(&vs_retire.lock);
+            pthread_mutex_unlock(&vs_retire.worker.lock);
             return;
         }
         while (!b->finished)
-            pthread_cond_wait(&vs_retire.finished, &vs_retire.lock);
+            pthread_cond_wait(&vs_retire.worker.finished, &vs_retire.worker.lock);
         vs_retire.head = b->next;
         if (vs_retire.head == NULL)
             vs_retire.tail = NULL;
         vs_retire.count--;
-        pthread_mutex_unlock(&vs_retire.lock);
+        pthread_mutex_unlock(&vs_retire.worker.lock);
         bool was_last = b == last;
         vs_retire_take_back(b);
         if (was_last)
@@ -296,15 +264,15 @@ void vs_retire_hand_over(void)
         vs_retire_take_back(b);
         return;
     }
-    pthread_mutex_lock(&vs_retire.lock);
+    pthread_mutex_lock(&vs_retire.worker.lock);
     if (vs_retire.tail != NULL)
         vs_retire.tail->next = b;
     else
         vs_retire.head = b;
     vs_retire.tail = b;
     size_t count = ++vs_retire.count;
-    pthread_cond_signal(&vs_retire.work);
-    pthread_mutex_unlock(&vs_retire.lock);
+    pthread_cond_signal(&vs_retire.worker.work);
+    pthread_mutex_unlock(&vs_retire.worker.lock);
     /* The oldest are long over: taken back, so the list stays short. */
     if (count > VS_RETIRE_KEEP)
         vs_retire_wait_until(vs_retire.head);
@@ -324,12 +292,12 @@ void vs_retire_wait_range(uintptr_t base, uint64_t bytes)
     VS_ASSERT_HELD(&vs_engine.lock);
     if (vs_retire.open != NULL && vs_retire_overlaps(vs_retire.open, base, bytes))
         vs_retire_hand_over();
-    pthread_mutex_lock(&vs_retire.lock);
+    pthread_mutex_lock(&vs_retire.worker.lock);
     const vs_retire_batch_t *last = NULL;
     for (const vs_retire_batch_t *b = vs_retire.head; b != NULL; b = b->next)
         if (vs_retire_overlaps(b, base, bytes))
             last = b;
-    pthread_mutex_unlock(&vs_retire.lock);
+    pthread_mutex_unlock(&vs_retire.worker.lock);
     if (last != NULL)
         vs_retire_wait_until(last);
 }
@@ -350,12 +318,12 @@ void vs_retire_wait_phys(CUmemGenericAllocationHandle phys)
         return;
     if (vs_retire.open != NULL && vs_retire_maps(vs_retire.open, phys))
         vs_retire_hand_over();
-    pthread_mutex_lock(&vs_retire.lock);
+    pthread_mutex_lock(&vs_retire.worker.lock);
     const vs_retire_batch_t *last = NULL;
     for (const vs_retire_batch_t *b = vs_retire.head; b != NULL; b = b->next)
         if (!b->finished && vs_retire_maps(b, phys))
             last = b;
-    pthread_mutex_unlock(&vs_retire.lock);
+    pthread_mutex_unlock(&vs_retire.worker.lock);
     if (last != NULL)
         vs_retire_wait_until(last);
 }
@@ -369,22 +337,5 @@ void vs_retire_wait_all(void)
 
 void vs_offload_retire_stop(void)
 {
-    pthread_mutex_lock(&vs_retire.lock);
-    if (!vs_retire.running || vs_retire.creator != getpid()) {
-        pthread_mutex_unlock(&vs_retire.lock);
-        return;
-    }
-    /* What was handed over is made first, for a while at most: the
-     * process is exiting, and a driver that its own exit already took down
-     * must not hold it up. No thread is started after this. */
-    vs_retire.stop = true;
-    vs_retire.failed = true;
-    pthread_cond_signal(&vs_retire.work);
-    struct timespec until;
-    clock_gettime(CLOCK_REALTIME, &until);
-    until.tv_sec += 1;
-    while (vs_retire.running)
-        if (pthread_cond_timedwait(&vs_retire.finished, &vs_retire.lock, &until) == ETIMEDOUT)
-            break;
-    pthread_mutex_unlock(&vs_retire.lock);
+    vs_worker_stop(&vs_retire.worker);
 }
