@@ -440,10 +440,11 @@ CUresult vs_engine_restore_mapped(vs_region_t *r, vs_engine_device_t *d, CUstrea
     uint64_t missing = vs_engine_region_missing(r), from = r->split, kept = r->split;
     /* Ahead of need, the grant, the copies and the hash go to the arrival
      * thread: room for two grants (a head and a tail), the copies of every
-     * extent in chunks, a hash and two records. */
+     * extent in chunks (at most one more per extent than whole chunks), a
+     * hash and two records (the meter's and the arrival's). */
     if (prefetch && vs_engine.arrival_open == NULL && r->where != VS_ON_DISK && r->host.count > 0) {
-        size_t ops = 2 + r->host.count + (size_t)(r->size / VS_COPY_CHUNK_BYTES) + 1 + 1 + 2;
-        vs_engine.arrival_open = vs_arrive_open(d, r->device, r->base, r->reserved, ops);
+        size_t ops = 2 + (r->host.count + (size_t)(r->size / VS_COPY_CHUNK_BYTES)) + 1 + 2;
+        vs_engine.arrival_open = vs_arrive_open(d, r->base, r->reserved, ops);
         vs_engine.arrival_for = vs_engine.arrival_open != NULL ? r : NULL;
     }
     CUresult rc = vs_engine_physical_map_evicting(r);

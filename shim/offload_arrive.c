@@ -84,7 +84,6 @@ typedef struct vs_arrive_op_s {
 struct vs_arrival_s {
     struct vs_arrival_s *next;
     uint64_t ticket; /* handed over in this order, from 1 */
-    int device;
     CUcontext ctx;
     CUstream stream;          /* the device's host-to-device stream */
     CUstream handed_stream;   /* records `handed` alone */
@@ -120,7 +119,7 @@ static size_t vs_arrive_make(vs_arrival_t *j, size_t from, CUresult *rc_out, boo
 {
     CUresult rc = CUDA_SUCCESS;
     size_t i = from;
-    for (; i < j->count && rc == CUDA_SUCCESS; i++) {
+    for (; i < j->count; i++) {
         vs_arrive_op_t *op = &j->ops[i];
         switch (op->kind) {
         case VS_ARRIVE_GRANT:
@@ -212,7 +211,7 @@ static void vs_arrive_free(vs_arrival_t *j)
     free(j);
 }
 
-vs_arrival_t *vs_arrive_open(vs_engine_device_t *d, int device, uintptr_t base, uint64_t bytes, size_t ops)
+vs_arrival_t *vs_arrive_open(vs_engine_device_t *d, uintptr_t base, uint64_t bytes, size_t ops)
 {
     VS_ASSERT_HELD(&vs_engine.lock);
     if (!d->ready || d->arrive_handed == NULL || d->arrive_recorded == NULL)
@@ -225,7 +224,6 @@ vs_arrival_t *vs_arrive_open(vs_engine_device_t *d, int device, uintptr_t base, 
     vs_arrival_t *j = calloc(1, sizeof *j);
     if (j == NULL)
         return NULL;
-    j->device = device;
     j->ctx = d->ctx;
     j->stream = d->to_device;
     j->handed_stream = d->arrive_handed;

@@ -605,7 +605,7 @@ static CUresult vs_engine_grant_ahead(vs_region_t *r, CUdeviceptr at, uint64_t b
 {
     VS_ASSERT_HELD(&vs_engine.lock);
     vs_arrival_t *j = vs_engine.arrival_open == NULL
-                          ? vs_arrive_open(&vs_engine.devices[r->device], r->device, r->base, r->reserved, 1)
+                          ? vs_arrive_open(&vs_engine.devices[r->device], r->base, r->reserved, 1)
                           : NULL;
     if (j == NULL)
         return vs_engine_grant(r, at, bytes);

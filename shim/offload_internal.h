@@ -665,7 +665,7 @@ void vs_worker_stop(vs_worker_t *w);
  * caller makes the calls; a job has room for `ops` calls, and recording
  * more is a bug. `vs_arrive_cancel` drops a job whose calls must not be
  * made (the restore failed before its hand-over). */
-vs_arrival_t *vs_arrive_open(vs_engine_device_t *d, int device, uintptr_t base, uint64_t bytes, size_t ops);
+vs_arrival_t *vs_arrive_open(vs_engine_device_t *d, uintptr_t base, uint64_t bytes, size_t ops);
 bool vs_arrive_grant(vs_arrival_t *j, CUdeviceptr at, uint64_t bytes, const CUmemAccessDesc *access, size_t count);
 bool vs_arrive_copy(vs_arrival_t *j, CUdeviceptr at, const void *host, uint64_t bytes);
 bool vs_arrive_hash(vs_arrival_t *j, vs_device_hasher_t *hasher, unsigned slot, CUdeviceptr at, uint64_t bytes);
