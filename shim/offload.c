@@ -400,8 +400,7 @@ static CUresult vs_engine_restore_copy(vs_region_t *r, uint64_t from, vs_engine_
      * the copy joins the job first. */
     uint64_t arrival = 0;
     if (job != NULL) {
-        vs_engine.arrival_open = NULL;
-        vs_engine.arrival_for = NULL;
+        (void)vs_engine_arrival_take();
         if (rc == CUDA_SUCCESS) {
             arrival = vs_arrive_hand_over(job);
             vs_meter_catch_up(d, r->device, arrival);
@@ -444,18 +443,14 @@ CUresult vs_engine_restore_mapped(vs_region_t *r, vs_engine_device_t *d, CUstrea
      * hash and two records (the meter's and the arrival's). */
     if (prefetch && vs_engine.arrival_open == NULL && r->where != VS_ON_DISK && r->host.count > 0) {
         size_t ops = 2 + (r->host.count + (size_t)(r->size / VS_COPY_CHUNK_BYTES)) + 1 + 2;
-        vs_engine.arrival_open = vs_arrive_open(d, r->base, r->reserved, ops);
-        vs_engine.arrival_for = vs_engine.arrival_open != NULL ? r : NULL;
+        vs_engine_arrival_begin(vs_arrive_open(d, r->base, r->reserved, ops), r);
     }
     CUresult rc = vs_engine_physical_map_evicting(r);
     if (rc == CUDA_ERROR_INVALID_VALUE && r->stale_mapping)
         rc = CUDA_ERROR_OUT_OF_MEMORY; /* its range still holds memory an unmap could not take back */
     if (rc != CUDA_SUCCESS) {
-        if (vs_engine.arrival_for == r) {
-            vs_arrive_cancel(vs_engine.arrival_open); /* nothing of it may be made */
-            vs_engine.arrival_open = NULL;
-            vs_engine.arrival_for = NULL;
-        }
+        if (vs_engine.arrival_for == r)
+            vs_arrive_cancel(vs_engine_arrival_take()); /* nothing of it may be made */
         vs_cap_release(r->device, missing);
         vs_log(VS_LOG_WARN, "cannot map device memory to restore the allocation at 0x%" PRIxPTR " (error %d)",
                r->base, (int)rc);

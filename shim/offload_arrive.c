@@ -404,23 +404,30 @@ void vs_arrive_join_all(void)
         vs_arrive_join_until(UINT64_MAX);
 }
 
-void vs_arrive_join_event(CUevent event)
+/* What a join looks for in the jobs handed over: a record of `event`, or
+ * calls on [base, base + bytes). */
+typedef struct vs_arrive_need_s {
+    CUevent event;
+    uintptr_t base;
+    uint64_t bytes;
+} vs_arrive_need_t;
+
+static bool vs_arrive_records(const vs_arrival_t *j, const vs_arrive_need_t *need)
 {
-    VS_ASSERT_HELD(&vs_engine.lock);
-    if (vs_arrive.joined_up_to == vs_arrive.next_ticket || event == NULL)
-        return;
-    uint64_t last = 0;
-    pthread_mutex_lock(&vs_arrive.worker.lock);
-    for (const vs_arrival_t *j = vs_arrive.head; j != NULL; j = j->next)
-        for (size_t i = 0; i < j->count; i++)
-            if (j->ops[i].kind == VS_ARRIVE_RECORD && j->ops[i].u.event == event)
-                last = j->ticket;
-    pthread_mutex_unlock(&vs_arrive.worker.lock);
-    if (last != 0)
-        vs_arrive_join_until(last);
+    for (size_t i = 0; i < j->count; i++)
+        if (j->ops[i].kind == VS_ARRIVE_RECORD && j->ops[i].u.event == need->event)
+            return true;
+    return false;
 }
 
-void vs_arrive_join_range(uintptr_t base, uint64_t bytes)
+static bool vs_arrive_overlaps(const vs_arrival_t *j, const vs_arrive_need_t *need)
+{
+    return j->base < need->base + need->bytes && need->base < j->base + j->bytes;
+}
+
+/* Joins up to the last job handed over that `matches` `need`. */
+static void vs_arrive_join_matching(bool (*matches)(const vs_arrival_t *, const vs_arrive_need_t *),
+                                    const vs_arrive_need_t *need)
 {
     VS_ASSERT_HELD(&vs_engine.lock);
     if (vs_arrive.joined_up_to == vs_arrive.next_ticket)
@@ -428,11 +435,22 @@ void vs_arrive_join_range(uintptr_t base, uint64_t bytes)
     uint64_t last = 0;
     pthread_mutex_lock(&vs_arrive.worker.lock);
     for (const vs_arrival_t *j = vs_arrive.head; j != NULL; j = j->next)
-        if (j->base < base + bytes && base < j->base + j->bytes)
+        if (matches(j, need))
             last = j->ticket;
     pthread_mutex_unlock(&vs_arrive.worker.lock);
     if (last != 0)
         vs_arrive_join_until(last);
+}
+
+void vs_arrive_join_event(CUevent event)
+{
+    if (event != NULL)
+        vs_arrive_join_matching(vs_arrive_records, &(vs_arrive_need_t){.event = event});
+}
+
+void vs_arrive_join_range(uintptr_t base, uint64_t bytes)
+{
+    vs_arrive_join_matching(vs_arrive_overlaps, &(vs_arrive_need_t){.base = base, .bytes = bytes});
 }
 
 void vs_offload_arrive_stop(void)

@@ -609,12 +609,9 @@ static CUresult vs_engine_grant_ahead(vs_region_t *r, CUdeviceptr at, uint64_t b
                           : NULL;
     if (j == NULL)
         return vs_engine_grant(r, at, bytes);
-    vs_engine.arrival_open = j;
-    vs_engine.arrival_for = r;
+    vs_engine_arrival_begin(j, r);
     CUresult rc = vs_engine_grant(r, at, bytes);
-    vs_engine.arrival_open = NULL;
-    vs_engine.arrival_for = NULL;
-    (void)vs_arrive_hand_over(j);
+    (void)vs_arrive_hand_over(vs_engine_arrival_take());
     return rc;
 }
 

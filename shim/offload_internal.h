@@ -671,6 +671,23 @@ bool vs_arrive_copy(vs_arrival_t *j, CUdeviceptr at, const void *host, uint64_t 
 bool vs_arrive_hash(vs_arrival_t *j, vs_device_hasher_t *hasher, unsigned slot, CUdeviceptr at, uint64_t bytes);
 bool vs_arrive_record(vs_arrival_t *j, CUevent event);
 void vs_arrive_cancel(vs_arrival_t *j);
+/* The engine's job under way: `vs_engine_arrival_begin` makes `j` the job
+ * that records the calls of the restore of `r`; `vs_engine_arrival_take`
+ * ends that (the calls are all recorded) and returns the job, for its
+ * hand-over or its cancel (NULL when none was open). Engine lock held. */
+static inline void vs_engine_arrival_begin(vs_arrival_t *j, const vs_region_t *r)
+{
+    vs_engine.arrival_open = j;
+    vs_engine.arrival_for = j != NULL ? r : NULL;
+}
+
+static inline vs_arrival_t *vs_engine_arrival_take(void)
+{
+    vs_arrival_t *j = vs_engine.arrival_open;
+    vs_engine.arrival_open = NULL;
+    vs_engine.arrival_for = NULL;
+    return j;
+}
 /* Returns the job's ticket (made here instead when no hand-off can be had). */
 uint64_t vs_arrive_hand_over(vs_arrival_t *j);
 uint64_t vs_arrive_ticket(const vs_arrival_t *j);

@@ -278,54 +278,57 @@ void vs_retire_hand_over(void)
         vs_retire_wait_until(vs_retire.head);
 }
 
-/* Whether batch `b` unmaps anything of [base, base + bytes). */
-static bool vs_retire_overlaps(const vs_retire_batch_t *b, uintptr_t base, uint64_t bytes)
+/* What a wait looks for in the batches: unmaps of anything of [base, base +
+ * bytes), or of a range mapped onto `phys`. */
+typedef struct vs_retire_need_s {
+    uintptr_t base;
+    uint64_t bytes;
+    CUmemGenericAllocationHandle phys;
+} vs_retire_need_t;
+
+static bool vs_retire_overlaps(const vs_retire_batch_t *b, const vs_retire_need_t *need)
 {
     for (size_t i = 0; i < b->ranges; i++)
-        if (b->range[i].base < base + bytes && base < b->range[i].base + b->range[i].bytes)
+        if (b->range[i].base < need->base + need->bytes && need->base < b->range[i].base + b->range[i].bytes)
             return true;
     return false;
+}
+
+static bool vs_retire_maps(const vs_retire_batch_t *b, const vs_retire_need_t *need)
+{
+    for (size_t i = 0; i < b->ranges; i++)
+        if (b->range[i].phys[0] == need->phys || b->range[i].phys[1] == need->phys)
+            return true;
+    return false;
+}
+
+/* Hands over the open batch when it `matches` `need`, then waits up to the
+ * last batch that does (`unfinished`: among those not finished). */
+static void vs_retire_wait_matching(bool (*matches)(const vs_retire_batch_t *, const vs_retire_need_t *),
+                                    const vs_retire_need_t *need, bool unfinished)
+{
+    VS_ASSERT_HELD(&vs_engine.lock);
+    if (vs_retire.open != NULL && matches(vs_retire.open, need))
+        vs_retire_hand_over();
+    pthread_mutex_lock(&vs_retire.worker.lock);
+    const vs_retire_batch_t *last = NULL;
+    for (const vs_retire_batch_t *b = vs_retire.head; b != NULL; b = b->next)
+        if (!(unfinished && b->finished) && matches(b, need))
+            last = b;
+    pthread_mutex_unlock(&vs_retire.worker.lock);
+    if (last != NULL)
+        vs_retire_wait_until(last);
 }
 
 void vs_retire_wait_range(uintptr_t base, uint64_t bytes)
 {
-    VS_ASSERT_HELD(&vs_engine.lock);
-    if (vs_retire.open != NULL && vs_retire_overlaps(vs_retire.open, base, bytes))
-        vs_retire_hand_over();
-    pthread_mutex_lock(&vs_retire.worker.lock);
-    const vs_retire_batch_t *last = NULL;
-    for (const vs_retire_batch_t *b = vs_retire.head; b != NULL; b = b->next)
-        if (vs_retire_overlaps(b, base, bytes))
-            last = b;
-    pthread_mutex_unlock(&vs_retire.worker.lock);
-    if (last != NULL)
-        vs_retire_wait_until(last);
-}
-
-/* Whether batch `b` unmaps a range mapped onto `phys`. */
-static bool vs_retire_maps(const vs_retire_batch_t *b, CUmemGenericAllocationHandle phys)
-{
-    for (size_t i = 0; i < b->ranges; i++)
-        if (b->range[i].phys[0] == phys || b->range[i].phys[1] == phys)
-            return true;
-    return false;
+    vs_retire_wait_matching(vs_retire_overlaps, &(vs_retire_need_t){.base = base, .bytes = bytes}, false);
 }
 
 void vs_retire_wait_phys(CUmemGenericAllocationHandle phys)
 {
-    VS_ASSERT_HELD(&vs_engine.lock);
-    if (phys == 0)
-        return;
-    if (vs_retire.open != NULL && vs_retire_maps(vs_retire.open, phys))
-        vs_retire_hand_over();
-    pthread_mutex_lock(&vs_retire.worker.lock);
-    const vs_retire_batch_t *last = NULL;
-    for (const vs_retire_batch_t *b = vs_retire.head; b != NULL; b = b->next)
-        if (!b->finished && vs_retire_maps(b, phys))
-            last = b;
-    pthread_mutex_unlock(&vs_retire.worker.lock);
-    if (last != NULL)
-        vs_retire_wait_until(last);
+    if (phys != 0)
+        vs_retire_wait_matching(vs_retire_maps, &(vs_retire_need_t){.phys = phys}, true);
 }
 
 void vs_retire_wait_all(void)
