@@ -154,7 +154,7 @@ typedef struct vs_op_s {
     int attempts;
     vs_touch_t touch;
     uintptr_t missing[VS_OP_MISSING_CAP];
-    vs_settled_t settled[VS_SETTLED_MAX]; /* uses left for after the submission */
+    uintptr_t settled[VS_SETTLED_MAX]; /* settled uses left for after the submission */
     uintptr_t *held;     /* bases held by `vs_op_prepare`, released by `vs_op_end` */
     size_t held_count;
 } vs_op_t;

@@ -43,6 +43,7 @@
 #include "policy.h"
 #include "registry.h"
 #include "spill.h"
+#include "worker.h"
 
 /* ==== offload.c: regions, the engine ===================================== */
 
@@ -621,34 +622,8 @@ void vs_engine_keep_update(vs_engine_device_t *d, bool wanted);
  * on every device: before the engine lock is let go. */
 void vs_engine_spares_release(void);
 
-/* ---- The engine's threads (offload_worker.c) -------------------------------
- *
- * What the retire thread and the arrival thread share. Under `lock` (the
- * module's leaf lock): `vs_worker_owned` is false in a forked child, where
- * the thread is not there (it is marked failed: the caller drops what was
- * handed to it); `vs_worker_start` starts the thread the first time
- * (signals blocked, detached; `without` says in the log what the engine
- * does instead when it cannot) and waits until it runs, which the thread
- * says with `vs_worker_started`. `vs_worker_stop`, at exit, without the
- * lock: lets the thread end what it was handed, for a second at most, and
- * starts no other. The thread ends once `stop` is set and its list is empty,
- * clearing `running` and signalling `finished`. */
-typedef struct vs_worker_s {
-    pthread_mutex_t lock;
-    pthread_cond_t work, finished;
-    pthread_t thread;
-    pid_t creator; /* the process whose thread it is */
-    bool running, failed, stop;
-} vs_worker_t;
-#define VS_WORKER_INIT                                                                             \
-    {                                                                                              \
-        .lock = PTHREAD_MUTEX_INITIALIZER, .work = PTHREAD_COND_INITIALIZER,                       \
-        .finished = PTHREAD_COND_INITIALIZER                                                       \
-    }
-bool vs_worker_owned(vs_worker_t *w);
-bool vs_worker_start(vs_worker_t *w, void *(*thread_main)(void *), const char *name, const char *without);
-void vs_worker_started(vs_worker_t *w);
-void vs_worker_stop(vs_worker_t *w);
+/* The engine's threads (offload_retire.c, offload_arrive.c) start, fork
+ * check and stop as worker.h says. */
 
 /* ---- The arrival thread (offload_arrive.c) --------------------------------
  *

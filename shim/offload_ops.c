@@ -238,6 +238,7 @@ bool vs_op_scan(vs_op_t *op, const uintptr_t *words, size_t count)
     op->touch.settled = op->settled;
     op->touch.settled_cap = VS_SETTLED_MAX;
     op->touch.settled_count = 0;
+    op->touch.logged = false;
     vs_registry_read_begin();
     if (count > 0)
         vs_registry_touch_many_registry_locked(words, count, &op->touch);

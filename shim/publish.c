@@ -23,6 +23,7 @@
 #include "publish.h"
 #include "stats.h"
 #include "snapshot_writer.h"
+#include "stamp_log.h"
 
 #define VS_PUBLISH_PERIOD_MS 200
 
@@ -209,6 +210,7 @@ static void vs_publish_fill(vs_snapshot_t *snap, void *ctx)
     struct timespec now;
     clock_gettime(CLOCK_MONOTONIC, &now);
     vs_publish_sample(vs_registry_current_seq(), (uint64_t)now.tv_sec * 1000000000ull + (uint64_t)now.tv_nsec);
+    vs_stamp_log_flush(); /* every use made so far shows */
     vs_registry_foreach(vs_publish_row, &fill);
     vs_stats_sum(&stats);
     fill.totals.launches = atomic_load(&stats.launches) + atomic_load(&stats.graph_launches);

@@ -27,6 +27,7 @@
 
 #include "internal.h"
 #include "registry_lock.h"
+#include "stamp_log.h"
 #include "trace_writer.h"
 
 #include <errno.h>
@@ -798,6 +799,17 @@ static inline void vs_hot_stamp(vs_hot_t *hot, uint64_t seq)
     }
 }
 
+/* A logged use (stamp_log.h): counted whatever the slot's sequence number,
+ * which stays the latest. The caller counts it once per operation. */
+static inline void vs_hot_count(vs_hot_t *hot, uint64_t seq)
+{
+    if (atomic_load_explicit(&hot->last_use_seq, memory_order_relaxed) < seq)
+        atomic_store_explicit(&hot->last_use_seq, seq, memory_order_relaxed);
+    uint32_t uses = atomic_load_explicit(&hot->use_count, memory_order_relaxed);
+    if (uses != UINT32_MAX)
+        atomic_store_explicit(&hot->use_count, uses + 1, memory_order_relaxed);
+}
+
 bool vs_registry_touch_registry_locked(uintptr_t addr, uint64_t seq)
 {
     uint32_t index;
@@ -905,7 +917,7 @@ size_t vs_registry_touch_many_registry_locked(const uintptr_t *words, size_t cou
                 piece_at[i] = &pages[i]->pieces[(w[i] >> VS_PIECE_SHIFT) & (VS_PIECES - 1)];
                 __builtin_prefetch(piece_at[i]);
                 if (slot->end == VS_SLOT_SETTLED && !listing && touch->settled_count < touch->settled_cap) {
-                    touch->settled[touch->settled_count++] = (vs_settled_t){.page = pages[i], .at = w[i]};
+                    touch->settled[touch->settled_count++] = w[i];
                     pages[i] = NULL;
                 }
             }
@@ -947,9 +959,21 @@ size_t vs_registry_touch_many_registry_locked(const uintptr_t *words, size_t cou
                 continue;
             uint32_t index = vs_hot_index(hot[i]);
             vs_hot_t *h = &hots[index];
+            if (touch->logged) {
+                /* Settled ones only (an address freed and registered again
+                 * may be evictable now: its use was not this one), once. */
+                bool again = false;
+                for (size_t j = 0; j < i && !again; j++)
+                    again = hot[j] == hot[i];
+                if ((hot[i] & VS_HOT_SETTLED) != 0 && !again) {
+                    vs_hot_count(h, seq);
+                    touched++;
+                }
+                continue;
+            }
             if ((hot[i] & VS_HOT_SETTLED) != 0 && !listing) {
                 if (touch->settled_count < touch->settled_cap)
-                    touch->settled[touch->settled_count++] = (vs_settled_t){.at = index};
+                    touch->settled[touch->settled_count++] = w[i];
                 else
                     vs_hot_stamp(h, seq);
                 touched++;
@@ -978,32 +1002,22 @@ size_t vs_registry_touch_many_registry_locked(const uintptr_t *words, size_t cou
 VS_LAUNCH_PATH
 void vs_registry_stamp_settled_registry_locked(vs_touch_t *touch)
 {
-    vs_hot_t *const hots = vs_registry.hot;
     const size_t n = touch->settled_count;
-    uint32_t index[VS_SETTLED_MAX];
 
     VS_ASSERT(vs_registry_lock_held());
     VS_ASSERT(n <= VS_SETTLED_MAX);
-    /* The words first (their pieces were fetched before the submission),
-     * then every stamp: the hot slots' misses overlap. */
-    for (size_t i = 0; i < n; i++) {
-        const vs_settled_t *s = &touch->settled[i];
-        index[i] = UINT32_MAX;
-        if (s->page == NULL) {
-            index[i] = (uint32_t)s->at;
-            continue;
-        }
-        uint32_t name;
-        if (vs_page_find(s->page, s->at, &name)) {
-            index[i] = vs_hot_index(name);
-            __builtin_prefetch(&hots[index[i]], 1);
-        }
-    }
-    for (size_t i = 0; i < n; i++) {
-        if (index[i] != UINT32_MAX)
-            vs_hot_stamp(&hots[index[i]], touch->seq);
-    }
     touch->settled_count = 0;
+    /* Logged, for the stamp thread; else stamped now, as the stamp thread
+     * would (the touch stamped the others: none of these yet). */
+    if (n > 0 && !vs_stamp_log_put(touch->settled, n, touch->seq))
+        vs_registry_stamp_logged_registry_locked(touch->settled, n, touch->seq);
+}
+
+void vs_registry_stamp_logged_registry_locked(const uintptr_t *words, size_t count, uint64_t seq)
+{
+    vs_touch_t touch = {.seq = seq, .logged = true};
+    VS_ASSERT(count <= VS_SETTLED_MAX);
+    (void)vs_registry_touch_many_registry_locked(words, count, &touch);
 }
 
 int vs_registry_set_residency(uintptr_t base, vs_residency_t residency, bool moved, uint64_t *streams_out)

@@ -144,16 +144,8 @@ void vs_registry_read_begin(void);
 void vs_registry_read_end(void);
 bool vs_registry_touch_registry_locked(uintptr_t addr, uint64_t seq);
 
-/* A use of a settled allocation left for after the submission: `page`
- * NULL, `at` is the index of its hot slot; otherwise `at` is the word, in a
- * page whose allocations are all settled, not yet looked up further. */
-struct vs_page_s;
 /* The most a touch leaves for after the submission (`settled_cap`). */
 #define VS_SETTLED_MAX 32
-typedef struct vs_settled_s {
-    const struct vs_page_s *page;
-    uintptr_t at;
-} vs_settled_t;
 
 /* What one operation does to the allocations it touches: stamp them with
  * `seq`, add `stream_bit` to their stream masks, and list in `missing`
@@ -175,15 +167,21 @@ typedef struct vs_touch_s {
     uint64_t *ids;
     size_t ids_cap;
     size_t ids_count;
-    /* Not NULL: the touch leaves here (up to `settled_cap`) what it found
-     * of the allocations resident for good (registered not evictable), for
-     * `vs_registry_stamp_settled_registry_locked` to stamp once the
-     * operation is submitted; the rest it stamps itself. Nothing decides on
-     * them before the submission, and their cache misses then overlap the
-     * driver's work instead of preceding it. */
-    vs_settled_t *settled;
+    /* Not NULL: the touch leaves here (up to `settled_cap`) the words that
+     * point into allocations resident for good (registered not evictable,
+     * settled), for `vs_registry_stamp_settled_registry_locked` to log or
+     * stamp once the operation is submitted; the rest it stamps itself.
+     * Nothing decides on them before the submission, and their look-ups
+     * are then the stamp thread's (stamp_log.h), or at least overlap the
+     * driver's work instead of preceding it. A word in a page of settled
+     * allocations is left at the page, before it is known to hit. */
+    uintptr_t *settled;
     size_t settled_cap;
     size_t settled_count;
+    /* The stamp log's stamping (stamp_log.h): the touch stamps settled
+     * allocations alone, each once, and counts its use even when a later
+     * operation's stamp is there already. */
+    bool logged;
 } vs_touch_t;
 
 /* Applies `touch` to every word of `words` that lands in a device-side
@@ -192,10 +190,14 @@ typedef struct vs_touch_s {
  * `settled` (a word in a page of settled allocations is left there before
  * it is known to hit). */
 size_t vs_registry_touch_many_registry_locked(const uintptr_t *words, size_t count, vs_touch_t *touch);
-/* Stamps, with the touch's sequence number, the settled allocations the
- * touch left, and empties its list. Read lock held (the same read as the
- * touch: pages and hot slots may be reused once it is let go). */
+/* Logs the settled uses the touch left, with its sequence number, for the
+ * stamp thread (stamp_log.h), or stamps them now where the log cannot take
+ * them, and empties its list. Read lock held (the same read as the touch). */
 void vs_registry_stamp_settled_registry_locked(vs_touch_t *touch);
+/* The stamp log's stamping (stamp_log.c): the settled allocations `words`
+ * (one operation's, numbered `seq`) point into, each counted once. Read
+ * lock held. */
+void vs_registry_stamp_logged_registry_locked(const uintptr_t *words, size_t count, uint64_t seq);
 
 /* Moves the allocation starting at `base` to `residency`, taking the write
  * lock so that no operation is between its scan and its submission. When

@@ -22,6 +22,7 @@
 #include "registry.h"
 #include "spill.h"
 #include "spill_io.h"
+#include "stamp_log.h"
 #include "stats.h"
 #include "trace_writer.h"
 
@@ -35,6 +36,7 @@ __attribute__((constructor)) static void vs_shim_load(void)
     const vs_config_t *cfg = vs_config_get(); /* exits with 2 when malformed */
 
     vs_shim_pid = getpid();
+    vs_stamp_log_enable(); /* uses of settled allocations are stamped off the launching thread */
 
     vs_spill_io_set_faults(&cfg->io_faults); /* VRAMSHIM_IO_FAULT, tests only */
     /* The spill directory is checked now, like a malformed value, rather
@@ -106,6 +108,7 @@ __attribute__((destructor)) static void vs_shim_unload(void)
         vs_publish_forget();
         return;
     }
+    vs_stamp_log_stop();
     vs_stats_debug_snapshot();
     vs_publish_stop();
     vs_trace_close(); /* VRAMSHIM_TRACE: what is still buffered */

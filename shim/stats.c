@@ -15,6 +15,7 @@
 #include "log.h"
 #include "output_file.h"
 #include "registry.h"
+#include "stamp_log.h"
 
 static _Atomic(vs_stats_t *) vs_stats_blocks;
 static __thread vs_stats_t *vs_stats_local __attribute__((tls_model("initial-exec")));
@@ -67,6 +68,7 @@ void vs_stats_debug_snapshot(void)
 
     if (cfg->debug_snapshot[0] == '\0')
         return;
+    vs_stamp_log_flush(); /* every use made so far shows */
     /* The temporary name is predictable: it is created exclusively, 0600,
      * never through a symlink planted there (output_file.h). */
     snprintf(tmp, sizeof tmp, "%s.%d.tmp", cfg->debug_snapshot, (int)getpid());

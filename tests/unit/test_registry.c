@@ -258,7 +258,7 @@ static void test_registry_settled_uses_wait_for_the_stamp_after_submission(void 
 
     const uintptr_t words[] = {small + 16, small + 40 * 1024, small + 64 * 1024 + 8, evictable + 8,
                                mixed_small + 100, pinned + MiB, small + 3 * 64 * 1024 + 8 /* a gap */};
-    vs_settled_t settled[VS_SETTLED_MAX];
+    uintptr_t settled[VS_SETTLED_MAX];
     vs_touch_t touch = {.seq = vs_registry_next_seq(), .settled = settled, .settled_cap = VS_SETTLED_MAX};
     vs_registry_read_begin();
     vs_registry_touch_many_registry_locked(words, sizeof words / sizeof words[0], &touch);

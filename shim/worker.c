@@ -1,13 +1,7 @@
-/* offload_worker.c: what the engine's two threads share (offload_retire.c,
- * offload_arrive.c): starting one the first time it is needed, with every
- * signal blocked and detached; telling a forked child, where it is not
- * there, from the process that started it; and letting it end what it was
- * handed, for a second at most, at exit.
- *
- * Each thread's work list, and how it hands work over and waits for it,
- * stay its own. Locks: `vs_worker_t.lock` is its module's leaf lock.
+/* worker.c: the shim's own threads' start, fork check and stop (worker.h).
+ * Locks: `vs_worker_t.lock` is its owning module's leaf lock.
  */
-#include "offload_internal.h"
+#include "worker.h"
 
 #include <errno.h>
 #include <signal.h>
@@ -41,7 +35,7 @@ bool vs_worker_start(vs_worker_t *w, void *(*thread_main)(void *), const char *n
     pthread_sigmask(SIG_SETMASK, &old, NULL);
     if (rc != 0) {
         w->failed = true;
-        vs_log(VS_LOG_WARN, "cannot start the engine's thread %s (%s): %s", name, strerror(rc), without);
+        vs_log(VS_LOG_WARN, "cannot start the shim's thread %s (%s): %s", name, strerror(rc), without);
         return false;
     }
     pthread_setname_np(w->thread, name);
