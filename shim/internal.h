@@ -16,7 +16,11 @@
  *       vs_arrive.lock            (offload_arrive.c) the arrival thread's jobs: leaf
  *       registry lock             (registry_lock.c) read-mostly: allocations
  *         vs_trace.lock           (trace_writer.c) VRAMSHIM_TRACE: leaf
+ *         vs_stamps.worker.lock   (stamp_log.c)   the stamp thread's start: leaf
  *   vs_layouts_lock               (launch.c)      kernel parameter layouts
+ *     registry lock               (as above)
+ *   vs_stamps.drain               (stamp_log.c)   the stamp logs' one drainer; never
+ *                                                   under another shim lock
  *     registry lock               (as above)
  *   vs_physical_lock              (hooks_memory.c) the application's VMM handles: leaf
  *   vs_runtime_lock               (runtime.c)     the runtime's primary context: leaf
@@ -61,6 +65,10 @@
  *   runtime lock       the runtime's primary context           its first retain
  *   pool usage lock    each memory pool's charged reserve      reading a reserve and charging it
  *   publisher lock     the live snapshot's thread state        start/stop/wake
+ *   stamp drain lock   who drains the stamp logs (stamp_log.c: a stamping of what the logs
+ *                      each log is written by its own thread   hold, by the stamp thread or a
+ *                      without a lock)                         listing's flush)
+ *   stamp worker lock  the stamp thread's state                its start, its sleep, its stop
  *
  * The fast path of an operation takes only the registry's read lock and
  * never the engine lock while holding it; the engine takes the registry
