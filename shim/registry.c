@@ -13,8 +13,10 @@
  * allocations and one cache miss before the allocation's hot slot,
  * which is what keeps the per-launch scan cheap. An allocation registered
  * not evictable (settled, VS_HOT_SETTLED) needs nothing before the launch
- * goes: a scan may leave its look-up's end and its stamp for after the
- * submission (`vs_registry_stamp_settled_registry_locked`). The page index is not a
+ * goes: a scan may leave its word for after the submission
+ * (`vs_registry_stamp_settled_registry_locked`), which logs it for the stamp
+ * thread (stamp_log.h; `vs_registry_stamp_logged_registry_locked` stamps
+ * it there). The page index is not a
  * uthash table because uthash's chained buckets cost a dependent load per
  * link on this, the hottest path of the shim.
  *
@@ -73,7 +75,7 @@ typedef struct vs_alloc_s {
  * evictable. Such an allocation stays resident for good, no engine reads its
  * streams or epochs, and its stamp is news to no one before the operation
  * is submitted: a touch may leave it for `vs_registry_stamp_settled_registry_locked`,
- * after the submission, with its hot slot prefetched meanwhile. */
+ * after the submission, which logs it for the stamp thread. */
 #define VS_HOT_SETTLED (UINT32_C(1) << 31)
 /* At most this many hot slots: an index never reaches the bit, and no name
  * is UINT32_MAX, which a touch uses for "none". */
