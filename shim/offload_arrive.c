@@ -175,8 +175,7 @@ static void *vs_arrive_main(void *arg)
         j->finished = true;
         pthread_cond_broadcast(&vs_arrive.worker.finished);
     }
-    vs_arrive.worker.running = false;
-    pthread_cond_broadcast(&vs_arrive.worker.finished);
+    vs_worker_ended(&vs_arrive.worker);
     pthread_mutex_unlock(&vs_arrive.worker.lock);
     return NULL;
 }

@@ -116,8 +116,7 @@ static void *vs_retire_main(void *arg)
         b->finished = true;
         pthread_cond_broadcast(&vs_retire.worker.finished);
     }
-    vs_retire.worker.running = false;
-    pthread_cond_broadcast(&vs_retire.worker.finished);
+    vs_worker_ended(&vs_retire.worker);
     pthread_mutex_unlock(&vs_retire.worker.lock);
     return NULL;
 }

@@ -182,8 +182,7 @@ static void *vs_stamp_log_main(void *arg)
         vs_stamp_log_flush();
         pthread_mutex_lock(&w->lock);
     }
-    w->running = false;
-    pthread_cond_broadcast(&w->finished);
+    vs_worker_ended(w);
     pthread_mutex_unlock(&w->lock);
     return NULL;
 }

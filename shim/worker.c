@@ -54,6 +54,12 @@ void vs_worker_started(vs_worker_t *w)
     pthread_cond_broadcast(&w->finished);
 }
 
+void vs_worker_ended(vs_worker_t *w)
+{
+    w->running = false;
+    pthread_cond_broadcast(&w->finished);
+}
+
 void vs_worker_stop(vs_worker_t *w)
 {
     pthread_mutex_lock(&w->lock);

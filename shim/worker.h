@@ -11,8 +11,9 @@
  * cannot) and waits until it runs, which the thread says with
  * `vs_worker_started`. `vs_worker_stop`, at exit, without the lock: lets
  * the thread end what it was handed, for a second at most, and starts no
- * other. The thread ends once `stop` is set and its work is done, clearing
- * `running` and signalling `finished`. Each thread's work list, and how it
+ * other. The thread ends once `stop` is set and its work is done, and says
+ * so with `vs_worker_ended` (which clears `running` and signals
+ * `finished`). Each thread's work list, and how it
  * hands work over and waits for it, stay its module's own.
  */
 #ifndef VS_WORKER_H
@@ -37,6 +38,7 @@ typedef struct vs_worker_s {
 bool vs_worker_owned(vs_worker_t *w);
 bool vs_worker_start(vs_worker_t *w, void *(*thread_main)(void *), const char *name, const char *without);
 void vs_worker_started(vs_worker_t *w);
+void vs_worker_ended(vs_worker_t *w);
 void vs_worker_stop(vs_worker_t *w);
 
 #endif
