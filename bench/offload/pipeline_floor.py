@@ -46,6 +46,20 @@ with no reserve, free 1.028 / 1.035 / 1.008 at 25 / 50 / 75%, the largest
 family none / 1.554 / 1.300; with 6 MiB held back, free 1.101 / 1.256 /
 1.177 (docs/benchmarks.md, stop 45). A local search gives an upper bound on
 the floor, not the floor: its seeds and steps are fixed, so runs repeat.
+
+`--workload dit --pieces MIB [--costs default|busy|free]` times the DiT
+streamed in pieces of one size, each with physical memory of its own: a
+tensor streams its tail-most whole pieces (an 8 MiB tensor in 4 MiB pieces
+streams one or two, a 6 MiB one at most one, its first 2 MiB resident), so
+that any departing piece's memory serves any restore, mapped and granted
+ahead of its verdict. The host's calls come from simcuda's tables: the map
+and the grant of each piece on one thread (the arrival thread), its copy
+submitted after the verdict, its unmap on another (the retire thread); each
+departing piece's content hash runs on the compute engine behind its kernel.
+At ratio 1 (2026-11-29), 4 MiB pieces: 1.026 / 1.025 / 1.025 x the bound at
+25 / 50 / 75%, in at most 1.020 x F, the arrival thread 52-54% busy, with
+the default table; 1.45 with h200-busy.txt, where that thread is busy all
+the time (docs/benchmarks.md, stop 49).
 """
 import argparse
 import itertools
@@ -237,6 +251,133 @@ def dit_cell(percent, ratio, family, reserve, seed=1, rounds=3, steps=3000):
     return bound, best[0], best[1] / f_bytes, best[2]
 
 
+# ---- The DiT in pieces of one size, with the host's calls --------------------
+
+# Host calls per piece, in microseconds, from tests/simcuda's tables: the
+# default (an idle H100) and h200-busy.txt (an H200 with a kernel and a copy
+# running, what a GPU that computes while the shim swaps charges). `ahead`:
+# the map and the grant of a restore mapped ahead onto a departing piece's
+# memory, made on the arrival thread before that piece's verdict; `submit`:
+# the copy's submission after it; `unmap`: the departed piece's range, on
+# the retire thread. A size part is per GiB.
+PIECE_COSTS = {
+    "free": {"ahead": (0.0, 0.0), "submit": 0.0, "wake": 0.0, "unmap": (0.0, 0.0)},
+    "default": {"ahead": (1.04 + 41.9, 0.0), "submit": 2.69, "wake": 0.82, "unmap": (24.9, 0.0)},
+    "busy": {"ahead": (10.3 + 109.3, 129.0), "submit": 2.69, "wake": 0.82, "unmap": (59.0, 58.0)},
+}
+HASH_BYTES_PER_US = 8 * MIB / 4.2  # the content hash of a departing piece on the compute engine (simcuda)
+
+
+def dit_pieces_time(counts, piece, per_byte, slots, costs, passes=6):
+    """Steady-state time per pass of the DiT when tensor i streams counts[i]
+    pieces of `piece` bytes (its tail-most ones; the rest stays resident),
+    through `slots` pieces of room. Every piece has its own physical memory
+    of one size, so any departing piece's memory serves any restore: each
+    restore is mapped and granted ahead onto the memory of the piece whose
+    slot it takes (the arrival thread, one call after another), and its copy
+    is submitted once that piece's kernel and hash are over. Returns (time
+    per pass, the arrival thread's busy share, the retire thread's)."""
+    ahead = costs["ahead"][0] + costs["ahead"][1] * piece / (1 << 30)
+    unmap = costs["unmap"][0] + costs["unmap"][1] * piece / (1 << 30)
+    hash_us = piece / HASH_BYTES_PER_US
+    link = kernel = host = 0.0
+    holders = []  # per held slot: [time it frees], oldest first
+    ends = []
+    for _ in range(passes):
+        for size, count in zip(DIT_SEQ, counts):
+            ready = 0.0
+            mine = []
+            for _ in range(count):
+                free_at = 0.0
+                while len(holders) >= slots:
+                    free_at = max(free_at, holders.pop(0)[0])
+                host += ahead
+                submit = max(host, free_at + costs["wake"]) + costs["submit"]
+                host = submit
+                link = max(link, submit) + piece / LINK_BYTES_PER_US
+                ready = link
+                slot = [None]
+                holders.append(slot)
+                mine.append(slot)
+            kernel = max(kernel, ready) + size * per_byte
+            ends.append(kernel)
+            for slot in mine:
+                kernel += hash_us  # the departure's hash, behind the kernel
+                slot[0] = kernel
+    n = len(DIT_SEQ)
+    per_pass = (ends[-1] - ends[-1 - 2 * n]) / 2
+    pieces = sum(counts)
+    return per_pass, pieces * (ahead + costs["submit"]) / per_pass, pieces * unmap / per_pass
+
+
+def dit_pieces_cell(percent, ratio, piece, costs, seed=1, steps=2000):
+    """(bound, best time, bytes in / F, slots, arrival share, retire share)
+    over plans that stream as many pieces as the bytes goal allows (and a
+    few fewer), spread evenly, then moved by a seeded local search."""
+    weights = sum(DIT_SEQ) + DIT_SMALL
+    limit = weights * percent // 100 // MIB * MIB
+    resident = ACTIVATION + DIT_SMALL
+    f_bytes = weights + ACTIVATION - limit + 2 * max(DIT_SEQ)
+    transfer_us = f_bytes / LINK_BYTES_PER_US
+    per_byte = ratio * transfer_us / sum(DIT_SEQ)
+    bound = max(ratio * transfer_us, transfer_us)
+    most = [size // piece for size in DIT_SEQ]
+    rng = random.Random(seed)
+    best = None
+    top = int(MAX_IN_OVER_F * f_bytes // piece)
+    for total in range(top - 2, top + 1):
+        if total <= 0 or total > sum(most):
+            continue
+        streamed = total * piece
+        slots = (limit - resident - (sum(DIT_SEQ) - streamed)) // piece
+        if slots < 1 + max(most):
+            continue
+        # One piece each on tensors spread evenly, then second pieces.
+        counts = [0] * len(DIT_SEQ)
+        left = total
+        for layer in range(1, max(most) + 1):
+            able = [i for i in range(len(DIT_SEQ)) if most[i] >= layer]
+            take = min(left, len(able))
+            for j in range(take):
+                counts[able[j * len(able) // take]] += 1
+            left -= take
+        judged = dit_pieces_time(counts, piece, per_byte, slots, costs)
+        current = judged
+        temperature = 0.02 * bound
+        for _ in range(steps):
+            a, b = rng.randrange(len(counts)), rng.randrange(len(counts))
+            if a == b or counts[a] == 0 or counts[b] >= most[b]:
+                continue
+            trial = counts[:]
+            trial[a] -= 1
+            trial[b] += 1
+            t = dit_pieces_time(trial, piece, per_byte, slots, costs)
+            if t[0] <= current[0] or rng.random() < math.exp(-(t[0] - current[0]) / temperature):
+                counts, current = trial, t
+                judged = min(judged, t)
+            temperature *= 0.998
+        if best is None or judged[0] < best[1]:
+            best = (bound, judged[0], streamed / f_bytes, slots, judged[1], judged[2])
+    return best
+
+
+def dit_pieces_main(ratios, piece_mib, costs_name):
+    costs = PIECE_COSTS[costs_name]
+    print(f"pipeline_floor: the sweep's DiT in pieces of {piece_mib} MiB (each tensor streams its tail-most "
+          f"whole pieces), host costs {costs_name}, in <= {MAX_IN_OVER_F} x F; best time per pass / bound, and "
+          f"the busy share of the thread that maps and grants ahead and of the one that unmaps")
+    print("limit  ratio  x bound  in / F  slots  arrival  retire")
+    for percent in (25, 50, 75):
+        for ratio in ratios:
+            cell = dit_pieces_cell(percent, ratio, piece_mib * MIB, costs)
+            if cell is None:
+                print(f"{percent:4d}%  {ratio:5.2f}        -       -  (no plan fits)")
+                continue
+            bound, t, in_f, slots, arrival, retire = cell
+            print(f"{percent:4d}%  {ratio:5.2f}  {t / bound:7.3f}  {in_f:6.3f}  {slots:5d}  {arrival:7.2f}  "
+                  f"{retire:6.2f}", flush=True)
+
+
 def dit_main(ratios, reserve_mib):
     print(f"pipeline_floor: the sweep's DiT (16 x 6/2/8/8 MiB), free host, whole tensors, "
           f"in <= {MAX_IN_OVER_F} x F, {reserve_mib} MiB of the room held back; best time per pass / bound")
@@ -261,8 +402,16 @@ def main():
     parser.add_argument("--workload", choices=("cycle", "dit"), default="cycle")
     parser.add_argument("--reserve", type=int, default=0, metavar="MIB",
                         help="dit: room held back from streaming (the shim's departure room: 6)")
+    parser.add_argument("--pieces", type=int, default=0, metavar="MIB",
+                        help="dit: stream pieces of this size, each with memory of its own, instead of whole "
+                             "tensors (granules: 2, 4, 6 or 8)")
+    parser.add_argument("--costs", choices=sorted(PIECE_COSTS), default="default",
+                        help="dit --pieces: the host calls' costs (simcuda's default table, h200-busy.txt, or none)")
     args = parser.parse_args()
     ratios = args.ratio or [1.0]
+    if args.workload == "dit" and args.pieces:
+        dit_pieces_main(ratios, args.pieces, args.costs)
+        return
     if args.workload == "dit":
         dit_main(ratios, args.reserve)
         return
