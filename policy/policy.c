@@ -114,6 +114,10 @@ struct vs_policy_s {
     /* `vs_policy_set_largest_offer`, and whether the plan took it. */
     uint64_t largest_offer;
     bool keeps_largest;
+    /* `vs_policy_set_piece`, and whether the plan is in pieces. */
+    uint64_t piece, piece_extra;
+    bool in_pieces, pieces_refused;
+    uint64_t plan_builds;
     vs_policy_alloc_t **members; /* scratch for building the plan */
     size_t members_cap;
 };
@@ -728,6 +732,76 @@ static bool plan_take_largest_offer(vs_policy_t *policy, size_t *n, uint64_t *ro
     return true;
 }
 
+/* `vs_policy_set_piece`: with the members in `policy->members[0, n)` and
+ * `stream` bytes to stream, streams the last piece of as many members as
+ * make it up, spread evenly over the cycle in the order of their next use
+ * (each keeps its class while within half a member of even, as the whole
+ * plan's spread does: every change of class costs a copy). False, with
+ * nothing set, when too few members are as large as a piece. */
+static bool plan_pieces(vs_policy_t *policy, size_t n, uint64_t stream, uint64_t room)
+{
+    uint64_t piece = policy->piece;
+    size_t able = 0;
+    for (size_t i = 0; i < n; i++)
+        able += policy->members[i]->size >= piece;
+    uint64_t want = (stream + piece - 1) / piece;
+    if (want > able)
+        return false;
+    /* Nor while the cycle is still being learned when, once every
+     * evictable allocation is a member, too few would be large enough: a
+     * plan that changes its kind when the last members join moves heads and
+     * classes for nothing. */
+    uint64_t evictable = 0, pieces = 0;
+    vs_policy_alloc_t *a, *tmp;
+    HASH_ITER(hh, policy->by_id, a, tmp) {
+        if (!a->evictable || is_dead(policy, a))
+            continue;
+        evictable += a->size;
+        pieces += a->size >= piece;
+    }
+    if (evictable > room && evictable - room > pieces * piece)
+        return false;
+    qsort(policy->members, n, sizeof *policy->members, plan_member_order);
+    uint64_t seen = 0, streamed = 0;
+    for (size_t i = 0; i < n; i++) {
+        vs_policy_alloc_t *m = policy->members[i];
+        if (m->size < piece) {
+            plan_set(policy, m, false);
+            continue;
+        }
+        seen++;
+        double share = (double)want * (double)seen / (double)able;
+        double slack = m->streamed ? 0.5 : -0.5;
+        bool streams = streamed < want && (double)streamed + 0.5 <= share + slack;
+        plan_set(policy, m, streams);
+        streamed += streams;
+    }
+    /* The hysteresis may leave a few short: the kept ones furthest behind
+     * their even share stream. */
+    while (streamed < want) {
+        vs_policy_alloc_t *behind = NULL;
+        double most = 0.0;
+        uint64_t at = 0, count = 0;
+        for (size_t i = 0; i < n; i++) {
+            vs_policy_alloc_t *m = policy->members[i];
+            if (m->size < piece)
+                continue;
+            at++;
+            count += m->streamed;
+            double lag = (double)want * (double)at / (double)able - (double)count;
+            if (!m->streamed && (behind == NULL || lag > most)) {
+                behind = m;
+                most = lag;
+            }
+        }
+        plan_set(policy, behind, true);
+        streamed++;
+    }
+    policy->planned_streamed_bytes = streamed * piece;
+    policy->in_pieces = true;
+    return true;
+}
+
 /* Builds the plan; without a cycle or a budget, or when everything fits,
  * nothing is streamed. O(n log n). */
 static void plan_build(vs_policy_t *policy)
@@ -736,6 +810,9 @@ static void plan_build(vs_policy_t *policy)
     policy->plan_built_at = policy->now;
     policy->planned_streamed_bytes = 0;
     policy->keeps_largest = false;
+    policy->in_pieces = false;
+    policy->pieces_refused = false;
+    policy->plan_builds++;
     uint64_t previous = policy->partial_bytes > 0 ? policy->partial_id : 0;
     policy->partial_id = 0;
     policy->partial_bytes = 0;
@@ -771,6 +848,13 @@ static void plan_build(vs_policy_t *policy)
     }
     uint64_t room = policy->budget > kept ? policy->budget - kept : 0;
     uint64_t stream = cycle_bytes > room ? cycle_bytes - room : 0;
+    if (stream > 0 && policy->piece > 0) {
+        uint64_t room_in_pieces = room + policy->piece_extra;
+        uint64_t stream_in_pieces = cycle_bytes > room_in_pieces ? cycle_bytes - room_in_pieces : 0;
+        if (stream_in_pieces > 0 && plan_pieces(policy, n, stream_in_pieces, room_in_pieces))
+            return;
+        policy->pieces_refused = stream_in_pieces > 0;
+    }
     if (stream > 0 && policy->largest_offer > 0 && plan_take_largest_offer(policy, &n, &room, stream, &cycle_bytes))
         stream = cycle_bytes > room ? cycle_bytes - room : 0;
     if (stream == 0) {
@@ -858,6 +942,15 @@ void vs_policy_set_largest_offer(vs_policy_t *policy, uint64_t bytes)
     if (bytes == policy->largest_offer)
         return;
     policy->largest_offer = bytes;
+    policy->plan_dirty = true;
+}
+
+void vs_policy_set_piece(vs_policy_t *policy, uint64_t bytes, uint64_t extra)
+{
+    if (bytes == policy->piece && extra == policy->piece_extra)
+        return;
+    policy->piece = bytes;
+    policy->piece_extra = bytes != 0 ? extra : 0;
     policy->plan_dirty = true;
 }
 
@@ -1027,4 +1120,7 @@ void vs_policy_stats(const vs_policy_t *policy, vs_policy_stats_t *stats)
     stats->planned_partial_id = policy->partial_id;
     stats->planned_partial_bytes = policy->partial_bytes;
     stats->planned_keeps_largest = policy->keeps_largest && policy->planned_streamed_bytes > 0;
+    stats->planned_piece_bytes = policy->in_pieces && policy->planned_streamed_bytes > 0 ? policy->piece : 0;
+    stats->planned_pieces_refused = policy->pieces_refused;
+    stats->plan_builds = policy->plan_builds;
 }

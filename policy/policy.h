@@ -59,6 +59,15 @@ typedef struct vs_policy_stats_s {
     /* The plan took the offer of `vs_policy_set_largest_offer`: every
      * member of the largest size stays resident, and none streams. */
     bool planned_keeps_largest;
+    /* The plan is in pieces (`vs_policy_set_piece`): each streamed
+     * allocation streams its last `planned_piece_bytes` and keeps the rest
+     * resident. 0: whole allocations (and at most one head, above). */
+    uint64_t planned_piece_bytes;
+    /* Pieces were asked for and the last plan could not be made in them. */
+    bool planned_pieces_refused;
+    /* Plans built so far: a change says the members' classes may have
+     * changed. */
+    uint64_t plan_builds;
 } vs_policy_stats_t;
 
 /* Parses a VRAMSHIM_POLICY value ("lru", "cyclic" or "learned", case
@@ -127,6 +136,16 @@ void vs_policy_set_budget(vs_policy_t *policy, uint64_t bytes);
  * 16 MiB LM head is twice any other tensor, then keeps the head and
  * streams 16 MiB less a pass. 0 (the default): no offer. */
 void vs_policy_set_largest_offer(vs_policy_t *policy, uint64_t bytes);
+/* Plans in pieces of `bytes` (0: whole allocations, the default): every
+ * member it streams streams its last `bytes` and keeps the rest resident
+ * between its uses; members smaller than a piece stay resident. Every swap
+ * is then of one size, so that a restore can always be mapped onto the
+ * memory of a departing piece. A plan in pieces has `extra` bytes of budget
+ * more than one of whole allocations (the caller's streaming room is
+ * smaller). Where fewer members than the stream needs are as large as a
+ * piece, the plan is of whole allocations (`planned_piece_bytes` 0,
+ * `planned_pieces_refused`), in the budget alone. */
+void vs_policy_set_piece(vs_policy_t *policy, uint64_t bytes, uint64_t extra);
 /* Plans again from scratch at the next use: the classes the plan gave keep
  * no weight (a rebuild otherwise keeps each member's class while the spread
  * allows it). For a change of regime, after which the old plan's order is

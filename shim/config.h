@@ -57,7 +57,8 @@
 /* VRAMSHIM_PARTIAL: whether the plan may keep a head of one streamed
  * allocation resident. `auto`: where the device's largest evictable
  * allocation is 32 MiB or more and its evictions are mostly clean
- * (vs_prefetch_budget_update). */
+ * (vs_prefetch_budget_update). `auto` and `on` also let it stream pieces
+ * of one size among small allocations of mixed sizes (vs_prefetch_piece). */
 typedef enum vs_partial_e {
     VS_PARTIAL_OFF = 0,
     VS_PARTIAL_AUTO,

@@ -622,10 +622,14 @@ static bool vs_engine_premap_tail(vs_region_t *r, vs_region_t *lender)
 {
     VS_ASSERT_HELD(&vs_engine.lock);
     uint64_t split = r->split;
+    /* The lender's one departing mapping, of the tail's size: its own
+     * tail, leaving alone from its head, or all of it, having no head. */
+    bool lender_tail = lender->split > 0;
+    uint64_t lent_bytes = lender_tail ? lender->reserved - lender->split : lender->reserved;
     if (r->where != VS_ON_HOST || r->phys != 0 || r->head_phys == 0 || r->premapped || r->disk_io || r->evicting
         || r->mapping_tail || lender->where != VS_RESIDENT || lender->phys == 0 || lender->phys_lent
-        || lender->head_from_host || lender->split != split || lender->keep < split
-        || lender->reserved != r->reserved || lender->device != r->device || lender->ctx != r->ctx)
+        || lender->head_from_host || (lender_tail && lender->keep < lender->split)
+        || lent_bytes != r->reserved - split || lender->device != r->device || lender->ctx != r->ctx)
         return false;
     CUdeviceptr at = (CUdeviceptr)(r->base + split);
     uint64_t bytes = r->reserved - split;
@@ -642,9 +646,36 @@ static bool vs_engine_premap_tail(vs_region_t *r, vs_region_t *lender)
     r->premapped = true;
     r->premap_tail = true;
     lender->phys_lent = true;
+    lender->lent_tail = lender_tail;
+    vs_log(VS_LOG_DEBUG, "mapping the tail of 0x%" PRIxPTR " ahead onto the %s of departing 0x%" PRIxPTR
+           " (it keeps %" PRIu64 " bytes, the lender %" PRIu64 ")", r->base, lender_tail ? "tail" : "memory",
+           lender->base, split, lender->split);
+    return true;
+}
+
+/* `vs_engine_premap` for a whole allocation mapped as one piece onto the
+ * tail of a departing allocation that keeps its head (pieces of one size:
+ * `vs_prefetch_piece`). */
+static bool vs_engine_premap_onto_tail(vs_region_t *r, vs_region_t *lender)
+{
+    VS_ASSERT_HELD(&vs_engine.lock);
+    if (lender->split == 0 || lender->keep < lender->split || lender->reserved - lender->split != r->reserved)
+        return false;
+    vs_engine_range_unmapped(r->base, r->reserved);
+    if (VS_ENGINE_CALL(VS_HOST_VMM, cuMemMap, ((CUdeviceptr)r->base, r->reserved, 0, lender->phys, 0)) != CUDA_SUCCESS)
+        return false;
+    if (vs_engine_grant_ahead(r, (CUdeviceptr)r->base, r->reserved) != CUDA_SUCCESS) {
+        (void)VS_ENGINE_CALL(VS_HOST_VMM, cuMemUnmap, ((CUdeviceptr)r->base, r->reserved));
+        return false;
+    }
+    r->phys = lender->phys;
+    r->premap_split = 0;
+    r->premap_head = 0;
+    r->premapped = true;
+    lender->phys_lent = true;
     lender->lent_tail = true;
-    vs_log(VS_LOG_DEBUG, "mapping the tail of 0x%" PRIxPTR " ahead onto the tail of departing 0x%" PRIxPTR
-           " (both keep %" PRIu64 " bytes)", r->base, lender->base, split);
+    vs_log(VS_LOG_DEBUG, "mapping 0x%" PRIxPTR " ahead onto the tail of departing 0x%" PRIxPTR " (it keeps %" PRIu64
+           " bytes)", r->base, lender->base, lender->split);
     return true;
 }
 
@@ -655,9 +686,10 @@ bool vs_engine_premap(vs_region_t *r, vs_region_t *lender)
         return vs_engine_premap_tail(r, lender);
     if (r->where != VS_ON_HOST || r->phys != 0 || r->split != 0 || r->premapped || r->disk_io || r->evicting
         || (r->keep != 0 && r->keep < r->reserved) || lender->where != VS_RESIDENT || lender->phys == 0
-        || lender->phys_lent || lender->head_from_host || lender->reserved != r->reserved
-        || lender->device != r->device || lender->ctx != r->ctx)
+        || lender->phys_lent || lender->head_from_host || lender->device != r->device || lender->ctx != r->ctx)
         return false;
+    if (lender->reserved != r->reserved)
+        return vs_engine_premap_onto_tail(r, lender);
     vs_engine_range_unmapped(r->base, r->reserved);
     /* The lender's pieces, at the same offsets: a head, when it has one,
      * and the tail; then one grant over both. */
@@ -884,11 +916,52 @@ static bool vs_engine_keep_equal(vs_engine_device_t *d, const vs_policy_stats_t 
     return true;
 }
 
+/* Pieces (`vs_prefetch_piece`): every allocation the plan streams keeps
+ * all but its last piece as its head, the others none. Decided once per
+ * plan, as equal heads are. */
+static void vs_engine_keep_pieces(vs_engine_device_t *d, const vs_policy_stats_t *ps)
+{
+    uint64_t plan = ps->allocs ^ 0x9e3779b97f4a7c15ull;
+    const uint64_t parts[] = {ps->period, ps->planned_streamed_bytes, ps->planned_piece_bytes, ps->plan_builds};
+    for (size_t i = 0; i < sizeof parts / sizeof parts[0]; i++)
+        plan = (plan ^ parts[i]) * 0x100000001b3ull;
+    if (d->piece_keeps && plan == d->keep_equal_plan)
+        return;
+    d->keep_equal_plan = plan;
+    int device = (int)(d - vs_engine.devices);
+    uint64_t piece = ps->planned_piece_bytes, n = 0;
+    for (vs_region_t *r = vs_engine.by_base; r != NULL; r = r->hh.next) {
+        if (r->device != device)
+            continue;
+        bool streamed = vs_engine_streamed(d, device, r) && r->reserved >= piece;
+        r->keep = streamed ? r->reserved - piece : 0;
+        n += streamed;
+    }
+    if (!d->piece_keeps)
+        vs_log(VS_LOG_DEBUG, "partial residency: each of the %" PRIu64 " streamed allocations streams its last %" PRIu64
+               " bytes and keeps the rest between uses", n, piece);
+    d->piece_keeps = true;
+    d->keep_equal = 0;
+    d->keep_id = 0;
+}
+
 void vs_engine_keep_update(vs_engine_device_t *d, bool wanted)
 {
     VS_ASSERT_HELD(&vs_engine.lock);
     vs_policy_stats_t ps;
     vs_policy_stats(d->policy, &ps);
+    if (wanted && ps.planned_piece_bytes != 0) {
+        vs_engine_keep_pieces(d, &ps);
+        return;
+    }
+    if (d->piece_keeps) {
+        int device = (int)(d - vs_engine.devices);
+        for (vs_region_t *r = vs_engine.by_base; r != NULL; r = r->hh.next)
+            if (r->device == device)
+                r->keep = 0; /* their next evictions unmap their heads too */
+        d->piece_keeps = false;
+        d->keep_equal_plan = 0;
+    }
     if (wanted && ps.planned_partial_bytes > 0 && vs_engine_keep_equal(d, &ps))
         return;
     if (d->keep_equal != 0) {

@@ -607,17 +607,41 @@ uint64_t vs_engine_departures_finish_lender(vs_engine_device_t *d, const vs_regi
     return freed;
 }
 
+/* The bytes of the one mapping `victim` departs with from `from` (its tail
+ * alone, or all of it when it has no head); 0 when it departs with two. */
+static uint64_t vs_departing_piece(const vs_region_t *victim, uint64_t from)
+{
+    if (from > 0)
+        return from == victim->split ? victim->reserved - from : 0;
+    return victim->split == 0 ? victim->reserved : 0;
+}
+
+/* The bytes of the one mapping a restore of `r` makes (its tail, its head
+ * being mapped; or all of it, when it keeps no head); 0 when it makes two. */
+static uint64_t vs_restoring_piece(const vs_region_t *r)
+{
+    if (r->split > 0)
+        return r->reserved - r->split;
+    return r->keep == 0 || r->keep >= r->reserved ? r->reserved : 0;
+}
+
 vs_region_t *vs_engine_departure_lender(const vs_engine_device_t *d, const vs_region_t *r)
 {
     VS_ASSERT_HELD(&vs_engine.lock);
     const vs_eviction_t *oldest = d->departures;
+    uint64_t piece = vs_restoring_piece(r);
     for (size_t i = 0; oldest != NULL && i < oldest->count; i++) {
         vs_region_t *victim = oldest->victims[i];
+        if (victim == NULL || victim->phys_lent)
+            continue;
         /* A whole allocation maps onto a victim leaving whole; one that
          * keeps its head, onto a victim leaving its tail alone from a head
-         * of the same size. */
-        if (victim != NULL && victim->reserved == r->reserved && oldest->from_of[i] == r->split
-            && !victim->phys_lent && (r->split == 0 || victim->split == r->split))
+         * of the same size; and any one mapping onto any departing one of
+         * its size (pieces: a tail onto a victim of the tail's size leaving
+         * whole, a whole allocation onto a tail of its size). */
+        if ((victim->reserved == r->reserved && oldest->from_of[i] == r->split
+             && (r->split == 0 || victim->split == r->split))
+            || (piece != 0 && vs_departing_piece(victim, oldest->from_of[i]) == piece))
             return victim;
     }
     return NULL;

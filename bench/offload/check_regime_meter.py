@@ -22,11 +22,12 @@ minutes at 24). What it checks:
   there too (the shares cannot tell), timed slower, and the cycle goes back
   (two changes); the departure's room stays (bytes over 1.02 x F), which
   keeps the pass within 1.10 x the bound;
-- the LLM at 75%, ratio 1: the lean plan tried near the balance point is
-  timed slower than the balanced one, which keeps the LM head resident
-  (`vs_policy_set_largest_offer`), and the cycle goes back (two changes):
-  at most 1.02 x F within 1.05 x the bound either way (the lean plan stayed
-  until stop 45);
+- the LLM at 75%, ratio 1: the lean plan tried near the balance point,
+  in pieces of 8 MiB since stop 49 (the LM head streams its last 8 MiB,
+  `vs_prefetch_piece`), is timed no slower than the balanced one, which
+  keeps the LM head resident (`vs_policy_set_largest_offer`), and stays
+  (one change; from stop 45 to stop 48, whole, it was timed slower and the
+  cycle went back): at most 1.02 x F within 1.05 x the bound either way;
 - the cycle at 25%, ratio 1: no change (its 32 MiB layers keep heads and
   no room in every regime: there is no other plan to try);
 - the DiT at 25%, ratio 0.75: the cycle reads link-bound, the lean plan is
@@ -39,11 +40,15 @@ minutes at 24). What it checks:
   lean plan is timed slower than the balanced one keeping the LM head, and
   the cycle goes back (two changes): at most 1.02 x F within 1.05 x the
   bound;
-- the DiT at 50%, ratio 1.33: compute-bound, and the lean plan stays (one
-  change): at most 1.02 x F within 1.05 x the bound; its departures start
-  once the operation after a tensor's last use is submitted
-  (`vs_prefetch_after_launch`), and without that the lean plan was timed
-  3.5% slower and given up (1.067 x F).
+- the DiT at 50%, ratio 1.33: compute-bound, and the lean plan, in pieces
+  of 6 MiB since stop 49, runs the measured passes: at most 1.02 x F
+  within 1.05 x the bound; its departures start once the operation after
+  a tensor's last use is submitted (`vs_prefetch_after_launch`), and
+  without that the lean plan was timed 3.5% slower and given up (1.067 x
+  F). In pieces its cycles take what the balanced plan's take (74.9 against
+  74.7 us an operation), and the run's last cycle, the child's checks
+  after the measured passes (106.5 us), takes the mean past the tolerance:
+  the cycle goes back then (two changes), after the figures are taken.
 Exit 0 when all of it holds, 1 otherwise.
 """
 import os
@@ -64,12 +69,12 @@ REGIMES = {"compute-bound": "the cycle is compute-bound", "link-bound": "the cyc
 CELLS = [("dit", "25", "2", "compute-bound", False, 1.02, 1.05, 0.0),
          ("dit", "25", "0.5", "link-bound", False, 1.02, 1.05, 0.0),
          ("dit", "25", "1", NEAR, True, 9.0, 1.10, 1.02),
-         ("llm", "75", "1", NEAR, True, 1.02, 1.05, 0.0),
+         ("llm", "75", "1", NEAR, False, 1.02, 1.05, 0.0),
          ("cycle", "25", "1", None, False, 1.02, 1.10, 0.0),
          ("dit", "25", "0.75", "link-bound", True, 9.0, 1.10, 1.02),
          ("llm", "50", "0.75", "link-bound", False, 1.02, 1.05, 0.0),
          ("llm", "25", "0.5", "link-bound", True, 1.02, 1.05, 0.0),
-         ("dit", "50", "1.33", "compute-bound", False, 1.02, 1.05, 0.0)]
+         ("dit", "50", "1.33", "compute-bound", True, 1.02, 1.05, 0.0)]
 
 
 def run_cell(program, shim, work, workload, percent, ratio):

@@ -466,6 +466,58 @@ static void test_policy_plan_keeps_the_largest_for_a_smaller_window(void **state
     }
 }
 
+/* Pieces (`vs_policy_set_piece`): eight blocks of 6, 2, 8 and 8 units (the
+ * sweep's DiT), pieces of 6. With a budget of 130 and 10 more in pieces,
+ * 52 units must stream: nine members stream their last 6 (54), none of
+ * them a 2, spread over at least six of the eight blocks. With a budget of
+ * 20, 162 would: more than the 24 members of 6 or more can carry, so the
+ * plan is of whole allocations in the budget alone (172 or more stream),
+ * and says that pieces were refused. */
+static void test_policy_plan_in_pieces_of_one_size(void **state)
+{
+    (void)state;
+    uint64_t sizes[32];
+    for (size_t i = 0; i < 32; i++)
+        sizes[i] = (const uint64_t[]){6, 2, 8, 8}[i % 4];
+    static const struct {
+        uint64_t budget, extra, piece_bytes, streamed_least;
+        bool refused;
+    } cases[] = {
+        {130, 10, 6, 54, false},
+        {20, 10, 0, 172, true},
+    };
+    for (size_t c = 0; c < sizeof cases / sizeof cases[0]; c++) {
+        sim_t s;
+        sim_init(&s, VS_POLICY_CYCLIC, 32, sizes, cases[c].budget + 26);
+        vs_policy_set_budget(s.policy, cases[c].budget);
+        vs_policy_set_piece(s.policy, 6, cases[c].extra);
+        for (int pass = 0; pass < 8; pass++)
+            sim_pass(&s, 0, 32);
+        vs_policy_stats_t st;
+        vs_policy_stats(s.policy, &st);
+        assert_int_equal(st.planned_piece_bytes, cases[c].piece_bytes);
+        assert_int_equal(st.planned_pieces_refused, cases[c].refused);
+        uint64_t streamed = 0, members = 0;
+        unsigned blocks = 0;
+        for (size_t i = 0; i < 32; i++) {
+            if (vs_policy_planned_resident(s.policy, i))
+                continue;
+            members++;
+            streamed += st.planned_piece_bytes != 0 ? st.planned_piece_bytes : s.size[i];
+            blocks |= 1u << (i / 4);
+            if (st.planned_piece_bytes != 0)
+                assert_true(s.size[i] >= st.planned_piece_bytes);
+        }
+        assert_true(streamed >= cases[c].streamed_least);
+        if (!cases[c].refused) {
+            assert_int_equal(members, 9);
+            assert_int_equal(st.planned_streamed_bytes, 54);
+            assert_true(__builtin_popcount(blocks) >= 6);
+        }
+        sim_fini(&s);
+    }
+}
+
 static void test_policy_plan_keeps_what_is_used_more_than_once_per_cycle(void **state)
 {
     (void)state;
@@ -750,6 +802,7 @@ int main(void)
         cmocka_unit_test(test_policy_plan_keeps_what_is_used_more_than_once_per_cycle),
         cmocka_unit_test(test_policy_plan_holds_its_members_under_an_uneven_rhythm),
         cmocka_unit_test(test_policy_plan_keeps_the_largest_for_a_smaller_window),
+        cmocka_unit_test(test_policy_plan_in_pieces_of_one_size),
         cmocka_unit_test(test_policy_plan_off_without_budget_and_for_lru),
         cmocka_unit_test(test_policy_plan_small_budget_drift_keeps_the_plan),
         cmocka_unit_test(test_policy_replan_forgets_the_classes),

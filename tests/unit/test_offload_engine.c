@@ -567,6 +567,116 @@ static void test_offload_engine_tail_mapped_ahead_onto_a_departing_tail(void **s
     free_regions(regions, COUNT);
 }
 
+/* A region of `bytes` holding fill(seed), allocated through the engine. */
+static CUdeviceptr alloc_sized(uint64_t bytes, unsigned seed)
+{
+    CUdeviceptr dptr = 0;
+    unsigned char *host = malloc(bytes);
+    assert_non_null(host);
+    assert_int_equal(vs_offload_alloc(&dptr, bytes, 0, VS_ALLOC_DEVICE), CUDA_SUCCESS);
+    fill(host, bytes, seed);
+    assert_int_equal(copy_to_device(dptr, host, bytes), CUDA_SUCCESS);
+    free(host);
+    return dptr;
+}
+
+static void expect_sized(CUdeviceptr dptr, uint64_t bytes, unsigned seed)
+{
+    unsigned char *expected = malloc(bytes), *seen = calloc(1, bytes);
+    assert_non_null(expected);
+    assert_non_null(seen);
+    fill(expected, bytes, seed);
+    assert_int_equal(copy_to_host(seen, dptr, bytes), CUDA_SUCCESS);
+    assert_memory_equal(seen, expected, bytes);
+    free(expected);
+    free(seen);
+}
+
+/* Pieces of one size (`vs_prefetch_piece`): an 8 MiB region that keeps a
+ * 2 MiB head streams a 6 MiB tail, the size of a whole 6 MiB region. The
+ * tail maps ahead onto the memory of the 6 MiB region departing whole
+ * (`vs_engine_premap_tail`, a lender with no head), and the 6 MiB region
+ * onto the tail of the 8 MiB one departing alone
+ * (`vs_engine_premap_onto_tail`): one map and one grant each, the heads
+ * stay, and every byte of both comes back each time. */
+static void test_offload_engine_pieces_lend_across_sizes(void **state)
+{
+    (void)state;
+    const uint64_t piece = 6ull << 20, big_bytes = 8ull << 20, head = big_bytes - piece;
+    CUstreamCaptureMode mode;
+    bool host_full = false;
+    CUdeviceptr big_ptr = alloc_sized(big_bytes, 800), small_ptr = alloc_sized(piece, 801);
+    vs_engine_lock(&mode);
+    vs_engine_device_t *d = vs_engine_device(0);
+    assert_non_null(d);
+    vs_region_t *big = vs_engine_region_at((uintptr_t)big_ptr), *small = vs_engine_region_at((uintptr_t)small_ptr);
+    big->keep = head;
+    vs_region_t *both[] = {big, small};
+    assert_int_equal(vs_engine_evict(both, 2, &host_full), big_bytes + piece);
+    vs_engine_unlock(mode);
+    expect_sized(big_ptr, big_bytes, 800); /* restored as a head and a tail */
+    expect_sized(small_ptr, piece, 801);
+
+    /* The big one's tail onto the small one's memory. */
+    vs_engine_lock(&mode);
+    assert_int_equal(big->split, head);
+    CUmemGenericAllocationHandle own_head = big->head_phys;
+    assert_int_equal(vs_engine_evict(&big, 1, &host_full), piece);
+    assert_true(vs_engine_depart(d, 0, &small, 1));
+    assert_ptr_equal(vs_engine_departure_lender(d, big), small);
+    uint64_t maps = driver_calls("cuMemMap"), grants = driver_calls("cuMemSetAccess");
+    bool premapped = vs_engine_premap(big, small);
+    vs_arrive_join_all();
+    maps = driver_calls("cuMemMap") - maps;
+    grants = driver_calls("cuMemSetAccess") - grants;
+    assert_true(premapped);
+    assert_true(vs_engine_departures_advance(d, true, true) > 0);
+    assert_int_equal(small->where, VS_ON_HOST);
+    assert_false(small->phys_lent);
+    assert_int_equal(vs_cap_reserve(0, piece), 0);
+    uint64_t mapped_ahead = vs_engine.stats.mapped_ahead;
+    assert_int_equal(vs_engine_restore_mapped(big, d, NULL, false, true), CUDA_SUCCESS);
+    assert_int_equal(vs_engine.stats.mapped_ahead, mapped_ahead + 1);
+    assert_int_equal(big->split, head);
+    assert_int_equal(big->head_phys, own_head);
+    vs_engine_unlock(mode);
+    assert_int_equal(maps, 1);
+    assert_int_equal(grants, 1);
+    expect_sized(big_ptr, big_bytes, 800);
+    expect_sized(small_ptr, piece, 801);
+
+    /* The small one onto the big one's tail, which leaves alone. */
+    vs_engine_lock(&mode);
+    assert_int_equal(small->where, VS_RESIDENT);
+    assert_int_equal(vs_engine_evict(&small, 1, &host_full), piece);
+    assert_true(vs_engine_depart(d, 0, &big, 1));
+    assert_ptr_equal(vs_engine_departure_lender(d, small), big);
+    maps = driver_calls("cuMemMap");
+    premapped = vs_engine_premap(small, big);
+    vs_arrive_join_all();
+    maps = driver_calls("cuMemMap") - maps;
+    assert_true(premapped);
+    assert_true(vs_engine_departures_advance(d, true, true) > 0);
+    assert_int_equal(big->where, VS_ON_HOST);
+    assert_false(big->phys_lent);
+    assert_int_equal(big->split, head); /* its head stays */
+    assert_int_equal(vs_cap_reserve(0, piece), 0);
+    mapped_ahead = vs_engine.stats.mapped_ahead;
+    assert_int_equal(vs_engine_restore_mapped(small, d, NULL, false, true), CUDA_SUCCESS);
+    assert_int_equal(vs_engine.stats.mapped_ahead, mapped_ahead + 1);
+    assert_int_equal(small->split, 0);
+    vs_engine_unlock(mode);
+    assert_int_equal(maps, 1);
+    expect_sized(small_ptr, piece, 801);
+    expect_sized(big_ptr, big_bytes, 800);
+
+    CUresult rc = CUDA_ERROR_UNKNOWN;
+    assert_true(vs_offload_free(big_ptr, &rc));
+    assert_int_equal(rc, CUDA_SUCCESS);
+    assert_true(vs_offload_free(small_ptr, &rc));
+    assert_int_equal(rc, CUDA_SUCCESS);
+}
+
 /* A departure of two victims, one of which lends its memory to a restore
  * mapped ahead (`vs_engine_departures_finish_lender`): once the departure
  * is over, the lender alone leaves, and the restore's copy queues while the
@@ -951,6 +1061,7 @@ int main(void)
         cmocka_unit_test(test_offload_engine_head_and_tail_unmapped_behind_the_next_copy),
         cmocka_unit_test(test_offload_engine_mapping_ahead_onto_head_and_tail),
         cmocka_unit_test(test_offload_engine_tail_mapped_ahead_onto_a_departing_tail),
+        cmocka_unit_test(test_offload_engine_pieces_lend_across_sizes),
         cmocka_unit_test(test_offload_engine_lender_leaves_before_the_rest_of_its_departure),
         cmocka_unit_test(test_offload_engine_restore_on_demand_maps_ahead),
         cmocka_unit_test(test_offload_engine_restore_reads_younger_verdicts_after_its_copy),
