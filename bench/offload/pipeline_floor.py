@@ -182,17 +182,22 @@ def dit_pass_time(kept, room, compute_us_per_byte, passes=6):
     return (ends[-1] - ends[-1 - 2 * n]) / 2
 
 
-def dit_cell(percent, ratio, family, reserve, seed=1, rounds=3, steps=3000):
-    """(bound, best time, its bytes in / F, its plan as K/. per tensor) for
-    a family; best time None when no plan of the family fits."""
+def dit_figures(percent, ratio):
+    """The sweep's DiT cell: (limit, bytes always resident, F, compute in us
+    per streamable byte, the bound in us)."""
     weights = sum(DIT_SEQ) + DIT_SMALL
     limit = weights * percent // 100 // MIB * MIB
-    resident = ACTIVATION + DIT_SMALL
     f_bytes = weights + ACTIVATION - limit + 2 * max(DIT_SEQ)
     transfer_us = f_bytes / LINK_BYTES_PER_US
     # The 64 KiB tensors' share of the compute goes with the block's others.
     per_byte = ratio * transfer_us / sum(DIT_SEQ)
-    bound = max(ratio * transfer_us, transfer_us)
+    return limit, ACTIVATION + DIT_SMALL, f_bytes, per_byte, max(ratio * transfer_us, transfer_us)
+
+
+def dit_cell(percent, ratio, family, reserve, seed=1, rounds=3, steps=3000):
+    """(bound, best time, its bytes in / F, its plan as K/. per tensor) for
+    a family; best time None when no plan of the family fits."""
+    limit, resident, f_bytes, per_byte, bound = dit_figures(percent, ratio)
     most_in = MAX_IN_OVER_F * f_bytes
     n = len(DIT_SEQ)
 
@@ -314,13 +319,7 @@ def dit_pieces_cell(percent, ratio, piece, costs, seed=1, steps=2000):
     """(bound, best time, bytes in / F, slots, arrival share, retire share)
     over plans that stream as many pieces as the bytes goal allows (and a
     few fewer), spread evenly, then moved by a seeded local search."""
-    weights = sum(DIT_SEQ) + DIT_SMALL
-    limit = weights * percent // 100 // MIB * MIB
-    resident = ACTIVATION + DIT_SMALL
-    f_bytes = weights + ACTIVATION - limit + 2 * max(DIT_SEQ)
-    transfer_us = f_bytes / LINK_BYTES_PER_US
-    per_byte = ratio * transfer_us / sum(DIT_SEQ)
-    bound = max(ratio * transfer_us, transfer_us)
+    limit, resident, f_bytes, per_byte, bound = dit_figures(percent, ratio)
     most = [size // piece for size in DIT_SEQ]
     rng = random.Random(seed)
     best = None
