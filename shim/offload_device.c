@@ -615,6 +615,33 @@ static CUresult vs_engine_grant_ahead(vs_region_t *r, CUdeviceptr at, uint64_t b
     return rc;
 }
 
+/* Maps [split, reserved) of `r` (its tail, its head staying mapped; all of
+ * it at 0) ahead onto the one departing mapping of `lender` of that size:
+ * its tail (`lender_tail`) or all of its memory. One map and one grant, the
+ * grant on the arrival thread where it runs; false, with nothing left
+ * mapped, when either fails. */
+static bool vs_engine_premap_piece(vs_region_t *r, uint64_t split, vs_region_t *lender, bool lender_tail)
+{
+    VS_ASSERT_HELD(&vs_engine.lock);
+    CUdeviceptr at = (CUdeviceptr)(r->base + split);
+    uint64_t bytes = r->reserved - split;
+    vs_engine_range_unmapped(r->base + split, bytes);
+    if (VS_ENGINE_CALL(VS_HOST_VMM, cuMemMap, (at, bytes, 0, lender->phys, 0)) != CUDA_SUCCESS)
+        return false;
+    if (vs_engine_grant_ahead(r, at, bytes) != CUDA_SUCCESS) {
+        (void)VS_ENGINE_CALL(VS_HOST_VMM, cuMemUnmap, (at, bytes));
+        return false;
+    }
+    r->phys = lender->phys;
+    r->premap_split = split;
+    r->premap_head = split > 0 ? r->head_phys : 0;
+    r->premapped = true;
+    r->premap_tail = split > 0;
+    lender->phys_lent = true;
+    lender->lent_tail = lender_tail;
+    return true;
+}
+
 /* `vs_engine_premap` for an allocation that keeps its head: its tail onto
  * the tail of a departing allocation that keeps a head of the same size
  * (and so departs with its tail alone). */
@@ -631,22 +658,8 @@ static bool vs_engine_premap_tail(vs_region_t *r, vs_region_t *lender)
         || lender->head_from_host || (lender_tail && lender->keep < lender->split)
         || lent_bytes != r->reserved - split || lender->device != r->device || lender->ctx != r->ctx)
         return false;
-    CUdeviceptr at = (CUdeviceptr)(r->base + split);
-    uint64_t bytes = r->reserved - split;
-    vs_engine_range_unmapped(r->base + split, bytes);
-    if (VS_ENGINE_CALL(VS_HOST_VMM, cuMemMap, (at, bytes, 0, lender->phys, 0)) != CUDA_SUCCESS)
+    if (!vs_engine_premap_piece(r, split, lender, lender_tail))
         return false;
-    if (vs_engine_grant_ahead(r, at, bytes) != CUDA_SUCCESS) {
-        (void)VS_ENGINE_CALL(VS_HOST_VMM, cuMemUnmap, (at, bytes));
-        return false;
-    }
-    r->phys = lender->phys;
-    r->premap_split = split;
-    r->premap_head = r->head_phys;
-    r->premapped = true;
-    r->premap_tail = true;
-    lender->phys_lent = true;
-    lender->lent_tail = lender_tail;
     vs_log(VS_LOG_DEBUG, "mapping the tail of 0x%" PRIxPTR " ahead onto the %s of departing 0x%" PRIxPTR
            " (it keeps %" PRIu64 " bytes, the lender %" PRIu64 ")", r->base, lender_tail ? "tail" : "memory",
            lender->base, split, lender->split);
@@ -661,19 +674,8 @@ static bool vs_engine_premap_onto_tail(vs_region_t *r, vs_region_t *lender)
     VS_ASSERT_HELD(&vs_engine.lock);
     if (lender->split == 0 || lender->keep < lender->split || lender->reserved - lender->split != r->reserved)
         return false;
-    vs_engine_range_unmapped(r->base, r->reserved);
-    if (VS_ENGINE_CALL(VS_HOST_VMM, cuMemMap, ((CUdeviceptr)r->base, r->reserved, 0, lender->phys, 0)) != CUDA_SUCCESS)
+    if (!vs_engine_premap_piece(r, 0, lender, true))
         return false;
-    if (vs_engine_grant_ahead(r, (CUdeviceptr)r->base, r->reserved) != CUDA_SUCCESS) {
-        (void)VS_ENGINE_CALL(VS_HOST_VMM, cuMemUnmap, ((CUdeviceptr)r->base, r->reserved));
-        return false;
-    }
-    r->phys = lender->phys;
-    r->premap_split = 0;
-    r->premap_head = 0;
-    r->premapped = true;
-    lender->phys_lent = true;
-    lender->lent_tail = true;
     vs_log(VS_LOG_DEBUG, "mapping 0x%" PRIxPTR " ahead onto the tail of departing 0x%" PRIxPTR " (it keeps %" PRIu64
            " bytes)", r->base, lender->base, lender->split);
     return true;

@@ -322,11 +322,10 @@ typedef struct vs_engine_device_s {
     uint64_t keep_id;
     uint64_t keep_equal; /* every streamed allocation keeps a head of this size (0: one head, `keep_id`) */
     uint64_t keep_equal_plan; /* the plan `keep_equal` was decided for (`vs_engine_keep_equal`) */
-    /* Pieces (`vs_prefetch_piece`): the plan may stream the last `piece`
-     * bytes of each allocation it streams, which keeps the rest as its head
-     * (0: whole allocations); the policy's stats say whether it does. */
-    uint64_t piece;
-    bool piece_keeps; /* the regions' `keep` were set for pieces (`vs_engine_keep_update`) */
+    /* The regions' `keep` were set for a plan in pieces (`vs_prefetch_piece`,
+     * `vs_engine_keep_update`): each streamed one keeps all but its last
+     * piece. */
+    bool piece_keeps;
     /* The cycle's regime (offload_meter.c). Far from the balance point,
      * either side, and near it when a trial shows the cycle no slower, the
      * plan needs neither a departure's room nor whole allocations

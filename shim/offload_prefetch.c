@@ -71,8 +71,9 @@ static bool vs_prefetch_heads_wanted(const vs_engine_device_t *d)
  * it). 0: whole allocations. */
 static uint64_t vs_prefetch_piece(const vs_engine_device_t *d)
 {
-    if (vs_config_get()->partial_residency == VS_PARTIAL_OFF || d->departure_slot
-        || d->largest >= VS_SMALL_STREAM_BYTES || d->second == 0 || d->granularity == 0
+    /* Asked for the lean plan only, which `vs_prefetch_lean_differs`
+     * allows among small allocations with clean evictions. */
+    if (vs_config_get()->partial_residency == VS_PARTIAL_OFF || d->second == 0 || d->granularity == 0
         || d->second % d->granularity != 0)
         return 0;
     return d->second;
@@ -106,11 +107,12 @@ bool vs_prefetch_lean_differs(const vs_engine_device_t *d)
 void vs_prefetch_budget_update(vs_engine_device_t *d, int device)
 {
     VS_ASSERT_HELD(&vs_engine.lock);
+    /* The plan built last: what follows only asks for the next one. */
+    vs_policy_stats_t ps;
+    vs_policy_stats(d->policy, &ps);
     if (!vs_config_get()->prefetch || vs_policy_kind(d->policy) == VS_POLICY_LRU) {
         vs_policy_set_budget(d->policy, UINT64_MAX); /* no plan: no head kept either */
     } else {
-        vs_policy_stats_t ps;
-        vs_policy_stats(d->policy, &ps);
         /* The heads evicted regions keep are the plan's own (partial
          * residency), not something else resident. */
         uint64_t limit = vs_cap_limit(device), used = vs_cap_used(device);
@@ -143,9 +145,9 @@ void vs_prefetch_budget_update(vs_engine_device_t *d, int device)
          * than the copies they save time (h200-busy.txt: the sweep's DiT at
          * 75%, ratio 1, 1.48 x the bound in pieces), the cycle goes back to
          * whole allocations for good (offload_meter.c). */
-        d->piece = lean ? vs_prefetch_piece(d) : 0;
-        vs_policy_set_piece(d->policy, d->piece,
-                            d->piece != 0 ? VS_PREFETCH_WINDOW * (d->largest - d->piece) + departure_room : 0);
+        uint64_t piece = lean ? vs_prefetch_piece(d) : 0;
+        vs_policy_set_piece(d->policy, piece,
+                            piece != 0 ? VS_PREFETCH_WINDOW * (d->largest - piece) + departure_room : 0);
         /* Were the largest allocations kept, the window would hold two of
          * the next size (`vs_prefetch_window_unit`). Offered among small
          * allocations only: where the largest is large, a kept head uses
@@ -166,9 +168,7 @@ void vs_prefetch_budget_update(vs_engine_device_t *d, int device)
      * the allocation used before the tail, whose departure (a copy out)
      * outlasts the tail's copy (offload_throughput, 64 MiB written buffers:
      * 95.2 to 93.4% of the link with heads). */
-    vs_policy_stats_t planned;
-    vs_policy_stats(d->policy, &planned);
-    bool heads = vs_prefetch_heads_wanted(d) || planned.planned_piece_bytes != 0;
+    bool heads = vs_prefetch_heads_wanted(d) || ps.planned_piece_bytes != 0;
     if (heads || d->keep_id != 0 || d->piece_keeps)
         vs_engine_keep_update(d, heads);
 }

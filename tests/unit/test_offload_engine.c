@@ -218,32 +218,45 @@ static void test_offload_engine_device_full_restore_keeps_its_head(void **state)
     free(seen);
 }
 
-/* Reads `dptr` through the engine and compares it with fill(seed). */
-static void expect_region(CUdeviceptr dptr, unsigned seed)
+/* A region of `bytes` holding fill(seed), allocated through the engine. */
+static CUdeviceptr alloc_sized(uint64_t bytes, unsigned seed)
 {
-    unsigned char *expected = malloc(REGION_BYTES), *seen = malloc(REGION_BYTES);
+    CUdeviceptr dptr = 0;
+    unsigned char *host = malloc(bytes);
+    assert_non_null(host);
+    assert_int_equal(vs_offload_alloc(&dptr, bytes, 0, VS_ALLOC_DEVICE), CUDA_SUCCESS);
+    fill(host, bytes, seed);
+    assert_int_equal(copy_to_device(dptr, host, bytes), CUDA_SUCCESS);
+    free(host);
+    return dptr;
+}
+
+/* Reads `bytes` at `dptr` through the engine and compares them with
+ * fill(seed). */
+static void expect_sized(CUdeviceptr dptr, uint64_t bytes, unsigned seed)
+{
+    unsigned char *expected = malloc(bytes), *seen = calloc(1, bytes);
     assert_non_null(expected);
     assert_non_null(seen);
-    fill(expected, REGION_BYTES, seed);
-    memset(seen, 0, REGION_BYTES);
-    assert_int_equal(copy_to_host(seen, dptr, REGION_BYTES), CUDA_SUCCESS);
-    assert_memory_equal(seen, expected, REGION_BYTES);
+    fill(expected, bytes, seed);
+    assert_int_equal(copy_to_host(seen, dptr, bytes), CUDA_SUCCESS);
+    assert_memory_equal(seen, expected, bytes);
     free(expected);
     free(seen);
+}
+
+/* The same for a region of REGION_BYTES. */
+static void expect_region(CUdeviceptr dptr, unsigned seed)
+{
+    expect_sized(dptr, REGION_BYTES, seed);
 }
 
 /* Allocates `count` regions through the engine; region i holds
  * fill(first_seed + i). */
 static void alloc_filled(CUdeviceptr *regions, int count, unsigned first_seed)
 {
-    unsigned char *bytes = malloc(REGION_BYTES);
-    assert_non_null(bytes);
-    for (int i = 0; i < count; i++) {
-        assert_int_equal(vs_offload_alloc(&regions[i], REGION_BYTES, 0, VS_ALLOC_DEVICE), CUDA_SUCCESS);
-        fill(bytes, REGION_BYTES, first_seed + (unsigned)i);
-        assert_int_equal(copy_to_device(regions[i], bytes, REGION_BYTES), CUDA_SUCCESS);
-    }
-    free(bytes);
+    for (int i = 0; i < count; i++)
+        regions[i] = alloc_sized(REGION_BYTES, first_seed + (unsigned)i);
 }
 
 /* Frees `count` regions allocated through the engine. */
@@ -565,31 +578,6 @@ static void test_offload_engine_tail_mapped_ahead_onto_a_departing_tail(void **s
     expect_region(regions[BORROWER], 500 + BORROWER);
     expect_region(regions[LENDER], 500 + LENDER);
     free_regions(regions, COUNT);
-}
-
-/* A region of `bytes` holding fill(seed), allocated through the engine. */
-static CUdeviceptr alloc_sized(uint64_t bytes, unsigned seed)
-{
-    CUdeviceptr dptr = 0;
-    unsigned char *host = malloc(bytes);
-    assert_non_null(host);
-    assert_int_equal(vs_offload_alloc(&dptr, bytes, 0, VS_ALLOC_DEVICE), CUDA_SUCCESS);
-    fill(host, bytes, seed);
-    assert_int_equal(copy_to_device(dptr, host, bytes), CUDA_SUCCESS);
-    free(host);
-    return dptr;
-}
-
-static void expect_sized(CUdeviceptr dptr, uint64_t bytes, unsigned seed)
-{
-    unsigned char *expected = malloc(bytes), *seen = calloc(1, bytes);
-    assert_non_null(expected);
-    assert_non_null(seen);
-    fill(expected, bytes, seed);
-    assert_int_equal(copy_to_host(seen, dptr, bytes), CUDA_SUCCESS);
-    assert_memory_equal(seen, expected, bytes);
-    free(expected);
-    free(seen);
 }
 
 /* Pieces of one size (`vs_prefetch_piece`): an 8 MiB region that keeps a
