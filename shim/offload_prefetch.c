@@ -270,6 +270,34 @@ static bool vs_prefetch_head(vs_engine_device_t *d, int device, vs_region_t *r)
     return true;
 }
 
+/* Whether the restore of `r` takes its room from the one departure under
+ * way on `d`, mapped ahead onto a victim's memory, waiting for the
+ * departure (`vs_engine_departure_lend`), instead of ending the step (the
+ * step otherwise waits only with a younger departure queued behind the
+ * oldest: `vs_prefetch_room`): in a link-bound cycle streamed in pieces of
+ * one size, where such a victim is found. There the link's rate sets the
+ * time, and the launch the wait holds back would wait for its copy anyway.
+ * Where the host falls behind the GPU (a busy GPU's host costs,
+ * h200-busy.txt: a grant 110 us, an unmap 59), the departure before has
+ * always ended by the next step; a step that found only the one it had
+ * just started left its restore to the next step, which unmapped the ended
+ * victim, then mapped and granted the restore's memory with the link idle:
+ * the sweep's DiT at 75%, ratio 0.75 took 1.48 x the bound in pieces, which
+ * the meter gave up for the balanced plan (1.123 x the bound, bringing in
+ * 1.123 x F), and takes 1.000 x so, bringing in F. Elsewhere the wait holds back a
+ * launch the GPU needs: near the balance point and compute-bound, with the
+ * default host costs, the DiT's cells at 75% took 1.025 -> 1.038 (ratio 1),
+ * 1.019 -> 1.029 (1.33) and 1.013 -> 1.019 (2), and at 50%, ratio 1.33
+ * the meter gave the pieces up (1.067 x F in). */
+static bool vs_prefetch_lend_single(vs_engine_device_t *d, const vs_region_t *r)
+{
+    if (d->regime != VS_REGIME_LINK_BOUND)
+        return false;
+    vs_policy_stats_t ps;
+    vs_policy_stats(d->policy, &ps);
+    return ps.planned_piece_bytes != 0 && vs_engine_departure_lender(d, r) != NULL;
+}
+
 /* Room for `need` bytes on `device` for a prefetch of `r`, whose use is
  * predicted at `next_use`, from departures (offload_evict.c): those that
  * are over free their room at once; what is still missing departs; when
@@ -300,10 +328,11 @@ static int vs_prefetch_room(vs_engine_device_t *d, int device, vs_region_t *r, u
          * Waiting then, even for a departure that only hashes, held the
          * host behind the operations queued before the hash, and the copy
          * engines idled with it (the sweep's DiT and LLM rows, 1.3 to 1.8
-         * times the bound). */
+         * times the bound). Except where the restore maps ahead onto it in a
+         * link-bound cycle in pieces (`vs_prefetch_lend_single`). */
         if (vs_prefetch_head(d, device, r))
             return -EAGAIN;
-        if (departures < VS_DEPARTURES)
+        if (departures < VS_DEPARTURES && !vs_prefetch_lend_single(d, r))
             return -EAGAIN;
         /* The host work of the restore (the map and the grant) is done
          * while the oldest departure's users still run: then, once it
