@@ -864,6 +864,27 @@ static bool vs_engine_streamed(const vs_engine_device_t *d, int device, const vs
            && vs_policy_predict(d->policy, r->id, &next) == 0 && next != VS_POLICY_NEVER;
 }
 
+/* A fingerprint of the plan the heads were decided for (`keep_equal_plan`):
+ * `seed`, then each of `parts` mixed in. */
+static uint64_t vs_engine_plan_mark(uint64_t seed, const uint64_t *parts, size_t count)
+{
+    uint64_t mark = seed;
+    for (size_t i = 0; i < count; i++)
+        mark = (mark ^ parts[i]) * 0x100000001b3ull;
+    return mark;
+}
+
+/* Every region of `d` keeps no head: their next evictions unmap their
+ * heads too. The heads are decided again when wanted again. */
+static void vs_engine_keeps_clear(vs_engine_device_t *d)
+{
+    int device = (int)(d - vs_engine.devices);
+    for (vs_region_t *r = vs_engine.by_base; r != NULL; r = r->hh.next)
+        if (r->device == device)
+            r->keep = 0;
+    d->keep_equal_plan = 0;
+}
+
 /* Equal heads: where the plan keeps no allocation of the cycle whole and
  * every one it streams has the largest size, the bytes it may keep of them
  * are spread as one head of equal size on each (whole granules) instead of
@@ -882,11 +903,9 @@ static bool vs_engine_keep_equal(vs_engine_device_t *d, const vs_policy_stats_t 
 {
     /* Decided once per plan and set of allocations: the walks below visit
      * every allocation, and this runs at every prefetch step. */
-    uint64_t plan = ps->allocs;
     const uint64_t parts[] = {ps->period, ps->planned_streamed_bytes, ps->planned_partial_bytes,
                               ps->planned_partial_id, d->largest};
-    for (size_t i = 0; i < sizeof parts / sizeof parts[0]; i++)
-        plan = (plan ^ parts[i]) * 0x100000001b3ull;
+    uint64_t plan = vs_engine_plan_mark(ps->allocs, parts, sizeof parts / sizeof parts[0]);
     if (plan == d->keep_equal_plan)
         return d->keep_equal != 0;
     d->keep_equal_plan = plan;
@@ -923,10 +942,8 @@ static bool vs_engine_keep_equal(vs_engine_device_t *d, const vs_policy_stats_t 
  * plan, as equal heads are. */
 static void vs_engine_keep_pieces(vs_engine_device_t *d, const vs_policy_stats_t *ps)
 {
-    uint64_t plan = ps->allocs ^ 0x9e3779b97f4a7c15ull;
     const uint64_t parts[] = {ps->period, ps->planned_streamed_bytes, ps->planned_piece_bytes, ps->plan_builds};
-    for (size_t i = 0; i < sizeof parts / sizeof parts[0]; i++)
-        plan = (plan ^ parts[i]) * 0x100000001b3ull;
+    uint64_t plan = vs_engine_plan_mark(ps->allocs ^ 0x9e3779b97f4a7c15ull, parts, sizeof parts / sizeof parts[0]);
     if (d->piece_keeps && plan == d->keep_equal_plan)
         return;
     d->keep_equal_plan = plan;
@@ -957,22 +974,14 @@ void vs_engine_keep_update(vs_engine_device_t *d, bool wanted)
         return;
     }
     if (d->piece_keeps) {
-        int device = (int)(d - vs_engine.devices);
-        for (vs_region_t *r = vs_engine.by_base; r != NULL; r = r->hh.next)
-            if (r->device == device)
-                r->keep = 0; /* their next evictions unmap their heads too */
+        vs_engine_keeps_clear(d);
         d->piece_keeps = false;
-        d->keep_equal_plan = 0;
     }
     if (wanted && ps.planned_partial_bytes > 0 && vs_engine_keep_equal(d, &ps))
         return;
     if (d->keep_equal != 0) {
-        int device = (int)(d - vs_engine.devices);
-        for (vs_region_t *r = vs_engine.by_base; r != NULL; r = r->hh.next)
-            if (r->device == device)
-                r->keep = 0; /* their next evictions unmap their heads too */
+        vs_engine_keeps_clear(d);
         d->keep_equal = 0;
-        d->keep_equal_plan = 0; /* decided again when heads are wanted again */
     }
     uint64_t id = wanted && ps.planned_partial_bytes > 0 ? ps.planned_partial_id : 0, keep = 0;
     vs_region_t *r = NULL;

@@ -270,8 +270,8 @@ static bool vs_prefetch_head(vs_engine_device_t *d, int device, vs_region_t *r)
     return true;
 }
 
-/* Whether the restore of `r` takes its room from the one departure under
- * way on `d`, mapped ahead onto a victim's memory, waiting for the
+/* Whether a restore on `d` takes its room from the one departure under
+ * way, mapped ahead onto a victim's memory of its size, waiting for the
  * departure (`vs_engine_departure_lend`), instead of ending the step (the
  * step otherwise waits only with a younger departure queued behind the
  * oldest: `vs_prefetch_room`): in a link-bound cycle streamed in pieces of
@@ -289,13 +289,13 @@ static bool vs_prefetch_head(vs_engine_device_t *d, int device, vs_region_t *r)
  * default host costs, the DiT's cells at 75% took 1.025 -> 1.038 (ratio 1),
  * 1.019 -> 1.029 (1.33) and 1.013 -> 1.019 (2), and at 50%, ratio 1.33
  * the meter gave the pieces up (1.067 x F in). */
-static bool vs_prefetch_lend_single(vs_engine_device_t *d, const vs_region_t *r)
+static bool vs_prefetch_lend_single(const vs_engine_device_t *d)
 {
     if (d->regime != VS_REGIME_LINK_BOUND)
         return false;
     vs_policy_stats_t ps;
     vs_policy_stats(d->policy, &ps);
-    return ps.planned_piece_bytes != 0 && vs_engine_departure_lender(d, r) != NULL;
+    return ps.planned_piece_bytes != 0;
 }
 
 /* Room for `need` bytes on `device` for a prefetch of `r`, whose use is
@@ -332,14 +332,15 @@ static int vs_prefetch_room(vs_engine_device_t *d, int device, vs_region_t *r, u
          * link-bound cycle in pieces (`vs_prefetch_lend_single`). */
         if (vs_prefetch_head(d, device, r))
             return -EAGAIN;
-        if (departures < VS_DEPARTURES && !vs_prefetch_lend_single(d, r))
+        vs_region_t *lender = vs_engine_departure_lender(d, r);
+        if (departures < VS_DEPARTURES && (lender == NULL || !vs_prefetch_lend_single(d)))
             return -EAGAIN;
         /* The host work of the restore (the map and the grant) is done
          * while the oldest departure's users still run: then, once it
          * ends, only the copy is left to queue, ahead of the unmaps and
          * releases of the departure's other victims. */
         uint64_t freed;
-        if (vs_engine_departure_lend(d, device, r, vs_engine_departure_lender(d, r), need, &freed))
+        if (vs_engine_departure_lend(d, device, r, lender, need, &freed))
             return 0;
         if (freed == 0)
             return -EAGAIN;
