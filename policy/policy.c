@@ -58,11 +58,18 @@ typedef struct vs_policy_alloc_s {
     uint64_t serial;    /* creation order: ties break the same way every run */
     uint64_t last_use;  /* seq of the latest access, or `now` at creation */
     uint64_t next_use;  /* predicted seq of the next access */
-    /* The mean gap of its repeating pattern of gaps (the pattern's length
-     * over its gaps), what the plan tells members by: the gap it predicts
-     * next swings with a pattern of unequal gaps (scratch allocated every
-     * other pass shifts the uses of that pass). */
-    uint64_t gap_mean;
+    /* The longest gap between its uses over the latest cycle (its latest
+     * gaps, back until they add up to the learned period), what the plan
+     * tells members by: the stretch it could spend off the device. Neither
+     * the gap predicted next, which swings with a pattern of unequal gaps
+     * (scratch allocated every other pass shifts the uses of that pass),
+     * nor the pattern's mean gap, which a weight read by several kernels
+     * in a row divides by their number, and which jitter in those short
+     * gaps moves (PyTorch's DiT on an H200, bench/gpu/dit_offload.py: four
+     * kernels read each block, and the plan took blocks whose mean read
+     * 49 to 64 operations where the others read 40 for allocations used
+     * more than once a cycle, kept them all, and streamed 1 to 5 of 16). */
+    uint64_t gap_longest;
     uint64_t deadline;  /* dead once `now` passes this without an access */
     uint64_t history[VS_POLICY_HISTORY]; /* ring of access seqs */
     uint64_t protect_mark; /* equals the query stamp while protected */
@@ -302,7 +309,7 @@ static void predict_single(const vs_policy_t *policy, vs_policy_alloc_t *a)
         a->next_use = sat_add(t, policy->period);
         a->deadline = sat_add(a->next_use, tolerance(policy->period));
     }
-    a->gap_mean = a->next_use - t;
+    a->gap_longest = a->next_use - t;
 }
 
 /* A longer cycle re-ranks every allocation used at most once: their
@@ -366,13 +373,21 @@ static void predict_after_access(vs_policy_t *policy, vs_policy_alloc_t *a)
         cycle = sat_add(cycle, gaps[i]);
     a->next_use = sat_add(a->last_use, gap);
     a->deadline = sat_add(a->next_use, tolerance(gap));
-    /* A pattern confirmed by a repeat has a mean gap; an unconfirmed
-     * history (a load phase in it) only its next one. */
-    a->gap_mean = m < n ? cycle / m : gap;
     /* A pattern confirmed by a repeat, or the very first reuse, tells the
      * cycle length; an unconfirmed long history does not. */
     if ((m < n || n == 1) && cycle > policy->period)
         learn_period(policy, cycle);
+    /* The longest gap of the latest cycle: a load phase older than a
+     * period does not count, and a weight read by several kernels in a row
+     * still shows the stretch between its bursts. */
+    uint64_t span = 0, longest = 0;
+    for (size_t i = n; i-- > 0;) {
+        longest = gaps[i] > longest ? gaps[i] : longest;
+        span = sat_add(span, gaps[i]);
+        if (policy->period != 0 && span >= policy->period)
+            break;
+    }
+    a->gap_longest = longest;
 }
 
 int vs_policy_alloc(vs_policy_t *policy, uint64_t id, uint64_t size, bool evictable,
@@ -490,13 +505,13 @@ int vs_policy_access(vs_policy_t *policy, uint64_t id, uint64_t seq, vs_policy_r
         a->hist_len++;
     if (a->hist_len == 2)
         policy->plan_dirty = true; /* used again: a member of the cycle */
-    uint64_t gap_before = a->gap_mean;
+    uint64_t gap_before = a->gap_longest;
     a->last_use = seq;
     predict_after_access(policy, a);
     /* A member's rhythm changed (a load phase ended): the plan is stale.
-     * Its mean gap, not the next one: a pattern of unequal gaps is one
+     * Its longest gap, not the next one: a pattern of unequal gaps is one
      * rhythm. */
-    if (a->hist_len >= 2 && !gaps_match(gap_before, a->gap_mean))
+    if (a->hist_len >= 2 && !gaps_match(gap_before, a->gap_longest))
         policy->plan_dirty = true;
     requeue(policy, a);
     return 0;
@@ -512,11 +527,23 @@ int vs_policy_access(vs_policy_t *policy, uint64_t id, uint64_t seq, vs_policy_r
  * allocation's copy overlaps the compute of the kept ones before it; it moves
  * the same bytes per pass (what does not fit in `budget`).
  *
- * Members are the allocations used about once per cycle; those used more
- * often are kept first. Walking the members in the order of their next use,
+ * Members are the allocations used about once per cycle (a burst of uses
+ * counting once: their longest gap is about a cycle); those used more often
+ * are kept first. The cycle is the longest gap of the allocations that
+ * hold a quarter of the bytes, not of all: one allocation used every other
+ * cycle (scratch) would otherwise set it at two, and keep every member.
+ * Walking the members in the order of their next use,
  * an allocation is streamed while the bytes streamed so far stay within half
  * its size of the even share (error diffusion over cumulative bytes, a proxy
  * for compute time: a layer's work scales with its weights). */
+
+static int plan_gap_descending(const void *x, const void *y)
+{
+    const vs_policy_alloc_t *a = *(vs_policy_alloc_t *const *)x, *b = *(vs_policy_alloc_t *const *)y;
+    if (a->gap_longest != b->gap_longest)
+        return a->gap_longest > b->gap_longest ? -1 : 1;
+    return a->serial < b->serial ? -1 : a->serial > b->serial;
+}
 
 static int plan_member_order(const void *x, const void *y)
 {
@@ -825,19 +852,28 @@ static void plan_build(vs_policy_t *policy)
             policy->members_cap = policy->count;
         }
     }
-    /* The cycle, for the plan: the longest gap any allocation now repeats
-     * (the learned period may still count a load phase). */
-    uint64_t cycle = 0;
+    /* The cycle, for the plan: the longest gap that allocations holding a
+     * quarter of the candidates' bytes reach (the learned period may still
+     * count a load phase). */
+    uint64_t cycle = 0, candidate_bytes = 0;
+    size_t n = 0;
     vs_policy_alloc_t *a, *tmp;
     HASH_ITER(hh, policy->by_id, a, tmp) {
-        if (planning && plan_candidate(policy, a) && a->gap_mean > cycle)
-            cycle = a->gap_mean;
+        if (planning && plan_candidate(policy, a)) {
+            policy->members[n++] = a;
+            candidate_bytes += a->size;
+        }
     }
-    size_t n = 0;
+    qsort(policy->members, n, sizeof *policy->members, plan_gap_descending);
+    for (uint64_t seen = 0, i = 0; i < n && seen < candidate_bytes - candidate_bytes * 3 / 4; i++) {
+        cycle = policy->members[i]->gap_longest;
+        seen += policy->members[i]->size;
+    }
+    n = 0;
     uint64_t kept = 0, cycle_bytes = 0;
     HASH_ITER(hh, policy->by_id, a, tmp) {
         bool candidate = planning && plan_candidate(policy, a);
-        if (candidate && a->gap_mean >= cycle - cycle / 4) {
+        if (candidate && a->gap_longest >= cycle - cycle / 4) {
             policy->members[n++] = a;
             cycle_bytes += a->size;
         } else {

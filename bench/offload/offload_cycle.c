@@ -61,7 +61,11 @@
  * runs one cell, N warm-up passes instead of 48, and keeps the shim's log
  * in LOG. One workload runs only so: `churn`, sixteen 36 MiB layers beside
  * eight 1 MiB allocations made every other pass and freed halfway through
- * it, a budget that moves (check_moving_budget.py).
+ * it, a budget that moves (check_moving_budget.py); and `framework`, the
+ * GPU's DiT as PyTorch runs it (bench/gpu/dit_offload.py) scaled by 1/12:
+ * sixteen 30 MiB blocks, each one allocation that four of a block's ten
+ * kernels read views of, beside six activations of 2 to 10 MiB that every
+ * block writes (check_framework.py).
  *
  * It exits 0 whether goals are met or not (a benchmark reports); 1 when
  * something is broken (a child failed, data came back wrong).
@@ -122,9 +126,45 @@ typedef struct workload_s {
      * through it, as a framework's scratch comes and goes: what the plan
      * may keep moves with them. */
     int churn_allocations;
+    /* A framework's activations (FRAMEWORK_SEGMENTS of them, these sizes):
+     * each block is one allocation of weights, read through views by the
+     * operations of framework_ops, which read and write the activations
+     * as a framework's caching allocator hands them out; 0: none, one
+     * kernel per tensor. */
+    uint64_t segment_bytes[6];
     double max_in_over_ideal;    /* goal: bytes in per pass / (W - L); 0 = none */
     double max_time_over_bound;  /* goal: modeled / bound */
 } workload_t;
+
+/* The activations of the framework workload, as PyTorch's caching
+ * allocator held them for bench/gpu/dit_offload.py's DiT on an H200
+ * (hidden 3072, 4096 tokens, MLP x5, bf16: the residual stream and a
+ * normed copy 24 MiB each, qkv 72, attention out 24, a projection 24,
+ * the MLP's hidden 120; weight blocks of 360 MiB), scaled by 1/12. */
+enum { SEG_X, SEG_H, SEG_QKV, SEG_O, SEG_T, SEG_M, FRAMEWORK_SEGMENTS };
+
+/* One operation of a framework's block: reads `in` and, with a
+ * `weight_share` (of 24ths of the block), a view of the weights at
+ * `weight_at` (24ths), and writes `out` (`accumulate`: adds to it). */
+typedef struct framework_op_s {
+    int in, out;
+    int weight_at, weight_share;
+    bool accumulate;
+} framework_op_t;
+
+/* A transformer block: norm, qkv, attention, output projection and
+ * residual add, norm, MLP up, activation, down and residual add. */
+static const framework_op_t framework_ops[] = {
+    {SEG_X, SEG_H, 0, 0, false},   {SEG_H, SEG_QKV, 0, 6, false}, {SEG_QKV, SEG_O, 0, 0, false},
+    {SEG_O, SEG_T, 6, 2, false},   {SEG_T, SEG_X, 0, 0, true},    {SEG_X, SEG_H, 0, 0, false},
+    {SEG_H, SEG_M, 8, 8, false},   {SEG_M, SEG_M, 0, 0, false},   {SEG_M, SEG_T, 16, 8, false},
+    {SEG_T, SEG_X, 0, 0, true},
+};
+#define FRAMEWORK_OPS (sizeof framework_ops / sizeof framework_ops[0])
+/* The words of an activation each operation writes (and the host
+ * mirrors); the rest of it keeps the pattern it was filled with. */
+#define FRAMEWORK_WORDS 4
+#define FRAMEWORK_FILL 0xa5
 
 /* Qwen-Image: 0.6 s of compute per forward for 40.9 GB of weights. */
 #define DIT_NS_PER_BYTE (0.6e9 / 40.9e9)
@@ -158,6 +198,13 @@ static const workload_t workloads[] = {
     {.name = "churn", .blocks = 16, .tensors = 1, .tensor_bytes = {36 * MIB}, .limit_percent = {25, 50, 75},
      .limit_count = 3, .warmup_passes = SWEEP_WARMUP_PASSES, .measured_passes = SWEEP_MEASURED_PASSES,
      .cell_only = true, .churn_allocations = 8},
+    /* The GPU's DiT as PyTorch runs it (bench/gpu/dit_offload.py),
+     * scaled by 1/12: a block of weights per allocation, ten operations a
+     * block, large activations written by every block. Run as a cell. */
+    {.name = "framework", .blocks = 16, .tensors = 1, .tensor_bytes = {30 * MIB},
+     .segment_bytes = {2 * MIB, 2 * MIB, 6 * MIB, 2 * MIB, 2 * MIB, 10 * MIB}, .limit_percent = {25, 50, 75},
+     .limit_count = 3, .warmup_passes = SWEEP_WARMUP_PASSES, .measured_passes = SWEEP_MEASURED_PASSES,
+     .cell_only = true},
 };
 #define WORKLOAD_COUNT (sizeof workloads / sizeof workloads[0])
 
@@ -210,9 +257,17 @@ static uint64_t workload_bytes(const workload_t *w)
  * so what must stream is W - L, not the weights less L (which the sweep's
  * first tables used: F then missed the activation's 1 MiB, and the DiT at
  * 75%, whose F is 113 MiB, read 0.9% too many bytes). */
+static uint64_t workload_segments_bytes(const workload_t *w)
+{
+    uint64_t total = 0;
+    for (int s = 0; s < FRAMEWORK_SEGMENTS; s++)
+        total += w->segment_bytes[s];
+    return total;
+}
+
 static uint64_t workload_working_set(const workload_t *w)
 {
-    return workload_bytes(w) + ACTIVATION_BYTES;
+    return workload_bytes(w) + ACTIVATION_BYTES + workload_segments_bytes(w);
 }
 
 static uint64_t workload_written_bytes(const workload_t *w)
@@ -294,12 +349,69 @@ static uint64_t block_cost(void **args, const simcuda_launch_t *launch, void *us
     return (uint64_t)(*(const uint64_t *)args[1] * 4 * *(const double *)user);
 }
 
+static uint32_t framework_mix(uint32_t in, uint32_t tag, uint32_t weight)
+{
+    return ((in << 5) | (in >> 27)) ^ tag ^ weight;
+}
+
+static uint32_t framework_tag(int pass, int block, size_t op)
+{
+    return (uint32_t)pass * 0x9e3779b1u ^ (uint32_t)(block * 16 + (int)op);
+}
+
+/* op(uint32_t *in, uint32_t *out, uint32_t *weights or NULL, uint64_t
+ * words, uint64_t block, uint64_t offset_words, uint32_t tag, uint32_t
+ * accumulate): one operation of framework_ops on the first
+ * FRAMEWORK_WORDS words of its activations; a view of weights has words
+ * at both ends and in the middle checked. */
+static void framework_op_kernel(void **args, const simcuda_launch_t *launch, void *user)
+{
+    const uint32_t *in = *(uint32_t **)args[0];
+    uint32_t *out = *(uint32_t **)args[1];
+    const uint32_t *weights = *(uint32_t **)args[2];
+    uint64_t words = *(const uint64_t *)args[3], k = *(const uint64_t *)args[4];
+    uint64_t offset = *(const uint64_t *)args[5];
+    uint32_t tag = *(const uint32_t *)args[6], accumulate = *(const uint32_t *)args[7];
+    (void)launch;
+    (void)user;
+    uint32_t weight = 0;
+    if (weights != NULL) {
+        for (uint64_t j = 0; j < 3 * CHECK_WORDS && j < words; j++) {
+            uint64_t i = j < CHECK_WORDS       ? j
+                         : j < 2 * CHECK_WORDS ? words / 2 + j - CHECK_WORDS
+                                               : words - 3 * CHECK_WORDS + j;
+            if (i < words && weights[i] != weight_word(k, offset + i))
+                atomic_fetch_add(&check_errors, 1);
+        }
+        weight = weights[0];
+    }
+    uint32_t read[FRAMEWORK_WORDS];
+    for (int i = 0; i < FRAMEWORK_WORDS; i++)
+        read[i] = in[i];
+    for (int i = 0; i < FRAMEWORK_WORDS; i++)
+        out[i] = (accumulate ? out[i] : 0u) + framework_mix(read[i], tag, weight);
+}
+
+static uint64_t framework_op_cost(void **args, const simcuda_launch_t *launch, void *user)
+{
+    (void)launch;
+    return *(uint32_t **)args[2] == NULL ? 0 : (uint64_t)(*(const uint64_t *)args[3] * 4 * *(const double *)user);
+}
+
 static int child_run(const workload_t *w, double ns_per_byte, int warmup_passes, const char *result_path)
 {
     static const size_t sizes[] = {sizeof(CUdeviceptr), sizeof(uint64_t), sizeof(uint64_t),
                                    sizeof(CUdeviceptr), sizeof(uint64_t),   sizeof(uint32_t)};
     simcuda_kernel_desc_t desc = {.name = "bench_cycle_block", .param_count = 6, .param_sizes = sizes,
                                   .fn = block_kernel, .cost = block_cost, .user = &ns_per_byte};
+    static const size_t op_sizes[] = {sizeof(CUdeviceptr), sizeof(CUdeviceptr), sizeof(CUdeviceptr), sizeof(uint64_t),
+                                      sizeof(uint64_t),    sizeof(uint64_t),    sizeof(uint32_t),    sizeof(uint32_t)};
+    simcuda_kernel_desc_t op_desc = {.name = "bench_framework_op", .param_count = 8, .param_sizes = op_sizes,
+                                     .fn = framework_op_kernel, .cost = framework_op_cost, .user = &ns_per_byte};
+    bool framework = w->segment_bytes[0] != 0;
+    CUfunction op_fn = NULL;
+    CUdeviceptr segments[FRAMEWORK_SEGMENTS] = {0};
+    uint32_t segment_mirror[FRAMEWORK_SEGMENTS][FRAMEWORK_WORDS];
     CUdevice dev;
     CUcontext ctx;
     CUmodule module;
@@ -311,7 +423,8 @@ static int child_run(const workload_t *w, double ns_per_byte, int warmup_passes,
     uint32_t **mirrors = calloc((size_t)count, sizeof *mirrors); /* written tensors' expected bytes */
     uint64_t max_bytes = workload_largest(w), compute_ns = 0;
     uint32_t *staging = malloc(max_bytes);
-    if (weights == NULL || mirrors == NULL || staging == NULL || simcuda_register_kernel(&desc) != 0) {
+    if (weights == NULL || mirrors == NULL || staging == NULL || simcuda_register_kernel(&desc) != 0
+        || (framework && simcuda_register_kernel(&op_desc) != 0)) {
         fprintf(stderr, "offload_cycle: cannot set up the child\n");
         return 1;
     }
@@ -321,6 +434,8 @@ static int child_run(const workload_t *w, double ns_per_byte, int warmup_passes,
     VS_CHECK(cuCtxSetCurrent(ctx));
     VS_CHECK(cuModuleLoadData(&module, "benchmark"));
     VS_CHECK(cuModuleGetFunction(&block, module, "bench_cycle_block"));
+    if (framework)
+        VS_CHECK(cuModuleGetFunction(&op_fn, module, "bench_framework_op"));
     VS_CHECK(cuStreamCreate(&stream, CU_STREAM_NON_BLOCKING));
     VS_CHECK(cuMemAlloc(&act, ACTIVATION_BYTES));
     VS_CHECK(cuMemsetD8(act, 0, ACTIVATION_BYTES));
@@ -339,6 +454,15 @@ static int child_run(const workload_t *w, double ns_per_byte, int warmup_passes,
         VS_CHECK(cuMemAlloc(&weights[k], bytes));
         VS_CHECK(cuMemcpyHtoD(weights[k], staging, bytes));
         compute_ns += (uint64_t)((double)bytes * ns_per_byte);
+    }
+    /* The activations, as a framework's first pass makes them: after the
+     * weights, filled with a pattern but for the words the operations
+     * write. */
+    for (int a = 0; framework && a < FRAMEWORK_SEGMENTS; a++) {
+        VS_CHECK(cuMemAlloc(&segments[a], w->segment_bytes[a]));
+        VS_CHECK(cuMemsetD8(segments[a], FRAMEWORK_FILL, w->segment_bytes[a]));
+        for (int i = 0; i < FRAMEWORK_WORDS; i++)
+            segment_mirror[a][i] = 0x01010101u * FRAMEWORK_FILL;
     }
 
     /* The measured passes run from the end of the warm-up's last kernel to
@@ -384,6 +508,24 @@ static int child_run(const workload_t *w, double ns_per_byte, int warmup_passes,
                 write_word = written_word(tensor, pass);
                 mirrors[k][write_index] = write_word;
             }
+            if (framework) {
+                for (size_t o = 0; o < FRAMEWORK_OPS; o++) {
+                    const framework_op_t *op = &framework_ops[o];
+                    uint64_t share = workload_tensor_bytes(w, k) / 24 / 4; /* words in a 24th */
+                    uint64_t offset = share * (uint64_t)op->weight_at, view_words = share * (uint64_t)op->weight_share;
+                    CUdeviceptr view = op->weight_share != 0 ? weights[k] + offset * 4 : 0;
+                    uint32_t tag = framework_tag(pass, k, o), accumulate = op->accumulate;
+                    uint32_t weight = op->weight_share != 0 ? weight_word(tensor, offset) : 0, read[FRAMEWORK_WORDS];
+                    memcpy(read, segment_mirror[op->in], sizeof read);
+                    for (int i = 0; i < FRAMEWORK_WORDS; i++)
+                        segment_mirror[op->out][i] = (accumulate ? segment_mirror[op->out][i] : 0u)
+                                                     + framework_mix(read[i], tag, weight);
+                    void *op_params[] = {&segments[op->in], &segments[op->out], &view,     &view_words,
+                                         &tensor,           &offset,            &tag,      &accumulate};
+                    VS_CHECK(cuLaunchKernel(op_fn, 1, 1, 1, 1, 1, 1, 0, stream, op_params, NULL));
+                }
+                continue;
+            }
             void *params[] = {&weights[k], &words, &tensor, &act, &write_index, &write_word};
             VS_CHECK(cuLaunchKernel(block, 1, 1, 1, 1, 1, 1, 0, stream, params, NULL));
         }
@@ -405,6 +547,17 @@ static int child_run(const workload_t *w, double ns_per_byte, int warmup_passes,
             mismatched += staging[i] != (mirrors[k] != NULL ? mirrors[k][i] : weight_word((uint64_t)k, i));
         VS_CHECK(cuMemFree(weights[k]));
         free(mirrors[k]);
+    }
+    /* The activations: the words the operations wrote, the pattern in the
+     * rest of every byte. */
+    for (int a = 0; framework && a < FRAMEWORK_SEGMENTS; a++) {
+        uint64_t bytes = w->segment_bytes[a];
+        VS_CHECK(cuMemcpyDtoH(staging, segments[a], bytes));
+        for (int i = 0; i < FRAMEWORK_WORDS; i++)
+            mismatched += staging[i] != segment_mirror[a][i];
+        for (uint64_t i = FRAMEWORK_WORDS; i < bytes / 4; i++)
+            mismatched += staging[i] != 0x01010101u * FRAMEWORK_FILL;
+        VS_CHECK(cuMemFree(segments[a]));
     }
     FILE *out = fopen(result_path, "w");
     if (out == NULL) {
@@ -810,7 +963,7 @@ static int sweep_run(const char *self, const char *shim, const char *svg_path, c
     if (rc != 0)
         return rc;
     if (only != NULL && total == 0) {
-        fprintf(stderr, "offload_sweep: no cell %s %d%% %.2f (workloads cycle, dit, llm, churn; limits 25, 50, 75; ratios "
+        fprintf(stderr, "offload_sweep: no cell %s %d%% %.2f (workloads cycle, dit, llm, churn, framework; limits 25, 50, 75; ratios "
                 "0.5, 0.75, 1, 1.33, 2)\n", only->workload, only->limit_percent, only->ratio);
         return 2;
     }
