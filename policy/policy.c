@@ -68,7 +68,9 @@ typedef struct vs_policy_alloc_s {
      * gaps moves (PyTorch's DiT on an H200, bench/gpu/dit_offload.py: four
      * kernels read each block, and the plan took blocks whose mean read
      * 49 to 64 operations where the others read 40 for allocations used
-     * more than once a cycle, kept them all, and streamed 1 to 5 of 16). */
+     * more than once a cycle, kept them all, and streamed 1 to 5 of 16;
+     * the engine tells the latest use since it last asked, so a burst's
+     * uses reach the policy as a sample). */
     uint64_t gap_longest;
     uint64_t deadline;  /* dead once `now` passes this without an access */
     uint64_t history[VS_POLICY_HISTORY]; /* ring of access seqs */
@@ -202,13 +204,22 @@ static bool farthest_before(const void *x, const void *y)
     return a->serial < b->serial;
 }
 
-/* The cyclic kind's eviction order: what the plan streams first, then the
- * farthest predicted next use. */
+/* Streamed by the plan and done for the cycle: its next gap is not a short
+ * one inside a burst of uses (a weight read by several kernels in a row,
+ * between two of them), which would bring it straight back. */
+static bool streamed_away(const vs_policy_alloc_t *a)
+{
+    return a->streamed && a->next_use - a->last_use + tolerance(a->gap_longest) >= a->gap_longest;
+}
+
+/* The cyclic kind's eviction order: what the plan streams and is done
+ * with first, then the farthest predicted next use. */
 static bool planned_farthest_before(const void *x, const void *y)
 {
     const vs_policy_alloc_t *a = x, *b = y;
-    if (a->streamed != b->streamed)
-        return a->streamed;
+    bool a_away = streamed_away(a), b_away = streamed_away(b);
+    if (a_away != b_away)
+        return a_away;
     return farthest_before(x, y);
 }
 

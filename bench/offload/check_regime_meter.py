@@ -47,8 +47,10 @@ minutes at 24). What it checks:
   without that the lean plan was timed 3.5% slower and given up (1.067 x
   F). In pieces its cycles take what the balanced plan's take (74.9 against
   74.7 us an operation), and the run's last cycle, the child's checks
-  after the measured passes (106.5 us), takes the mean past the tolerance:
-  the cycle goes back then (two changes), after the figures are taken.
+  after the measured passes (106.5 us), may take the mean past the
+  tolerance: the cycle then goes back (two changes), after the figures are
+  taken (since stop 51, whose plan tells members by their longest gap, it
+  stays: one change).
 Exit 0 when all of it holds, 1 otherwise.
 """
 import os
@@ -61,7 +63,7 @@ ROW = re.compile(r"^(?P<workload>\w+)\s+(?P<percent>\d+)%\s+(?P<ratio>[\d.]+)\s+
 CHANGES = re.compile(r", regime changes (?P<n>\d+)")
 BACK = "near the balance point: back to"
 # workload, percent, ratio, the regime the log must name (None: none), whether the cycle goes back from
-# it, at most (in/F, time/bound), more than in/F
+# it (None: it may, after the figures are taken), at most (in/F, time/bound), more than in/F
 NEAR = "lean near the balance point"
 WARMUP_PASSES = "24"
 REGIMES = {"compute-bound": "the cycle is compute-bound", "link-bound": "the cycle is link-bound",
@@ -74,7 +76,7 @@ CELLS = [("dit", "25", "2", "compute-bound", False, 1.02, 1.05, 0.0),
          ("dit", "25", "0.75", "link-bound", True, 9.0, 1.10, 1.02),
          ("llm", "50", "0.75", "link-bound", False, 1.02, 1.05, 0.0),
          ("llm", "25", "0.5", "link-bound", True, 1.02, 1.05, 0.0),
-         ("dit", "50", "1.33", "compute-bound", True, 1.02, 1.05, 0.0)]
+         ("dit", "50", "1.33", "compute-bound", None, 1.02, 1.05, 0.0)]
 
 
 def run_cell(program, shim, work, workload, percent, ratio):
@@ -114,7 +116,9 @@ def main():
         print(f"check_regime_meter: {name}: in {in_f} x F, {bound} x the bound, regime changes {n}, "
               f"found {named or 'none'}{', went back' if went_back else ''}")
         expected = 0 if regime is None else 2 if back else 1
-        if (named != ([regime] if regime else [])) or n != expected or went_back != back:
+        if back is None:  # the go-back may come at the child's checks, after the figures
+            expected = 2 if went_back else 1
+        if (named != ([regime] if regime else [])) or n != expected or (back is not None and went_back != back):
             failures.append(f"{name}: expected {expected} change(s), "
                             f"{'to ' + regime if regime else 'none'}{' and back' if back else ''}")
         if in_f > max_in or in_f <= min_in or bound > max_time:

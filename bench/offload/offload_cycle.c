@@ -62,9 +62,9 @@
  * in LOG. One workload runs only so: `churn`, sixteen 36 MiB layers beside
  * eight 1 MiB allocations made every other pass and freed halfway through
  * it, a budget that moves (check_moving_budget.py); and `framework`, the
- * GPU's DiT as PyTorch runs it (bench/gpu/dit_offload.py) scaled by 1/12:
- * sixteen 30 MiB blocks, each one allocation that four of a block's ten
- * kernels read views of, beside six activations of 2 to 10 MiB that every
+ * GPU's DiT as PyTorch runs it (bench/gpu/dit_offload.py) scaled by 1/10:
+ * sixteen 36 MiB blocks, each one allocation that four of a block's ten
+ * kernels read views of, beside six activations of 2 to 12 MiB that every
  * block writes (check_framework.py).
  *
  * It exits 0 whether goals are met or not (a benchmark reports); 1 when
@@ -140,7 +140,8 @@ typedef struct workload_s {
  * allocator held them for bench/gpu/dit_offload.py's DiT on an H200
  * (hidden 3072, 4096 tokens, MLP x5, bf16: the residual stream and a
  * normed copy 24 MiB each, qkv 72, attention out 24, a projection 24,
- * the MLP's hidden 120; weight blocks of 360 MiB), scaled by 1/12. */
+ * the MLP's hidden 120; weight blocks of 360 MiB), scaled by 1/10 (the
+ * blocks large, 32 MiB or more, as on the GPU) and rounded to granules. */
 enum { SEG_X, SEG_H, SEG_QKV, SEG_O, SEG_T, SEG_M, FRAMEWORK_SEGMENTS };
 
 /* One operation of a framework's block: reads `in` and, with a
@@ -199,10 +200,10 @@ static const workload_t workloads[] = {
      .limit_count = 3, .warmup_passes = SWEEP_WARMUP_PASSES, .measured_passes = SWEEP_MEASURED_PASSES,
      .cell_only = true, .churn_allocations = 8},
     /* The GPU's DiT as PyTorch runs it (bench/gpu/dit_offload.py),
-     * scaled by 1/12: a block of weights per allocation, ten operations a
+     * scaled by 1/10: a block of weights per allocation, ten operations a
      * block, large activations written by every block. Run as a cell. */
-    {.name = "framework", .blocks = 16, .tensors = 1, .tensor_bytes = {30 * MIB},
-     .segment_bytes = {2 * MIB, 2 * MIB, 6 * MIB, 2 * MIB, 2 * MIB, 10 * MIB}, .limit_percent = {25, 50, 75},
+    {.name = "framework", .blocks = 16, .tensors = 1, .tensor_bytes = {36 * MIB},
+     .segment_bytes = {2 * MIB, 2 * MIB, 8 * MIB, 2 * MIB, 2 * MIB, 12 * MIB}, .limit_percent = {25, 50, 75},
      .limit_count = 3, .warmup_passes = SWEEP_WARMUP_PASSES, .measured_passes = SWEEP_MEASURED_PASSES,
      .cell_only = true},
 };
