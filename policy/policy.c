@@ -875,7 +875,8 @@ static void plan_build(vs_policy_t *policy)
             candidate_bytes += a->size;
         }
     }
-    qsort(policy->members, n, sizeof *policy->members, plan_gap_descending);
+    if (n > 1)
+        qsort(policy->members, n, sizeof *policy->members, plan_gap_descending);
     for (uint64_t seen = 0, i = 0; i < n && seen < candidate_bytes - candidate_bytes * 3 / 4; i++) {
         cycle = policy->members[i]->gap_longest;
         seen += policy->members[i]->size;
