@@ -317,6 +317,19 @@ static uint32_t written_word(uint64_t k, int pass)
 
 #define NO_WRITE UINT64_MAX
 
+/* Checks the words at both ends and in the middle of `words` words of
+ * tensor k's weights from word `offset` (a view), as loaded. */
+static void weights_check(const uint32_t *weights, uint64_t words, uint64_t k, uint64_t offset)
+{
+    for (uint64_t j = 0; j < 3 * CHECK_WORDS && j < words; j++) {
+        uint64_t i = j < CHECK_WORDS       ? j
+                     : j < 2 * CHECK_WORDS ? words / 2 + j - CHECK_WORDS
+                                           : words - 3 * CHECK_WORDS + j;
+        if (i < words && weights[i] != weight_word(k, offset + i))
+            atomic_fetch_add(&check_errors, 1);
+    }
+}
+
 /* block(uint32_t *weights, uint64_t words, uint64_t tensor, float *act,
  *       uint64_t write_index, uint32_t write_word):
  * a read-only tensor (write_index NO_WRITE) has words at both ends and in
@@ -330,17 +343,10 @@ static void block_kernel(void **args, const simcuda_launch_t *launch, void *user
     uint64_t write_index = *(const uint64_t *)args[4];
     (void)launch;
     (void)user;
-    if (write_index != NO_WRITE) {
+    if (write_index != NO_WRITE)
         weights[write_index] = *(const uint32_t *)args[5];
-    } else {
-        for (uint64_t j = 0; j < 3 * CHECK_WORDS && j < words; j++) {
-            uint64_t i = j < CHECK_WORDS       ? j
-                         : j < 2 * CHECK_WORDS ? words / 2 + j - CHECK_WORDS
-                                               : words - 3 * CHECK_WORDS + j;
-            if (i < words && weights[i] != weight_word(k, i))
-                atomic_fetch_add(&check_errors, 1);
-        }
-    }
+    else
+        weights_check(weights, words, k, 0);
     act[k % (ACTIVATION_BYTES / sizeof(float))] += 1.0f;
 }
 
@@ -377,13 +383,7 @@ static void framework_op_kernel(void **args, const simcuda_launch_t *launch, voi
     (void)user;
     uint32_t weight = 0;
     if (weights != NULL) {
-        for (uint64_t j = 0; j < 3 * CHECK_WORDS && j < words; j++) {
-            uint64_t i = j < CHECK_WORDS       ? j
-                         : j < 2 * CHECK_WORDS ? words / 2 + j - CHECK_WORDS
-                                               : words - 3 * CHECK_WORDS + j;
-            if (i < words && weights[i] != weight_word(k, offset + i))
-                atomic_fetch_add(&check_errors, 1);
-        }
+        weights_check(weights, words, k, offset);
         weight = weights[0];
     }
     uint32_t read[FRAMEWORK_WORDS];
