@@ -246,6 +246,7 @@ def goal_summary(rows, compute_s, h2d_bytes_per_s):
 HOST_TIME_KEYS = ("restore_wait_ns", "host_gpu_wait_ns", "host_vmm_ns")
 GOAL_OVER_BOUND = 1.05  # the speed issue's goal: a pass within 1.05 x max(C, S / B)
 VRAMSHIM_ROW = "b) "  # the rows the goal applies to
+BASELINE_ROW = "e) "  # --baseline-shim's rows, beside them, not judged
 
 BUBBLE_MS = 0.02  # a gap between two blocks' kernels longer than this is a bubble
 
@@ -809,6 +810,8 @@ def main(argv):
     ap.add_argument("--child-timeout", type=int, default=1800, help="seconds per configuration")
     ap.add_argument("--shim-log-dir", help="keep the shim's debug log of each limit there (vramshim_PCT.log)")
     ap.add_argument("--no-accelerate", action="store_true", help="leave accelerate's cpu_offload out")
+    ap.add_argument("--baseline-shim", help="another libvramshim.so, run beside the shim at every limit in the "
+                    "same invocation (rows e), not judged): a side-by-side comparison on one machine")
     ap.add_argument("--child", nargs=3, metavar=("KIND", "SPEC", "OUT"), help=argparse.SUPPRESS)
     args = ap.parse_args(argv)
 
@@ -892,17 +895,20 @@ def main(argv):
         rows.append({"config": "a) no limit (resident)", "limit": None, "need": 0, "streamed": None,
                      "seconds": None, "note": "skipped: W does not fit the GPU"})
 
-    summaries = []
-    host_times = []  # (percent, the engine's host ns a timed pass by kind, seconds a pass)
-    traffic = []  # (percent, traffic_by_kind's, bytes copied out a pass)
+    summaries = []  # (who, percent, the exit summary)
+    host_times = []  # (who, percent, the engine's host ns a timed pass by kind, seconds a pass)
+    traffic = []  # (who, percent, traffic_by_kind's, bytes copied out a pass)
     passes_run = args.warmup + args.passes + 1  # the timed passes and the one with events
     from_totals = False
-    for pct, limit in zip(spec["limit_pcts"], spec["limits"]):
-        env = {"LD_PRELOAD": shim, "VRAM_LIMIT": str(limit), "VRAMSHIM_POLICY": "cyclic", "VRAMSHIM_LOG": "info"}
+    runs = [("vramshim", shim, VRAMSHIM_ROW + "vramshim")]
+    if args.baseline_shim:
+        runs.append(("baseline", os.path.abspath(args.baseline_shim), BASELINE_ROW + "baseline"))
+    for (who, path, label), (pct, limit) in [(r, l) for r in runs for l in zip(spec["limit_pcts"], spec["limits"])]:
+        env = {"LD_PRELOAD": path, "VRAM_LIMIT": str(limit), "VRAMSHIM_POLICY": "cyclic", "VRAMSHIM_LOG": "info"}
         shim_log = None
         if args.shim_log_dir:
             os.makedirs(args.shim_log_dir, exist_ok=True)
-            shim_log = os.path.join(args.shim_log_dir, "vramshim_%d.log" % pct)
+            shim_log = os.path.join(args.shim_log_dir, "%s_%d.log" % (who, pct))
             env.update({"VRAMSHIM_LOG": "debug", "VRAMSHIM_LOG_FILE": shim_log})
         res, log = run_child("device", spec, env, args.child_timeout)
         if shim_log and os.path.exists(shim_log):
@@ -910,19 +916,19 @@ def main(argv):
                 log += f.read()  # the exit summary is there
         failed |= res is None
         summary = parse_shim_summary(log)
-        summaries.append((pct, summary))
+        summaries.append((who, pct, summary))
         if res and res.get("host_ns_per_pass"):
-            host_times.append((pct, res["host_ns_per_pass"], median(res["times"])))
+            host_times.append((who, pct, res["host_ns_per_pass"], median(res["times"])))
         if res and res.get("traffic"):
-            traffic.append((pct, res["traffic"], res.get("written_back_per_pass")))
+            traffic.append((who, pct, res["traffic"], res.get("written_back_per_pass")))
         if res and "gpu_idle" in res:
-            idles.append(("vramshim cyclic %d%%" % pct, res["gpu_idle"], res.get("block_spans")))
+            idles.append(("%s cyclic %d%%" % (who, pct), res["gpu_idle"], res.get("block_spans")))
         moved = res.get("streamed_per_pass") if res else None
         if moved is None and summary and res:
             # No live snapshot: the exit totals over every pass, loading included.
             moved = summary["to_device"] / float(spec["warmup"] + spec["passes"])
             from_totals = True
-        rows.append({"config": "b) vramshim cyclic %d%%" % pct, "limit": limit,
+        rows.append({"config": "%s cyclic %d%%" % (label, pct), "limit": limit,
                      "need": streamed_bytes(limit, spec, activations), "streamed": moved,
                      "seconds": median(res["times"]) if res else None, "note": "failed (see above)"})
 
@@ -951,7 +957,7 @@ def main(argv):
     # Each vramshim row against the loop at its limit; accelerate, which
     # streams everything, against the loop streaming everything.
     for r in rows:
-        if r["config"].startswith("b) ") or r["config"].startswith("c) "):
+        if r["config"].startswith((VRAMSHIM_ROW, BASELINE_ROW, "c) ")):
             r["loop"] = loop_by_limit.get(r["limit"])
     print()
     for line in format_table(rows, compute, h2d):
@@ -972,25 +978,25 @@ def main(argv):
                   config, 100.0 * idle["idle"], idle["bubbles"], BUBBLE_MS * 1e3, idle["gap_ms"], idle["longest_ms"],
                   "; blocks longer than resident by %.1f%% of the pass (waits inside blocks)" % (100.0 * stall)
                   if stall is not None else ""))
-    for pct, s in summaries:
+    for who, pct, s in summaries:
         if s:
-            print("vramshim %d%% exit summary: evictions %d, restores %d, to host %s, to device %s%s" % (
-                pct, s["evictions"], s["restores"], format_bytes(s["to_host"]), format_bytes(s["to_device"]),
+            print("%s %d%% exit summary: evictions %d, restores %d, to host %s, to device %s%s" % (
+                who, pct, s["evictions"], s["restores"], format_bytes(s["to_host"]), format_bytes(s["to_device"]),
                 ", host time making room and restoring %.1f ms (%.2f ms a pass over %d passes)" % (
                     s["restore_wait_ms"], s["restore_wait_ms"] / passes_run, passes_run)
                 if s["restore_wait_ms"] is not None else ""))
         else:
-            print("vramshim %d%%: no exit summary in its output" % pct)
-    for pct, ns, seconds in host_times:
-        print("vramshim %d%% host time a timed pass: making room and restoring %.1f ms, waits for the GPU %.1f ms, "
+            print("%s %d%%: no exit summary in its output" % (who, pct))
+    for who, pct, ns, seconds in host_times:
+        print("%s %d%% host time a timed pass: making room and restoring %.1f ms, waits for the GPU %.1f ms, "
               "VMM calls %.1f ms (of a %.1f ms pass; the launching thread's and any other's)" % (
-                  pct, ns["restore_wait_ns"] / 1e6, ns["host_gpu_wait_ns"] / 1e6, ns["host_vmm_ns"] / 1e6,
+                  who, pct, ns["restore_wait_ns"] / 1e6, ns["host_gpu_wait_ns"] / 1e6, ns["host_vmm_ns"] / 1e6,
                   seconds * 1e3))
-    for pct, t, written in traffic:
+    for who, pct, t, written in traffic:
         w, o = t["weights"], t["others"]
-        print("vramshim %d%% a timed pass: weight blocks %.1f restores (%s), %.1f evictions; other allocations "
+        print("%s %d%% a timed pass: weight blocks %.1f restores (%s), %.1f evictions; other allocations "
               "(%s alive) %.1f restores (%s), %.1f evictions (%s); copied out %s" % (
-                  pct, w[0], format_bytes(w[1]), w[2], format_bytes(t["other_bytes"]), o[0], format_bytes(o[1]),
+                  who, pct, w[0], format_bytes(w[1]), w[2], format_bytes(t["other_bytes"]), o[0], format_bytes(o[1]),
                   o[2], format_bytes(o[3]), format_bytes(written) if written is not None else "-"))
     print(goal_summary(rows, compute, h2d))
     return 1 if failed else 0
