@@ -332,8 +332,11 @@ static int vs_prefetch_room(vs_engine_device_t *d, int device, vs_region_t *r, u
          * link-bound cycle in pieces (`vs_prefetch_lend_single`). */
         if (vs_prefetch_head(d, device, r))
             return -EAGAIN;
+        bool full = departures >= VS_DEPARTURES;
+        if (!full && !vs_prefetch_lend_single(d))
+            return -EAGAIN;
         vs_region_t *lender = vs_engine_departure_lender(d, r);
-        if (departures < VS_DEPARTURES && (lender == NULL || !vs_prefetch_lend_single(d)))
+        if (!full && lender == NULL)
             return -EAGAIN;
         /* The host work of the restore (the map and the grant) is done
          * while the oldest departure's users still run: then, once it
