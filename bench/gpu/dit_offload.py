@@ -60,6 +60,7 @@ configuration ran or was skipped for a stated reason, 1 when a child
 failed, 2 on a usage error, 77 without torch or a GPU.
 """
 import argparse
+import itertools
 import json
 import os
 import re
@@ -903,7 +904,7 @@ def main(argv):
     runs = [("vramshim", shim, VRAMSHIM_ROW + "vramshim")]
     if args.baseline_shim:
         runs.append(("baseline", os.path.abspath(args.baseline_shim), BASELINE_ROW + "baseline"))
-    for (who, path, label), (pct, limit) in [(r, l) for r in runs for l in zip(spec["limit_pcts"], spec["limits"])]:
+    for (who, path, label), (pct, limit) in itertools.product(runs, list(zip(spec["limit_pcts"], spec["limits"]))):
         env = {"LD_PRELOAD": path, "VRAM_LIMIT": str(limit), "VRAMSHIM_POLICY": "cyclic", "VRAMSHIM_LOG": "info"}
         shim_log = None
         if args.shim_log_dir:
