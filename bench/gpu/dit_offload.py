@@ -60,6 +60,8 @@ configuration ran or was skipped for a stated reason, 1 when a child
 failed, 2 on a usage error, 77 without torch or a GPU.
 """
 import argparse
+import contextlib
+import io
 import itertools
 import json
 import os
@@ -391,6 +393,14 @@ def self_test(shim_source=None):
     check(goal_summary(rows, 0.5, (20 << 30) / 1.0).endswith("1 of 1, worst 1.04: met"),
           "goal summary: " + goal_summary(rows, 0.5, (20 << 30) / 1.0))
     check("not installed" in text, "accelerate row:\n" + text)
+
+    # A --baseline-shim that is not there is a command-line error, told
+    # before anything runs (and before torch is looked for).
+    out = io.StringIO()
+    with contextlib.redirect_stdout(out):
+        rc = main(["shim.so", "--baseline-shim", "/nonexistent/libvramshim.so"])
+    check(rc == 2 and "--baseline-shim /nonexistent/libvramshim.so: no such file" in out.getvalue(),
+          "bad --baseline-shim: exit %d, %r" % (rc, out.getvalue()))
 
     for f in failures:
         print("FAIL: " + f)
@@ -831,6 +841,10 @@ def main(argv):
         return 2
     if args.passes < 1 or args.warmup < 0:
         print("dit_offload: --passes must be at least 1 and --warmup at least 0")
+        return 2
+    if args.baseline_shim and not os.path.isfile(args.baseline_shim):
+        print("dit_offload: --baseline-shim %s: no such file (expected a libvramshim.so to run beside the shim)"
+              % args.baseline_shim)
         return 2
 
     try:
