@@ -63,9 +63,9 @@
  * eight 1 MiB allocations made every other pass and freed halfway through
  * it, a budget that moves (check_moving_budget.py); and `framework`, the
  * GPU's DiT as PyTorch runs it (bench/gpu/dit_offload.py) scaled by 1/10:
- * sixteen 36 MiB blocks, each one allocation that four of a block's ten
- * kernels read views of, beside six activations of 2 to 12 MiB that every
- * block writes (check_framework.py).
+ * sixteen 36 MiB blocks, each one allocation that five of a block's twenty
+ * kernels read views of, as the GPU's block launches them, beside six
+ * activations of 2 to 12 MiB that every block writes (check_framework.py).
  *
  * It exits 0 whether goals are met or not (a benchmark reports); 1 when
  * something is broken (a child failed, data came back wrong).
@@ -145,21 +145,32 @@ typedef struct workload_s {
 enum { SEG_X, SEG_H, SEG_QKV, SEG_O, SEG_T, SEG_M, FRAMEWORK_SEGMENTS };
 
 /* One operation of a framework's block: reads `in` and, with a
- * `weight_share` (of 24ths of the block), a view of the weights at
- * `weight_at` (24ths), and writes `out` (`accumulate`: adds to it). */
+ * `weight_share` (in hundredths of the block), a view of the weights at
+ * `weight_at` (hundredths), writes `out` (`accumulate`: adds to it), and
+ * takes `cost_share` hundredths of the block's compute. */
 typedef struct framework_op_s {
     int in, out;
     int weight_at, weight_share;
+    int cost_share;
     bool accumulate;
 } framework_op_t;
+#define FRAMEWORK_SHARES 100
 
-/* A transformer block: norm, qkv, attention, output projection and
- * residual add, norm, MLP up, activation, down and residual add. */
+/* bench/gpu/dit_offload.py's block as PyTorch launches it: the modulation
+ * (a linear of the time embedding: 30% of the weights, little compute),
+ * norm and modulate, qkv, attention (13% of the compute, no weights), the
+ * heads' transpose, the output projection, gate and residual add, norm and
+ * modulate, MLP up, GELU, down, gate and residual add: twenty kernels, five
+ * of them reading views of the block's weights (gaps of 5, 3, 7 and 2
+ * kernels), the elementwise ones 1% of the compute each. */
 static const framework_op_t framework_ops[] = {
-    {SEG_X, SEG_H, 0, 0, false},   {SEG_H, SEG_QKV, 0, 6, false}, {SEG_QKV, SEG_O, 0, 0, false},
-    {SEG_O, SEG_T, 6, 2, false},   {SEG_T, SEG_X, 0, 0, true},    {SEG_X, SEG_H, 0, 0, false},
-    {SEG_H, SEG_M, 8, 8, false},   {SEG_M, SEG_M, 0, 0, false},   {SEG_M, SEG_T, 16, 8, false},
-    {SEG_T, SEG_X, 0, 0, true},
+    {SEG_X, SEG_T, 0, 30, 1, false},   {SEG_X, SEG_H, 0, 0, 1, false},     {SEG_H, SEG_H, 0, 0, 1, false},
+    {SEG_H, SEG_H, 0, 0, 1, false},    {SEG_H, SEG_H, 0, 0, 1, false},     {SEG_H, SEG_QKV, 30, 15, 15, false},
+    {SEG_QKV, SEG_O, 0, 0, 13, false}, {SEG_O, SEG_H, 0, 0, 1, false},     {SEG_H, SEG_T, 45, 5, 5, false},
+    {SEG_T, SEG_T, 0, 0, 1, false},    {SEG_T, SEG_X, 0, 0, 1, true},      {SEG_X, SEG_H, 0, 0, 1, false},
+    {SEG_H, SEG_H, 0, 0, 1, false},    {SEG_H, SEG_H, 0, 0, 1, false},     {SEG_H, SEG_H, 0, 0, 1, false},
+    {SEG_H, SEG_M, 50, 25, 27, false}, {SEG_M, SEG_M, 0, 0, 1, false},     {SEG_M, SEG_T, 75, 25, 25, false},
+    {SEG_T, SEG_T, 0, 0, 1, false},    {SEG_T, SEG_X, 0, 0, 1, true},
 };
 #define FRAMEWORK_OPS (sizeof framework_ops / sizeof framework_ops[0])
 /* The words of an activation each operation writes (and the host
@@ -200,8 +211,8 @@ static const workload_t workloads[] = {
      .limit_count = 3, .warmup_passes = SWEEP_WARMUP_PASSES, .measured_passes = SWEEP_MEASURED_PASSES,
      .cell_only = true, .churn_allocations = 8},
     /* The GPU's DiT as PyTorch runs it (bench/gpu/dit_offload.py),
-     * scaled by 1/10: a block of weights per allocation, ten operations a
-     * block, large activations written by every block. Run as a cell. */
+     * scaled by 1/10: a block of weights per allocation, twenty operations
+     * a block, large activations written by every block. Run as a cell. */
     {.name = "framework", .blocks = 16, .tensors = 1, .tensor_bytes = {36 * MIB},
      .segment_bytes = {2 * MIB, 2 * MIB, 8 * MIB, 2 * MIB, 2 * MIB, 12 * MIB}, .limit_percent = {25, 50, 75},
      .limit_count = 3, .warmup_passes = SWEEP_WARMUP_PASSES, .measured_passes = SWEEP_MEASURED_PASSES,
@@ -368,7 +379,7 @@ static uint32_t framework_tag(int pass, int block, size_t op)
 
 /* op(uint32_t *in, uint32_t *out, uint32_t *weights or NULL, uint64_t
  * words, uint64_t block, uint64_t offset_words, uint32_t tag, uint32_t
- * accumulate): one operation of framework_ops on the first
+ * accumulate, uint64_t cost_words): one operation of framework_ops on the first
  * FRAMEWORK_WORDS words of its activations; a view of weights has words
  * at both ends and in the middle checked. */
 static void framework_op_kernel(void **args, const simcuda_launch_t *launch, void *user)
@@ -393,10 +404,11 @@ static void framework_op_kernel(void **args, const simcuda_launch_t *launch, voi
         out[i] = (accumulate ? out[i] : 0u) + framework_mix(read[i], tag, weight);
 }
 
+/* Its compute: `cost_words` words of weights' worth. */
 static uint64_t framework_op_cost(void **args, const simcuda_launch_t *launch, void *user)
 {
     (void)launch;
-    return *(uint32_t **)args[2] == NULL ? 0 : (uint64_t)(*(const uint64_t *)args[3] * 4 * *(const double *)user);
+    return (uint64_t)(*(const uint64_t *)args[8] * 4 * *(const double *)user);
 }
 
 static int child_run(const workload_t *w, double ns_per_byte, int warmup_passes, const char *result_path)
@@ -405,9 +417,10 @@ static int child_run(const workload_t *w, double ns_per_byte, int warmup_passes,
                                    sizeof(CUdeviceptr), sizeof(uint64_t),   sizeof(uint32_t)};
     simcuda_kernel_desc_t desc = {.name = "bench_cycle_block", .param_count = 6, .param_sizes = sizes,
                                   .fn = block_kernel, .cost = block_cost, .user = &ns_per_byte};
-    static const size_t op_sizes[] = {sizeof(CUdeviceptr), sizeof(CUdeviceptr), sizeof(CUdeviceptr), sizeof(uint64_t),
-                                      sizeof(uint64_t),    sizeof(uint64_t),    sizeof(uint32_t),    sizeof(uint32_t)};
-    simcuda_kernel_desc_t op_desc = {.name = "bench_framework_op", .param_count = 8, .param_sizes = op_sizes,
+    static const size_t op_sizes[] = {sizeof(CUdeviceptr), sizeof(CUdeviceptr), sizeof(CUdeviceptr),
+                                      sizeof(uint64_t),    sizeof(uint64_t),    sizeof(uint64_t),
+                                      sizeof(uint32_t),    sizeof(uint32_t),    sizeof(uint64_t)};
+    simcuda_kernel_desc_t op_desc = {.name = "bench_framework_op", .param_count = 9, .param_sizes = op_sizes,
                                      .fn = framework_op_kernel, .cost = framework_op_cost, .user = &ns_per_byte};
     bool framework = w->segment_bytes[0] != 0;
     CUfunction op_fn = NULL;
@@ -512,8 +525,9 @@ static int child_run(const workload_t *w, double ns_per_byte, int warmup_passes,
             if (framework) {
                 for (size_t o = 0; o < FRAMEWORK_OPS; o++) {
                     const framework_op_t *op = &framework_ops[o];
-                    uint64_t share = workload_tensor_bytes(w, k) / 24 / 4; /* words in a 24th */
+                    uint64_t share = workload_tensor_bytes(w, k) / FRAMEWORK_SHARES / 4; /* words in a hundredth */
                     uint64_t offset = share * (uint64_t)op->weight_at, view_words = share * (uint64_t)op->weight_share;
+                    uint64_t cost_words = share * (uint64_t)op->cost_share;
                     CUdeviceptr view = op->weight_share != 0 ? weights[k] + offset * 4 : 0;
                     uint32_t tag = framework_tag(pass, k, o), accumulate = op->accumulate;
                     uint32_t weight = op->weight_share != 0 ? weight_word(tensor, offset) : 0, read[FRAMEWORK_WORDS];
@@ -521,8 +535,8 @@ static int child_run(const workload_t *w, double ns_per_byte, int warmup_passes,
                     for (int i = 0; i < FRAMEWORK_WORDS; i++)
                         segment_mirror[op->out][i] = (accumulate ? segment_mirror[op->out][i] : 0u)
                                                      + framework_mix(read[i], tag, weight);
-                    void *op_params[] = {&segments[op->in], &segments[op->out], &view,     &view_words,
-                                         &tensor,           &offset,            &tag,      &accumulate};
+                    void *op_params[] = {&segments[op->in], &segments[op->out], &view, &view_words, &tensor,
+                                         &offset,           &tag,               &accumulate, &cost_words};
                     VS_CHECK(cuLaunchKernel(op_fn, 1, 1, 1, 1, 1, 1, 0, stream, op_params, NULL));
                 }
                 continue;
