@@ -773,6 +773,23 @@ void vs_offload_shutdown(void)
            s.prefetches, s.prefetch_bytes, s.prefetch_unused, s.host_copies_dropped, s.partial_evictions,
            s.evictions_ahead, s.partial_restores, s.mapped_ahead, s.regime_changes, (double)s.host_gpu_wait_ns / 1e6,
            s.host_gpu_waits, (double)s.host_vmm_ns / 1e6, s.host_vmm_calls);
+    /* The plan's own figures: how often it was built (each build may move
+     * allocations between the kept and the streamed, a copy each) and the
+     * cycle it learned, which a GPU run cannot see otherwise. */
+    for (int device = 0; device < VS_MAX_DEVICES; device++) {
+        vs_policy_stats_t ps;
+        vs_mutex_lock(&vs_engine.lock);
+        const vs_engine_device_t *d = &vs_engine.devices[device];
+        bool planned = d->ready && d->policy != NULL;
+        if (planned)
+            vs_policy_stats(d->policy, &ps);
+        vs_mutex_unlock(&vs_engine.lock);
+        if (planned)
+            vs_log(VS_LOG_INFO,
+                   "offload: device %d: plans built %" PRIu64 ", learned cycle %" PRIu64
+                   " operations, the plan streams %" PRIu64 " bytes a cycle",
+                   device, ps.plan_builds, ps.period, ps.planned_streamed_bytes);
+    }
     if (vs_spill_enabled()) {
         vs_spill_stats_t disk;
         vs_spill_stats(&disk);

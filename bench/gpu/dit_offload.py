@@ -84,6 +84,10 @@ GIB = float(1 << 30)
 
 SUMMARY = re.compile(r"offload: evictions (\d+), restores (\d+), to host (\d+) bytes, to device (\d+) bytes"
                      r"(?:, restore wait ([0-9.]+) ms)?")
+# The plan's line of the exit summary (device 0): how often the plan was
+# built, each build moving allocations between kept and streamed, and the
+# cycle the policy learned.
+PLANS = re.compile(r"offload: device 0: plans built (\d+), learned cycle (\d+) operations")
 
 
 # ---- the parts that need no GPU ------------------------------------------
@@ -171,9 +175,14 @@ def parse_shim_summary(text):
         pass
     if m is None:
         return None
+    plans = None
+    for plans in PLANS.finditer(text):
+        pass
     return {"evictions": int(m.group(1)), "restores": int(m.group(2)),
             "to_host": int(m.group(3)), "to_device": int(m.group(4)),
-            "restore_wait_ms": float(m.group(5)) if m.group(5) is not None else None}
+            "restore_wait_ms": float(m.group(5)) if m.group(5) is not None else None,
+            "plans_built": int(plans.group(1)) if plans else None,
+            "cycle_ops": int(plans.group(2)) if plans else None}
 
 
 def parse_meminfo(text):
@@ -348,25 +357,33 @@ def self_test(shim_source=None):
             "restore wait 1.000 ms, over the limit 0 times")
     s = parse_shim_summary("noise\n" + line + "\n")
     check(s == {"evictions": 1200, "restores": 1180, "to_host": 0, "to_device": 774000000000,
-                "restore_wait_ms": 1.0}, "summary parse: %r" % s)
+                "restore_wait_ms": 1.0, "plans_built": None, "cycle_ops": None}, "summary parse: %r" % s)
+    s = parse_shim_summary(line + "\nvramshim: offload: device 0: plans built 48, learned cycle 1920 operations, "
+                           "the plan streams 377487360 bytes a cycle\n")
+    check(s is not None and s["plans_built"] == 48 and s["cycle_ops"] == 1920, "plans line parse: %r" % s)
     check(parse_shim_summary("offload: evictions x") is None, "a broken summary was parsed")
     if shim_source:
         with open(shim_source) as f:
             src = f.read()
-        # The shim's format string: its adjacent literals and PRIu64 macros
-        # joined, every conversion filled with a number.
-        pattern_ok = False
-        at = src.find('"offload: evictions')
-        if at >= 0:
-            piece = re.compile(r'\s*(?:"((?:[^"\\]|\\.)*)"|(PRIu64))')
+        # A format string of the shim's: its adjacent literals and PRIu64
+        # macros joined from `start`, every conversion filled with `fill`.
+        piece = re.compile(r'\s*(?:"((?:[^"\\]|\\.)*)"|(PRIu64))')
+
+        def sample(start, fill):
+            at = src.find(start)
+            if at < 0:
+                return ""
             fmt = []
             m = piece.match(src, at)
             while m:
                 fmt.append(m.group(1) if m.group(1) is not None else "llu")
                 m = piece.match(src, m.end())
-            sample = re.sub(r"%[-.0-9]*(llu|f|d|s)", "7", "".join(fmt))
-            pattern_ok = parse_shim_summary(sample) is not None
+            return re.sub(r"%[-.0-9]*(llu|f|d|s)", fill, "".join(fmt))
+
+        pattern_ok = parse_shim_summary(sample('"offload: evictions', "7")) is not None
         check(pattern_ok, "the shim's exit summary in %s no longer matches %s" % (shim_source, SUMMARY.pattern))
+        plans_ok = PLANS.search(sample('"offload: device %d: plans built', "0")) is not None
+        check(plans_ok, "the plan's line in %s no longer matches %s" % (shim_source, PLANS.pattern))
 
     check(parse_meminfo("MemTotal: 100 kB\nMemAvailable:   2048 kB\n") == 2 << 20, "meminfo")
     check(parse_size("41G") == 41 << 30 and parse_size("512MiB") == 512 << 20 and parse_size("1000") == 1000,
@@ -999,7 +1016,9 @@ def main(argv):
                 who, pct, s["evictions"], s["restores"], format_bytes(s["to_host"]), format_bytes(s["to_device"]),
                 ", host time making room and restoring %.1f ms (%.2f ms a pass over %d passes)" % (
                     s["restore_wait_ms"], s["restore_wait_ms"] / passes_run, passes_run)
-                if s["restore_wait_ms"] is not None else ""))
+                if s["restore_wait_ms"] is not None else "") + (
+                "; plans built %d, learned cycle %d operations" % (s["plans_built"], s["cycle_ops"])
+                if s["plans_built"] is not None else ""))
         else:
             print("%s %d%%: no exit summary in its output" % (who, pct))
     for who, pct, ns, seconds in host_times:
