@@ -13,7 +13,9 @@ exited 0 and that exactly one such line is on stderr, showing evictions,
 restores, bytes both ways and a host pool no larger than its limit. With
 --expect-ahead, the line must also count evictions ahead of need (the
 prefetcher's departures) and restores mapped ahead (a restore's map and
-grant done on a departing allocation's memory before its departure ended).
+grant done on a departing allocation's memory before its departure ended),
+and a second line must tell device 0's plans: at least one built, over a
+learned cycle of at least one operation.
 
     check_offload_summary.py [--expect-ahead] PROGRAM [ARGS...]
 
@@ -33,6 +35,8 @@ SUMMARY = re.compile(
 
 AHEAD = re.compile(r", evictions ahead of need (?P<ahead>\d+)(,|$)")
 MAPPED_AHEAD = re.compile(r", restores mapped ahead (?P<mapped>\d+)(,|$)")
+PLANS = re.compile(r"^vramshim\[\d+\] info: offload: device 0: plans built (?P<built>\d+), "
+                   r"learned cycle (?P<cycle>\d+) operations, the plan streams (?P<streams>\d+) bytes a cycle$")
 
 
 def main():
@@ -71,6 +75,12 @@ def main():
             if mapped is None or int(mapped.group("mapped")) <= 0:
                 failures.append("the summary counts no restores mapped ahead (expected restores mapped onto "
                                 "departing allocations' memory)")
+            plans = [m for m in map(PLANS.match, run.stderr.splitlines()) if m]
+            if len(plans) != 1:
+                failures.append(f"{len(plans)} lines telling device 0's plans, expected 1")
+            elif int(plans[0].group("built")) <= 0 or int(plans[0].group("cycle")) <= 0:
+                failures.append(f"device 0's plans: {plans[0].group(0)!r}, expected one built at least, "
+                                "over a learned cycle")
 
     for failure in failures:
         print("FAIL:", failure)
