@@ -168,16 +168,20 @@ def bound_seconds(compute_s, streamed, h2d_bytes_per_s):
     return max(compute_s, streamed / h2d_bytes_per_s)
 
 
+def last_match(pattern, text):
+    """The last match of `pattern` in `text`, or None."""
+    m = None
+    for m in pattern.finditer(text):
+        pass
+    return m
+
+
 def parse_shim_summary(text):
     """The shim's exit summary at VRAMSHIM_LOG=info, or None."""
-    m = None
-    for m in SUMMARY.finditer(text):
-        pass
+    m = last_match(SUMMARY, text)
     if m is None:
         return None
-    plans = None
-    for plans in PLANS.finditer(text):
-        pass
+    plans = last_match(PLANS, text)
     return {"evictions": int(m.group(1)), "restores": int(m.group(2)),
             "to_host": int(m.group(3)), "to_device": int(m.group(4)),
             "restore_wait_ms": float(m.group(5)) if m.group(5) is not None else None,
