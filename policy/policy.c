@@ -113,7 +113,7 @@ struct vs_policy_s {
     /* The plan (cyclic kind): with a cycle larger than `budget`, which
      * allocations stay resident between their uses and which are streamed. */
     uint64_t budget;        /* UINT64_MAX: no budget set, no plan */
-    bool plan_dirty;        /* the cycle, the budget or the members changed */
+    unsigned plan_stale;    /* why the plan is stale: VS_POLICY_STALE_* bits */
     uint64_t plan_built_at; /* `now` when it was last built */
     uint64_t planned_streamed_bytes;
     /* What the streamed allocations take past what must stream (whole
@@ -127,6 +127,7 @@ struct vs_policy_s {
     uint64_t piece, piece_extra;
     bool in_pieces, pieces_refused;
     uint64_t plan_builds;
+    uint64_t plan_builds_for[VS_POLICY_STALE_CAUSES];
     vs_policy_alloc_t **members; /* scratch for building the plan */
     size_t members_cap;
 };
@@ -186,6 +187,11 @@ static bool gaps_match(uint64_t a, uint64_t b)
 static bool is_dead(const vs_policy_t *policy, const vs_policy_alloc_t *a)
 {
     return a->deadline < policy->now;
+}
+
+static void plan_make_stale(vs_policy_t *policy, vs_policy_stale_t cause)
+{
+    policy->plan_stale |= 1u << cause;
 }
 
 static bool lru_before(const void *x, const void *y)
@@ -331,7 +337,8 @@ static void predict_single(const vs_policy_t *policy, vs_policy_alloc_t *a)
 static void learn_period(vs_policy_t *policy, uint64_t cycle)
 {
     bool rerank = policy->period == 0 || cycle > policy->period + tolerance(policy->period);
-    policy->plan_dirty = policy->plan_dirty || cycle != policy->period;
+    if (cycle != policy->period)
+        plan_make_stale(policy, VS_POLICY_STALE_CYCLE);
     policy->period = cycle;
     if (!rerank)
         return;
@@ -467,7 +474,8 @@ int vs_policy_free(vs_policy_t *policy, uint64_t id)
     account(policy, a, -1);
     HASH_DEL(policy->by_id, a);
     policy->count--;
-    policy->plan_dirty = policy->plan_dirty || a->hist_len >= 2;
+    if (a->hist_len >= 2)
+        plan_make_stale(policy, VS_POLICY_STALE_MEMBERS);
     if (policy->partial_bytes > 0 && policy->partial_id == id)
         policy->partial_bytes = 0;
     free(a);
@@ -515,7 +523,7 @@ int vs_policy_access(vs_policy_t *policy, uint64_t id, uint64_t seq, vs_policy_r
     if (a->hist_len < VS_POLICY_HISTORY)
         a->hist_len++;
     if (a->hist_len == 2)
-        policy->plan_dirty = true; /* used again: a member of the cycle */
+        plan_make_stale(policy, VS_POLICY_STALE_MEMBERS); /* used again: a member of the cycle */
     uint64_t gap_before = a->gap_longest;
     a->last_use = seq;
     predict_after_access(policy, a);
@@ -523,7 +531,7 @@ int vs_policy_access(vs_policy_t *policy, uint64_t id, uint64_t seq, vs_policy_r
      * Its longest gap, not the next one: a pattern of unequal gaps is one
      * rhythm. */
     if (a->hist_len >= 2 && !gaps_match(gap_before, a->gap_longest))
-        policy->plan_dirty = true;
+        plan_make_stale(policy, VS_POLICY_STALE_RHYTHM);
     requeue(policy, a);
     return 0;
 }
@@ -844,7 +852,10 @@ static bool plan_pieces(vs_policy_t *policy, size_t n, uint64_t stream, uint64_t
  * nothing is streamed. O(n log n). */
 static void plan_build(vs_policy_t *policy)
 {
-    policy->plan_dirty = false;
+    for (int cause = 0; cause < VS_POLICY_STALE_CAUSES; cause++)
+        if (policy->plan_stale & (1u << cause))
+            policy->plan_builds_for[cause]++;
+    policy->plan_stale = 0;
     policy->plan_built_at = policy->now;
     policy->planned_streamed_bytes = 0;
     policy->keeps_largest = false;
@@ -965,7 +976,7 @@ static void plan_build(vs_policy_t *policy)
  * one by one while a cycle is being learned. */
 static void plan_refresh(vs_policy_t *policy)
 {
-    if (!policy->plan_dirty)
+    if (policy->plan_stale == 0)
         return;
     uint64_t spacing = policy->period / 8 + 1;
     if (policy->plan_built_at != 0 && policy->now - policy->plan_built_at < spacing)
@@ -982,7 +993,7 @@ void vs_policy_set_budget(vs_policy_t *policy, uint64_t bytes)
     /* Small drifts (another allocation, a temporary) do not re-plan. */
     uint64_t diff = bytes > old ? bytes - old : old - bytes;
     if (old == UINT64_MAX || bytes == UINT64_MAX || diff > old / 32)
-        policy->plan_dirty = true;
+        plan_make_stale(policy, VS_POLICY_STALE_BUDGET);
 }
 
 void vs_policy_set_largest_offer(vs_policy_t *policy, uint64_t bytes)
@@ -990,7 +1001,7 @@ void vs_policy_set_largest_offer(vs_policy_t *policy, uint64_t bytes)
     if (bytes == policy->largest_offer)
         return;
     policy->largest_offer = bytes;
-    policy->plan_dirty = true;
+    plan_make_stale(policy, VS_POLICY_STALE_SETTINGS);
 }
 
 void vs_policy_set_piece(vs_policy_t *policy, uint64_t bytes, uint64_t extra)
@@ -999,7 +1010,7 @@ void vs_policy_set_piece(vs_policy_t *policy, uint64_t bytes, uint64_t extra)
         return;
     policy->piece = bytes;
     policy->piece_extra = bytes != 0 ? extra : 0;
-    policy->plan_dirty = true;
+    plan_make_stale(policy, VS_POLICY_STALE_SETTINGS);
 }
 
 void vs_policy_replan(vs_policy_t *policy)
@@ -1008,7 +1019,7 @@ void vs_policy_replan(vs_policy_t *policy)
     HASH_ITER(hh, policy->by_id, a, tmp) {
         plan_set(policy, a, false);
     }
-    policy->plan_dirty = true;
+    plan_make_stale(policy, VS_POLICY_STALE_SETTINGS);
 }
 
 bool vs_policy_planned_resident(const vs_policy_t *policy, uint64_t id)
@@ -1171,4 +1182,5 @@ void vs_policy_stats(const vs_policy_t *policy, vs_policy_stats_t *stats)
     stats->planned_piece_bytes = policy->in_pieces && policy->planned_streamed_bytes > 0 ? policy->piece : 0;
     stats->planned_pieces_refused = policy->pieces_refused;
     stats->plan_builds = policy->plan_builds;
+    memcpy(stats->plan_builds_for, policy->plan_builds_for, sizeof stats->plan_builds_for);
 }

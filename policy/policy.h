@@ -43,6 +43,22 @@ typedef enum vs_policy_rw_e {
 
 typedef struct vs_policy_s vs_policy_t;
 
+/* What makes a plan stale, and is counted per build (`plan_builds_for`):
+ * X(enum suffix, name in the shim's exit summary). */
+#define VS_POLICY_STALE_LIST(X)                                                   \
+    X(CYCLE, "the cycle")          /* the learned cycle length changed */        \
+    X(MEMBERS, "members")          /* an allocation joined the cycle or left */  \
+    X(RHYTHM, "a rhythm")          /* a member's longest gap changed */           \
+    X(BUDGET, "the budget")        /* the budget moved by over 1/32 */            \
+    X(SETTINGS, "the settings")    /* offer, pieces, or a re-plan asked for */
+
+typedef enum vs_policy_stale_e {
+#define VS_POLICY_STALE_ENUM(suffix, name) VS_POLICY_STALE_##suffix,
+    VS_POLICY_STALE_LIST(VS_POLICY_STALE_ENUM)
+#undef VS_POLICY_STALE_ENUM
+    VS_POLICY_STALE_CAUSES
+} vs_policy_stale_t;
+
 typedef struct vs_policy_stats_s {
     uint64_t allocs;          /* live allocations */
     uint64_t resident;        /* of which resident */
@@ -68,6 +84,10 @@ typedef struct vs_policy_stats_s {
     /* Plans built so far: a change says the members' classes may have
      * changed. */
     uint64_t plan_builds;
+    /* Of those, the builds each cause made stale (a build may count under
+     * several): what tells a plan rebuilt by a cycle still being learned
+     * from one rebuilt by a rhythm that keeps changing. */
+    uint64_t plan_builds_for[VS_POLICY_STALE_CAUSES];
 } vs_policy_stats_t;
 
 /* Parses a VRAMSHIM_POLICY value ("lru", "cyclic" or "learned", case

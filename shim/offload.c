@@ -24,6 +24,7 @@
 
 #include <errno.h>
 #include <inttypes.h>
+#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 #include <time.h>
@@ -784,11 +785,24 @@ void vs_offload_shutdown(void)
         if (planned)
             vs_policy_stats(d->policy, &ps);
         vs_mutex_unlock(&vs_engine.lock);
-        if (planned)
-            vs_log(VS_LOG_INFO,
-                   "offload: device %d: plans built %" PRIu64 ", learned cycle %" PRIu64
-                   " operations, the plan streams %" PRIu64 " bytes a cycle",
-                   device, ps.plan_builds, ps.period, ps.planned_streamed_bytes);
+        if (!planned)
+            continue;
+        static const char *const cause_names[] = {
+#define VS_POLICY_STALE_NAME(suffix, name) name,
+            VS_POLICY_STALE_LIST(VS_POLICY_STALE_NAME)
+#undef VS_POLICY_STALE_NAME
+        };
+        char causes[256];
+        size_t used = 0;
+        for (int cause = 0; cause < VS_POLICY_STALE_CAUSES && used < sizeof causes; cause++) {
+            int n = snprintf(causes + used, sizeof causes - used, "%s%s %" PRIu64, cause ? ", " : "",
+                             cause_names[cause], ps.plan_builds_for[cause]);
+            used += n > 0 ? (size_t)n : 0;
+        }
+        vs_log(VS_LOG_INFO,
+               "offload: device %d: plans built %" PRIu64 ", learned cycle %" PRIu64
+               " operations, the plan streams %" PRIu64 " bytes a cycle; built for %s",
+               device, ps.plan_builds, ps.period, ps.planned_streamed_bytes, causes);
     }
     if (vs_spill_enabled()) {
         vs_spill_stats_t disk;

@@ -87,7 +87,8 @@ SUMMARY = re.compile(r"offload: evictions (\d+), restores (\d+), to host (\d+) b
 # The plan's line of the exit summary (device 0): how often the plan was
 # built, each build moving allocations between kept and streamed, and the
 # cycle the policy learned.
-PLANS = re.compile(r"offload: device 0: plans built (\d+), learned cycle (\d+) operations")
+PLANS = re.compile(r"offload: device 0: plans built (\d+), learned cycle (\d+) operations"
+                   r"(?:, the plan streams \d+ bytes a cycle; built for ([a-z0-9 ,]+))?")
 
 
 # ---- the parts that need no GPU ------------------------------------------
@@ -186,7 +187,8 @@ def parse_shim_summary(text):
             "to_host": int(m.group(3)), "to_device": int(m.group(4)),
             "restore_wait_ms": float(m.group(5)) if m.group(5) is not None else None,
             "plans_built": int(plans.group(1)) if plans else None,
-            "cycle_ops": int(plans.group(2)) if plans else None}
+            "cycle_ops": int(plans.group(2)) if plans else None,
+            "plan_causes": plans.group(3) if plans else None}
 
 
 def parse_meminfo(text):
@@ -361,10 +363,14 @@ def self_test(shim_source=None):
             "restore wait 1.000 ms, over the limit 0 times")
     s = parse_shim_summary("noise\n" + line + "\n")
     check(s == {"evictions": 1200, "restores": 1180, "to_host": 0, "to_device": 774000000000,
-                "restore_wait_ms": 1.0, "plans_built": None, "cycle_ops": None}, "summary parse: %r" % s)
+                "restore_wait_ms": 1.0, "plans_built": None, "cycle_ops": None, "plan_causes": None},
+          "summary parse: %r" % s)
     s = parse_shim_summary(line + "\nvramshim: offload: device 0: plans built 48, learned cycle 1920 operations, "
-                           "the plan streams 377487360 bytes a cycle\n")
-    check(s is not None and s["plans_built"] == 48 and s["cycle_ops"] == 1920, "plans line parse: %r" % s)
+                           "the plan streams 377487360 bytes a cycle; built for the cycle 3, members 40, a rhythm 9, "
+                           "the budget 1, the settings 2\n")
+    check(s is not None and s["plans_built"] == 48 and s["cycle_ops"] == 1920
+          and s["plan_causes"] == "the cycle 3, members 40, a rhythm 9, the budget 1, the settings 2",
+          "plans line parse: %r" % s)
     check(parse_shim_summary("offload: evictions x") is None, "a broken summary was parsed")
     if shim_source:
         with open(shim_source) as f:
@@ -386,7 +392,8 @@ def self_test(shim_source=None):
 
         pattern_ok = parse_shim_summary(sample('"offload: evictions', "7")) is not None
         check(pattern_ok, "the shim's exit summary in %s no longer matches %s" % (shim_source, SUMMARY.pattern))
-        plans_ok = PLANS.search(sample('"offload: device %d: plans built', "0")) is not None
+        plans = PLANS.search(sample('"offload: device %d: plans built', "0"))
+        plans_ok = plans is not None and plans.group(3) is not None
         check(plans_ok, "the plan's line in %s no longer matches %s" % (shim_source, PLANS.pattern))
 
     check(parse_meminfo("MemTotal: 100 kB\nMemAvailable:   2048 kB\n") == 2 << 20, "meminfo")
@@ -1021,7 +1028,9 @@ def main(argv):
                 ", host time making room and restoring %.1f ms (%.2f ms a pass over %d passes)" % (
                     s["restore_wait_ms"], s["restore_wait_ms"] / passes_run, passes_run)
                 if s["restore_wait_ms"] is not None else "") + (
-                "; plans built %d, learned cycle %d operations" % (s["plans_built"], s["cycle_ops"])
+                "; plans built %d, learned cycle %d operations%s" % (
+                    s["plans_built"], s["cycle_ops"],
+                    " (built for %s)" % s["plan_causes"] if s["plan_causes"] else "")
                 if s["plans_built"] is not None else ""))
         else:
             print("%s %d%%: no exit summary in its output" % (who, pct))

@@ -36,7 +36,11 @@ SUMMARY = re.compile(
 AHEAD = re.compile(r", evictions ahead of need (?P<ahead>\d+)(,|$)")
 MAPPED_AHEAD = re.compile(r", restores mapped ahead (?P<mapped>\d+)(,|$)")
 PLANS = re.compile(r"^vramshim\[\d+\] info: offload: device 0: plans built (?P<built>\d+), "
-                   r"learned cycle (?P<cycle>\d+) operations, the plan streams (?P<streams>\d+) bytes a cycle$")
+                   r"learned cycle (?P<cycle>\d+) operations, the plan streams (?P<streams>\d+) bytes a cycle; "
+                   r"built for the cycle (?P<cycle_builds>\d+), members (?P<member_builds>\d+), "
+                   r"a rhythm (?P<rhythm_builds>\d+), the budget (?P<budget_builds>\d+), "
+                   r"the settings (?P<settings_builds>\d+)$")
+CAUSES = ("cycle_builds", "member_builds", "rhythm_builds", "budget_builds", "settings_builds")
 
 
 def main():
@@ -81,6 +85,9 @@ def main():
             elif int(plans[0].group("built")) <= 0 or int(plans[0].group("cycle")) <= 0:
                 failures.append(f"device 0's plans: {plans[0].group(0)!r}, expected one built at least, "
                                 "over a learned cycle")
+            elif sum(int(plans[0].group(c)) for c in CAUSES) < int(plans[0].group("built")):
+                failures.append(f"device 0's plans: {plans[0].group(0)!r}, expected every build to count "
+                                "under one cause at least")
 
     for failure in failures:
         print("FAIL:", failure)
