@@ -322,6 +322,7 @@ typedef struct vs_engine_device_s {
     uint64_t keep_id;
     uint64_t keep_equal; /* every streamed allocation keeps a head of this size (0: one head, `keep_id`) */
     uint64_t keep_equal_plan; /* the plan `keep_equal` was decided for (`vs_engine_keep_equal`) */
+    uint64_t plans_logged; /* the policy's plan builds the debug log has told */
     /* The regions' `keep` were set for a plan in pieces (`vs_prefetch_piece`,
      * `vs_engine_keep_update`): each streamed one keeps all but its last
      * piece. */

@@ -110,6 +110,15 @@ void vs_prefetch_budget_update(vs_engine_device_t *d, int device)
     /* The plan built last: what follows only asks for the next one. */
     vs_policy_stats_t ps;
     vs_policy_stats(d->policy, &ps);
+    if (ps.plan_builds != d->plans_logged) {
+        /* When the plans are built, against the operations: a GPU run's
+         * debug log shows whether its plan settles. */
+        d->plans_logged = ps.plan_builds;
+        vs_log(VS_LOG_DEBUG,
+               "device %d: plan %" PRIu64 " built by operation %" PRIu64 ": learned cycle %" PRIu64
+               " operations, streams %" PRIu64 " bytes a cycle, %" PRIu64 " resident",
+               device, ps.plan_builds, ps.now, ps.period, ps.planned_streamed_bytes, ps.resident_bytes);
+    }
     if (!vs_config_get()->prefetch || vs_policy_kind(d->policy) == VS_POLICY_LRU) {
         vs_policy_set_budget(d->policy, UINT64_MAX); /* no plan: no head kept either */
     } else {
