@@ -705,8 +705,8 @@ static void test_policy_plan_counts_a_member_whose_use_is_late(void **state)
     assert_int_equal(vs_policy_prefetch(s.policy, 0, ids, WEIGHTS, &n), 0);
     vs_policy_stats_t st;
     vs_policy_stats(s.policy, &st);
-    /* 96 units of members, 44 of budget: 52 stream (by 88 - 44 = 44, seven
-     * members with a head of one, without the late one). */
+    /* 96 units of members, 44 of budget: 52 stream, seven members of
+     * which one keeps a head (44 with the late one left out). */
     assert_true(st.planned_streamed_bytes >= 52 && st.planned_streamed_bytes <= 56);
     sim_fini(&s);
 }
