@@ -60,3 +60,24 @@ def goals_judge(name):
             return 1
         return 0
     return judge
+
+
+def ceiling_judge(name, ceiling, max_in_f=1.02, max_out_mib=0.0):
+    """A judge for a mechanism whose cell races around the sweep's time goal:
+    at most `ceiling` x the bound (where the goal is the sweep's to report),
+    at most `max_in_f` x F in, at most `max_out_mib` MiB copied back a pass
+    (the written allocations' bytes)."""
+    def judge(row):
+        print(f"{name}: {row['over_bound']:.3f} x the bound (at most {ceiling}), in {row['in_f']:.3f} x F, "
+              f"copied back {row['out_mib']} MiB a pass")
+        failures = []
+        if row["over_bound"] > ceiling:
+            failures.append(f"{row['over_bound']:.3f} x the bound, over {ceiling}")
+        if row["in_f"] > max_in_f:
+            failures.append(f"in {row['in_f']:.3f} x F, over {max_in_f}")
+        if row["out_mib"] > max_out_mib:
+            failures.append(f"{row['out_mib']} MiB copied back a pass, over {max_out_mib}")
+        for failure in failures:
+            print(f"{name}: FAILED: {failure}")
+        return 1 if failures else 0
+    return judge
