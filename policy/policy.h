@@ -48,7 +48,7 @@ typedef struct vs_policy_s vs_policy_t;
 #define VS_POLICY_STALE_LIST(X)                                                   \
     X(CYCLE, "the cycle")          /* the learned cycle length changed */        \
     X(MEMBERS, "members")          /* an allocation joined the cycle or left */  \
-    X(RHYTHM, "a rhythm")          /* a member's longest gap changed */           \
+    X(RHYTHM, "a rhythm")          /* a (would-be) member's longest gap changed */\
     X(BUDGET, "the budget")        /* the budget moved by over 1/32 */            \
     X(SETTINGS, "the settings")    /* offer, pieces, or a re-plan asked for */
 
