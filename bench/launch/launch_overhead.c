@@ -11,7 +11,13 @@
  * figures, then per mode side by side the median and the lowest of the
  * children's figures (the lowest is the one least disturbed by other work
  * on the machine: on a busy machine whole children run 1.5-2x slower,
- * direct launches included), and the differences between the modes.
+ * direct launches included), and the differences between the modes. The
+ * goal is judged on the undisturbed children: those whose direct launches,
+ * the same code in every child, took at most 1.15 x the lowest child's.
+ * With fewer than three such children of a mode after five pairs, more
+ * pairs run, ten at most (a busy machine otherwise failed the goal with
+ * the shim's own cost unchanged: stop 53's second benchmark suite, 138.8
+ * ns added in a run whose direct launches took 60% longer).
  * `launch_overhead SHIM --mode track|offload` runs only one mode.
  *
  * The workload: 10,000 live allocations of 64 KiB (never evictable: under
@@ -79,8 +85,16 @@
 /* Batches per mode; a round is one direct and one hooked batch. */
 #define ROUNDS 300
 #define WARMUP_ROUNDS 10
-/* Children per mode. */
+/* Children per mode; up to MAX_RUNS when too few of them were undisturbed. */
 #define RUNS 5
+#define MAX_RUNS 10
+/* A child whose direct launches took more than this times the lowest
+ * child's was disturbed (the machine was busy: the direct path is the same
+ * code in every child, and on a busy machine whole children run 1.5-2x
+ * slower, the shim's added time with them); the verdict is the median of
+ * the undisturbed ones, at least MIN_CLEAN_RUNS of them. */
+#define DISTURBED_DIRECT 1.15
+#define MIN_CLEAN_RUNS 3
 /* Set in the children: they must find the shim in front. */
 #define CHILD_MARK "VS_LAUNCH_OVERHEAD_PRELOADED"
 
@@ -379,6 +393,33 @@ static int usage(const char *self)
     return 2;
 }
 
+/* The lowest direct figure among the first `runs` children of the modes
+ * run. */
+static double lowest_direct_of(figures_t figures[MODE_COUNT][MAX_RUNS], const bool *run, int runs)
+{
+    double lowest = 0.0;
+    for (int m = 0; m < MODE_COUNT; m++)
+        for (int k = 0; k < runs && run[m]; k++)
+            if (lowest == 0.0 || figures[m][k].direct < lowest)
+                lowest = figures[m][k].direct;
+    return lowest;
+}
+
+/* Whether every mode run has MIN_CLEAN_RUNS undisturbed children among the
+ * first `runs` (DISTURBED_DIRECT). */
+static bool clean_runs_enough(figures_t figures[MODE_COUNT][MAX_RUNS], const bool *run, int runs)
+{
+    double lowest = lowest_direct_of(figures, run, runs);
+    for (int m = 0; m < MODE_COUNT; m++) {
+        int clean = 0;
+        for (int k = 0; k < runs && run[m]; k++)
+            clean += figures[m][k].direct <= DISTURBED_DIRECT * lowest;
+        if (run[m] && clean < MIN_CLEAN_RUNS)
+            return false;
+    }
+    return true;
+}
+
 int main(int argc, char **argv)
 {
     if (argc == 5 && strcmp(argv[2], "--child") == 0) {
@@ -415,9 +456,11 @@ int main(int argc, char **argv)
            LARGE_BYTES >> 20, ROUNDS, BATCH);
     /* Pair k runs its two modes in the order k % 2 == 0 ? (track, offload)
      * : (offload, track). */
-    figures_t figures[MODE_COUNT][RUNS];
-    double added[MODE_COUNT][RUNS], pair_difference[RUNS];
-    for (int k = 0; k < RUNS; k++) {
+    figures_t figures[MODE_COUNT][MAX_RUNS];
+    double pair_difference[MAX_RUNS];
+    int runs = 0;
+    while (runs < MAX_RUNS) {
+        int k = runs++;
         for (int i = 0; i < MODE_COUNT; i++) {
             shim_mode_t m = (shim_mode_t)(k % 2 == 0 ? i : MODE_COUNT - 1 - i);
             if (!run[m])
@@ -425,7 +468,6 @@ int main(int argc, char **argv)
             figures_t *f = &figures[m][k];
             if (run_child(argv[0], argv[1], m, f) != 0)
                 return 1;
-            added[m][k] = f->added;
             printf("launch_overhead: [%s] run %d: direct %.1f, hooked %.1f, added %.1f ns/launch (per-round "
                    "differences %.1f; quartiles direct %.1f-%.1f, hooked %.1f-%.1f)",
                    mode_names[m], k + 1, f->direct, f->hooked, f->added, f->added_per_round, f->direct_q1,
@@ -438,25 +480,47 @@ int main(int argc, char **argv)
         }
         if (run[MODE_TRACK] && run[MODE_OFFLOAD])
             pair_difference[k] = figures[MODE_OFFLOAD][k].added - figures[MODE_TRACK][k].added;
+        if (runs >= RUNS && clean_runs_enough(figures, run, runs))
+            break;
     }
+    double lowest_direct = lowest_direct_of(figures, run, runs);
     for (int m = 0; m < MODE_COUNT; m++) {
         if (!run[m])
             continue;
-        double direct[RUNS], hooked[RUNS];
-        for (int k = 0; k < RUNS; k++) {
+        double direct[MAX_RUNS], hooked[MAX_RUNS], added[MAX_RUNS], clean[MAX_RUNS];
+        int clean_count = 0;
+        for (int k = 0; k < runs; k++) {
             direct[k] = figures[m][k].direct;
             hooked[k] = figures[m][k].hooked;
+            added[k] = figures[m][k].added;
+            if (figures[m][k].direct <= DISTURBED_DIRECT * lowest_direct)
+                clean[clean_count++] = figures[m][k].added;
         }
-        double median_added = median(added[m], RUNS); /* sorts: added[m][0] is the lowest */
+        double median_added = median(added, (size_t)runs); /* sorts: added[0] is the lowest */
+        double clean_added = clean_count > 0 ? median(clean, (size_t)clean_count) : 0.0;
+        bool met = clean_count >= MIN_CLEAN_RUNS && clean_added <= GOAL_ADDED_NS;
         printf("launch_overhead: %-30s direct %6.1f ns/launch, hooked %6.1f ns/launch, added %6.1f ns, lowest %6.1f ns "
-               "(medians of %d runs; goal <= %.0f ns: %s)\n",
-               mode_names[m], median(direct, RUNS), median(hooked, RUNS), median_added, added[m][0], RUNS,
-               GOAL_ADDED_NS, median_added <= GOAL_ADDED_NS ? "met" : "MISSED");
+               "(medians of %d runs); undisturbed runs (direct within %.2f x the lowest child's, %.1f ns): %d, "
+               "added %.1f ns (goal <= %.0f ns: %s)\n",
+               mode_names[m], median(direct, (size_t)runs), median(hooked, (size_t)runs), median_added, added[0],
+               runs, DISTURBED_DIRECT, lowest_direct, clean_count, clean_added, GOAL_ADDED_NS,
+               met                               ? "met"
+               : clean_count < MIN_CLEAN_RUNS ? "MISSED, too few undisturbed runs"
+                                                 : "MISSED");
     }
-    if (run[MODE_TRACK] && run[MODE_OFFLOAD])
+    if (run[MODE_TRACK] && run[MODE_OFFLOAD]) {
+        double lowest[MODE_COUNT], middle[MODE_COUNT];
+        for (int m = 0; m < MODE_COUNT; m++) {
+            double added[MAX_RUNS];
+            for (int k = 0; k < runs; k++)
+                added[k] = figures[m][k].added;
+            middle[m] = median(added, (size_t)runs);
+            lowest[m] = added[0];
+        }
         printf("launch_overhead: offload minus tracking only: %+.1f ns per launch between the lowest, %+.1f between "
                "the medians, %+.1f the median of the %d pairs' differences\n",
-               added[MODE_OFFLOAD][0] - added[MODE_TRACK][0],
-               added[MODE_OFFLOAD][RUNS / 2] - added[MODE_TRACK][RUNS / 2], median(pair_difference, RUNS), RUNS);
+               lowest[MODE_OFFLOAD] - lowest[MODE_TRACK], middle[MODE_OFFLOAD] - middle[MODE_TRACK],
+               median(pair_difference, (size_t)runs), runs);
+    }
     return 0;
 }
