@@ -124,6 +124,8 @@ struct vs_policy_s {
     /* `vs_policy_set_largest_offer`, and whether the plan took it. */
     uint64_t largest_offer;
     bool keeps_largest;
+    /* `vs_policy_set_floor`, and the plan's floors (`vs_policy_stats`). */
+    uint64_t floor_asked, floor, coarser_floor;
     /* `vs_policy_set_piece`, and whether the plan is in pieces. */
     uint64_t piece, piece_extra;
     bool in_pieces, pieces_refused;
@@ -660,6 +662,33 @@ static uint64_t plan_stream_floor(const vs_policy_t *policy, size_t n, uint64_t 
     return floor_size;
 }
 
+/* The largest size whose members, with the larger ones, hold `stream`
+ * bytes (fewer, larger members could carry the stream alone), where it is
+ * above `floor_size` and above the smallest member (a floor of 0 lets
+ * every member stream); 0 when there is none. Members in
+ * `policy->members[0, n)`. */
+static uint64_t plan_coarser_floor(const vs_policy_t *policy, size_t n, uint64_t stream, uint64_t floor_size)
+{
+    uint64_t *sizes = malloc(n * sizeof *sizes);
+    if (sizes == NULL)
+        return 0;
+    for (size_t i = 0; i < n; i++)
+        sizes[i] = policy->members[i]->size;
+    qsort(sizes, n, sizeof *sizes, plan_size_descending);
+    if (n > 0 && sizes[n - 1] > floor_size)
+        floor_size = sizes[n - 1];
+    /* Walking down the sizes: the first whose members with the larger
+     * ones hold the stream, if it is above the floor. */
+    uint64_t bytes = 0, coarser = 0;
+    for (size_t i = 0; i < n && coarser == 0 && sizes[i] > floor_size; i++) {
+        bytes += sizes[i];
+        if (bytes >= stream && (i + 1 == n || sizes[i + 1] != sizes[i]))
+            coarser = sizes[i];
+    }
+    free(sizes);
+    return coarser;
+}
+
 /* Evening out the stream. Walking the members in the order of their next
  * use, the bytes streamed so far run ahead of or behind the even share of
  * `stream` (by member bytes, the proxy for compute). The copy engine idles
@@ -922,6 +951,8 @@ static void plan_build(vs_policy_t *policy)
     policy->plan_built_at = policy->now;
     policy->planned_streamed_bytes = 0;
     policy->keeps_largest = false;
+    policy->floor = 0;
+    policy->coarser_floor = 0;
     policy->in_pieces = false;
     policy->pieces_refused = false;
     policy->plan_builds++;
@@ -997,6 +1028,19 @@ static void plan_build(vs_policy_t *policy)
      * is over the bytes of those that may. */
     uint64_t spread_bytes;
     uint64_t floor_size = plan_stream_floor(policy, n, stream, cycle_bytes, &spread_bytes);
+    /* A floor asked for (`vs_policy_set_floor`), where the members at or
+     * above it hold the stream. */
+    if (policy->floor_asked > floor_size) {
+        uint64_t above = 0;
+        for (size_t i = 0; i < n; i++)
+            above += policy->members[i]->size >= policy->floor_asked ? policy->members[i]->size : 0;
+        if (above >= stream) {
+            floor_size = policy->floor_asked;
+            spread_bytes = above;
+        }
+    }
+    policy->floor = floor_size;
+    policy->coarser_floor = plan_coarser_floor(policy, n, stream, floor_size);
     /* Kept classes may bunch what streams (two streamed members in a row
      * where an even spread has one in two: the framework cell at 75% took
      * 1.085 x the bound so, 1.025 spread evenly); past a swing of a member
@@ -1067,6 +1111,14 @@ void vs_policy_set_largest_offer(vs_policy_t *policy, uint64_t bytes)
     if (bytes == policy->largest_offer)
         return;
     policy->largest_offer = bytes;
+    plan_make_stale(policy, VS_POLICY_STALE_SETTINGS);
+}
+
+void vs_policy_set_floor(vs_policy_t *policy, uint64_t bytes)
+{
+    if (bytes == policy->floor_asked)
+        return;
+    policy->floor_asked = bytes;
     plan_make_stale(policy, VS_POLICY_STALE_SETTINGS);
 }
 
@@ -1247,6 +1299,8 @@ void vs_policy_stats(const vs_policy_t *policy, vs_policy_stats_t *stats)
     stats->planned_keeps_largest = policy->keeps_largest && policy->planned_streamed_bytes > 0;
     stats->planned_piece_bytes = policy->in_pieces && policy->planned_streamed_bytes > 0 ? policy->piece : 0;
     stats->planned_pieces_refused = policy->pieces_refused;
+    stats->planned_floor = policy->planned_streamed_bytes > 0 ? policy->floor : 0;
+    stats->planned_coarser_floor = policy->planned_streamed_bytes > 0 ? policy->coarser_floor : 0;
     stats->plan_builds = policy->plan_builds;
     memcpy(stats->plan_builds_for, policy->plan_builds_for, sizeof stats->plan_builds_for);
 }

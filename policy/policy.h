@@ -81,6 +81,11 @@ typedef struct vs_policy_stats_s {
     uint64_t planned_piece_bytes;
     /* Pieces were asked for and the last plan could not be made in them. */
     bool planned_pieces_refused;
+    /* The plan's floor (`vs_policy_set_floor`): the smallest size it may
+     * stream; and the next size above it whose members, with the larger
+     * ones, hold all the plan streams (fewer, larger allocations could
+     * carry the stream); 0: none. Whole plans only. */
+    uint64_t planned_floor, planned_coarser_floor;
     /* Plans built so far: a change says the members' classes may have
      * changed. */
     uint64_t plan_builds;
@@ -166,6 +171,13 @@ void vs_policy_set_largest_offer(vs_policy_t *policy, uint64_t bytes);
  * piece, the plan is of whole allocations (`planned_piece_bytes` 0,
  * `planned_pieces_refused`), in the budget alone. */
 void vs_policy_set_piece(vs_policy_t *policy, uint64_t bytes, uint64_t extra);
+/* Members smaller than `bytes` stay resident wherever the larger ones hold
+ * all the plan streams (0, the default: the plan's own floor, the largest
+ * size whose members hold what it streams and an eighth more, as room for
+ * the spread). A caller that times plans tries `planned_coarser_floor` so:
+ * near the balance point every streamed allocation's swap costs the host
+ * the same work, whatever its size. */
+void vs_policy_set_floor(vs_policy_t *policy, uint64_t bytes);
 /* Plans again from scratch at the next use: the classes the plan gave keep
  * no weight (a rebuild otherwise keeps each member's class while the spread
  * allows it). For a change of regime, after which the old plan's order is

@@ -197,6 +197,7 @@ typedef enum vs_regime_e {
     VS_REGIME_COMPUTE_BOUND, /* the link idles much of each pass */
     VS_REGIME_LINK_BOUND,    /* the application waits for copies much of each pass */
     VS_REGIME_NEAR_LEAN,     /* near the balance point, a plan without the room tried against it */
+    VS_REGIME_COARSE,        /* the balanced plan streaming fewer, larger allocations, tried against it */
 } vs_regime_t;
 
 /* What the meter reads: a timing event after each copy in (the time
@@ -207,7 +208,13 @@ typedef enum vs_regime_e {
 #define VS_METER_SLOTS 8
 #define VS_METER_WAITS 8
 #define VS_METER_MARKS 4
-#define VS_REGIME_COUNT 4
+#define VS_REGIME_COUNT 5
+/* Whether `regime`'s plan leaves no room for a departure and keeps heads
+ * (the balanced plan and its coarse variant keep the room). */
+static inline bool vs_regime_lean(vs_regime_t regime)
+{
+    return regime != VS_REGIME_BALANCED && regime != VS_REGIME_COARSE;
+}
 typedef struct vs_link_meter_s {
     CUevent events[VS_METER_SLOTS]; /* created on first use */
     uint64_t bytes[VS_METER_SLOTS]; /* of the copies each one ends */
@@ -253,6 +260,10 @@ typedef struct vs_link_meter_s {
     double cycle_ns_per_op[VS_REGIME_COUNT];
     unsigned cycles_timed[VS_REGIME_COUNT];
     bool lean_refused;
+    /* The coarse plan's floor (`vs_policy_set_floor`) while it is tried or
+     * kept, and whether it was found slower (never tried again). */
+    uint64_t coarse_floor;
+    bool coarse_refused;
 } vs_link_meter_t;
 
 typedef struct vs_engine_device_s {

@@ -97,6 +97,7 @@ static const char *const vs_regime_names[] = {
     [VS_REGIME_COMPUTE_BOUND] = "compute-bound; no room for departures, heads kept",
     [VS_REGIME_LINK_BOUND] = "link-bound; no room for departures, heads kept",
     [VS_REGIME_NEAR_LEAN] = "near the balance point, on trial without room for departures; heads kept",
+    [VS_REGIME_COARSE] = "near the balance point, fewer and larger allocations streamed; room for departures",
 };
 
 /* What a lean regime is called where it is tried and judged. */
@@ -105,6 +106,7 @@ static const char *const vs_regime_short_names[] = {
     [VS_REGIME_COMPUTE_BOUND] = "compute-bound",
     [VS_REGIME_LINK_BOUND] = "link-bound",
     [VS_REGIME_NEAR_LEAN] = "lean near the balance point",
+    [VS_REGIME_COARSE] = "coarse near the balance point",
 };
 
 /* Starts a new window at operation `from`. */
@@ -127,21 +129,30 @@ static vs_regime_t vs_meter_points(const vs_engine_device_t *d)
     case VS_REGIME_LINK_BOUND:
         return m->stalled < VS_METER_STALL_LEAVE ? VS_REGIME_BALANCED : d->regime;
     case VS_REGIME_NEAR_LEAN:
+    case VS_REGIME_COARSE:
         return d->regime; /* its time alone ends it (`vs_meter_judge`) */
     case VS_REGIME_BALANCED:
         break;
     }
     /* A lean plan is tried once the balanced one is timed, to compare;
      * once found slower, under any name (it is the same plan), never again. */
-    if (m->cycles_timed[VS_REGIME_BALANCED] == 0 || m->lean_refused)
+    if (m->cycles_timed[VS_REGIME_BALANCED] == 0)
         return VS_REGIME_BALANCED;
-    if (m->busy < VS_METER_IDLE_ENTER)
-        return VS_REGIME_COMPUTE_BOUND;
-    if (m->stalled > VS_METER_STALL_ENTER)
-        return VS_REGIME_LINK_BOUND;
-    /* Near the balance point the shares cannot tell whether the swaps'
-     * host work needs the room: the cycle's time does. */
-    return vs_prefetch_lean_differs(d) ? VS_REGIME_NEAR_LEAN : VS_REGIME_BALANCED;
+    if (!m->lean_refused) {
+        if (m->busy < VS_METER_IDLE_ENTER)
+            return VS_REGIME_COMPUTE_BOUND;
+        if (m->stalled > VS_METER_STALL_ENTER)
+            return VS_REGIME_LINK_BOUND;
+        /* Near the balance point the shares cannot tell whether the swaps'
+         * host work needs the room: the cycle's time does. */
+        if (vs_prefetch_lean_differs(d))
+            return VS_REGIME_NEAR_LEAN;
+    }
+    /* The balanced plan stays: the coarse one is tried against it, once. */
+    vs_policy_stats_t ps;
+    vs_policy_stats(d->policy, &ps);
+    return !m->coarse_refused && ps.planned_coarser_floor != 0 && ps.planned_piece_bytes == 0 ? VS_REGIME_COARSE
+                                                                                               : VS_REGIME_BALANCED;
 }
 
 /* Moves the cycle to `regime`: a new plan follows (vs_prefetch_budget_update),
@@ -149,6 +160,13 @@ static vs_regime_t vs_meter_points(const vs_engine_device_t *d)
 static void vs_meter_regime_set(vs_engine_device_t *d, vs_regime_t regime)
 {
     vs_link_meter_t *m = &d->meter;
+    if (regime == VS_REGIME_COARSE) {
+        vs_policy_stats_t ps;
+        vs_policy_stats(d->policy, &ps);
+        m->coarse_floor = ps.planned_coarser_floor;
+    } else {
+        m->coarse_floor = 0;
+    }
     d->regime = regime;
     m->settled_at = 0;
     m->plan++;
@@ -271,13 +289,19 @@ static void vs_meter_judge(vs_engine_device_t *d, int device, double ns_per_op)
     double lean = vs_meter_ns_per_op(m, d->regime), balanced = vs_meter_ns_per_op(m, VS_REGIME_BALANCED);
     /* Far slower: the first timed cycle says enough. */
     bool far_slower = lean > balanced * (1.0 + VS_METER_LEAN_ABORT);
+    /* The coarse plan moves as many bytes: it stays only where it is no
+     * slower. */
+    double tolerance = d->regime == VS_REGIME_COARSE ? 0.0 : VS_METER_LEAN_TOLERANCE;
     if (d->regime == VS_REGIME_BALANCED || (m->cycles_timed[d->regime] < 2 && !far_slower) || balanced == 0
-        || lean <= balanced * (1.0 + VS_METER_LEAN_TOLERANCE))
+        || lean <= balanced * (1.0 + tolerance))
         return;
     vs_log(VS_LOG_INFO,
            "device %d: planned %s, the cycle takes %.0f ns an operation, %.0f near the balance point: back to %s",
            device, vs_regime_short_names[d->regime], lean, balanced, vs_regime_names[VS_REGIME_BALANCED]);
-    m->lean_refused = true;
+    if (d->regime == VS_REGIME_COARSE)
+        m->coarse_refused = true;
+    else
+        m->lean_refused = true;
     vs_meter_regime_set(d, VS_REGIME_BALANCED);
 }
 

@@ -53,7 +53,7 @@ static bool vs_prefetch_heads_wanted(const vs_engine_device_t *d)
 {
     int partial = vs_config_get()->partial_residency;
     return partial == VS_PARTIAL_ON
-           || (partial == VS_PARTIAL_AUTO && (d->largest >= VS_SMALL_STREAM_BYTES || d->regime != VS_REGIME_BALANCED)
+           || (partial == VS_PARTIAL_AUTO && (d->largest >= VS_SMALL_STREAM_BYTES || vs_regime_lean(d->regime))
                && !d->departure_slot);
 }
 
@@ -136,7 +136,7 @@ void vs_prefetch_budget_update(vs_engine_device_t *d, int device)
          * near it on trial: no room, heads (offload_meter.c). The plan made
          * for the other regime is no guide to this one's order: a fresh one
          * is made. */
-        bool lean = vs_prefetch_lean_differs(d) && d->regime != VS_REGIME_BALANCED;
+        bool lean = vs_prefetch_lean_differs(d) && vs_regime_lean(d->regime);
         if (lean != d->planned_lean) {
             d->planned_lean = lean;
             vs_policy_replan(d->policy);
@@ -147,6 +147,9 @@ void vs_prefetch_budget_update(vs_engine_device_t *d, int device)
             departure_room = d->second != 0 ? d->second : d->largest;
         uint64_t taken = others + VS_PREFETCH_WINDOW * d->largest + departure_room;
         vs_policy_set_budget(d->policy, limit > taken ? limit - taken : 0);
+        /* The coarse plan on trial or kept (offload_meter.c): fewer,
+         * larger allocations streamed. */
+        vs_policy_set_floor(d->policy, d->regime == VS_REGIME_COARSE ? d->meter.coarse_floor : 0);
         /* The lean plan among small allocations of mixed sizes is in
          * pieces, when the policy can make it so: the streaming room is then
          * the window's two pieces alone. Tried and timed as the lean plan

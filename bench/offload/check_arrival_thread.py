@@ -12,15 +12,18 @@ cache, then a 16 MiB LM head, with compute equal to F / B. Its 46 restores
 a pass each need a grant (42 us on an H100): on the launching thread they
 were half of its own work, the launches came late, and the cell took 1.080
 x the bound; on the arrival thread it took 1.044 x (in five runs out of
-five, stop 47), and 1.048 to 1.053 x since (stop 53's runs: the engine's
-threads race for its lock), around the sweep's goal of 1.05, which the
-sweep reports. The hand-offs are events, so the thread is timed on its own
-host clock.
+five, stop 47), 1.048 to 1.053 x at stop 53 (the engine's threads race
+for its lock), around the sweep's goal of 1.05, and 1.026 to 1.037 x
+since stop 54, whose regime meter keeps the coarse plan there (seven KV
+caches streamed instead of three and eight 2 MiB weights, each swapped
+with another KV cache's memory). The hand-offs are events, so the thread
+is timed on its own host clock.
 
 Exit 0 when the child read every word back as loaded and the cell takes at
 most 1.065 x the bound (1.080 on the launching thread), brings in at most
-1.02 x F and copies back at most the 12 MiB a pass of the KV caches it
-streams (`cell_check.ceiling_judge`), 1 otherwise.
+1.02 x F and copies back at most the 28 MiB a pass of the seven KV caches
+it streams, each written every pass (12 MiB, three, before stop 54;
+`cell_check.ceiling_judge`), 1 otherwise.
 """
 import sys
 
@@ -28,4 +31,4 @@ from cell_check import ceiling_judge, check_main
 
 if __name__ == "__main__":
     sys.exit(check_main("check_arrival_thread", __doc__, "llm", 25, 1.0, 48,
-                        ceiling_judge("check_arrival_thread", 1.065, max_out_mib=12.0)))
+                        ceiling_judge("check_arrival_thread", 1.065, max_out_mib=28.0)))

@@ -416,6 +416,42 @@ static void test_policy_plan_streams_the_largest_first(void **state)
     }
 }
 
+/* The coarser floor (`vs_policy_set_floor`): streaming 210 of 240 units,
+ * the 8s and 6s hold the stream (220) but not an eighth more, so the
+ * plan's own floor is 2 and it names 6 as the coarser one; asked for it,
+ * the plan streams no 2-unit member; asked for 8, which cannot hold the
+ * stream, it keeps its own floor; 0 gives its own back. */
+static void test_policy_plan_takes_a_coarser_floor_when_asked(void **state)
+{
+    (void)state;
+    static const struct {
+        uint64_t asked, floor, coarser;
+    } steps[] = {{0, 2, 6}, {6, 6, 0}, {8, 2, 6}, {0, 2, 6}};
+    sim_t s;
+    bool brought[PLAN_N];
+    plan_run(&s, 30, 6, brought);
+    for (size_t k = 0; k < sizeof steps / sizeof steps[0]; k++) {
+        vs_policy_set_floor(s.policy, steps[k].asked);
+        for (int pass = 0; pass < 3; pass++)
+            for (uint64_t id = 0; id < PLAN_N; id++)
+                sim_op(&s, &id, 1);
+        vs_policy_stats_t st;
+        vs_policy_stats(s.policy, &st);
+        assert_int_equal(st.planned_floor, steps[k].floor);
+        assert_int_equal(st.planned_coarser_floor, steps[k].coarser);
+        uint64_t streamed = 0, smallest = UINT64_MAX;
+        for (size_t i = 0; i < PLAN_N; i++) {
+            if (vs_policy_planned_resident(s.policy, i))
+                continue;
+            streamed += s.size[i];
+            smallest = s.size[i] < smallest ? s.size[i] : smallest;
+        }
+        assert_true(streamed >= 210);
+        assert_int_equal(smallest, steps[k].floor);
+    }
+    sim_fini(&s);
+}
+
 /* The offer of `vs_policy_set_largest_offer`: a cycle of twelve 8-unit
  * members and one of 16 (an LLM's layers and its LM head), a budget of 40
  * and an offer of 16 (a window of two 8s instead of two 16s). Taken: the 16
@@ -991,6 +1027,7 @@ int main(void)
         cmocka_unit_test(test_policy_prefetch_follows_learned_cycle_within_budget),
         cmocka_unit_test(test_policy_plan_streams_a_fixed_set_spread_over_the_cycle),
         cmocka_unit_test(test_policy_plan_streams_the_largest_first),
+        cmocka_unit_test(test_policy_plan_takes_a_coarser_floor_when_asked),
         cmocka_unit_test(test_policy_plan_keeps_what_is_used_more_than_once_per_cycle),
         cmocka_unit_test(test_policy_plan_holds_its_members_under_an_uneven_rhythm),
         cmocka_unit_test(test_policy_plan_streams_weights_read_by_several_kernels),
