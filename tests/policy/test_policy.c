@@ -346,6 +346,21 @@ static void plan_run(sim_t *s, uint64_t budget, int passes, bool brought[PLAN_N]
     }
 }
 
+/* The units the plan of `s` streams, and the smallest member it streams
+ * (UINT64_MAX: none). */
+static uint64_t plan_streamed(const sim_t *s, uint64_t *smallest)
+{
+    uint64_t streamed = 0;
+    *smallest = UINT64_MAX;
+    for (size_t i = 0; i < PLAN_N; i++) {
+        if (vs_policy_planned_resident(s->policy, i))
+            continue;
+        streamed += s->size[i];
+        *smallest = s->size[i] < *smallest ? s->size[i] : *smallest;
+    }
+    return streamed;
+}
+
 static void test_policy_plan_streams_a_fixed_set_spread_over_the_cycle(void **state)
 {
     (void)state;
@@ -400,13 +415,7 @@ static void test_policy_plan_streams_the_largest_first(void **state)
         sim_t s;
         bool brought[PLAN_N];
         plan_run(&s, cases[c].budget, 8, brought);
-        uint64_t streamed = 0, smallest = UINT64_MAX;
-        for (size_t i = 0; i < PLAN_N; i++) {
-            if (vs_policy_planned_resident(s.policy, i))
-                continue;
-            streamed += s.size[i];
-            smallest = s.size[i] < smallest ? s.size[i] : smallest;
-        }
+        uint64_t smallest, streamed = plan_streamed(&s, &smallest);
         /* What the plan keeps is never brought in again. */
         for (size_t i = 0; i < PLAN_N; i++)
             assert_false(vs_policy_planned_resident(s.policy, i) && brought[i]);
@@ -439,13 +448,7 @@ static void test_policy_plan_takes_a_coarser_floor_when_asked(void **state)
         vs_policy_stats(s.policy, &st);
         assert_int_equal(st.planned_floor, steps[k].floor);
         assert_int_equal(st.planned_coarser_floor, steps[k].coarser);
-        uint64_t streamed = 0, smallest = UINT64_MAX;
-        for (size_t i = 0; i < PLAN_N; i++) {
-            if (vs_policy_planned_resident(s.policy, i))
-                continue;
-            streamed += s.size[i];
-            smallest = s.size[i] < smallest ? s.size[i] : smallest;
-        }
+        uint64_t smallest, streamed = plan_streamed(&s, &smallest);
         assert_true(streamed >= 210);
         assert_int_equal(smallest, steps[k].floor);
     }
