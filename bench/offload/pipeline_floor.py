@@ -60,6 +60,15 @@ At ratio 1 (2026-11-29), 4 MiB pieces: 1.026 / 1.025 / 1.025 x the bound at
 25 / 50 / 75%, in at most 1.020 x F, the arrival thread 52-54% busy, with
 the default table; 1.45 with h200-busy.txt, where that thread is busy all
 the time (docs/benchmarks.md, stop 49).
+
+`--workload dit --pieces 6 --classes` times the DiT at 25%, where the pieces
+of 6 MiB alone cannot carry the stream, with 2 MiB tensors streamed whole
+beside them and memory that any restore may take, each mapped ahead onto a
+departure of its size (classes of the two sizes, which the shim does not
+have). At ratios 0.75 / 1 / 1.33 (2026-11-30): 0.993 / 1.025 / 1.019 x the
+bound, in 0.993 / 1.007 / 0.993 x F; the shim planned so took 1.241 x at
+ratio 1, its swaps of unlike sizes creating and releasing memory after
+their waits (docs/benchmarks.md, stop 54).
 """
 import argparse
 import itertools
@@ -360,6 +369,78 @@ def dit_pieces_cell(percent, ratio, piece, costs, seed=1, steps=2000):
     return best
 
 
+def dit_classes_time(streamed, per_byte, room, costs, passes=6):
+    """Steady-state time per pass of the DiT whose tensor i streams
+    streamed[i] bytes (0: kept; the tail-most piece, or all of a tensor
+    smaller than a piece) through `room` bytes that any restore may take,
+    whatever the size it frees: the memory of the shim's size classes, each
+    restore mapped and granted ahead onto a departure of its class (the
+    arrival thread), its copy submitted once the room is free and the
+    departure's kernel and hash are over."""
+    ahead = costs["ahead"][0]
+    link = kernel = host = 0.0
+    holders = []  # (free at, bytes), oldest first
+    used = 0
+    ends = []
+    for _ in range(passes):
+        for size, part in zip(DIT_SEQ, streamed):
+            ready = 0.0
+            if part:
+                free_at = 0.0
+                while used + part > room:
+                    at, b = holders.pop(0)
+                    free_at, used = max(free_at, at), used - b
+                host += ahead
+                host = max(host, free_at + costs["wake"]) + costs["submit"]
+                link = max(link, host) + part / LINK_BYTES_PER_US
+                ready = link
+            kernel = max(kernel, ready) + size * per_byte
+            ends.append(kernel)
+            if part:
+                kernel += part / HASH_BYTES_PER_US  # the departure's hash, behind the kernel
+                holders.append((kernel, part))
+                used += part
+    n = len(DIT_SEQ)
+    return (ends[-1] - ends[-1 - 2 * n]) / 2
+
+
+def dit_classes_main(ratios, piece_mib, costs_name):
+    """The DiT in pieces of `piece_mib` with the tensors smaller than a piece
+    filling the stream whole, evenly spread (where the pieces alone cannot
+    carry it: the DiT at 25%), memory in classes of the two sizes."""
+    costs = PIECE_COSTS[costs_name]
+    piece = piece_mib * MIB
+    print(f"pipeline_floor: the sweep's DiT in pieces of {piece_mib} MiB, the tensors under a piece streamed whole "
+          f"beside them, each restore mapped ahead onto a departure of its size (memory any size may take), host "
+          f"costs {costs_name}, in <= {MAX_IN_OVER_F} x F; best time per pass / bound")
+    print("limit  ratio  x bound  in / F  smaller streamed  room MiB")
+    # Every piece streams: only at 25% do the pieces alone fall short of the
+    # stream (at 50% and 75% they carry it in pieces of one size).
+    for percent in (25,):
+        for ratio in ratios:
+            limit, resident, f_bytes, per_byte, bound = dit_figures(percent, ratio)
+            pieces = [piece if size >= piece else 0 for size in DIT_SEQ]
+            smaller = [i for i, size in enumerate(DIT_SEQ) if 0 < size < piece]
+            best = None
+            for count in range(len(smaller) + 1):
+                streamed = pieces[:]
+                for j in range(count):
+                    at = smaller[j * len(smaller) // count]
+                    streamed[at] = DIT_SEQ[at]
+                total = sum(streamed)
+                room = limit - resident - (sum(DIT_SEQ) - total)
+                if total > MAX_IN_OVER_F * f_bytes or room < 2 * piece:
+                    continue
+                t = dit_classes_time(streamed, per_byte, room, costs)
+                if best is None or t < best[0]:
+                    best = (t, total / f_bytes, count, room / MIB)
+            if best is None:
+                print(f"{percent:4d}%  {ratio:5.2f}        -       -  (no plan fits)")
+                continue
+            print(f"{percent:4d}%  {ratio:5.2f}  {best[0] / bound:7.3f}  {best[1]:6.3f}  {best[2]:16d}  {best[3]:8.1f}",
+                  flush=True)
+
+
 def dit_pieces_main(ratios, piece_mib, costs_name):
     costs = PIECE_COSTS[costs_name]
     print(f"pipeline_floor: the sweep's DiT in pieces of {piece_mib} MiB (each tensor streams its tail-most "
@@ -404,10 +485,16 @@ def main():
     parser.add_argument("--pieces", type=int, default=0, metavar="MIB",
                         help="dit: stream pieces of this size, each with memory of its own, instead of whole "
                              "tensors (granules: 2, 4, 6 or 8)")
+    parser.add_argument("--classes", action="store_true",
+                        help="dit --pieces: the tensors under a piece stream whole beside the pieces, memory in "
+                             "classes of the two sizes")
     parser.add_argument("--costs", choices=sorted(PIECE_COSTS), default="default",
                         help="dit --pieces: the host calls' costs (simcuda's default table, h200-busy.txt, or none)")
     args = parser.parse_args()
     ratios = args.ratio or [1.0]
+    if args.workload == "dit" and args.pieces and args.classes:
+        dit_classes_main(ratios, args.pieces, args.costs)
+        return
     if args.workload == "dit" and args.pieces:
         dit_pieces_main(ratios, args.pieces, args.costs)
         return
