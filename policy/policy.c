@@ -636,57 +636,55 @@ static int plan_size_descending(const void *x, const void *y)
  * decoder (KV caches), then stay resident and are not copied out either.
  * On the virtual clock this took the sweep's DiT and LLM cells at 75% and
  * the balance point from 1.38 to 1.14 and 1.15 times the bound. 0 when
- * all of them are needed. Members of the plan in `policy->members[0, n)`,
- * whose bytes are `cycle_bytes`; *floor_bytes receives those of the members
- * at or above the floor. */
+ * all of them are needed. A floor `asked` for (`vs_policy_set_floor`; 0:
+ * none) replaces it where the members at or above it hold the stream.
+ * Members of the plan in `policy->members[0, n)`, whose bytes are
+ * `cycle_bytes`; *floor_bytes receives those of the members at or above
+ * the floor, and *coarser (unless NULL) the coarser floor
+ * (`planned_coarser_floor`), 0 when there is none. */
 static uint64_t plan_stream_floor(const vs_policy_t *policy, size_t n, uint64_t stream, uint64_t cycle_bytes,
-                                  uint64_t *floor_bytes)
+                                  uint64_t asked, uint64_t *floor_bytes, uint64_t *coarser)
 {
     *floor_bytes = cycle_bytes;
+    if (coarser != NULL)
+        *coarser = 0;
     uint64_t *sizes = malloc(n * sizeof *sizes);
     if (sizes == NULL)
         return 0; /* out of memory: any member may stream */
     for (size_t i = 0; i < n; i++)
         sizes[i] = policy->members[i]->size;
     qsort(sizes, n, sizeof *sizes, plan_size_descending);
-    uint64_t want = stream + stream / 8, bytes = 0, floor_size = 0;
-    for (size_t i = 0; i < n && floor_size == 0; i++) {
+    /* Walking down the sizes, with every member of each (a floor is a
+     * size, not a member): the first whose members with the larger ones
+     * hold the stream and an eighth more is the floor; the first that
+     * holds the stream alone, `holding`, is the largest any floor may be. */
+    uint64_t want = stream + stream / 8, bytes = 0, floor_size = 0, holding = 0, asked_bytes = 0;
+    for (size_t i = 0; i < n; i++) {
         bytes += sizes[i];
-        /* With every member of that size: the floor is a size, not a member. */
-        if (bytes >= want && (i + 1 == n || sizes[i + 1] != sizes[i])) {
+        if (i + 1 < n && sizes[i + 1] == sizes[i])
+            continue;
+        if (sizes[i] >= asked)
+            asked_bytes = bytes;
+        if (holding == 0 && bytes >= stream)
+            holding = sizes[i];
+        if (floor_size == 0 && bytes >= want) {
             floor_size = sizes[i];
             *floor_bytes = bytes;
         }
     }
+    /* A floor asked for (`vs_policy_set_floor`), where the members at or
+     * above it hold the stream. */
+    if (asked > floor_size && holding != 0 && asked <= holding) {
+        floor_size = asked;
+        *floor_bytes = asked_bytes;
+    }
+    /* Fewer, larger members could carry the stream: a coarser floor, above
+     * this one and above the smallest member (a floor of 0 lets every
+     * member stream). */
+    if (coarser != NULL && holding > floor_size && n > 0 && holding > sizes[n - 1])
+        *coarser = holding;
     free(sizes);
     return floor_size;
-}
-
-/* The largest size whose members, with the larger ones, hold `stream`
- * bytes (fewer, larger members could carry the stream alone), where it is
- * above `floor_size` and above the smallest member (a floor of 0 lets
- * every member stream); 0 when there is none. Members in
- * `policy->members[0, n)`. */
-static uint64_t plan_coarser_floor(const vs_policy_t *policy, size_t n, uint64_t stream, uint64_t floor_size)
-{
-    uint64_t *sizes = malloc(n * sizeof *sizes);
-    if (sizes == NULL)
-        return 0;
-    for (size_t i = 0; i < n; i++)
-        sizes[i] = policy->members[i]->size;
-    qsort(sizes, n, sizeof *sizes, plan_size_descending);
-    if (n > 0 && sizes[n - 1] > floor_size)
-        floor_size = sizes[n - 1];
-    /* Walking down the sizes: the first whose members with the larger
-     * ones hold the stream, if it is above the floor. */
-    uint64_t bytes = 0, coarser = 0;
-    for (size_t i = 0; i < n && coarser == 0 && sizes[i] > floor_size; i++) {
-        bytes += sizes[i];
-        if (bytes >= stream && (i + 1 == n || sizes[i + 1] != sizes[i]))
-            coarser = sizes[i];
-    }
-    free(sizes);
-    return coarser;
 }
 
 /* Evening out the stream. Walking the members in the order of their next
@@ -822,9 +820,10 @@ static bool plan_take_largest_offer(vs_policy_t *policy, size_t *n, uint64_t *ro
         return false;
     uint64_t stream_without = *cycle_bytes > grown ? *cycle_bytes - grown : 0;
     uint64_t unused;
-    uint64_t floor_with = plan_stream_floor(policy, *n, stream, *cycle_bytes, &unused);
+    uint64_t floor_with = plan_stream_floor(policy, *n, stream, *cycle_bytes, 0, &unused, NULL);
     uint64_t floor_without =
-        stream_without == 0 ? floor_with : plan_stream_floor(policy, others, stream_without, *cycle_bytes - largest_bytes, &unused);
+        stream_without == 0 ? floor_with : plan_stream_floor(policy, others, stream_without, *cycle_bytes - largest_bytes, 0, &unused,
+                                                         NULL);
     /* A floor may not fall below the plan's (0, every member streams, is
      * the lowest). */
     if (floor_without < floor_with)
@@ -1027,20 +1026,9 @@ static void plan_build(vs_policy_t *policy)
     /* The largest members stream first (`plan_stream_floor`); the spread
      * is over the bytes of those that may. */
     uint64_t spread_bytes;
-    uint64_t floor_size = plan_stream_floor(policy, n, stream, cycle_bytes, &spread_bytes);
-    /* A floor asked for (`vs_policy_set_floor`), where the members at or
-     * above it hold the stream. */
-    if (policy->floor_asked > floor_size) {
-        uint64_t above = 0;
-        for (size_t i = 0; i < n; i++)
-            above += policy->members[i]->size >= policy->floor_asked ? policy->members[i]->size : 0;
-        if (above >= stream) {
-            floor_size = policy->floor_asked;
-            spread_bytes = above;
-        }
-    }
+    uint64_t floor_size =
+        plan_stream_floor(policy, n, stream, cycle_bytes, policy->floor_asked, &spread_bytes, &policy->coarser_floor);
     policy->floor = floor_size;
-    policy->coarser_floor = plan_coarser_floor(policy, n, stream, floor_size);
     /* Kept classes may bunch what streams (two streamed members in a row
      * where an even spread has one in two: the framework cell at 75% took
      * 1.085 x the bound so, 1.025 spread evenly); past a swing of a member
