@@ -484,6 +484,7 @@ int main(int argc, char **argv)
             break;
     }
     double lowest_direct = lowest_direct_of(figures, run, runs);
+    double lowest[MODE_COUNT], middle[MODE_COUNT]; /* of each mode's added figures */
     for (int m = 0; m < MODE_COUNT; m++) {
         if (!run[m])
             continue;
@@ -496,31 +497,23 @@ int main(int argc, char **argv)
             if (figures[m][k].direct <= DISTURBED_DIRECT * lowest_direct)
                 clean[clean_count++] = figures[m][k].added;
         }
-        double median_added = median(added, (size_t)runs); /* sorts: added[0] is the lowest */
+        middle[m] = median(added, (size_t)runs); /* sorts: added[0] is the lowest */
+        lowest[m] = added[0];
         double clean_added = clean_count > 0 ? median(clean, (size_t)clean_count) : 0.0;
         bool met = clean_count >= MIN_CLEAN_RUNS && clean_added <= GOAL_ADDED_NS;
         printf("launch_overhead: %-30s direct %6.1f ns/launch, hooked %6.1f ns/launch, added %6.1f ns, lowest %6.1f ns "
                "(medians of %d runs); undisturbed runs (direct within %.2f x the lowest child's, %.1f ns): %d, "
                "added %.1f ns (goal <= %.0f ns: %s)\n",
-               mode_names[m], median(direct, (size_t)runs), median(hooked, (size_t)runs), median_added, added[0],
+               mode_names[m], median(direct, (size_t)runs), median(hooked, (size_t)runs), middle[m], lowest[m],
                runs, DISTURBED_DIRECT, lowest_direct, clean_count, clean_added, GOAL_ADDED_NS,
                met                               ? "met"
                : clean_count < MIN_CLEAN_RUNS ? "MISSED, too few undisturbed runs"
                                                  : "MISSED");
     }
-    if (run[MODE_TRACK] && run[MODE_OFFLOAD]) {
-        double lowest[MODE_COUNT], middle[MODE_COUNT];
-        for (int m = 0; m < MODE_COUNT; m++) {
-            double added[MAX_RUNS];
-            for (int k = 0; k < runs; k++)
-                added[k] = figures[m][k].added;
-            middle[m] = median(added, (size_t)runs);
-            lowest[m] = added[0];
-        }
+    if (run[MODE_TRACK] && run[MODE_OFFLOAD])
         printf("launch_overhead: offload minus tracking only: %+.1f ns per launch between the lowest, %+.1f between "
                "the medians, %+.1f the median of the %d pairs' differences\n",
                lowest[MODE_OFFLOAD] - lowest[MODE_TRACK], middle[MODE_OFFLOAD] - middle[MODE_TRACK],
                median(pair_difference, (size_t)runs), runs);
-    }
     return 0;
 }
