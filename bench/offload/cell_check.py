@@ -21,9 +21,14 @@ COLUMNS = (r"\s+[\d.]+\s+(?P<in_mib>[\d.]+)\s+(?P<in_f>[\d.]+)\s+(?P<out_mib>[\d
            r"\s+(?P<bound_ms>[\d.]+)\s+(?P<over_bound>[\d.]+)\s+[\d.]+\s+(?P<goal>met|MISSED)\b")
 
 
+def cell_log(work, workload, percent, ratio):
+    """Where `run_cell` has the shim write the cell's log."""
+    return os.path.join(work, f"{workload}_{percent}_{ratio}.log")
+
+
 def run_cell(name, program, shim, work, workload, percent, ratio, warmup):
     os.makedirs(work, exist_ok=True)
-    log = os.path.join(work, f"{workload}_{percent}_{ratio}.log")
+    log = cell_log(work, workload, percent, ratio)
     run = subprocess.run([program, shim, "sweep", "--cell", workload, str(percent), str(ratio), log,
                           "--warmup", str(warmup)], capture_output=True, text=True)
     sys.stdout.write(run.stdout)

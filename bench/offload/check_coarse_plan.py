@@ -28,14 +28,14 @@ run's last cycle, the child's checks after the measured passes, which take
 a third longer (as check_regime_meter.py says of the DiT at 50%, ratio
 1.33). Exit 0 when all of it holds, 1 otherwise.
 """
-import os
 import sys
 
-from cell_check import ceiling_judge, check_main
+from cell_check import ceiling_judge, cell_log, check_main
 
 NAME = "check_coarse_plan"
 COARSE = "the cycle is near the balance point, fewer and larger allocations streamed"
 KV_CACHES_OUT_MIB = 28.0
+WORKLOAD, PERCENT, RATIO = "llm", 25, 1.0
 
 
 def judge(row):
@@ -44,7 +44,7 @@ def judge(row):
         print(f"{NAME}: FAILED: {row['out_mib']} MiB copied back a pass: the measured passes did not run the "
               f"coarse plan ({KV_CACHES_OUT_MIB})")
         failures = 1
-    log_path = os.path.join(sys.argv[3], "llm_25_1.0.log")
+    log_path = cell_log(sys.argv[3], WORKLOAD, PERCENT, RATIO)
     try:
         with open(log_path, encoding="utf-8") as f:
             log = f.read()
@@ -58,4 +58,4 @@ def judge(row):
 
 
 if __name__ == "__main__":
-    sys.exit(check_main(NAME, __doc__, "llm", 25, 1.0, 32, judge))
+    sys.exit(check_main(NAME, __doc__, WORKLOAD, PERCENT, RATIO, 32, judge))

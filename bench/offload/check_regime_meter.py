@@ -58,6 +58,8 @@ import re
 import subprocess
 import sys
 
+from cell_check import cell_log
+
 ROW = re.compile(r"^(?P<workload>\w+)\s+(?P<percent>\d+)%\s+(?P<ratio>[\d.]+)\s+[\d.]+\s+[\d.]+\s+(?P<in_f>[\d.]+)"
                  r"\s+[\d.]+\s+[\d.]+\s+[\d.]+\s+(?P<bound>[\d.]+)\s+[\d.]+\s+(?P<goal>\S+)$", re.M)
 CHANGES = re.compile(r", regime changes (?P<n>\d+)")
@@ -81,7 +83,7 @@ CELLS = [("dit", "25", "2", "compute-bound", False, 1.02, 1.05, 0.0),
 
 def run_cell(program, shim, work, workload, percent, ratio):
     name = f"{workload} {percent}% ratio {ratio}"
-    log = os.path.join(work, f"{workload}_{percent}_{ratio}.log")
+    log = cell_log(work, workload, percent, ratio)
     if os.path.exists(log):
         os.unlink(log)
     run = subprocess.run([program, shim, "sweep", "--cell", workload, percent, ratio, log, "--warmup", WARMUP_PASSES],
