@@ -68,7 +68,11 @@ departure of its size (classes of the two sizes, which the shim does not
 have). At ratios 0.75 / 1 / 1.33 (2026-11-30): 0.993 / 1.025 / 1.019 x the
 bound, in 0.993 / 1.007 / 0.993 x F; the shim planned so took 1.241 x at
 ratio 1, its swaps of unlike sizes creating and releasing memory after
-their waits (docs/benchmarks.md, stop 54).
+their waits (docs/benchmarks.md, stop 54). With `--held` each size's memory
+is held by its class in handles of its own, a restore mapping only onto a
+departure of its size (the room split between the sizes as best it times):
+the same 0.993 / 1.025 / 1.019 x, with two or three 6 MiB handles and one
+of 2 MiB (2026-11-30, stop 55).
 """
 import argparse
 import itertools
@@ -404,16 +408,70 @@ def dit_classes_time(streamed, per_byte, room, costs, passes=6):
     return (ends[-1] - ends[-1 - 2 * n]) / 2
 
 
-def dit_classes_main(ratios, piece_mib, costs_name):
+def dit_class_slots_time(streamed, per_byte, slots, costs, passes=6):
+    """As dit_classes_time, but with the memory held by size: `slots` maps a
+    streamed size to how many handles of that size the room holds, and a
+    restore takes the handle of the oldest holder of its own size (mapped
+    ahead onto that departure), never memory another size freed. What a
+    shim whose device memory sits in classes of the stream's sizes can do
+    without a create or a release in steady state."""
+    ahead = costs["ahead"][0]
+    link = kernel = host = 0.0
+    holders = {size: [] for size in slots}  # per size: [time it frees], oldest first
+    ends = []
+    for _ in range(passes):
+        for size, part in zip(DIT_SEQ, streamed):
+            ready = 0.0
+            if part:
+                mine = holders[part]
+                free_at = mine.pop(0) if len(mine) >= slots[part] else 0.0
+                host += ahead
+                host = max(host, free_at + costs["wake"]) + costs["submit"]
+                link = max(link, host) + part / LINK_BYTES_PER_US
+                ready = link
+            kernel = max(kernel, ready) + size * per_byte
+            ends.append(kernel)
+            if part:
+                kernel += part / HASH_BYTES_PER_US  # the departure's hash, behind the kernel
+                holders[part].append(kernel)
+    n = len(DIT_SEQ)
+    return (ends[-1] - ends[-1 - 2 * n]) / 2
+
+
+def dit_class_slots_best(streamed, per_byte, room, costs):
+    """The best split of `room` into handles of the streamed sizes (at least
+    one of each, two of the largest) for dit_class_slots_time: (time, slots)."""
+    sizes = sorted({part for part in streamed if part}, reverse=True)
+    best = None
+
+    def split(i, left, slots):
+        nonlocal best
+        if i == len(sizes):
+            t = dit_class_slots_time(streamed, per_byte, slots, costs)
+            if best is None or t < best[0]:
+                best = (t, dict(slots))
+            return
+        least = 2 if i == 0 else 1
+        for count in range(least, left // sizes[i] + 1):
+            slots[sizes[i]] = count
+            split(i + 1, left - count * sizes[i], slots)
+        slots.pop(sizes[i], None)
+
+    split(0, room, {})
+    return best
+
+
+def dit_classes_main(ratios, piece_mib, costs_name, held):
     """The DiT in pieces of `piece_mib` with the tensors smaller than a piece
     filling the stream whole, evenly spread (where the pieces alone cannot
     carry it: the DiT at 25%), memory in classes of the two sizes."""
     costs = PIECE_COSTS[costs_name]
     piece = piece_mib * MIB
+    memory = "handles held by size" if held else "memory any size may take"
     print(f"pipeline_floor: the sweep's DiT in pieces of {piece_mib} MiB, the tensors under a piece streamed whole "
-          f"beside them, each restore mapped ahead onto a departure of its size (memory any size may take), host "
+          f"beside them, each restore mapped ahead onto a departure of its size ({memory}), host "
           f"costs {costs_name}, in <= {MAX_IN_OVER_F} x F; best time per pass / bound")
-    print("limit  ratio  x bound  in / F  smaller streamed  room MiB")
+    print("limit  ratio  x bound  in / F  smaller streamed  room MiB  handles (held: per size; any: fungible)")
     # Every piece streams: only at 25% do the pieces alone fall short of the
     # stream (at 50% and 75% they carry it in pieces of one size).
     for percent in (25,):
@@ -431,14 +489,21 @@ def dit_classes_main(ratios, piece_mib, costs_name):
                 room = limit - resident - (sum(DIT_SEQ) - total)
                 if total > MAX_IN_OVER_F * f_bytes or room < 2 * piece:
                     continue
-                t = dit_classes_time(streamed, per_byte, room, costs)
+                if held:
+                    found = dit_class_slots_best(streamed, per_byte, room, costs)
+                    if found is None:
+                        continue
+                    t, slots = found
+                    shape = " ".join(f"{count}x{size // MIB}" for size, count in sorted(slots.items(), reverse=True))
+                else:
+                    t, shape = dit_classes_time(streamed, per_byte, room, costs), "any"
                 if best is None or t < best[0]:
-                    best = (t, total / f_bytes, count, room / MIB)
+                    best = (t, total / f_bytes, count, room / MIB, shape)
             if best is None:
                 print(f"{percent:4d}%  {ratio:5.2f}        -       -  (no plan fits)")
                 continue
-            print(f"{percent:4d}%  {ratio:5.2f}  {best[0] / bound:7.3f}  {best[1]:6.3f}  {best[2]:16d}  {best[3]:8.1f}",
-                  flush=True)
+            print(f"{percent:4d}%  {ratio:5.2f}  {best[0] / bound:7.3f}  {best[1]:6.3f}  {best[2]:16d}  {best[3]:8.1f}"
+                  f"  {best[4]}", flush=True)
 
 
 def dit_pieces_main(ratios, piece_mib, costs_name):
@@ -488,12 +553,16 @@ def main():
     parser.add_argument("--classes", action="store_true",
                         help="dit --pieces: the tensors under a piece stream whole beside the pieces, memory in "
                              "classes of the two sizes")
+    parser.add_argument("--held", action="store_true",
+                        help="dit --pieces --classes: each size's memory held by its class, in handles of its "
+                             "own (a restore maps only onto a departure of its size), the room split between "
+                             "the sizes as best it times; without it the room is fungible")
     parser.add_argument("--costs", choices=sorted(PIECE_COSTS), default="default",
                         help="dit --pieces: the host calls' costs (simcuda's default table, h200-busy.txt, or none)")
     args = parser.parse_args()
     ratios = args.ratio or [1.0]
     if args.workload == "dit" and args.pieces and args.classes:
-        dit_classes_main(ratios, args.pieces, args.costs)
+        dit_classes_main(ratios, args.pieces, args.costs, args.held)
         return
     if args.workload == "dit" and args.pieces:
         dit_pieces_main(ratios, args.pieces, args.costs)
