@@ -70,9 +70,12 @@ bound, in 0.993 / 1.007 / 0.993 x F; the shim planned so took 1.241 x at
 ratio 1, its swaps of unlike sizes creating and releasing memory after
 their waits (docs/benchmarks.md, stop 54). With `--held` each size's memory
 is held by its class in handles of its own, a restore mapping only onto a
-departure of its size (the room split between the sizes as best it times):
-the same 0.993 / 1.025 / 1.019 x, with two or three 6 MiB handles and one
-of 2 MiB (2026-11-30, stop 55).
+departure of its size (the room split between the sizes as best it times),
+at 25%, 50% and 75%: every DiT cell of the sweep within 1.025 x the bound
+and 1.013 x F, with two or three 6 MiB handles and one of 2 MiB (the sweep's
+four misses among them: 25% at ratios 0.75 / 1 / 1.33, 0.993 / 1.025 /
+1.019; 50% at ratio 1, 1.025 where pieces alone reach 1.080; 2026-11-30,
+stop 55).
 """
 import argparse
 import itertools
@@ -463,47 +466,52 @@ def dit_class_slots_best(streamed, per_byte, room, costs):
 
 def dit_classes_main(ratios, piece_mib, costs_name, held):
     """The DiT in pieces of `piece_mib` with the tensors smaller than a piece
-    filling the stream whole, evenly spread (where the pieces alone cannot
-    carry it: the DiT at 25%), memory in classes of the two sizes."""
+    streamed whole beside them, each kind evenly spread, memory in classes of
+    the two sizes. Fungible memory: every piece streams and the smaller
+    tensors fill the rest (only at 25% do the pieces alone fall short of the
+    stream). Held by size (`held`): at 25%, 50% and 75%, any count of pieces
+    beside any count of smaller tensors, the room split into handles of the
+    two sizes as best it times (dit_class_slots_best)."""
     costs = PIECE_COSTS[costs_name]
     piece = piece_mib * MIB
     memory = "handles held by size" if held else "memory any size may take"
     print(f"pipeline_floor: the sweep's DiT in pieces of {piece_mib} MiB, the tensors under a piece streamed whole "
           f"beside them, each restore mapped ahead onto a departure of its size ({memory}), host "
           f"costs {costs_name}, in <= {MAX_IN_OVER_F} x F; best time per pass / bound")
-    print("limit  ratio  x bound  in / F  smaller streamed  room MiB  handles (held: per size; any: fungible)")
-    # Every piece streams: only at 25% do the pieces alone fall short of the
-    # stream (at 50% and 75% they carry it in pieces of one size).
-    for percent in (25,):
+    print("limit  ratio  x bound  in / F  pieces  smaller  room MiB  handles (held: per size; any: fungible)")
+    able = [i for i, size in enumerate(DIT_SEQ) if size >= piece]
+    smaller = [i for i, size in enumerate(DIT_SEQ) if 0 < size < piece]
+    for percent in (25, 50, 75) if held else (25,):
         for ratio in ratios:
             limit, resident, f_bytes, per_byte, bound = dit_figures(percent, ratio)
-            pieces = [piece if size >= piece else 0 for size in DIT_SEQ]
-            smaller = [i for i, size in enumerate(DIT_SEQ) if 0 < size < piece]
             best = None
-            for count in range(len(smaller) + 1):
-                streamed = pieces[:]
-                for j in range(count):
-                    at = smaller[j * len(smaller) // count]
-                    streamed[at] = DIT_SEQ[at]
-                total = sum(streamed)
-                room = limit - resident - (sum(DIT_SEQ) - total)
-                if total > MAX_IN_OVER_F * f_bytes or room < 2 * piece:
-                    continue
-                if held:
-                    found = dit_class_slots_best(streamed, per_byte, room, costs)
-                    if found is None:
+            for pieces in range(1, len(able) + 1) if held else (len(able),):
+                for count in range(len(smaller) + 1):
+                    streamed = [0] * len(DIT_SEQ)
+                    for j in range(pieces):
+                        streamed[able[j * len(able) // pieces]] = piece
+                    for j in range(count):
+                        at = smaller[j * len(smaller) // count]
+                        streamed[at] = DIT_SEQ[at]
+                    total = sum(streamed)
+                    room = limit - resident - (sum(DIT_SEQ) - total)
+                    if total > MAX_IN_OVER_F * f_bytes or room < 2 * piece:
                         continue
-                    t, slots = found
-                    shape = " ".join(f"{count}x{size // MIB}" for size, count in sorted(slots.items(), reverse=True))
-                else:
-                    t, shape = dit_classes_time(streamed, per_byte, room, costs), "any"
-                if best is None or t < best[0]:
-                    best = (t, total / f_bytes, count, room / MIB, shape)
+                    if held:
+                        found = dit_class_slots_best(streamed, per_byte, room, costs)
+                        if found is None:
+                            continue
+                        t, slots = found
+                        shape = " ".join(f"{n}x{size // MIB}" for size, n in sorted(slots.items(), reverse=True))
+                    else:
+                        t, shape = dit_classes_time(streamed, per_byte, room, costs), "any"
+                    if best is None or t < best[0]:
+                        best = (t, total / f_bytes, pieces, count, room / MIB, shape)
             if best is None:
                 print(f"{percent:4d}%  {ratio:5.2f}        -       -  (no plan fits)")
                 continue
-            print(f"{percent:4d}%  {ratio:5.2f}  {best[0] / bound:7.3f}  {best[1]:6.3f}  {best[2]:16d}  {best[3]:8.1f}"
-                  f"  {best[4]}", flush=True)
+            print(f"{percent:4d}%  {ratio:5.2f}  {best[0] / bound:7.3f}  {best[1]:6.3f}  {best[2]:6d}  {best[3]:7d}"
+                  f"  {best[4]:8.1f}  {best[5]}", flush=True)
 
 
 def dit_pieces_main(ratios, piece_mib, costs_name):
