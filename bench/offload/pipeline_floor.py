@@ -376,17 +376,23 @@ def dit_pieces_cell(percent, ratio, piece, costs, seed=1, steps=2000):
     return best
 
 
-def dit_classes_time(streamed, per_byte, room, costs, passes=6):
+def dit_classes_time(streamed, per_byte, room, costs, slots=None, passes=6):
     """Steady-state time per pass of the DiT whose tensor i streams
     streamed[i] bytes (0: kept; the tail-most piece, or all of a tensor
     smaller than a piece) through `room` bytes that any restore may take,
     whatever the size it frees: the memory of the shim's size classes, each
     restore mapped and granted ahead onto a departure of its class (the
     arrival thread), its copy submitted once the room is free and the
-    departure's kernel and hash are over."""
+    departure's kernel and hash are over. With `slots` the memory is held
+    by size instead: `slots` maps a streamed size to how many handles of
+    that size the room holds, and a restore takes the handle of the oldest
+    holder of its own size, never memory another size freed (what a shim
+    whose device memory sits in classes of the stream's sizes can do without
+    a create or a release in steady state)."""
     ahead = costs["ahead"][0]
     link = kernel = host = 0.0
     holders = []  # (free at, bytes), oldest first
+    held = {size: [] for size in slots} if slots else None  # per size: [time it frees], oldest first
     used = 0
     ends = []
     for _ in range(passes):
@@ -394,9 +400,13 @@ def dit_classes_time(streamed, per_byte, room, costs, passes=6):
             ready = 0.0
             if part:
                 free_at = 0.0
-                while used + part > room:
-                    at, b = holders.pop(0)
-                    free_at, used = max(free_at, at), used - b
+                if held is not None:
+                    if len(held[part]) >= slots[part]:
+                        free_at = held[part].pop(0)
+                else:
+                    while used + part > room:
+                        at, b = holders.pop(0)
+                        free_at, used = max(free_at, at), used - b
                 host += ahead
                 host = max(host, free_at + costs["wake"]) + costs["submit"]
                 link = max(link, host) + part / LINK_BYTES_PER_US
@@ -405,52 +415,26 @@ def dit_classes_time(streamed, per_byte, room, costs, passes=6):
             ends.append(kernel)
             if part:
                 kernel += part / HASH_BYTES_PER_US  # the departure's hash, behind the kernel
-                holders.append((kernel, part))
-                used += part
-    n = len(DIT_SEQ)
-    return (ends[-1] - ends[-1 - 2 * n]) / 2
-
-
-def dit_class_slots_time(streamed, per_byte, slots, costs, passes=6):
-    """As dit_classes_time, but with the memory held by size: `slots` maps a
-    streamed size to how many handles of that size the room holds, and a
-    restore takes the handle of the oldest holder of its own size (mapped
-    ahead onto that departure), never memory another size freed. What a
-    shim whose device memory sits in classes of the stream's sizes can do
-    without a create or a release in steady state."""
-    ahead = costs["ahead"][0]
-    link = kernel = host = 0.0
-    holders = {size: [] for size in slots}  # per size: [time it frees], oldest first
-    ends = []
-    for _ in range(passes):
-        for size, part in zip(DIT_SEQ, streamed):
-            ready = 0.0
-            if part:
-                mine = holders[part]
-                free_at = mine.pop(0) if len(mine) >= slots[part] else 0.0
-                host += ahead
-                host = max(host, free_at + costs["wake"]) + costs["submit"]
-                link = max(link, host) + part / LINK_BYTES_PER_US
-                ready = link
-            kernel = max(kernel, ready) + size * per_byte
-            ends.append(kernel)
-            if part:
-                kernel += part / HASH_BYTES_PER_US  # the departure's hash, behind the kernel
-                holders[part].append(kernel)
+                if held is not None:
+                    held[part].append(kernel)
+                else:
+                    holders.append((kernel, part))
+                    used += part
     n = len(DIT_SEQ)
     return (ends[-1] - ends[-1 - 2 * n]) / 2
 
 
 def dit_class_slots_best(streamed, per_byte, room, costs):
     """The best split of `room` into handles of the streamed sizes (at least
-    one of each, two of the largest) for dit_class_slots_time: (time, slots)."""
+    one of each, two of the largest), timed held by size (dit_classes_time
+    with slots): (time, slots)."""
     sizes = sorted({part for part in streamed if part}, reverse=True)
     best = None
 
     def split(i, left, slots):
         nonlocal best
         if i == len(sizes):
-            t = dit_class_slots_time(streamed, per_byte, slots, costs)
+            t = dit_classes_time(streamed, per_byte, room, costs, slots)
             if best is None or t < best[0]:
                 best = (t, dict(slots))
             return
