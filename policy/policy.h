@@ -79,6 +79,12 @@ typedef struct vs_policy_stats_s {
      * allocation streams its last `planned_piece_bytes` and keeps the rest
      * resident. 0: whole allocations (and at most one head, above). */
     uint64_t planned_piece_bytes;
+    /* Where the pieces alone cannot carry the stream, the members of this
+     * size, the next below a piece, fill it, streamed whole beside them;
+     * the budget holds one more of them, for the caller to keep the memory
+     * of one between their uses (their swaps are then of their own size
+     * too). 0: none. */
+    uint64_t planned_filler_bytes;
     /* Pieces were asked for and the last plan could not be made in them. */
     bool planned_pieces_refused;
     /* The plan's floor (`vs_policy_set_floor`): the smallest size it may
@@ -168,8 +174,11 @@ void vs_policy_set_largest_offer(vs_policy_t *policy, uint64_t bytes);
  * memory of a departing piece. A plan in pieces has `extra` bytes of budget
  * more than one of whole allocations (the caller's streaming room is
  * smaller). Where fewer members than the stream needs are as large as a
- * piece, the plan is of whole allocations (`planned_piece_bytes` 0,
- * `planned_pieces_refused`), in the budget alone. */
+ * piece, the members of the next size below one fill the rest, streamed
+ * whole (`planned_filler_bytes`), in the budget alone and one of them
+ * more; where even they fall short, the plan is of whole allocations
+ * (`planned_piece_bytes` 0, `planned_pieces_refused`), in the budget
+ * alone. */
 void vs_policy_set_piece(vs_policy_t *policy, uint64_t bytes, uint64_t extra);
 /* Members smaller than `bytes` stay resident wherever the larger ones hold
  * all the plan streams (0, the default: the plan's own floor, the largest

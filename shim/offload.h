@@ -217,6 +217,7 @@ typedef struct vs_offload_stats_s {
     uint64_t evictions_ahead;    /* evictions the prefetcher started ahead of need (departures) */
     uint64_t partial_restores;   /* prefetches that brought a head in ahead of its tail (room still leaving) */
     uint64_t mapped_ahead;       /* restores whose map and grant were done while their room was departing */
+    uint64_t filler_maps;        /* restores that mapped the memory held since a filler's departure */
     uint64_t regime_changes;     /* times a cycle was found compute-bound or no longer (offload_meter.c) */
     uint64_t host_gpu_wait_ns, host_gpu_waits; /* the engine's host waits for the GPU, everywhere */
     uint64_t host_vmm_ns, host_vmm_calls;      /* the engine's virtual-memory calls, everywhere */

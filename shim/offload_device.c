@@ -315,12 +315,71 @@ void vs_engine_spares_release(void)
 {
     VS_ASSERT_HELD(&vs_engine.lock);
     if (vs_engine.spares_held) {
-        for (int device = 0; device < VS_MAX_DEVICES; device++)
-            vs_engine_spare_release(&vs_engine.devices[device]);
+        for (int device = 0; device < VS_MAX_DEVICES; device++) {
+            vs_engine_device_t *d = &vs_engine.devices[device];
+            vs_engine_spare_release(d);
+            /* A restore took the held filler memory's charge and mapped
+             * other memory (or failed): uncharged now, it goes too. */
+            if (d->filler_given)
+                vs_engine_filler_release(d);
+        }
         vs_engine_lent_unmap();
         vs_engine.spares_held = false;
     }
     vs_retire_hand_over();
+}
+
+/* ---- The fillers' memory -------------------------------------------------- */
+
+bool vs_engine_filler_hold(vs_engine_device_t *d, const vs_region_t *r, uint64_t released)
+{
+    VS_ASSERT_HELD(&vs_engine.lock);
+    if (d->filler_bytes == 0 || d->filler_phys != 0 || released != d->filler_bytes || r->reserved != released
+        || d->spare == 0 || d->spare_bytes != released)
+        return false;
+    d->filler_phys = d->spare;
+    d->filler_given = false;
+    d->spare = 0;
+    d->spare_bytes = 0;
+    return true;
+}
+
+bool vs_engine_filler_take(vs_engine_device_t *d, uint64_t need)
+{
+    VS_ASSERT_HELD(&vs_engine.lock);
+    if (d->filler_phys == 0 || d->filler_given || need != d->filler_bytes)
+        return false;
+    d->filler_given = true;
+    vs_engine.spares_held = true; /* let go with the spares unless mapped */
+    return true;
+}
+
+void vs_engine_filler_release(vs_engine_device_t *d)
+{
+    VS_ASSERT_HELD(&vs_engine.lock);
+    if (d->filler_phys == 0)
+        return;
+    vs_engine_phys_release(d->filler_phys);
+    if (!d->filler_given)
+        vs_cap_release((int)(d - vs_engine.devices), d->filler_bytes);
+    d->filler_phys = 0;
+    d->filler_given = false;
+}
+
+/* The held filler memory for a map of `bytes` on `d`, if it is of that
+ * size (0 otherwise): the restore's charge stands for it, its own given
+ * back where the restore counted its bytes afresh. */
+static CUmemGenericAllocationHandle vs_engine_filler_map(vs_engine_device_t *d, uint64_t bytes)
+{
+    if (d->filler_phys == 0 || d->filler_bytes != bytes)
+        return 0;
+    CUmemGenericAllocationHandle phys = d->filler_phys;
+    if (!d->filler_given)
+        vs_cap_release((int)(d - vs_engine.devices), bytes);
+    d->filler_phys = 0;
+    d->filler_given = false;
+    vs_engine.stats.filler_maps++;
+    return phys;
 }
 
 /* Grants [at, at + bytes) of `r`'s range, mapped whole by one mapping or
@@ -370,6 +429,8 @@ static CUresult vs_engine_physical_map_range(vs_region_t *r, uint64_t offset, ui
         phys = d->spare_head;
         d->spare_head = 0;
         d->spare_head_bytes = 0;
+    } else if ((phys = vs_engine_filler_map(d, bytes)) != 0) {
+        /* The memory of the filler that departed last. */
     } else {
         /* The device's memory for this one: the spares are released, and
          * a departed range still mapped (`lent`) is unmapped, first. */
@@ -822,8 +883,12 @@ uint64_t vs_engine_heads_release(int device)
     VS_ASSERT_HELD(&vs_engine.lock);
     vs_engine_device_t *d = &vs_engine.devices[device];
     uint64_t released = 0;
+    if (d->filler_phys != 0 && !d->filler_given) {
+        released += d->filler_bytes;
+        vs_engine_filler_release(d);
+    }
     if (d->kept_head_bytes == 0 || !d->ready)
-        return 0;
+        return released;
     for (vs_region_t *r = vs_engine.by_base; r != NULL; r = r->hh.next) {
         if (r->device != device || r->where == VS_RESIDENT || r->split == 0 || r->disk_io || r->mapping_tail)
             continue;
@@ -1129,6 +1194,8 @@ static void vs_engine_ctx_teardown(CUcontext ctx, uint64_t stream_slots, bool al
         }
     }
     vs_engine_spares_release(); /* nothing of the dying context is kept */
+    for (int device = 0; device < VS_MAX_DEVICES; device++)
+        vs_engine_filler_release(&vs_engine.devices[device]);
     vs_retire_wait_all();
     vs_arrive_join_all();
     for (int device = 0; device < VS_MAX_DEVICES; device++) {

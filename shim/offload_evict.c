@@ -374,7 +374,10 @@ static uint64_t vs_eviction_finish_victim(vs_eviction_t *e, vs_engine_device_t *
     } else {
         vs_engine_physical_unmap_whole(r);
     }
-    vs_cap_release(r->device, released);
+    /* The plan's fillers swap with one another: the memory of the one
+     * that left stays charged for the next one's restore. */
+    if (!vs_engine_filler_hold(d, r, released))
+        vs_cap_release(r->device, released);
     r->where = VS_ON_HOST;
     r->evicting = false;
     (void)vs_registry_set_residency(r->base, VS_ON_HOST, true, NULL);
@@ -687,6 +690,8 @@ int vs_engine_make_room(int device, uint64_t need, bool ignore_limit)
     uint64_t freed_total = 0;
     bool synced = false;
 
+    if (!ignore_limit && d != NULL && vs_engine_filler_take(d, need))
+        return 0;
     for (int round = 0;; round++) {
         if (!ignore_limit && vs_cap_reserve(device, need) == 0)
             return 0;

@@ -338,6 +338,19 @@ typedef struct vs_engine_device_s {
      * `vs_engine_keep_update`): each streamed one keeps all but its last
      * piece. */
     bool piece_keeps;
+    /* The plan's fillers (vs_policy_stats_t.planned_filler_bytes: the
+     * allocations of that size it streams whole beside its pieces where
+     * the pieces alone cannot carry the stream); 0: none. `filler_phys` is
+     * the memory of the filler that departed last, held and charged to the
+     * limit (the plan's budget holds it) until the next filler's restore
+     * maps it: the fillers' swaps are then of their own size, with no
+     * create and no release, as the pieces' are (`vs_engine_filler_hold`,
+     * `_take`, `_release`). `filler_given`: a restore counted its bytes as
+     * its own charge (`vs_engine_filler_take`); the memory goes with the
+     * spares when the lock is let go unless that restore maps it. */
+    uint64_t filler_bytes;
+    CUmemGenericAllocationHandle filler_phys;
+    bool filler_given;
     /* The cycle's regime (offload_meter.c). Far from the balance point,
      * either side, and near it when a trial shows the cycle no slower, the
      * plan needs neither a departure's room nor whole allocations
@@ -637,6 +650,20 @@ void vs_engine_keep_update(vs_engine_device_t *d, bool wanted);
 /* Releases the physical memory kept for reuse (vs_engine_device_t.spare)
  * on every device: before the engine lock is let go. */
 void vs_engine_spares_release(void);
+
+/* The fillers' memory (vs_engine_device_t.filler_phys).
+ * `vs_engine_filler_hold`: at the end of the departure of `r`, whose
+ * `released` bytes (all of it) its unmap left as the device's spare, holds
+ * that memory instead, still charged, where `r` is one of the plan's
+ * fillers and none is held: true, and the caller keeps the charge.
+ * `vs_engine_filler_take`: a restore needing `need` bytes takes the held
+ * memory's charge as its own, where its size is `need`: true, counted.
+ * `vs_engine_filler_release`: gives the held memory and its charge back
+ * (the plan has no fillers any more, the limit needs room, a context ends,
+ * an allocation is freed). */
+bool vs_engine_filler_hold(vs_engine_device_t *d, const vs_region_t *r, uint64_t released);
+bool vs_engine_filler_take(vs_engine_device_t *d, uint64_t need);
+void vs_engine_filler_release(vs_engine_device_t *d);
 
 /* The engine's threads (offload_retire.c, offload_arrive.c) start, fork
  * check and stop as worker.h says. */

@@ -123,9 +123,11 @@ void vs_prefetch_budget_update(vs_engine_device_t *d, int device)
         vs_policy_set_budget(d->policy, UINT64_MAX); /* no plan: no head kept either */
     } else {
         /* The heads evicted regions keep are the plan's own (partial
-         * residency), not something else resident. */
+         * residency), not something else resident; so is the memory held
+         * for its fillers (`vs_engine_filler_hold`). */
         uint64_t limit = vs_cap_limit(device), used = vs_cap_used(device);
-        uint64_t mine = ps.resident_bytes + d->kept_head_bytes;
+        uint64_t held = d->filler_phys != 0 && !d->filler_given ? d->filler_bytes : 0;
+        uint64_t mine = ps.resident_bytes + d->kept_head_bytes + held;
         uint64_t others = used > mine ? used - mine : 0;
         if (2 * d->copied_recent > d->evicted_recent)
             d->departure_slot = true;
@@ -180,6 +182,13 @@ void vs_prefetch_budget_update(vs_engine_device_t *d, int device)
      * the allocation used before the tail, whose departure (a copy out)
      * outlasts the tail's copy (offload_throughput, 64 MiB written buffers:
      * 95.2 to 93.4% of the link with heads). */
+    /* Fillers in the plan built last: the memory of the one that leaves is
+     * held for the next (`vs_engine_filler_hold`); none, or of another size,
+     * and what is held goes. */
+    if (ps.planned_filler_bytes != d->filler_bytes) {
+        vs_engine_filler_release(d);
+        d->filler_bytes = ps.planned_filler_bytes;
+    }
     bool heads = vs_prefetch_heads_wanted(d) || ps.planned_piece_bytes != 0;
     if (heads || d->keep_id != 0 || d->piece_keeps)
         vs_engine_keep_update(d, heads);
@@ -320,6 +329,8 @@ static bool vs_prefetch_lend_single(const vs_engine_device_t *d)
 static int vs_prefetch_room(vs_engine_device_t *d, int device, vs_region_t *r, uint64_t need, uint64_t next_use)
 {
     VS_ASSERT_HELD(&vs_engine.lock);
+    if (vs_engine_filler_take(d, need))
+        return 0; /* the memory of the filler that left before it */
     for (int round = 0; round < 8; round++) {
         if (vs_cap_reserve(device, need) == 0)
             return 0;

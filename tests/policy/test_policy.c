@@ -509,9 +509,12 @@ static void test_policy_plan_keeps_the_largest_for_a_smaller_window(void **state
  * sweep's DiT), pieces of 6. With a budget of 130 and 10 more in pieces,
  * 52 units must stream: nine members stream their last 6 (54), none of
  * them a 2, spread over at least six of the eight blocks. With a budget of
- * 20, 162 would: more than the 24 members of 6 or more can carry, so the
- * plan is of whole allocations in the budget alone (172 or more stream),
- * and says that pieces were refused. */
+ * 40 and 4 more, 148 would: more than the 24 members of 6 or more carry in
+ * pieces (144), so the 2-unit members fill the rest whole, with the 4 given
+ * back and two of them more (148 + 4 + 2 x 2 - 144 = 12: six of the eight),
+ * no two blocks apart. With a budget of 20, 162 would: more than the pieces
+ * and the eight 2s can carry, so the plan is of whole allocations in the
+ * budget alone (172 or more stream), and says that pieces were refused. */
 static void test_policy_plan_in_pieces_of_one_size(void **state)
 {
     (void)state;
@@ -519,11 +522,12 @@ static void test_policy_plan_in_pieces_of_one_size(void **state)
     for (size_t i = 0; i < 32; i++)
         sizes[i] = (const uint64_t[]){6, 2, 8, 8}[i % 4];
     static const struct {
-        uint64_t budget, extra, piece_bytes, streamed_least;
+        uint64_t budget, extra, piece_bytes, filler_bytes, streamed_least, members;
         bool refused;
     } cases[] = {
-        {130, 10, 6, 54, false},
-        {20, 10, 0, 172, true},
+        {130, 10, 6, 0, 54, 9, false},
+        {40, 4, 6, 2, 156, 30, false},
+        {20, 10, 0, 0, 172, 0, true},
     };
     for (size_t c = 0; c < sizeof cases / sizeof cases[0]; c++) {
         sim_t s;
@@ -535,22 +539,28 @@ static void test_policy_plan_in_pieces_of_one_size(void **state)
         vs_policy_stats_t st;
         vs_policy_stats(s.policy, &st);
         assert_int_equal(st.planned_piece_bytes, cases[c].piece_bytes);
+        assert_int_equal(st.planned_filler_bytes, cases[c].filler_bytes);
         assert_int_equal(st.planned_pieces_refused, cases[c].refused);
         uint64_t streamed = 0, members = 0;
         unsigned blocks = 0;
+        int last_filler_block = -1;
         for (size_t i = 0; i < 32; i++) {
             if (vs_policy_planned_resident(s.policy, i))
                 continue;
             members++;
-            streamed += st.planned_piece_bytes != 0 ? st.planned_piece_bytes : s.size[i];
             blocks |= 1u << (i / 4);
-            if (st.planned_piece_bytes != 0)
-                assert_true(s.size[i] >= st.planned_piece_bytes);
+            bool piece = st.planned_piece_bytes != 0 && s.size[i] >= st.planned_piece_bytes;
+            streamed += piece ? st.planned_piece_bytes : s.size[i];
+            if (st.planned_piece_bytes != 0 && !piece) {
+                assert_int_equal(s.size[i], st.planned_filler_bytes);
+                assert_true(last_filler_block < 0 || (int)(i / 4) - last_filler_block <= 2);
+                last_filler_block = (int)(i / 4);
+            }
         }
         assert_true(streamed >= cases[c].streamed_least);
         if (!cases[c].refused) {
-            assert_int_equal(members, 9);
-            assert_int_equal(st.planned_streamed_bytes, 54);
+            assert_int_equal(members, cases[c].members);
+            assert_int_equal(st.planned_streamed_bytes, cases[c].streamed_least);
             assert_true(__builtin_popcount(blocks) >= 6);
         }
         sim_fini(&s);

@@ -665,6 +665,69 @@ static void test_offload_engine_pieces_lend_across_sizes(void **state)
     assert_int_equal(rc, CUDA_SUCCESS);
 }
 
+/* The plan's fillers (vs_policy_stats_t.planned_filler_bytes, set here as
+ * the prefetcher sets it): the memory of the filler that leaves first is
+ * held, still charged, past the engine lock's holds; the second leaves as
+ * any region does. The first's restore takes the held memory's charge (`vs_engine_filler_take`) and maps
+ * it: no create, one filler map, the cap where it was. Held again after a
+ * later eviction, it goes back when the limit needs room
+ * (`vs_engine_heads_release`), charge and all. Every byte of both comes
+ * back each time. */
+static void test_offload_engine_filler_memory_is_held_for_the_next_filler(void **state)
+{
+    (void)state;
+    const uint64_t bytes = 2ull << 20;
+    CUstreamCaptureMode mode;
+    bool host_full = false;
+    CUdeviceptr first_ptr = alloc_sized(bytes, 900), second_ptr = alloc_sized(bytes, 901);
+    vs_engine_lock(&mode);
+    vs_engine_device_t *d = vs_engine_device(0);
+    assert_non_null(d);
+    d->filler_bytes = bytes;
+    vs_region_t *first = vs_engine_region_at((uintptr_t)first_ptr), *second = vs_engine_region_at((uintptr_t)second_ptr);
+    uint64_t used = vs_cap_used(0);
+    assert_int_equal(vs_engine_evict(&first, 1, &host_full), bytes);
+    assert_true(d->filler_phys != 0);
+    assert_int_equal(vs_cap_used(0), used); /* held, charged */
+    assert_int_equal(vs_engine_evict(&second, 1, &host_full), bytes);
+    assert_int_equal(vs_cap_used(0), used - bytes); /* one held at a time */
+    /* The second's memory, the device's spare for this hold of the lock,
+     * goes when it is let go; the held memory stays. */
+    vs_engine_unlock(mode);
+    vs_engine_lock(&mode);
+    assert_true(d->filler_phys != 0);
+
+    uint64_t creates = driver_calls("cuMemCreate"), filler_maps = vs_engine.stats.filler_maps;
+    assert_true(vs_engine_filler_take(d, bytes));
+    assert_int_equal(vs_engine_restore_mapped(first, d, NULL, false, true), CUDA_SUCCESS);
+    vs_arrive_join_all();
+    assert_int_equal(driver_calls("cuMemCreate"), creates);
+    assert_int_equal(vs_engine.stats.filler_maps, filler_maps + 1);
+    assert_int_equal(d->filler_phys, 0);
+    assert_int_equal(vs_cap_used(0), used - bytes);
+    vs_engine_unlock(mode);
+    expect_sized(first_ptr, bytes, 900);
+    expect_sized(second_ptr, bytes, 901);
+
+    vs_engine_lock(&mode);
+    used = vs_cap_used(0);
+    assert_int_equal(vs_engine_evict(&first, 1, &host_full), bytes);
+    assert_true(d->filler_phys != 0);
+    assert_true(vs_engine_heads_release(0) >= bytes);
+    assert_int_equal(d->filler_phys, 0);
+    assert_int_equal(vs_cap_used(0), used - bytes);
+    d->filler_bytes = 0;
+    vs_engine_unlock(mode);
+    expect_sized(first_ptr, bytes, 900);
+    expect_sized(second_ptr, bytes, 901);
+
+    CUresult rc = CUDA_ERROR_UNKNOWN;
+    assert_true(vs_offload_free(first_ptr, &rc));
+    assert_int_equal(rc, CUDA_SUCCESS);
+    assert_true(vs_offload_free(second_ptr, &rc));
+    assert_int_equal(rc, CUDA_SUCCESS);
+}
+
 /* A departure of two victims, one of which lends its memory to a restore
  * mapped ahead (`vs_engine_departures_finish_lender`): once the departure
  * is over, the lender alone leaves, and the restore's copy queues while the
@@ -1050,6 +1113,7 @@ int main(void)
         cmocka_unit_test(test_offload_engine_mapping_ahead_onto_head_and_tail),
         cmocka_unit_test(test_offload_engine_tail_mapped_ahead_onto_a_departing_tail),
         cmocka_unit_test(test_offload_engine_pieces_lend_across_sizes),
+        cmocka_unit_test(test_offload_engine_filler_memory_is_held_for_the_next_filler),
         cmocka_unit_test(test_offload_engine_lender_leaves_before_the_rest_of_its_departure),
         cmocka_unit_test(test_offload_engine_restore_on_demand_maps_ahead),
         cmocka_unit_test(test_offload_engine_restore_reads_younger_verdicts_after_its_copy),
