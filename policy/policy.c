@@ -892,7 +892,7 @@ static uint64_t plan_spread_class(vs_policy_t *policy, size_t n, uint64_t lo, ui
  * whose memory the caller holds between the fillers' uses, and one whose
  * room the pieces' swaps run on near the balance point (the sweep's DiT at
  * 25%, ratio 1: 1.063 x the bound with one, 1.037 with two, bringing in
- * 1.013 and 1.019 x F). */
+ * 1.013 and 1.020 x F). */
 #define VS_PLAN_FILLER_ROOM 2
 
 /* `vs_policy_set_piece`: with the members in `policy->members[0, n)` and

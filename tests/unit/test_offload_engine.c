@@ -657,12 +657,7 @@ static void test_offload_engine_pieces_lend_across_sizes(void **state)
     assert_int_equal(maps, 1);
     expect_sized(small_ptr, piece, 801);
     expect_sized(big_ptr, big_bytes, 800);
-
-    CUresult rc = CUDA_ERROR_UNKNOWN;
-    assert_true(vs_offload_free(big_ptr, &rc));
-    assert_int_equal(rc, CUDA_SUCCESS);
-    assert_true(vs_offload_free(small_ptr, &rc));
-    assert_int_equal(rc, CUDA_SUCCESS);
+    free_regions((const CUdeviceptr[]){big_ptr, small_ptr}, 2);
 }
 
 /* The plan's fillers (vs_policy_stats_t.planned_filler_bytes, set here as
@@ -720,12 +715,7 @@ static void test_offload_engine_filler_memory_is_held_for_the_next_filler(void *
     vs_engine_unlock(mode);
     expect_sized(first_ptr, bytes, 900);
     expect_sized(second_ptr, bytes, 901);
-
-    CUresult rc = CUDA_ERROR_UNKNOWN;
-    assert_true(vs_offload_free(first_ptr, &rc));
-    assert_int_equal(rc, CUDA_SUCCESS);
-    assert_true(vs_offload_free(second_ptr, &rc));
-    assert_int_equal(rc, CUDA_SUCCESS);
+    free_regions((const CUdeviceptr[]){first_ptr, second_ptr}, 2);
 }
 
 /* A departure of two victims, one of which lends its memory to a restore
