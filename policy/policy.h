@@ -81,9 +81,9 @@ typedef struct vs_policy_stats_s {
     uint64_t planned_piece_bytes;
     /* Where the pieces alone cannot carry the stream, the members of this
      * size, the next below a piece, fill it, streamed whole beside them;
-     * the budget holds one more of them, for the caller to keep the memory
-     * of one between their uses (their swaps are then of their own size
-     * too). 0: none. */
+     * the budget holds two more of them: one for the caller to keep the
+     * memory of between their uses (their swaps are then of their own size
+     * too), and one as slack. 0: none. */
     uint64_t planned_filler_bytes;
     /* Pieces were asked for and the last plan could not be made in them. */
     bool planned_pieces_refused;
@@ -175,7 +175,7 @@ void vs_policy_set_largest_offer(vs_policy_t *policy, uint64_t bytes);
  * more than one of whole allocations (the caller's streaming room is
  * smaller). Where fewer members than the stream needs are as large as a
  * piece, the members of the next size below one fill the rest, streamed
- * whole (`planned_filler_bytes`), in the budget alone and one of them
+ * whole (`planned_filler_bytes`), in the budget alone and two of them
  * more; where even they fall short, the plan is of whole allocations
  * (`planned_piece_bytes` 0, `planned_pieces_refused`), in the budget
  * alone. */

@@ -770,13 +770,13 @@ void vs_offload_shutdown(void)
            " bytes, clean evictions %" PRIu64 " (%" PRIu64 " bytes not copied), prefetches %" PRIu64 " (%" PRIu64
            " bytes, %" PRIu64 " unused), kept host copies dropped %" PRIu64 ", partial evictions %" PRIu64
            ", evictions ahead of need %" PRIu64 ", partial restores %" PRIu64 ", restores mapped ahead %" PRIu64
-           ", restores onto held filler memory %" PRIu64 ", regime changes %" PRIu64 ", host waits for the GPU %.3f ms (%" PRIu64 "), VMM calls %.3f ms (%" PRIu64
-           ")",
+           ", restores onto held filler memory %" PRIu64 ", regime changes %" PRIu64
+           ", host waits for the GPU %.3f ms (%" PRIu64 "), VMM calls %.3f ms (%" PRIu64 ")",
            s.evictions, s.restores, s.bytes_to_host, s.bytes_to_device, (double)s.restore_wait_ns / 1e6, s.over_limit,
            pool.pinned, pool.limit, s.placed_on_host, s.bytes_served_on_host, s.clean_drops, s.bytes_not_copied,
            s.prefetches, s.prefetch_bytes, s.prefetch_unused, s.host_copies_dropped, s.partial_evictions,
-           s.evictions_ahead, s.partial_restores, s.mapped_ahead, s.filler_maps, s.regime_changes, (double)s.host_gpu_wait_ns / 1e6,
-           s.host_gpu_waits, (double)s.host_vmm_ns / 1e6, s.host_vmm_calls);
+           s.evictions_ahead, s.partial_restores, s.mapped_ahead, s.filler_maps, s.regime_changes,
+           (double)s.host_gpu_wait_ns / 1e6, s.host_gpu_waits, (double)s.host_vmm_ns / 1e6, s.host_vmm_calls);
     /* The plan's own figures: how often it was built (each build may move
      * allocations between the kept and the streamed, a copy each) and the
      * cycle it learned, which a GPU run cannot see otherwise. */
