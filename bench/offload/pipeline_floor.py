@@ -75,7 +75,10 @@ at 25%, 50% and 75%: every DiT cell of the sweep within 1.025 x the bound
 and 1.013 x F, with two or three 6 MiB handles and one of 2 MiB (the sweep's
 four misses among them: 25% at ratios 0.75 / 1 / 1.33, 0.993 / 1.025 /
 1.019; 50% at ratio 1, 1.025 where pieces alone reach 1.080; 2026-11-30,
-stop 55).
+stop 55). The shim meets the three at 25% since stop 55 (fillers, their
+memory held between their uses: 1.020 / 1.037 / 1.019 x, in 1.020 x F);
+the model's plan at 50% needs three 6 MiB handles in use at once, where
+the shim's prefetch window is two pieces deep.
 """
 import argparse
 import itertools
