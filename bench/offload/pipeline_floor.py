@@ -76,9 +76,10 @@ and 1.013 x F, with two or three 6 MiB handles and one of 2 MiB (the sweep's
 four misses among them: 25% at ratios 0.75 / 1 / 1.33, 0.993 / 1.025 /
 1.019; 50% at ratio 1, 1.025 where pieces alone reach 1.080; 2026-11-30,
 stop 55). The shim meets the three at 25% since stop 55 (fillers, their
-memory held between their uses: 1.020 / 1.037 / 1.019 x, in 1.020 x F);
-the model's plan at 50% needs three 6 MiB handles in use at once, where
-the shim's prefetch window is two pieces deep.
+memory held between their uses: 1.020 / 1.037 / 1.019 x, in 1.020 x F,
+with a filler's room of slack the model does not need). The model's plan
+at 50% (30 pieces, 14 fillers, no slack) took the shim 1.541 x, and 1.066
+with 4 MiB of slack (docs/benchmarks.md, stop 55).
 """
 import argparse
 import itertools
