@@ -354,16 +354,22 @@ bool vs_engine_filler_take(vs_engine_device_t *d, uint64_t need)
     return true;
 }
 
+/* Ends the hold of the filler memory on `d` (held: not 0) and returns it:
+ * its charge given back unless a restore took it as its own. */
+static CUmemGenericAllocationHandle vs_engine_filler_let_go(vs_engine_device_t *d)
+{
+    CUmemGenericAllocationHandle phys = d->filler_phys;
+    vs_cap_release((int)(d - vs_engine.devices), vs_engine_filler_charged(d));
+    d->filler_phys = 0;
+    d->filler_given = false;
+    return phys;
+}
+
 void vs_engine_filler_release(vs_engine_device_t *d)
 {
     VS_ASSERT_HELD(&vs_engine.lock);
-    if (d->filler_phys == 0)
-        return;
-    vs_engine_phys_release(d->filler_phys);
-    if (!d->filler_given)
-        vs_cap_release((int)(d - vs_engine.devices), d->filler_bytes);
-    d->filler_phys = 0;
-    d->filler_given = false;
+    if (d->filler_phys != 0)
+        vs_engine_phys_release(vs_engine_filler_let_go(d));
 }
 
 /* The held filler memory for a map of `bytes` on `d`, if it is of that
@@ -373,13 +379,8 @@ static CUmemGenericAllocationHandle vs_engine_filler_map(vs_engine_device_t *d, 
 {
     if (d->filler_phys == 0 || d->filler_bytes != bytes)
         return 0;
-    CUmemGenericAllocationHandle phys = d->filler_phys;
-    if (!d->filler_given)
-        vs_cap_release((int)(d - vs_engine.devices), bytes);
-    d->filler_phys = 0;
-    d->filler_given = false;
     vs_engine.stats.filler_maps++;
-    return phys;
+    return vs_engine_filler_let_go(d);
 }
 
 /* Grants [at, at + bytes) of `r`'s range, mapped whole by one mapping or
@@ -882,11 +883,9 @@ uint64_t vs_engine_heads_release(int device)
 {
     VS_ASSERT_HELD(&vs_engine.lock);
     vs_engine_device_t *d = &vs_engine.devices[device];
-    uint64_t released = 0;
-    if (d->filler_phys != 0 && !d->filler_given) {
-        released += d->filler_bytes;
+    uint64_t released = vs_engine_filler_charged(d);
+    if (released > 0)
         vs_engine_filler_release(d);
-    }
     if (d->kept_head_bytes == 0 || !d->ready)
         return released;
     for (vs_region_t *r = vs_engine.by_base; r != NULL; r = r->hh.next) {

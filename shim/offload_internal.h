@@ -662,6 +662,12 @@ void vs_engine_spares_release(void);
  * (the plan has no fillers any more, the limit needs room, a context ends,
  * an allocation is freed). */
 bool vs_engine_filler_hold(vs_engine_device_t *d, const vs_region_t *r, uint64_t released);
+/* What the held filler memory charges to the limit: its bytes while held,
+ * 0 when none is held or a restore took its charge. Pure. */
+static inline uint64_t vs_engine_filler_charged(const vs_engine_device_t *d)
+{
+    return d->filler_phys != 0 && !d->filler_given ? d->filler_bytes : 0;
+}
 bool vs_engine_filler_take(vs_engine_device_t *d, uint64_t need);
 void vs_engine_filler_release(vs_engine_device_t *d);
 

@@ -126,8 +126,7 @@ void vs_prefetch_budget_update(vs_engine_device_t *d, int device)
          * residency), not something else resident; so is the memory held
          * for its fillers (`vs_engine_filler_hold`). */
         uint64_t limit = vs_cap_limit(device), used = vs_cap_used(device);
-        uint64_t held = d->filler_phys != 0 && !d->filler_given ? d->filler_bytes : 0;
-        uint64_t mine = ps.resident_bytes + d->kept_head_bytes + held;
+        uint64_t mine = ps.resident_bytes + d->kept_head_bytes + vs_engine_filler_charged(d);
         uint64_t others = used > mine ? used - mine : 0;
         if (2 * d->copied_recent > d->evicted_recent)
             d->departure_slot = true;
@@ -171,6 +170,13 @@ void vs_prefetch_budget_update(vs_engine_device_t *d, int device)
         bool offer = d->second != 0 && d->largest < VS_SMALL_STREAM_BYTES;
         vs_policy_set_largest_offer(d->policy, offer ? VS_PREFETCH_WINDOW * (d->largest - d->second) : 0);
     }
+    /* Fillers in the plan built last: the memory of the one that leaves is
+     * held for the next (`vs_engine_filler_hold`); none, or of another size,
+     * and what is held goes. */
+    if (ps.planned_filler_bytes != d->filler_bytes) {
+        vs_engine_filler_release(d);
+        d->filler_bytes = ps.planned_filler_bytes;
+    }
     /* Partial residency: `auto` keeps a head where the largest allocation
      * is large and evictions are clean. There the budget whole allocations
      * leave unused is up to a whole layer that streams every pass (the
@@ -182,13 +188,6 @@ void vs_prefetch_budget_update(vs_engine_device_t *d, int device)
      * the allocation used before the tail, whose departure (a copy out)
      * outlasts the tail's copy (offload_throughput, 64 MiB written buffers:
      * 95.2 to 93.4% of the link with heads). */
-    /* Fillers in the plan built last: the memory of the one that leaves is
-     * held for the next (`vs_engine_filler_hold`); none, or of another size,
-     * and what is held goes. */
-    if (ps.planned_filler_bytes != d->filler_bytes) {
-        vs_engine_filler_release(d);
-        d->filler_bytes = ps.planned_filler_bytes;
-    }
     bool heads = vs_prefetch_heads_wanted(d) || ps.planned_piece_bytes != 0;
     if (heads || d->keep_id != 0 || d->piece_keeps)
         vs_engine_keep_update(d, heads);
