@@ -343,8 +343,15 @@ def test_stale_snapshot_removed_by_ps():
     fx.cmd("add 1 4096")
     fx.proc.stdin.write("crash\n")
     fx.proc.stdin.flush()
-    fx.proc.wait(timeout=10)
+    # Waited for but not reaped: while the fixture is a zombie its /proc
+    # entry stays, so no reader beside this test (the suites run in
+    # parallel) may take its snapshot for stale yet.
+    deadline = time.time() + 10
+    while os.waitid(os.P_PID, fx.pid, os.WEXITED | os.WNOWAIT | os.WNOHANG) is None:
+        check(time.time() < deadline, "the fixture did not crash")
+        time.sleep(0.01)
     check(os.path.exists(shm_path(fx.pid)), "the crashed fixture left its snapshot")
+    fx.proc.wait(timeout=10)
     r = vramshim("ps")
     check(r.returncode == 0, r.stderr)
     # Any reader of this user removes a stale snapshot it finds: another
