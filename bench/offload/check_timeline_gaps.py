@@ -1,6 +1,7 @@
 #!/usr/bin/env python3
 """check_timeline_gaps.py: timeline_gaps.py on a timeline written by hand,
-whose gaps and causes are known: a kernel submitted late behind the host's
+whose gaps and causes are known (and the compute engine's busy time by
+kernel): a kernel submitted late behind the host's
 map and grant (host-late, attributed to those calls), one submitted in time
 that waits for its copy (waits), and the host-to-device engine idle
 between copies: once waiting for its room (the copy was submitted before),
@@ -52,6 +53,7 @@ def main():
             expect('second gap', (gaps[1]['gap'], gaps[1]['host_late'], gaps[1]['host']), (140000, False, []))
         expect('totals', (totals['gap'], totals['host_late'], totals['waits']), (190000, 50000, 140000))
         expect('copy engine idle', totals['h2d_idle'], 88000)
+        expect('compute engine busy', totals['busy'].most_common(), [('layer', 300000), ('hash', 10000)])
         expect('copy engine idle stretches', [(g['at'], g['gap'], g['host_late'], g['host']) for g in link_gaps],
                [(245000, 55000, False, []),
                 (400000, 33000, True, [('cuMemUnmap', 30000), ('cuMemcpyHtoDAsync_v2', 3000)])])
@@ -60,6 +62,8 @@ def main():
         gaps, totals, link_gaps = timeline_gaps.analyse(device, host, 'layer', 300.0)
         expect('gaps in the window', [(g['gap'], g['host_late']) for g in gaps], [(140000, False)])
         expect('window', totals['window'], (200000, 500000))
+        expect('compute engine busy in the window', totals['busy'].most_common(), [('layer', 100000),
+                                                                                   ('hash', 10000)])
         expect('copy engine idle in the window', (totals['h2d_idle'], [(g['at'], g['host_late']) for g in link_gaps]),
                (33000, [(400000, True)]))
     finally:

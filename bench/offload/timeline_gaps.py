@@ -24,8 +24,12 @@ after it was submitted once the engine was idle (the host's calls and waits
 meanwhile follow), waits when it was submitted before and waited for
 something else (room, an event).
 
-A summary follows: the gaps' total of each kind, and the time the
-host-to-device engine was idle in the window.
+A summary follows: the gaps' total of each kind, the time the
+host-to-device engine was idle in the window, and the compute engine's
+busy time by kernel, largest first. The shim's own kernels (its content
+hash, `vramshim_content_hash`, behind each departure that may have been
+written) take compute time no bound counts: a floor under the pass before
+any wait.
 """
 import argparse
 import collections
@@ -69,12 +73,16 @@ def analyse(device, host, kernel=None, last_us=None, min_us=1.0):
     kernels = [d for d in device if d[0] == 'compute']
     named = [d for d in kernels if kernel is None or d[4] == kernel]
     if not named:
-        return [], {'gap': 0, 'host_late': 0, 'waits': 0, 'h2d_idle': 0, 'window': (0, 0)}, []
+        return [], {'gap': 0, 'host_late': 0, 'waits': 0, 'h2d_idle': 0, 'window': (0, 0),
+                    'busy': collections.Counter()}, []
     end = max(d[2] for d in named)
     start = end - last_us * 1000 if last_us is not None else min(d[1] for d in kernels)
     window = sorted((d for d in kernels if start <= d[1] and d[2] <= end), key=lambda d: d[1])
     gaps = []
-    totals = {'gap': 0, 'host_late': 0, 'waits': 0, 'h2d_idle': 0, 'window': (start, end)}
+    totals = {'gap': 0, 'host_late': 0, 'waits': 0, 'h2d_idle': 0, 'window': (start, end),
+              'busy': collections.Counter()}
+    for d in window:
+        totals['busy'][d[4]] += d[2] - d[1]
     for before, after in zip(window, window[1:]):
         gap = after[1] - before[2]
         if gap < min_us * 1000:
@@ -118,6 +126,8 @@ def main(argv):
     print('window %.1f-%.1f us: GPU gaps %.1f us (host-late %.1f, waits %.1f), host-to-device engine idle %.1f us'
           % (start / 1000, end / 1000, totals['gap'] / 1000, totals['host_late'] / 1000, totals['waits'] / 1000,
              totals['h2d_idle'] / 1000))
+    print('compute engine busy: ' + ', '.join('%s %.1f us' % (name, ns / 1000)
+                                              for name, ns in totals['busy'].most_common()))
     return 0
 
 
