@@ -128,7 +128,7 @@ struct vs_policy_s {
     uint64_t floor_asked, floor, coarser_floor;
     /* `vs_policy_set_piece`, whether the plan is in pieces, and the size
      * of the members filling it whole (0: none). */
-    uint64_t piece, piece_extra, filler;
+    uint64_t piece, piece_extra, filler_slack, filler;
     bool in_pieces, pieces_refused;
     uint64_t plan_builds;
     uint64_t plan_builds_for[VS_POLICY_STALE_CAUSES];
@@ -888,23 +888,16 @@ static uint64_t plan_spread_class(vs_policy_t *policy, size_t n, uint64_t lo, ui
     return streamed;
 }
 
-/* The fillers a plan in pieces streams past what the stream needs: one
- * whose memory the caller holds between the fillers' uses, and one whose
- * room the pieces' swaps run on near the balance point (the sweep's DiT at
- * 25%, ratio 1: 1.063 x the bound with one, 1.037 with two, bringing in
- * 1.013 and 1.020 x F). */
-#define VS_PLAN_FILLER_ROOM 2
-
 /* `vs_policy_set_piece`: with the members in `policy->members[0, n)` and
  * `stream` bytes to stream, streams the last piece of as many members as
  * make it up, spread evenly over the cycle (`plan_spread_class`). Where too
  * few members are as large as a piece, the members of the next size below
  * a piece fill the rest, streamed whole beside the pieces (`filler`): with
  * the room of the whole plan's window (the pieces' `piece_extra` given
- * back, where the pieces' swaps at the balance point run) and
- * VS_PLAN_FILLER_ROOM fillers more, among them the memory the caller holds
- * between the fillers' uses so that their swaps are of their own size too
- * (vs_policy_stats_t.planned_filler_bytes).
+ * back, where the pieces' swaps at the balance point run), one filler more
+ * whose memory the caller holds between the fillers' uses so that their
+ * swaps are of their own size too (vs_policy_stats_t.planned_filler_bytes),
+ * and `filler_slack` more as slack for the pieces' swaps.
  * False, with nothing set, when even they fall short. */
 static bool plan_pieces(vs_policy_t *policy, size_t n, uint64_t stream, uint64_t room)
 {
@@ -920,7 +913,7 @@ static bool plan_pieces(vs_policy_t *policy, size_t n, uint64_t stream, uint64_t
     if (want > able) {
         for (size_t i = 0; i < n; i++)
             fillers_able += policy->members[i]->size == filler;
-        fill = stream + policy->piece_extra + VS_PLAN_FILLER_ROOM * filler - able * piece;
+        fill = stream + policy->piece_extra + (1 + policy->filler_slack) * filler - able * piece;
         want = able;
         if (filler == 0 || fill > fillers_able * filler)
             return false;
@@ -1158,12 +1151,13 @@ void vs_policy_set_floor(vs_policy_t *policy, uint64_t bytes)
     plan_make_stale(policy, VS_POLICY_STALE_SETTINGS);
 }
 
-void vs_policy_set_piece(vs_policy_t *policy, uint64_t bytes, uint64_t extra)
+void vs_policy_set_piece(vs_policy_t *policy, uint64_t bytes, uint64_t extra, uint64_t filler_slack)
 {
-    if (bytes == policy->piece && extra == policy->piece_extra)
+    if (bytes == policy->piece && extra == policy->piece_extra && filler_slack == policy->filler_slack)
         return;
     policy->piece = bytes;
     policy->piece_extra = bytes != 0 ? extra : 0;
+    policy->filler_slack = bytes != 0 ? filler_slack : 0;
     plan_make_stale(policy, VS_POLICY_STALE_SETTINGS);
 }
 

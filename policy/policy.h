@@ -81,9 +81,9 @@ typedef struct vs_policy_stats_s {
     uint64_t planned_piece_bytes;
     /* Where the pieces alone cannot carry the stream, the members of this
      * size, the next below a piece, fill it, streamed whole beside them;
-     * the budget holds two more of them: one for the caller to keep the
+     * the budget holds more of them: one for the caller to keep the
      * memory of between their uses (their swaps are then of their own size
-     * too), and one as slack. 0: none. */
+     * too), and the slack `vs_policy_set_piece` asks for. 0: none. */
     uint64_t planned_filler_bytes;
     /* Pieces were asked for and the last plan could not be made in them. */
     bool planned_pieces_refused;
@@ -175,11 +175,12 @@ void vs_policy_set_largest_offer(vs_policy_t *policy, uint64_t bytes);
  * more than one of whole allocations (the caller's streaming room is
  * smaller). Where fewer members than the stream needs are as large as a
  * piece, the members of the next size below one fill the rest, streamed
- * whole (`planned_filler_bytes`), in the budget alone and two of them
- * more; where even they fall short, the plan is of whole allocations
- * (`planned_piece_bytes` 0, `planned_pieces_refused`), in the budget
- * alone. */
-void vs_policy_set_piece(vs_policy_t *policy, uint64_t bytes, uint64_t extra);
+ * whole (`planned_filler_bytes`), in the budget alone, one of them more
+ * (the memory the caller holds between their uses) and `filler_slack` more
+ * (room the pieces' swaps run on); where even they fall short, the plan is
+ * of whole allocations (`planned_piece_bytes` 0, `planned_pieces_refused`),
+ * in the budget alone. */
+void vs_policy_set_piece(vs_policy_t *policy, uint64_t bytes, uint64_t extra, uint64_t filler_slack);
 /* Members smaller than `bytes` stay resident wherever the larger ones hold
  * all the plan streams (0, the default: the plan's own floor, the largest
  * size whose members hold what it streams and an eighth more, as room for

@@ -787,6 +787,7 @@ void vs_offload_shutdown(void)
         bool planned = d->ready && d->policy != NULL;
         if (planned)
             vs_policy_stats(d->policy, &ps);
+        uint64_t pieces = d->pieces_seen, fillers = d->fillers_seen;
         vs_mutex_unlock(&vs_engine.lock);
         if (!planned)
             continue;
@@ -802,10 +803,18 @@ void vs_offload_shutdown(void)
                              cause_names[cause], ps.plan_builds_for[cause]);
             used += n > 0 ? (size_t)n : 0;
         }
+        /* Which pieces the plans in pieces streamed, when any did
+         * (`vs_prefetch_piece`), with which fillers: the plan at exit is
+         * often another. */
+        char in_pieces[96] = "";
+        if (pieces != 0)
+            snprintf(in_pieces, sizeof in_pieces,
+                     "; the last plan in pieces: pieces of %" PRIu64 " bytes, fillers of %" PRIu64 " bytes", pieces,
+                     fillers);
         vs_log(VS_LOG_INFO,
                "offload: device %d: plans built %" PRIu64 ", learned cycle %" PRIu64
-               " operations, the plan streams %" PRIu64 " bytes a cycle; built for %s",
-               device, ps.plan_builds, ps.period, ps.planned_streamed_bytes, causes);
+               " operations, the plan streams %" PRIu64 " bytes a cycle; built for %s%s",
+               device, ps.plan_builds, ps.period, ps.planned_streamed_bytes, causes, in_pieces);
     }
     if (vs_spill_enabled()) {
         vs_spill_stats_t disk;

@@ -338,6 +338,16 @@ typedef struct vs_engine_device_s {
      * `vs_engine_keep_update`): each streamed one keeps all but its last
      * piece. */
     bool piece_keeps;
+    /* The piece the policy was asked for last (`vs_prefetch_piece`) and
+     * its plan builds then: a plan built after that was built in it. A fine
+     * piece (`vs_prefetch_fine_piece`) whose plan was refused, because its
+     * pieces could not carry the stream, is not asked for again while the
+     * largest allocation's size stays (`fine_piece_refused`, that piece). */
+    uint64_t piece_asked, piece_asked_builds, fine_piece_refused;
+    /* The pieces of the last plan in pieces seen and the fillers of the
+     * last one of them with fillers (the plans of a program's last passes
+     * stream less, and often need none), for the exit summary (0: none). */
+    uint64_t pieces_seen, fillers_seen;
     /* The plan's fillers (vs_policy_stats_t.planned_filler_bytes: the
      * allocations of that size it streams whole beside its pieces where
      * the pieces alone cannot carry the stream); 0: none. `filler_phys` is

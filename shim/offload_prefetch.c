@@ -57,6 +57,37 @@ static bool vs_prefetch_heads_wanted(const vs_engine_device_t *d)
                && !d->departure_slot);
 }
 
+/* Near the balance point (the lean plan on trial there), pieces of half the
+ * largest size, in whole granules, where that is finer than the second
+ * largest and at least two granules. There every copy's time counts and
+ * the plan's room sets how far the link may run ahead of the kernels; a
+ * plan in pieces makes that room in pieces. In the sweep's DiT at 50%,
+ * ratio 1, 6 MiB pieces make it in 6 MiB steps: 35 pieces with two of them
+ * in the room took 1.082 x the bound (the link idle 345 us a pass, waiting
+ * for the kernels whose pieces' memory the next restores map), and the
+ * next step, 36, brings in 1.029 x F, over the goal. In 4 MiB pieces with
+ * 2 MiB fillers, 212 to 214 MiB (1.010-1.019 x F) take 1.025 x, the floor
+ * stop 49's model gives them (bench/offload/pipeline_floor.py --workload
+ * dit --pieces 4). Where the fine pieces cannot carry the stream (the DiT
+ * at 25%: 48 of 4 MiB and sixteen 2 MiB tensors hold 224 MiB of the 312
+ * it streams) the policy refuses them and the second largest is asked
+ * for. Their restores map ahead onto the departure under way
+ * (`vs_prefetch_lend_single`): without that each 4 MiB restore mapped and
+ * granted its memory after the wait, 42 us of the default table's host
+ * costs against its 84 us copy, on the link's critical path (1.250 x).
+ * Far from the balance point the second largest stays: 4 MiB pieces took
+ * the DiT at 50%, ratios 0.5 and 0.75 from 1.000 to 1.135 x (link-bound:
+ * each swap's unmap, release and grant between copies), and 6 MiB pieces
+ * mapped ahead there took the DiT at 25%, ratio 1 from 1.037 to 1.053. 0:
+ * none. */
+static uint64_t vs_prefetch_fine_piece(const vs_engine_device_t *d)
+{
+    if (d->regime != VS_REGIME_NEAR_LEAN || d->granularity == 0)
+        return 0;
+    uint64_t half = d->largest / 2 / d->granularity * d->granularity;
+    return half >= 2 * d->granularity && half < d->second ? half : 0;
+}
+
 /* Pieces of one size (partial residency, VRAMSHIM_PARTIAL auto or on): in
  * a lean plan among small allocations of mixed sizes whose evictions are
  * clean, the plan may stream pieces of the second largest size, the last of each
@@ -76,7 +107,8 @@ static uint64_t vs_prefetch_piece(const vs_engine_device_t *d)
     if (vs_config_get()->partial_residency == VS_PARTIAL_OFF || d->second == 0 || d->granularity == 0
         || d->second % d->granularity != 0)
         return 0;
-    return d->second;
+    uint64_t fine = vs_prefetch_fine_piece(d);
+    return fine != 0 && fine != d->fine_piece_refused ? fine : d->second;
 }
 
 bool vs_prefetch_lean_differs(const vs_engine_device_t *d)
@@ -158,9 +190,27 @@ void vs_prefetch_budget_update(vs_engine_device_t *d, int device)
          * than the copies they save time (h200-busy.txt: the sweep's DiT at
          * 75%, ratio 1, 1.48 x the bound in pieces), the cycle goes back to
          * whole allocations for good (offload_meter.c). */
+        if (ps.planned_piece_bytes != 0 && (ps.planned_piece_bytes != d->pieces_seen || ps.planned_filler_bytes != 0)) {
+            d->pieces_seen = ps.planned_piece_bytes;
+            d->fillers_seen = ps.planned_filler_bytes;
+        }
+        if (ps.planned_pieces_refused && d->piece_asked != 0 && d->piece_asked < d->second
+            && ps.plan_builds > d->piece_asked_builds)
+            d->fine_piece_refused = d->piece_asked;
         uint64_t piece = lean ? vs_prefetch_piece(d) : 0;
+        if (piece != d->piece_asked) {
+            d->piece_asked = piece;
+            d->piece_asked_builds = ps.plan_builds;
+        }
+        /* Fillers beside the pieces: the held one, and one of slack where
+         * the pieces are of the second largest size (the sweep's DiT at
+         * 25%, ratio 1: 1.063 x the bound without it, 1.037 with it,
+         * bringing in 1.013 and 1.020 x F). Fine pieces, whose restores map
+         * ahead, need none (the DiT at 50%, ratio 1: 1.025 x either way,
+         * 1.019 x F with none, 1.029 with one). */
+        uint64_t slack = piece != 0 && piece >= d->second ? 1 : 0;
         vs_policy_set_piece(d->policy, piece,
-                            piece != 0 ? VS_PREFETCH_WINDOW * (d->largest - piece) + departure_room : 0);
+                            piece != 0 ? VS_PREFETCH_WINDOW * (d->largest - piece) + departure_room : 0, slack);
         /* Were the largest allocations kept, the window would hold two of
          * the next size (`vs_prefetch_window_unit`). Offered among small
          * allocations only: where the largest is large, a kept head uses
@@ -308,14 +358,19 @@ static bool vs_prefetch_head(vs_engine_device_t *d, int device, vs_region_t *r)
  * launch the GPU needs: near the balance point and compute-bound, with the
  * default host costs, the DiT's cells at 75% took 1.025 -> 1.038 (ratio 1),
  * 1.019 -> 1.029 (1.33) and 1.013 -> 1.019 (2), and at 50%, ratio 1.33
- * the meter gave the pieces up (1.067 x F in). */
+ * the meter gave the pieces up (1.067 x F in), all in 6 MiB pieces. Near
+ * the balance point in fine pieces (`vs_prefetch_fine_piece`) it maps
+ * ahead too: there a piece's map and grant cost half its copy, and made
+ * after the wait they idled the link (the DiT at 50%, ratio 1: 1.250 ->
+ * 1.025 x). */
 static bool vs_prefetch_lend_single(const vs_engine_device_t *d)
 {
-    if (d->regime != VS_REGIME_LINK_BOUND)
+    if (d->regime != VS_REGIME_LINK_BOUND && d->regime != VS_REGIME_NEAR_LEAN)
         return false;
     vs_policy_stats_t ps;
     vs_policy_stats(d->policy, &ps);
-    return ps.planned_piece_bytes != 0;
+    /* Near the balance point, fine pieces only (`vs_prefetch_fine_piece`). */
+    return ps.planned_piece_bytes != 0 && (d->regime == VS_REGIME_LINK_BOUND || ps.planned_piece_bytes < d->second);
 }
 
 /* Room for `need` bytes on `device` for a prefetch of `r`, whose use is

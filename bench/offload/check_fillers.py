@@ -15,7 +15,10 @@ with an engine that swapped them with the pieces' memory, each block's 2 MiB
 restore took its room from a 6 MiB departure and the next 6 MiB tail
 created its memory: 1.24 x the bound. With the fillers' memory held
 between their uses (shim/offload_device.c, `vs_engine_filler_hold`) every
-swap is of one size: 1.037 x, in 1.020 x F.
+swap is of one size: 1.037 x, in 1.020 x F. Near the balance point the
+engine asks first for pieces of half the largest (4 MiB,
+`vs_prefetch_fine_piece`), which carry only 224 MiB here: the policy
+refuses them and the 6 MiB pieces follow, so the cell checks that too.
 
 Checks: the child exits 0 with every word read back as loaded; the shim's
 exit summary counts restores onto held filler memory; the sweep's verdict

@@ -79,7 +79,10 @@ stop 55). The shim meets the three at 25% since stop 55 (fillers, their
 memory held between their uses: 1.020 / 1.037 / 1.019 x, in 1.020 x F,
 with a filler's room of slack the model does not need). The model's plan
 at 50% (30 pieces, 14 fillers, no slack) took the shim 1.541 x, and 1.066
-with 4 MiB of slack (docs/benchmarks.md, stop 55).
+with 4 MiB of slack (docs/benchmarks.md, stop 55). Since stop 56 the shim
+streams the DiT near the balance point in `--pieces 4` (4 MiB pieces, one
+per tensor of 6 or 8 MiB, with 2 MiB fillers) where they carry the stream:
+at 50%, ratio 1, 1.025 x in 1.019 x F, the floor this model gives them.
 """
 import argparse
 import itertools

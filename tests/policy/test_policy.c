@@ -511,8 +511,9 @@ static void test_policy_plan_keeps_the_largest_for_a_smaller_window(void **state
  * them a 2, spread over at least six of the eight blocks. With a budget of
  * 40 and 4 more, 148 would: more than the 24 members of 6 or more carry in
  * pieces (144), so the 2-unit members fill the rest whole, with the 4 given
- * back and two of them more (148 + 4 + 2 x 2 - 144 = 12: six of the eight),
- * no two blocks apart. With a budget of 20, 162 would: more than the pieces
+ * back, one of them more (the held one) and the slack asked for: one more
+ * (148 + 4 + 2 x 2 - 144 = 12: six of the eight), or none (10: five), no
+ * two blocks apart. With a budget of 20, 162 would: more than the pieces
  * and the eight 2s can carry, so the plan is of whole allocations in the
  * budget alone (172 or more stream), and says that pieces were refused. */
 static void test_policy_plan_in_pieces_of_one_size(void **state)
@@ -522,18 +523,19 @@ static void test_policy_plan_in_pieces_of_one_size(void **state)
     for (size_t i = 0; i < 32; i++)
         sizes[i] = (const uint64_t[]){6, 2, 8, 8}[i % 4];
     static const struct {
-        uint64_t budget, extra, piece_bytes, filler_bytes, streamed_least, members;
+        uint64_t budget, extra, slack, piece_bytes, filler_bytes, streamed_least, members;
         bool refused;
     } cases[] = {
-        {130, 10, 6, 0, 54, 9, false},
-        {40, 4, 6, 2, 156, 30, false},
-        {20, 10, 0, 0, 172, 0, true},
+        {130, 10, 1, 6, 0, 54, 9, false},
+        {40, 4, 1, 6, 2, 156, 30, false},
+        {40, 4, 0, 6, 2, 154, 29, false},
+        {20, 10, 1, 0, 0, 172, 0, true},
     };
     for (size_t c = 0; c < sizeof cases / sizeof cases[0]; c++) {
         sim_t s;
         sim_init(&s, VS_POLICY_CYCLIC, 32, sizes, cases[c].budget + 26);
         vs_policy_set_budget(s.policy, cases[c].budget);
-        vs_policy_set_piece(s.policy, 6, cases[c].extra);
+        vs_policy_set_piece(s.policy, 6, cases[c].extra, cases[c].slack);
         for (int pass = 0; pass < 8; pass++)
             sim_pass(&s, 0, 32);
         vs_policy_stats_t st;

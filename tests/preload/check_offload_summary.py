@@ -39,7 +39,8 @@ PLANS = re.compile(r"^vramshim\[\d+\] info: offload: device 0: plans built (?P<b
                    r"learned cycle (?P<cycle>\d+) operations, the plan streams (?P<streams>\d+) bytes a cycle; "
                    r"built for the cycle (?P<cycle_builds>\d+), members (?P<member_builds>\d+), "
                    r"a rhythm (?P<rhythm_builds>\d+), the budget (?P<budget_builds>\d+), "
-                   r"the settings (?P<settings_builds>\d+)$")
+                   r"the settings (?P<settings_builds>\d+)"
+                   r"(; the last plan in pieces: pieces of (?P<pieces>\d+) bytes, fillers of (?P<fillers>\d+) bytes)?$")
 CAUSES = ("cycle_builds", "member_builds", "rhythm_builds", "budget_builds", "settings_builds")
 
 
