@@ -660,6 +660,69 @@ static void test_offload_engine_pieces_lend_across_sizes(void **state)
     free_regions((const CUdeviceptr[]){big_ptr, small_ptr}, 2);
 }
 
+/* Fine pieces (`vs_prefetch_fine_piece`): 4 MiB pieces of a 6 MiB region
+ * that keeps a 2 MiB head and of an 8 MiB one that keeps 4 MiB. Each one's
+ * tail maps ahead onto the other's departing tail, heads of unlike sizes
+ * staying where they are (`vs_engine_premap_tail`): one map and one grant
+ * each, and every byte of both comes back each time. */
+static void test_offload_engine_fine_pieces_swap_tails_under_unlike_heads(void **state)
+{
+    (void)state;
+    const uint64_t piece = 4ull << 20, six = 6ull << 20, eight = 8ull << 20;
+    CUstreamCaptureMode mode;
+    bool host_full = false;
+    CUdeviceptr six_ptr = alloc_sized(six, 850), eight_ptr = alloc_sized(eight, 851);
+    vs_engine_lock(&mode);
+    vs_engine_device_t *d = vs_engine_device(0);
+    assert_non_null(d);
+    vs_region_t *r6 = vs_engine_region_at((uintptr_t)six_ptr), *r8 = vs_engine_region_at((uintptr_t)eight_ptr);
+    r6->keep = six - piece;
+    r8->keep = eight - piece;
+    vs_region_t *both[] = {r6, r8};
+    assert_int_equal(vs_engine_evict(both, 2, &host_full), six + eight);
+    vs_engine_unlock(mode);
+    expect_sized(six_ptr, six, 850); /* restored as a head and a tail */
+    expect_sized(eight_ptr, eight, 851);
+
+    vs_region_t *pairs[2][2] = {{r6, r8}, {r8, r6}}; /* borrower, lender */
+    for (int round = 0; round < 4; round++) {
+        vs_region_t *borrower = pairs[round % 2][0], *lender = pairs[round % 2][1];
+        vs_engine_lock(&mode);
+        assert_int_equal(borrower->where, VS_RESIDENT);
+        assert_int_equal(lender->where, VS_RESIDENT);
+        uint64_t head = borrower->reserved - piece, lender_head = lender->reserved - piece;
+        assert_int_equal(borrower->split, head);
+        assert_int_equal(lender->split, lender_head);
+        CUmemGenericAllocationHandle own_head = borrower->head_phys, lenders_head = lender->head_phys;
+        assert_int_equal(vs_engine_evict(&borrower, 1, &host_full), piece); /* its tail alone */
+        assert_true(vs_engine_depart(d, 0, &lender, 1));
+        assert_ptr_equal(vs_engine_departure_lender(d, borrower), lender);
+        uint64_t maps = driver_calls("cuMemMap"), grants = driver_calls("cuMemSetAccess");
+        bool premapped = vs_engine_premap(borrower, lender);
+        vs_arrive_join_all(); /* its grant, made on the arrival thread */
+        maps = driver_calls("cuMemMap") - maps;
+        grants = driver_calls("cuMemSetAccess") - grants;
+        assert_true(premapped);
+        assert_true(vs_engine_departures_advance(d, true, true) > 0);
+        assert_int_equal(lender->where, VS_ON_HOST);
+        assert_false(lender->phys_lent);
+        assert_int_equal(lender->split, lender_head); /* its head stays */
+        assert_int_equal(lender->head_phys, lenders_head);
+        assert_int_equal(vs_cap_reserve(0, piece), 0);
+        uint64_t mapped_ahead = vs_engine.stats.mapped_ahead;
+        assert_int_equal(vs_engine_restore_mapped(borrower, d, NULL, false, true), CUDA_SUCCESS);
+        assert_int_equal(vs_engine.stats.mapped_ahead, mapped_ahead + 1);
+        assert_int_equal(borrower->split, head);
+        assert_int_equal(borrower->head_phys, own_head);
+        vs_engine_unlock(mode);
+        assert_int_equal(maps, 1);
+        assert_int_equal(grants, 1);
+        expect_sized(six_ptr, six, 850);
+        expect_sized(eight_ptr, eight, 851); /* the lender's tail comes back for the read */
+    }
+    free_regions((const CUdeviceptr[]){six_ptr, eight_ptr}, 2);
+}
+
 /* The plan's fillers (vs_policy_stats_t.planned_filler_bytes, set here as
  * the prefetcher sets it): the memory of the filler that leaves first is
  * held, still charged, past the engine lock's holds; the second leaves as
@@ -1103,6 +1166,7 @@ int main(void)
         cmocka_unit_test(test_offload_engine_mapping_ahead_onto_head_and_tail),
         cmocka_unit_test(test_offload_engine_tail_mapped_ahead_onto_a_departing_tail),
         cmocka_unit_test(test_offload_engine_pieces_lend_across_sizes),
+        cmocka_unit_test(test_offload_engine_fine_pieces_swap_tails_under_unlike_heads),
         cmocka_unit_test(test_offload_engine_filler_memory_is_held_for_the_next_filler),
         cmocka_unit_test(test_offload_engine_lender_leaves_before_the_rest_of_its_departure),
         cmocka_unit_test(test_offload_engine_restore_on_demand_maps_ahead),
