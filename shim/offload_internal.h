@@ -908,6 +908,12 @@ void vs_prefetch_budget_update(vs_engine_device_t *d, int device);
  * and its evictions clean. */
 bool vs_prefetch_lean_differs(const vs_engine_device_t *d);
 
+/* The lean plan near the balance point was timed slower than the balanced
+ * one: when it was in fine pieces (`vs_prefetch_fine_piece`), they are not
+ * asked for again, and true (the pieces of the second largest are tried
+ * in their place); false otherwise. Engine lock held. */
+bool vs_prefetch_fine_piece_slower(vs_engine_device_t *d);
+
 /* Prefetches on every device. */
 void vs_prefetch_all(void);
 

@@ -295,6 +295,19 @@ static void vs_meter_judge(vs_engine_device_t *d, int device, double ns_per_op)
     if (d->regime == VS_REGIME_BALANCED || (m->cycles_timed[d->regime] < 2 && !far_slower) || balanced == 0
         || lean <= balanced * (1.0 + tolerance))
         return;
+    /* Fine pieces first: the pieces of the second largest are timed in
+     * their place, afresh, before the cycle goes back. */
+    if (vs_prefetch_fine_piece_slower(d)) {
+        vs_log(VS_LOG_INFO,
+               "device %d: planned %s in fine pieces, the cycle takes %.0f ns an operation, %.0f near the balance "
+               "point: pieces of the second largest size instead",
+               device, vs_regime_short_names[d->regime], lean, balanced);
+        m->settled_at = 0;
+        m->plan++;
+        m->cycle_ns_per_op[d->regime] = 0;
+        m->cycles_timed[d->regime] = 0;
+        return;
+    }
     vs_log(VS_LOG_INFO,
            "device %d: planned %s, the cycle takes %.0f ns an operation, %.0f near the balance point: back to %s",
            device, vs_regime_short_names[d->regime], lean, balanced, vs_regime_names[VS_REGIME_BALANCED]);

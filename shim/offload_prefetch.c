@@ -75,7 +75,12 @@ static bool vs_prefetch_heads_wanted(const vs_engine_device_t *d)
  * (`vs_prefetch_lend_single`): without that each 4 MiB restore mapped and
  * granted its memory after the wait, 42 us of the default table's host
  * costs against its 84 us copy, on the link's critical path (1.250 x).
- * Far from the balance point the second largest stays: 4 MiB pieces took
+ * Where the regime meter times them slower than the balanced plan, the
+ * second largest's are tried in their place before the cycle goes back for
+ * good (`vs_prefetch_fine_piece_slower`): with a busy GPU's host costs
+ * (h200-busy.txt, a grant 110 us against a 4 MiB copy's 84) the DiT at 75%,
+ * ratio 1.33 went back to whole allocations, 1.123 x F in, where 6 MiB
+ * pieces bring in F. Far from the balance point the second largest stays: 4 MiB pieces took
  * the DiT at 50%, ratios 0.5 and 0.75 from 1.000 to 1.135 x (link-bound:
  * each swap's unmap, release and grant between copies), and 6 MiB pieces
  * mapped ahead there took the DiT at 25%, ratio 1 from 1.037 to 1.053. 0:
@@ -109,6 +114,16 @@ static uint64_t vs_prefetch_piece(const vs_engine_device_t *d)
         return 0;
     uint64_t fine = vs_prefetch_fine_piece(d);
     return fine != 0 && fine != d->fine_piece_refused ? fine : d->second;
+}
+
+bool vs_prefetch_fine_piece_slower(vs_engine_device_t *d)
+{
+    VS_ASSERT_HELD(&vs_engine.lock);
+    if (d->regime != VS_REGIME_NEAR_LEAN || d->piece_asked == 0 || d->piece_asked >= d->second
+        || d->piece_asked == d->fine_piece_refused)
+        return false;
+    d->fine_piece_refused = d->piece_asked;
+    return true;
 }
 
 bool vs_prefetch_lean_differs(const vs_engine_device_t *d)
