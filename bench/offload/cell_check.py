@@ -26,6 +26,17 @@ def cell_log(work, workload, percent, ratio):
     return os.path.join(work, f"{workload}_{percent}_{ratio}.log")
 
 
+def read_cell_log(name, work, workload, percent, ratio):
+    """The shim's log of the cell `run_cell` ran; None, the failure printed,
+    when it cannot be read."""
+    try:
+        with open(cell_log(work, workload, percent, ratio), encoding="utf-8") as f:
+            return f.read()
+    except OSError as e:
+        print(f"{name}: FAILED: no shim log: {e}")
+        return None
+
+
 def run_cell(name, program, shim, work, workload, percent, ratio, warmup):
     os.makedirs(work, exist_ok=True)
     log = cell_log(work, workload, percent, ratio)

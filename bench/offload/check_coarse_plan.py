@@ -30,7 +30,7 @@ a third longer (as check_regime_meter.py says of the DiT at 50%, ratio
 """
 import sys
 
-from cell_check import ceiling_judge, cell_log, check_main
+from cell_check import ceiling_judge, check_main, read_cell_log
 
 NAME = "check_coarse_plan"
 COARSE = "the cycle is near the balance point, fewer and larger allocations streamed"
@@ -44,12 +44,8 @@ def judge(row):
         print(f"{NAME}: FAILED: {row['out_mib']} MiB copied back a pass: the measured passes did not run the "
               f"coarse plan ({KV_CACHES_OUT_MIB})")
         failures = 1
-    log_path = cell_log(sys.argv[3], WORKLOAD, PERCENT, RATIO)
-    try:
-        with open(log_path, encoding="utf-8") as f:
-            log = f.read()
-    except OSError as e:
-        print(f"{NAME}: FAILED: no shim log: {e}")
+    log = read_cell_log(NAME, sys.argv[3], WORKLOAD, PERCENT, RATIO)
+    if log is None:
         return 1
     if COARSE not in log:
         print(f"{NAME}: FAILED: the shim's log does not name the coarse plan ({COARSE!r})")

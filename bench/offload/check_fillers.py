@@ -29,7 +29,7 @@ it holds, 1 otherwise.
 import re
 import sys
 
-from cell_check import cell_log, check_main, goals_judge
+from cell_check import check_main, goals_judge, read_cell_log
 
 NAME = "check_fillers"
 WORKLOAD, PERCENT, RATIO = "dit", 25, 1.0
@@ -38,13 +38,10 @@ FILLER_MAPS = re.compile(r", restores onto held filler memory (?P<n>\d+)")
 
 def judge(row):
     failures = goals_judge(NAME)(row)
-    log_path = cell_log(sys.argv[3], WORKLOAD, PERCENT, RATIO)
-    try:
-        with open(log_path, encoding="utf-8") as f:
-            found = FILLER_MAPS.search(f.read())
-    except OSError as e:
-        print(f"{NAME}: FAILED: no shim log: {e}")
+    log = read_cell_log(NAME, sys.argv[3], WORKLOAD, PERCENT, RATIO)
+    if log is None:
         return 1
+    found = FILLER_MAPS.search(log)
     maps = int(found.group("n")) if found else 0
     print(f"{NAME}: restores onto held filler memory: {maps}")
     if maps == 0:

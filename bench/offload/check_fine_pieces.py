@@ -26,7 +26,7 @@ holds, 1 otherwise.
 import re
 import sys
 
-from cell_check import cell_log, check_main, goals_judge
+from cell_check import check_main, goals_judge, read_cell_log
 
 NAME = "check_fine_pieces"
 WORKLOAD, PERCENT, RATIO = "dit", 50, 1.0
@@ -37,12 +37,8 @@ MAPPED_AHEAD = re.compile(r", restores mapped ahead (?P<n>\d+)")
 
 def judge(row):
     failures = goals_judge(NAME)(row)
-    log_path = cell_log(sys.argv[3], WORKLOAD, PERCENT, RATIO)
-    try:
-        with open(log_path, encoding="utf-8") as f:
-            text = f.read()
-    except OSError as e:
-        print(f"{NAME}: FAILED: no shim log: {e}")
+    text = read_cell_log(NAME, sys.argv[3], WORKLOAD, PERCENT, RATIO)
+    if text is None:
         return 1
     pieces, ahead = PIECES.search(text), MAPPED_AHEAD.search(text)
     sizes = (int(pieces.group("pieces")), int(pieces.group("fillers"))) if pieces else None

@@ -23,7 +23,7 @@ it holds, 1 otherwise.
 import os
 import sys
 
-from cell_check import cell_log, check_main, goals_judge
+from cell_check import check_main, goals_judge, read_cell_log
 
 NAME = "check_fine_pieces_busy"
 WORKLOAD, PERCENT, RATIO = "dit", 75, 1.33
@@ -32,12 +32,10 @@ GAVE_WAY = "in fine pieces, the cycle takes"
 
 def judge(row):
     failures = goals_judge(NAME)(row)
-    try:
-        with open(cell_log(sys.argv[3], WORKLOAD, PERCENT, RATIO), encoding="utf-8") as f:
-            lines = [line for line in f if GAVE_WAY in line]
-    except OSError as e:
-        print(f"{NAME}: FAILED: no shim log: {e}")
+    log = read_cell_log(NAME, sys.argv[3], WORKLOAD, PERCENT, RATIO)
+    if log is None:
         return 1
+    lines = [line for line in log.splitlines() if GAVE_WAY in line]
     for line in lines:
         print(f"{NAME}: {line.strip()}")
     if not any("pieces of the second largest size instead" in line for line in lines):

@@ -580,6 +580,33 @@ static void test_offload_engine_tail_mapped_ahead_onto_a_departing_tail(void **s
     free_regions(regions, COUNT);
 }
 
+/* Evicts `borrower`'s `piece` bytes (its tail, or all of it), lets
+ * `lender` depart, maps the borrower ahead onto the departing lender's
+ * piece, ends the departure and restores the borrower onto that memory:
+ * one map and one grant, the lender gone to the host with its memory no
+ * longer lent, the restore counted as mapped ahead. Engine lock held. */
+static void swap_mapped_ahead(vs_engine_device_t *d, vs_region_t *borrower, vs_region_t *lender, uint64_t piece)
+{
+    bool host_full = false;
+    assert_int_equal(borrower->where, VS_RESIDENT);
+    assert_int_equal(lender->where, VS_RESIDENT);
+    assert_int_equal(vs_engine_evict(&borrower, 1, &host_full), piece);
+    assert_true(vs_engine_depart(d, 0, &lender, 1));
+    assert_ptr_equal(vs_engine_departure_lender(d, borrower), lender);
+    uint64_t maps = driver_calls("cuMemMap"), grants = driver_calls("cuMemSetAccess");
+    assert_true(vs_engine_premap(borrower, lender));
+    vs_arrive_join_all(); /* its grant, made on the arrival thread */
+    assert_int_equal(driver_calls("cuMemMap") - maps, 1);
+    assert_int_equal(driver_calls("cuMemSetAccess") - grants, 1);
+    assert_true(vs_engine_departures_advance(d, true, true) > 0);
+    assert_int_equal(lender->where, VS_ON_HOST);
+    assert_false(lender->phys_lent);
+    assert_int_equal(vs_cap_reserve(0, piece), 0);
+    uint64_t mapped_ahead = vs_engine.stats.mapped_ahead;
+    assert_int_equal(vs_engine_restore_mapped(borrower, d, NULL, false, true), CUDA_SUCCESS);
+    assert_int_equal(vs_engine.stats.mapped_ahead, mapped_ahead + 1);
+}
+
 /* Pieces of one size (`vs_prefetch_piece`): an 8 MiB region that keeps a
  * 2 MiB head streams a 6 MiB tail, the size of a whole 6 MiB region. The
  * tail maps ahead onto the memory of the 6 MiB region departing whole
@@ -609,52 +636,19 @@ static void test_offload_engine_pieces_lend_across_sizes(void **state)
     vs_engine_lock(&mode);
     assert_int_equal(big->split, head);
     CUmemGenericAllocationHandle own_head = big->head_phys;
-    assert_int_equal(vs_engine_evict(&big, 1, &host_full), piece);
-    assert_true(vs_engine_depart(d, 0, &small, 1));
-    assert_ptr_equal(vs_engine_departure_lender(d, big), small);
-    uint64_t maps = driver_calls("cuMemMap"), grants = driver_calls("cuMemSetAccess");
-    bool premapped = vs_engine_premap(big, small);
-    vs_arrive_join_all();
-    maps = driver_calls("cuMemMap") - maps;
-    grants = driver_calls("cuMemSetAccess") - grants;
-    assert_true(premapped);
-    assert_true(vs_engine_departures_advance(d, true, true) > 0);
-    assert_int_equal(small->where, VS_ON_HOST);
-    assert_false(small->phys_lent);
-    assert_int_equal(vs_cap_reserve(0, piece), 0);
-    uint64_t mapped_ahead = vs_engine.stats.mapped_ahead;
-    assert_int_equal(vs_engine_restore_mapped(big, d, NULL, false, true), CUDA_SUCCESS);
-    assert_int_equal(vs_engine.stats.mapped_ahead, mapped_ahead + 1);
+    swap_mapped_ahead(d, big, small, piece);
     assert_int_equal(big->split, head);
     assert_int_equal(big->head_phys, own_head);
     vs_engine_unlock(mode);
-    assert_int_equal(maps, 1);
-    assert_int_equal(grants, 1);
     expect_sized(big_ptr, big_bytes, 800);
     expect_sized(small_ptr, piece, 801);
 
     /* The small one onto the big one's tail, which leaves alone. */
     vs_engine_lock(&mode);
-    assert_int_equal(small->where, VS_RESIDENT);
-    assert_int_equal(vs_engine_evict(&small, 1, &host_full), piece);
-    assert_true(vs_engine_depart(d, 0, &big, 1));
-    assert_ptr_equal(vs_engine_departure_lender(d, small), big);
-    maps = driver_calls("cuMemMap");
-    premapped = vs_engine_premap(small, big);
-    vs_arrive_join_all();
-    maps = driver_calls("cuMemMap") - maps;
-    assert_true(premapped);
-    assert_true(vs_engine_departures_advance(d, true, true) > 0);
-    assert_int_equal(big->where, VS_ON_HOST);
-    assert_false(big->phys_lent);
+    swap_mapped_ahead(d, small, big, piece);
     assert_int_equal(big->split, head); /* its head stays */
-    assert_int_equal(vs_cap_reserve(0, piece), 0);
-    mapped_ahead = vs_engine.stats.mapped_ahead;
-    assert_int_equal(vs_engine_restore_mapped(small, d, NULL, false, true), CUDA_SUCCESS);
-    assert_int_equal(vs_engine.stats.mapped_ahead, mapped_ahead + 1);
     assert_int_equal(small->split, 0);
     vs_engine_unlock(mode);
-    assert_int_equal(maps, 1);
     expect_sized(small_ptr, piece, 801);
     expect_sized(big_ptr, big_bytes, 800);
     free_regions((const CUdeviceptr[]){big_ptr, small_ptr}, 2);
@@ -688,35 +682,16 @@ static void test_offload_engine_fine_pieces_swap_tails_under_unlike_heads(void *
     for (int round = 0; round < 4; round++) {
         vs_region_t *borrower = pairs[round % 2][0], *lender = pairs[round % 2][1];
         vs_engine_lock(&mode);
-        assert_int_equal(borrower->where, VS_RESIDENT);
-        assert_int_equal(lender->where, VS_RESIDENT);
         uint64_t head = borrower->reserved - piece, lender_head = lender->reserved - piece;
         assert_int_equal(borrower->split, head);
         assert_int_equal(lender->split, lender_head);
         CUmemGenericAllocationHandle own_head = borrower->head_phys, lenders_head = lender->head_phys;
-        assert_int_equal(vs_engine_evict(&borrower, 1, &host_full), piece); /* its tail alone */
-        assert_true(vs_engine_depart(d, 0, &lender, 1));
-        assert_ptr_equal(vs_engine_departure_lender(d, borrower), lender);
-        uint64_t maps = driver_calls("cuMemMap"), grants = driver_calls("cuMemSetAccess");
-        bool premapped = vs_engine_premap(borrower, lender);
-        vs_arrive_join_all(); /* its grant, made on the arrival thread */
-        maps = driver_calls("cuMemMap") - maps;
-        grants = driver_calls("cuMemSetAccess") - grants;
-        assert_true(premapped);
-        assert_true(vs_engine_departures_advance(d, true, true) > 0);
-        assert_int_equal(lender->where, VS_ON_HOST);
-        assert_false(lender->phys_lent);
+        swap_mapped_ahead(d, borrower, lender, piece); /* its tail alone, onto the lender's */
         assert_int_equal(lender->split, lender_head); /* its head stays */
         assert_int_equal(lender->head_phys, lenders_head);
-        assert_int_equal(vs_cap_reserve(0, piece), 0);
-        uint64_t mapped_ahead = vs_engine.stats.mapped_ahead;
-        assert_int_equal(vs_engine_restore_mapped(borrower, d, NULL, false, true), CUDA_SUCCESS);
-        assert_int_equal(vs_engine.stats.mapped_ahead, mapped_ahead + 1);
         assert_int_equal(borrower->split, head);
         assert_int_equal(borrower->head_phys, own_head);
         vs_engine_unlock(mode);
-        assert_int_equal(maps, 1);
-        assert_int_equal(grants, 1);
         expect_sized(six_ptr, six, 850);
         expect_sized(eight_ptr, eight, 851); /* the lender's tail comes back for the read */
     }
