@@ -155,6 +155,16 @@ static vs_regime_t vs_meter_points(const vs_engine_device_t *d)
                                                                                                : VS_REGIME_BALANCED;
 }
 
+/* `regime` has a new plan: it is timed afresh once settled, the marks of
+ * the plan before left out. */
+static void vs_meter_time_afresh(vs_link_meter_t *m, vs_regime_t regime)
+{
+    m->settled_at = 0;
+    m->plan++;
+    m->cycle_ns_per_op[regime] = 0;
+    m->cycles_timed[regime] = 0;
+}
+
 /* Moves the cycle to `regime`: a new plan follows (vs_prefetch_budget_update),
  * measured from two cycles on. */
 static void vs_meter_regime_set(vs_engine_device_t *d, vs_regime_t regime)
@@ -168,10 +178,7 @@ static void vs_meter_regime_set(vs_engine_device_t *d, vs_regime_t regime)
         m->coarse_floor = 0;
     }
     d->regime = regime;
-    m->settled_at = 0;
-    m->plan++;
-    m->cycle_ns_per_op[regime] = 0; /* its new plan is timed afresh */
-    m->cycles_timed[regime] = 0;
+    vs_meter_time_afresh(m, regime);
     m->toward = regime; /* two windows again */
     vs_engine.stats.regime_changes++;
 }
@@ -302,10 +309,7 @@ static void vs_meter_judge(vs_engine_device_t *d, int device, double ns_per_op)
                "device %d: planned %s in fine pieces, the cycle takes %.0f ns an operation, %.0f near the balance "
                "point: pieces of the second largest size instead",
                device, vs_regime_short_names[d->regime], lean, balanced);
-        m->settled_at = 0;
-        m->plan++;
-        m->cycle_ns_per_op[d->regime] = 0;
-        m->cycles_timed[d->regime] = 0;
+        vs_meter_time_afresh(m, d->regime);
         return;
     }
     vs_log(VS_LOG_INFO,

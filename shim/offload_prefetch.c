@@ -93,6 +93,13 @@ static uint64_t vs_prefetch_fine_piece(const vs_engine_device_t *d)
     return half >= 2 * d->granularity && half < d->second ? half : 0;
 }
 
+/* Whether `piece` is a fine one (`vs_prefetch_fine_piece`): finer than the
+ * second largest size. */
+static bool vs_prefetch_piece_fine(const vs_engine_device_t *d, uint64_t piece)
+{
+    return piece != 0 && piece < d->second;
+}
+
 /* Pieces of one size (partial residency, VRAMSHIM_PARTIAL auto or on): in
  * a lean plan among small allocations of mixed sizes whose evictions are
  * clean, the plan may stream pieces of the second largest size, the last of each
@@ -119,7 +126,7 @@ static uint64_t vs_prefetch_piece(const vs_engine_device_t *d)
 bool vs_prefetch_fine_piece_slower(vs_engine_device_t *d)
 {
     VS_ASSERT_HELD(&vs_engine.lock);
-    if (d->regime != VS_REGIME_NEAR_LEAN || d->piece_asked == 0 || d->piece_asked >= d->second
+    if (d->regime != VS_REGIME_NEAR_LEAN || !vs_prefetch_piece_fine(d, d->piece_asked)
         || d->piece_asked == d->fine_piece_refused)
         return false;
     d->fine_piece_refused = d->piece_asked;
@@ -198,6 +205,15 @@ void vs_prefetch_budget_update(vs_engine_device_t *d, int device)
         /* The coarse plan on trial or kept (offload_meter.c): fewer,
          * larger allocations streamed. */
         vs_policy_set_floor(d->policy, d->regime == VS_REGIME_COARSE ? d->meter.coarse_floor : 0);
+        /* The plan built last: its pieces for the exit summary, and a
+         * refusal of the fine pieces it was built in. */
+        if (ps.planned_piece_bytes != 0 && (ps.planned_piece_bytes != d->pieces_seen || ps.planned_filler_bytes != 0)) {
+            d->pieces_seen = ps.planned_piece_bytes;
+            d->fillers_seen = ps.planned_filler_bytes;
+        }
+        if (ps.planned_pieces_refused && ps.plan_builds > d->piece_asked_builds
+            && vs_prefetch_piece_fine(d, d->piece_asked))
+            d->fine_piece_refused = d->piece_asked;
         /* The lean plan among small allocations of mixed sizes is in
          * pieces, when the policy can make it so: the streaming room is then
          * the window's two pieces alone. Tried and timed as the lean plan
@@ -205,13 +221,6 @@ void vs_prefetch_budget_update(vs_engine_device_t *d, int device)
          * than the copies they save time (h200-busy.txt: the sweep's DiT at
          * 75%, ratio 1, 1.48 x the bound in pieces), the cycle goes back to
          * whole allocations for good (offload_meter.c). */
-        if (ps.planned_piece_bytes != 0 && (ps.planned_piece_bytes != d->pieces_seen || ps.planned_filler_bytes != 0)) {
-            d->pieces_seen = ps.planned_piece_bytes;
-            d->fillers_seen = ps.planned_filler_bytes;
-        }
-        if (ps.planned_pieces_refused && d->piece_asked != 0 && d->piece_asked < d->second
-            && ps.plan_builds > d->piece_asked_builds)
-            d->fine_piece_refused = d->piece_asked;
         uint64_t piece = lean ? vs_prefetch_piece(d) : 0;
         if (piece != d->piece_asked) {
             d->piece_asked = piece;
@@ -223,7 +232,7 @@ void vs_prefetch_budget_update(vs_engine_device_t *d, int device)
          * bringing in 1.013 and 1.020 x F). Fine pieces, whose restores map
          * ahead, need none (the DiT at 50%, ratio 1: 1.025 x either way,
          * 1.019 x F with none, 1.029 with one). */
-        uint64_t slack = piece != 0 && piece >= d->second ? 1 : 0;
+        uint64_t slack = piece != 0 && !vs_prefetch_piece_fine(d, piece) ? 1 : 0;
         vs_policy_set_piece(d->policy, piece,
                             piece != 0 ? VS_PREFETCH_WINDOW * (d->largest - piece) + departure_room : 0, slack);
         /* Were the largest allocations kept, the window would hold two of
@@ -385,7 +394,8 @@ static bool vs_prefetch_lend_single(const vs_engine_device_t *d)
     vs_policy_stats_t ps;
     vs_policy_stats(d->policy, &ps);
     /* Near the balance point, fine pieces only (`vs_prefetch_fine_piece`). */
-    return ps.planned_piece_bytes != 0 && (d->regime == VS_REGIME_LINK_BOUND || ps.planned_piece_bytes < d->second);
+    return ps.planned_piece_bytes != 0
+           && (d->regime == VS_REGIME_LINK_BOUND || vs_prefetch_piece_fine(d, ps.planned_piece_bytes));
 }
 
 /* Room for `need` bytes on `device` for a prefetch of `r`, whose use is
