@@ -338,15 +338,25 @@ static CUresult vs_free_async_ptsz(CUdeviceptr dptr, CUstream stream)
     return VS_CALL(cuMemFreeAsync_ptsz, (dptr, stream));
 }
 
+/* An ordinary `cuMemAlloc` allocation may be freed asynchronously too; in
+ * offload mode it is the engine's (`vs_offload_free_async`). */
 CUresult CUDAAPI cuMemFreeAsync(CUdeviceptr dptr, CUstream hStream)
 {
+    CUresult rc;
+
     vs_driver_ready();
+    if (vs_offload_free_async(dptr, hStream, false, &rc))
+        return rc;
     return vs_memory_free(dptr, vs_free_async, hStream);
 }
 
 CUresult CUDAAPI cuMemFreeAsync_ptsz(CUdeviceptr dptr, CUstream hStream)
 {
+    CUresult rc;
+
     vs_driver_ready();
+    if (vs_offload_free_async(dptr, hStream, true, &rc))
+        return rc;
     return vs_memory_free(dptr, vs_free_async_ptsz, hStream);
 }
 

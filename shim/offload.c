@@ -722,6 +722,40 @@ bool vs_offload_free(CUdeviceptr dptr, CUresult *rc_out)
     return true;
 }
 
+bool vs_offload_free_async(CUdeviceptr dptr, CUstream stream, bool per_thread, CUresult *rc_out)
+{
+    CUstreamCaptureMode mode;
+    CUstreamCaptureStatus capture = CU_STREAM_CAPTURE_STATUS_NONE;
+
+    if (!vs_offload_enabled() || dptr == 0)
+        return false;
+    vs_engine_lock(&mode);
+    bool region = vs_engine_region_at((uintptr_t)dptr) != NULL;
+    vs_engine_unlock(mode);
+    CUstream s = vs_streams_resolve(stream, per_thread);
+    /* A capture records the free as a graph node, of memory the driver
+     * does not know at this address: its answer stands. */
+    if (!region || (VS_CALL(cuStreamIsCapturing, (s, &capture)) == CUDA_SUCCESS
+                    && capture != CU_STREAM_CAPTURE_STATUS_NONE))
+        return false;
+    /* The driver frees a `cuMemAlloc` allocation once the stream reaches
+     * the free; its memory here is the engine's (a reservation and its
+     * mappings), freed as `cuMemFree` frees it once the work queued
+     * before on the stream is done. The host waits for that work, where
+     * the driver would not: the same bytes are freed at the same point of
+     * the stream's order. */
+    CUresult rc = VS_ENGINE_CALL(VS_HOST_GPU_WAIT, cuStreamSynchronize, (s));
+    if (rc != CUDA_SUCCESS) {
+        *rc_out = rc;
+        return true;
+    }
+    /* Freed meanwhile by another thread: the driver's answer to a second
+     * free. */
+    if (!vs_offload_free(dptr, rc_out))
+        *rc_out = CUDA_ERROR_INVALID_VALUE;
+    return true;
+}
+
 /* ---- Statistics and exit -------------------------------------------------- */
 
 void vs_offload_settle(void)

@@ -49,6 +49,12 @@ CUresult vs_offload_alloc(CUdeviceptr *dptr, uint64_t bytes, int device, vs_allo
  * Returns false when `dptr` is not one (the caller frees it as usual). */
 bool vs_offload_free(CUdeviceptr dptr, CUresult *rc);
 
+/* `cuMemFreeAsync` of an allocation made by `vs_offload_alloc`: freed in
+ * `stream`'s order (of the variant `per_thread`), after the work queued
+ * there before the call. Returns false when `dptr` is not one, or when
+ * `stream` is capturing (the caller hands the call to the driver). */
+bool vs_offload_free_async(CUdeviceptr dptr, CUstream stream, bool per_thread, CUresult *rc);
+
 /* Makes room for `bytes` of a resident-only allocation (small, async,
  * pool, the application's own VMM memory) and counts them on `device`:
  * evicts what it must and, when nothing more can go, passes the limit and

@@ -32,6 +32,9 @@
  *   take two victims, the first often the other thread's buffer with its
  *   restore copy just finished: a kernel submitted against a buffer being
  *   evicted faults (SIGSEGV) instead of waiting for it.
+ * - `free_async`: `cuMemFreeAsync` of `cuMemAlloc` allocations, one while
+ *   a kernel before it on the stream still writes it, others evicted: each
+ *   is freed in stream order and its room reused byte-exact.
  * - `pool LIMIT_MIB`: a memory pool that keeps freed memory (release
  *   threshold at its maximum) never takes the device past the limit: what
  *   it keeps is charged and given back when needed; with VRAMSHIM_MODE=cap
@@ -642,6 +645,70 @@ static void case_free(int rounds)
     free(back);
 }
 
+/* ---- free_async ------------------------------------------------------------- */
+
+/* `cuMemFreeAsync` of an ordinary `cuMemAlloc` allocation, as the driver
+ * accepts it: freed in stream order, after the work before it on the
+ * stream (a slow kernel still writing it), resident or evicted; the memory
+ * goes (the address is unknown, a second free fails) and the freed room is
+ * usable byte-exact. */
+static void case_free_async(void)
+{
+    const uint64_t bytes = 8 * MiB, words = bytes / 4;
+    CUdeviceptr first, buffers[8], result;
+    CUstream stream;
+    VS_CHECK(cuStreamCreate(&stream, CU_STREAM_NON_BLOCKING));
+    VS_CHECK(cuMemAlloc(&result, sizeof(uint64_t)));
+
+    /* Resident, with a kernel still writing it on the freeing stream. */
+    VS_CHECK(cuMemAlloc(&first, bytes));
+    uint64_t sleep_ns = 50000000;
+    void *args[] = {&first, (void *)&words, &sleep_ns};
+    atomic_store(&slow_fill_finished, false);
+    VS_CHECK(cuLaunchKernel(fn_slow_fill, 1, 1, 1, 64, 1, 1, 0, stream, args, NULL));
+    CUresult rc = cuMemFreeAsync(first, stream);
+    VS_EXPECT(rc == CUDA_SUCCESS, "cuMemFreeAsync of a resident cuMemAlloc allocation answered %d", (int)rc);
+    VS_CHECK(cuStreamSynchronize(stream));
+    VS_EXPECT(atomic_load(&slow_fill_finished), "the kernel before the free never finished");
+    expect_unknown("freed asynchronously while written", first);
+    VS_EXPECT(cuMemFree(first) != CUDA_SUCCESS, "a second free of the asynchronously freed allocation succeeded");
+
+    /* More than the limit holds: the first ones are evicted when freed. */
+    for (int i = 0; i < 8; i++) {
+        VS_CHECK(cuMemAlloc(&buffers[i], bytes));
+        launch_fill(buffers[i], bytes, 40u + (uint32_t)i, stream);
+    }
+    VS_CHECK(cuStreamSynchronize(stream));
+    bool evicted_seen = false;
+    for (int i = 0; i < 4; i++) {
+        evicted_seen |= !driver_maps(buffers[i]);
+        rc = cuMemFreeAsync(buffers[i], i % 2 == 0 ? stream : NULL);
+        VS_EXPECT(rc == CUDA_SUCCESS, "cuMemFreeAsync of buffer %d answered %d", i, (int)rc);
+    }
+    VS_EXPECT(evicted_seen, "no buffer was evicted when freed");
+    VS_CHECK(cuStreamSynchronize(stream));
+    VS_CHECK(cuCtxSynchronize());
+    for (int i = 0; i < 4; i++)
+        expect_unknown("freed asynchronously", buffers[i]);
+    /* The freed room holds new allocations beside the rest, byte-exact. */
+    for (int i = 0; i < 4; i++) {
+        VS_CHECK(cuMemAlloc(&buffers[i], bytes));
+        launch_fill(buffers[i], bytes, 80u + (uint32_t)i, stream);
+    }
+    for (int i = 0; i < 8; i++) {
+        uint32_t seed = i < 4 ? 80u + (uint32_t)i : 40u + (uint32_t)i;
+        VS_EXPECT(device_checksum(buffers[i], bytes, result, stream) == fill_checksum(seed, words), "buffer %d", i);
+        VS_CHECK(cuMemFreeAsync(buffers[i], stream));
+    }
+    VS_CHECK(cuStreamSynchronize(stream));
+    size_t free_bytes = 0, total = 0;
+    VS_CHECK(cuMemGetInfo(&free_bytes, &total));
+    VS_EXPECT(total - free_bytes < bytes, "%llu bytes still used after every buffer was freed",
+              (unsigned long long)(total - free_bytes));
+    VS_CHECK(cuStreamDestroy(stream));
+    VS_CHECK(cuMemFree(result));
+}
+
 /* ---- meminfo ---------------------------------------------------------------- */
 
 static void expect_meminfo(const char *when, uint64_t expected_total)
@@ -785,6 +852,8 @@ int main(int argc, char **argv)
         case_limit_zero(false);
     } else if (strcmp(argv[1], "free") == 0 && argc == 3 && atoi(argv[2]) > 0) {
         case_free(atoi(argv[2]));
+    } else if (strcmp(argv[1], "free_async") == 0 && argc == 2) {
+        case_free_async();
     } else if (strcmp(argv[1], "pool") == 0 && argc == 3) {
         const char *mode = getenv("VRAMSHIM_MODE");
         case_pool(strtoull(argv[2], NULL, 10) * MiB, mode != NULL && strcmp(mode, "cap") == 0);
