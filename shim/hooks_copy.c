@@ -101,10 +101,17 @@ static size_t vs_copy_pin_scan(vs_words_t *w, CUdeviceptr dst, const void *host,
 }
 
 /* The same for a unified-addressing copy: only when the source is host
- * memory (asked of the driver, only for copies small enough to scan). */
+ * memory (asked of the driver, only for copies small enough to scan). A
+ * source the registry knows is device memory, whatever the driver says: an
+ * evicted allocation's range is unmapped, and the driver knows nothing of
+ * it (CUDA_ERROR_INVALID_VALUE, as for pageable memory), but reading it
+ * from the host faults. */
 static void vs_copy_pin_scan_unified(vs_words_t *w, CUdeviceptr dst, CUdeviceptr src, uint64_t bytes)
 {
     if (bytes < 8 || bytes > (64u << 10) || !vs_offload_pin_scan_enabled())
+        return;
+    vs_alloc_info_t info;
+    if (vs_registry_find((uintptr_t)src, &info) == 0 && vs_registry_kind_device_side(info.kind))
         return;
     unsigned int type = 0;
     CUresult rc = VS_CALL(cuPointerGetAttribute, (&type, CU_POINTER_ATTRIBUTE_MEMORY_TYPE, src));

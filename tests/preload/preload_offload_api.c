@@ -35,6 +35,9 @@
  * - `free_async`: `cuMemFreeAsync` of `cuMemAlloc` allocations, one while
  *   a kernel before it on the stream still writes it, others evicted: each
  *   is freed in stream order and its room reused byte-exact.
+ * - `pin_unified` (`VRAMSHIM_PIN_DEVICE_POINTERS=on`, `VRAM_LIMIT=8M`):
+ *   small `cuMemcpy`/`cuMemcpyAsync` from an evicted allocation to host
+ *   memory read its bytes (the pointer scan leaves device sources alone).
  * - `pool LIMIT_MIB`: a memory pool that keeps freed memory (release
  *   threshold at its maximum) never takes the device past the limit: what
  *   it keeps is charged and given back when needed; with VRAMSHIM_MODE=cap
@@ -709,6 +712,50 @@ static void case_free_async(void)
     VS_CHECK(cuMemFree(result));
 }
 
+/* ---- pin_unified ------------------------------------------------------------ */
+
+/* VRAMSHIM_PIN_DEVICE_POINTERS=on and small unified-addressing copies
+ * (`cuMemcpy`, `cuMemcpyAsync`) whose source is an evicted allocation: the
+ * source is device memory, not host memory to scan; the copies read the
+ * allocation's bytes. Two 8 MiB buffers under an 8 MiB limit, the second
+ * written after the first. */
+static void case_pin_unified(void)
+{
+    const uint64_t bytes = 8 * MiB;
+    CUdeviceptr first, second;
+    CUstream stream;
+    VS_CHECK(cuStreamCreate(&stream, CU_STREAM_NON_BLOCKING));
+    VS_CHECK(cuMemAlloc(&first, bytes));
+    VS_CHECK(cuMemAlloc(&second, bytes));
+    static const uint64_t sizes[] = {8, 4096, 64 << 10};
+    uint32_t back[(64 << 10) / 4];
+    for (size_t k = 0; k < 2 * (sizeof sizes / sizeof sizes[0]); k++) {
+        uint64_t n = sizes[k % 3];
+        launch_fill(first, bytes, 21u + (uint32_t)k, NULL);
+        launch_fill(second, bytes, 61u + (uint32_t)k, NULL);
+        VS_CHECK(cuCtxSynchronize());
+        VS_EXPECT(!driver_maps(first), "copy %zu: the first buffer is not evicted", k);
+        memset(back, 0, sizeof back);
+        /* From 4 bytes in: the source's words are not aligned either. */
+        if (k < 3) {
+            VS_CHECK(cuMemcpy((CUdeviceptr)(uintptr_t)back, first + 4, n));
+        } else {
+            VS_CHECK(cuMemcpyAsync((CUdeviceptr)(uintptr_t)back, first + 4, n, stream));
+            VS_CHECK(cuStreamSynchronize(stream));
+        }
+        for (uint64_t w = 0; w < n / 4; w++) {
+            if (back[w] != fill_word(21u + (uint32_t)k, w + 1)) {
+                VS_EXPECT(false, "copy %zu of %llu bytes: word %llu reads 0x%08x", k, (unsigned long long)n,
+                          (unsigned long long)w, back[w]);
+                break;
+            }
+        }
+    }
+    VS_CHECK(cuMemFree(first));
+    VS_CHECK(cuMemFree(second));
+    VS_CHECK(cuStreamDestroy(stream));
+}
+
 /* ---- meminfo ---------------------------------------------------------------- */
 
 static void expect_meminfo(const char *when, uint64_t expected_total)
@@ -854,6 +901,8 @@ int main(int argc, char **argv)
         case_free(atoi(argv[2]));
     } else if (strcmp(argv[1], "free_async") == 0 && argc == 2) {
         case_free_async();
+    } else if (strcmp(argv[1], "pin_unified") == 0 && argc == 2) {
+        case_pin_unified();
     } else if (strcmp(argv[1], "pool") == 0 && argc == 3) {
         const char *mode = getenv("VRAMSHIM_MODE");
         case_pool(strtoull(argv[2], NULL, 10) * MiB, mode != NULL && strcmp(mode, "cap") == 0);
