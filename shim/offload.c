@@ -538,6 +538,7 @@ CUresult vs_engine_restore(vs_region_t *r, CUstream stream, bool per_thread, uin
             return CUDA_SUCCESS;
         }
     }
+    bool spilled_own = false;
     for (;;) {
         uint64_t missing = vs_engine_region_missing(r), freed;
         vs_region_t *lender = d->departures != NULL ? vs_engine_departure_lender(d, r) : NULL;
@@ -556,8 +557,23 @@ CUresult vs_engine_restore(vs_region_t *r, CUstream stream, bool per_thread, uin
             (void)vs_engine_departures_advance(d, false, true);
             return rc;
         }
-        if (vs_engine_charge_engine_locked(device, missing, "an operation", own_holding) != 0)
-            return CUDA_ERROR_OUT_OF_MEMORY;
+        if (vs_engine_charge_engine_locked(device, missing, "an operation", own_holding) != 0) {
+            /* The host pool is full, and nothing else could go to disk:
+             * its copy may be what fills it (the pool then holds it while
+             * the victims its room needs have nowhere to go). Once that
+             * copy is on disk the victims fit in the pool, and `r` comes
+             * back from disk through the staging buffers. */
+            if (spilled_own || !vs_tier_spill_restoring(r))
+                return CUDA_ERROR_OUT_OF_MEMORY;
+            spilled_own = true;
+            r = vs_engine_disk_io_wait(base);
+            if (r == NULL || r->where == VS_RESIDENT) {
+                if (r != NULL && r->arriving != NULL)
+                    (void)vs_engine_wait_for_copy(vs_streams_resolve(stream, per_thread), r->arriving);
+                return CUDA_SUCCESS;
+            }
+            continue;
+        }
         /* Making room may have waited or spilled (and let go of the engine
          * lock): another thread may have restored or freed the region
          * meanwhile, or be moving it. */

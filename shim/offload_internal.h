@@ -879,6 +879,13 @@ int vs_tier_host_take(uint64_t bytes, vs_host_copy_t *out);
  * regions up again afterwards. */
 uint64_t vs_tier_spill(uint64_t need, int *failed);
 
+/* With VRAMSHIM_SPILL_DIR, moves the host copy of `r`, which an operation
+ * is about to restore, to disk: when the host pool holds little more than
+ * that copy, the victims its restore needs evicted find room there, and
+ * `r` comes back through the staging buffers. True when it moved. Lets go
+ * of the engine lock during the write; `r` stays valid. */
+bool vs_tier_spill_restoring(vs_region_t *r);
+
 /* Ends the staging buffers when they were pinned in `ctx`, which is
  * destroyed (`alive`: about to be); they are pinned again when next needed. */
 void vs_tier_ctx_forget(CUcontext ctx, bool alive);

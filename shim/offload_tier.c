@@ -200,6 +200,34 @@ static vs_region_t *vs_tier_spill_choice(void)
     return coldest;
 }
 
+/* Moves the host copy of `r` (on the host, whole, unmarked) to disk.
+ * 0 or the write's negative errno. Lets go of the engine lock during the
+ * write; `r` stays valid (marked `disk_io` meanwhile). */
+static int vs_tier_spill_one(vs_region_t *r)
+{
+    VS_ASSERT_HELD(&vs_engine.lock);
+    /* Its host copy cannot change meanwhile: only a copy served from it
+     * or an eviction writes a host copy, and neither touches a region
+     * that is on the host and marked. */
+    vs_spill_copy_t disk = {0};
+    vs_tier_disk_io_begin(r);
+    int rc = vs_spill_write(r->host.extents, r->host.count, r->size, &disk);
+    vs_tier_disk_io_end(r);
+    if (rc != 0) {
+        vs_log(VS_LOG_WARN, "cannot spill the allocation at 0x%" PRIxPTR " to VRAMSHIM_SPILL_DIR (%s)", r->base,
+               strerror(-rc));
+        return rc;
+    }
+    r->disk = disk;
+    vs_host_pool_give(&r->host);
+    vs_engine_host_hash_forget(r);
+    r->where = VS_ON_DISK;
+    (void)vs_registry_set_residency(r->base, VS_ON_DISK, false, NULL);
+    vs_engine.stats.spills++;
+    vs_engine.stats.bytes_to_disk += r->size;
+    return 0;
+}
+
 uint64_t vs_tier_spill(uint64_t need, int *failed)
 {
     VS_ASSERT_HELD(&vs_engine.lock);
@@ -211,29 +239,24 @@ uint64_t vs_tier_spill(uint64_t need, int *failed)
         vs_region_t *coldest = vs_tier_spill_choice();
         if (coldest == NULL)
             break;
-        /* Its host copy cannot change meanwhile: only a copy served from it
-         * or an eviction writes a host copy, and neither touches a region
-         * that is on the host and marked. */
-        vs_spill_copy_t disk = {0};
-        vs_tier_disk_io_begin(coldest);
-        int rc = vs_spill_write(coldest->host.extents, coldest->host.count, coldest->size, &disk);
-        vs_tier_disk_io_end(coldest);
+        uint64_t bytes = coldest->host.bytes;
+        int rc = vs_tier_spill_one(coldest);
         if (rc != 0) {
-            vs_log(VS_LOG_WARN, "cannot spill the allocation at 0x%" PRIxPTR " to VRAMSHIM_SPILL_DIR (%s)", coldest->base,
-                   strerror(-rc));
             *failed = rc;
             break;
         }
-        freed += coldest->host.bytes;
-        coldest->disk = disk;
-        vs_host_pool_give(&coldest->host);
-        vs_engine_host_hash_forget(coldest);
-        coldest->where = VS_ON_DISK;
-        (void)vs_registry_set_residency(coldest->base, VS_ON_DISK, false, NULL);
-        vs_engine.stats.spills++;
-        vs_engine.stats.bytes_to_disk += coldest->size;
+        freed += bytes;
     }
     return freed;
+}
+
+bool vs_tier_spill_restoring(vs_region_t *r)
+{
+    VS_ASSERT_HELD(&vs_engine.lock);
+    if (!vs_spill_enabled() || r->where != VS_ON_HOST || r->host.count == 0 || r->evicting || r->disk_io
+        || r->split > 0 || r->arriving != NULL)
+        return false;
+    return vs_tier_spill_one(r) == 0;
 }
 
 /* Gives back the host copies that resident regions keep (only to make

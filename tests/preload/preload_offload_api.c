@@ -38,6 +38,9 @@
  * - `pin_unified` (`VRAMSHIM_PIN_DEVICE_POINTERS=on`, `VRAM_LIMIT=8M`):
  *   small `cuMemcpy`/`cuMemcpyAsync` from an evicted allocation to host
  *   memory read its bytes (the pointer scan leaves device sources alone).
+ * - `restore_spill ROUNDS` (the disk tier, `VRAMSHIM_HOST_LIMIT=34M`): 10
+ *   and 26 MiB allocations under `VRAM_LIMIT=30M`, each read back with
+ *   `cuMemcpyDtoHAsync` in turn: no restore fails for the host pool.
  * - `pool LIMIT_MIB`: a memory pool that keeps freed memory (release
  *   threshold at its maximum) never takes the device past the limit: what
  *   it keeps is charged and given back when needed; with VRAMSHIM_MODE=cap
@@ -756,6 +759,51 @@ static void case_pin_unified(void)
     VS_CHECK(cuStreamDestroy(stream));
 }
 
+/* ---- restore_spill ---------------------------------------------------------- */
+
+/* The disk tier with a host pool smaller than two allocations together
+ * (VRAM_LIMIT=30M, VRAMSHIM_HOST_LIMIT=34M, a spill directory): allocations
+ * of 10 and 26 MiB used in turn, each read back by `cuMemcpyDtoHAsync`
+ * while the other is resident. Restoring one needs the other evicted while
+ * the pool still holds the restored one's copy: the shim spills or streams
+ * instead of answering CUDA_ERROR_OUT_OF_MEMORY, and every byte comes back. */
+static void case_restore_spill(int rounds)
+{
+    const uint64_t sizes[2] = {10 * MiB, 26 * MiB};
+    CUdeviceptr buffers[2];
+    CUstream stream;
+    uint32_t *back = malloc(sizes[1]);
+    VS_CHECK(cuStreamCreate(&stream, CU_STREAM_NON_BLOCKING));
+    for (int i = 0; i < 2; i++)
+        VS_CHECK(cuMemAlloc(&buffers[i], sizes[i]));
+    for (int round = 0; round < rounds; round++) {
+        for (int i = 0; i < 2; i++)
+            launch_fill(buffers[i], sizes[i], 500u + (uint32_t)(round * 2 + i), stream);
+        VS_CHECK(cuStreamSynchronize(stream));
+        for (int k = 0; k < 2; k++) {
+            int i = (round + k) % 2;
+            uint32_t seed = 500u + (uint32_t)(round * 2 + i);
+            CUresult rc = cuMemcpyDtoHAsync(back, buffers[i], sizes[i], stream);
+            VS_EXPECT(rc == CUDA_SUCCESS, "round %d: reading back the %llu MiB buffer answered %d", round,
+                      (unsigned long long)(sizes[i] / MiB), (int)rc);
+            if (rc != CUDA_SUCCESS)
+                continue;
+            VS_CHECK(cuStreamSynchronize(stream));
+            for (uint64_t w = 0; w < sizes[i] / 4; w++) {
+                if (back[w] != fill_word(seed, w)) {
+                    VS_EXPECT(false, "round %d, the %llu MiB buffer: word %llu reads 0x%08x", round,
+                              (unsigned long long)(sizes[i] / MiB), (unsigned long long)w, back[w]);
+                    break;
+                }
+            }
+        }
+    }
+    for (int i = 0; i < 2; i++)
+        VS_CHECK(cuMemFree(buffers[i]));
+    VS_CHECK(cuStreamDestroy(stream));
+    free(back);
+}
+
 /* ---- meminfo ---------------------------------------------------------------- */
 
 static void expect_meminfo(const char *when, uint64_t expected_total)
@@ -882,7 +930,7 @@ static void case_pool(uint64_t limit, bool cap)
 int main(int argc, char **argv)
 {
     if (argc < 2) {
-        fprintf(stderr, "usage: preload_offload_api range|context|pitch|limit_zero [data-only]|free ROUNDS|meminfo MIB\n");
+        fprintf(stderr, "usage: preload_offload_api range|context|pitch|limit_zero [data-only]|free ROUNDS|free_async|pin_unified|restore_spill ROUNDS|pool MIB|meminfo MIB\n");
         return 2;
     }
     vs_test_set_phase(argv[1]);
@@ -903,6 +951,8 @@ int main(int argc, char **argv)
         case_free_async();
     } else if (strcmp(argv[1], "pin_unified") == 0 && argc == 2) {
         case_pin_unified();
+    } else if (strcmp(argv[1], "restore_spill") == 0 && argc == 3 && atoi(argv[2]) > 0) {
+        case_restore_spill(atoi(argv[2]));
     } else if (strcmp(argv[1], "pool") == 0 && argc == 3) {
         const char *mode = getenv("VRAMSHIM_MODE");
         case_pool(strtoull(argv[2], NULL, 10) * MiB, mode != NULL && strcmp(mode, "cap") == 0);
