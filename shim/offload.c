@@ -290,7 +290,11 @@ int vs_engine_charge_engine_locked(int device, uint64_t bytes, const char *what,
              * copies go to disk (the lock is let go for the writes), and
              * eviction tries again. */
             int failed = 0;
-            if (spills++ < VS_SPILL_ROUNDS && vs_tier_spill(bytes, &failed) > 0) {
+            /* Enough for the largest victim's copy too: room for `bytes`
+             * alone may not take one, whole, into the pool. */
+            const vs_engine_device_t *d = vs_engine_device(device);
+            uint64_t spill_need = bytes + (d != NULL ? d->largest : 0);
+            if (spills++ < VS_SPILL_ROUNDS && vs_tier_spill(spill_need, &failed) > 0) {
                 waits--;
                 continue;
             }

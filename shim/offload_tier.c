@@ -7,7 +7,8 @@
  * When the pool is full, kept host copies of resident regions go first,
  * then those that in-flight restores still read; then (with
  * VRAMSHIM_SPILL_DIR) the coldest evicted allocations go to disk, when an
- * operation cannot be given room otherwise (`vs_tier_spill`). Restores
+ * operation cannot be given room otherwise (`vs_tier_spill`), those that
+ * operations hold last. Restores
  * from disk go through two pinned staging buffers with block checksums.
  *
  * Everything here runs under the engine lock, except the disk I/O: a spill
@@ -176,8 +177,9 @@ CUresult vs_tier_restore_from_disk(vs_region_t *r, vs_engine_device_t *d)
 }
 
 /* The evicted region whose host copy is predicted to be used last, or NULL:
- * one that nothing holds and no other I/O moves. */
-static vs_region_t *vs_tier_spill_choice(void)
+ * one that no other I/O moves, and that nothing holds unless `held` (an
+ * operation about to restore it then reads it back from disk). */
+static vs_region_t *vs_tier_spill_choice(bool held)
 {
     VS_ASSERT_HELD(&vs_engine.lock);
     vs_region_t *coldest = NULL, *r, *tmp;
@@ -185,8 +187,8 @@ static vs_region_t *vs_tier_spill_choice(void)
     HASH_ITER(hh, vs_engine.by_base, r, tmp) {
         /* (A region keeping a head on the device streams only its tail:
          * it stays in the pool, the one of its device that does.) */
-        if (r->where != VS_ON_HOST || r->host.count == 0 || r->evicting || r->disk_io || r->holds > 0
-            || r->split > 0)
+        if (r->where != VS_ON_HOST || r->host.count == 0 || r->evicting || r->disk_io
+            || (r->holds > 0 && !held) || r->split > 0 || r->arriving != NULL)
             continue;
         uint64_t next = VS_POLICY_NEVER;
         vs_policy_t *policy = vs_engine.devices[r->device].policy;
@@ -236,7 +238,12 @@ uint64_t vs_tier_spill(uint64_t need, int *failed)
     if (!vs_spill_enabled())
         return 0;
     while (freed < need) {
-        vs_region_t *coldest = vs_tier_spill_choice();
+        /* Copies that operations hold go last: when the pool holds only
+         * those, the victims their restores need have nowhere else to go
+         * (several allocations of one operation, or of threads at once). */
+        vs_region_t *coldest = vs_tier_spill_choice(false);
+        if (coldest == NULL)
+            coldest = vs_tier_spill_choice(true);
         if (coldest == NULL)
             break;
         uint64_t bytes = coldest->host.bytes;

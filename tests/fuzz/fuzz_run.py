@@ -4,7 +4,8 @@ under the shim, and compares every byte.
 
     fuzz_run.py --program FUZZ_PROGRAM --shim LIBVRAMSHIM --spill-parent DIR
                 [--seeds A-B | --seeds N,M,...] [--default-seeds A-B]
-                [--variants K] [--ops N] [--program-args ARGS] [--jobs J]
+                [--variants K | --env NAME=VALUE ...] [--ops N] [--program-args ARGS]
+                [--jobs J] [--progress]
 
 Without --seeds, the seeds are $FUZZ_SEEDS, else --default-seeds; the jobs
 (seeds run at once) $FUZZ_JOBS, else 1.
@@ -146,7 +147,13 @@ def one_seed(args, seed):
         return 1, findings, 0, 0
     footprint = int(re.search(r"^footprint (\d+)$", reference, re.M).group(1))
     runs, evictions, restores = 1, 0, 0
-    for name, extra, cap in variants_for(seed, footprint, args.variants, args.spill_parent):
+    variants = variants_for(seed, footprint, args.variants, args.spill_parent)
+    if args.env:
+        # One variant, as given (a finding's regression test).
+        extra = dict(kv.split("=", 1) for kv in args.env)
+        extra.setdefault("VRAMSHIM_LOG", "info")
+        variants = [("given", extra, extra.get("VRAMSHIM_MODE") == "cap")]
+    for name, extra, cap in variants:
         env = dict(base_env)
         env.update(extra)
         env["LD_PRELOAD"] = args.shim
@@ -191,6 +198,8 @@ def main():
     parser.add_argument("--variants", type=int, default=6)
     parser.add_argument("--ops", type=int, default=160)
     parser.add_argument("--program-args", default="", help="more arguments of fuzz_program (--min-kib, --max-mib)")
+    parser.add_argument("--env", action="append", default=[], metavar="NAME=VALUE",
+                        help="run this one variant instead of the seed's (repeatable)")
     parser.add_argument("--progress", action="store_true", help="a running total after each seed")
     parser.add_argument("--jobs", type=int, default=int(os.environ.get("FUZZ_JOBS", "1")))
     args = parser.parse_args()
