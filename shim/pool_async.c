@@ -188,6 +188,14 @@ static CUstream vs_pool_async_stream(CUstream stream, bool per_thread)
     return stream;
 }
 
+/* The stream a freed block may be reused on at once: `named` itself,
+ * except the per-thread default stream, which is one stream per thread
+ * under one handle (NULL: reused only once the free has completed). */
+static CUstream vs_pool_async_identity(CUstream named)
+{
+    return named == CU_STREAM_PER_THREAD ? NULL : named;
+}
+
 /* Marks the freed blocks whose free event has completed (lock held). The
  * events are destroyed after, by the caller: collected in *done. */
 static void vs_pool_async_poll_locked(CUevent *done, size_t *done_count, size_t done_cap)
@@ -318,7 +326,7 @@ bool vs_pool_async_alloc(CUdeviceptr *dptr, uint64_t bytes, CUmemoryPool pool, C
         pthread_mutex_unlock(&vs_pool_async.lock);
         return false;
     }
-    vs_ablock_t *b = vs_pool_async_reusable_locked(p, bytes, per_thread && stream == NULL ? NULL : named, ctx);
+    vs_ablock_t *b = vs_pool_async_reusable_locked(p, bytes, vs_pool_async_identity(named), ctx);
     CUevent pending = NULL;
     if (b != NULL) {
         /* Reused before its free has run on the same stream: the event is
@@ -425,7 +433,7 @@ bool vs_pool_async_free(CUdeviceptr dptr, CUstream stream, bool per_thread, CUre
     if (ours) {
         b->freed = true;
         b->free_event = event;
-        b->free_stream = per_thread && stream == NULL ? NULL : named;
+        b->free_stream = vs_pool_async_identity(named);
         b->freed_seq = ++vs_pool_async.freed_seq;
         b->pool->used -= b->held;
         atomic_fetch_sub(&vs_pool_async.served_live[b->device], (int64_t)b->size);
