@@ -739,6 +739,15 @@ static bool vs_pointer_attribute(void *data, CUpointer_attribute attribute, CUde
     case CU_POINTER_ATTRIBUTE_IS_MANAGED:
         *(unsigned int *)data = 0;
         return true;
+    case CU_POINTER_ATTRIBUTE_MEMPOOL_HANDLE: {
+        /* A stream-ordered allocation served from evictable memory names
+         * its pool, as the driver's own would. */
+        CUmemoryPool pool = vs_pool_async_pool_of(range->base);
+        if (pool == NULL)
+            return false;
+        *(CUmemoryPool *)data = pool;
+        return true;
+    }
     default:
         return false;
     }

@@ -638,6 +638,18 @@ void vs_pool_async_meminfo(int device, uint64_t *free_bytes, uint64_t *total)
         *total = used;
 }
 
+CUmemoryPool vs_pool_async_pool_of(uintptr_t base)
+{
+    CUmemoryPool pool = NULL;
+    vs_ablock_t *b;
+    pthread_mutex_lock(&vs_pool_async.lock);
+    HASH_FIND_PTR(vs_pool_async.blocks, &base, b);
+    if (b != NULL && !b->freed)
+        pool = b->pool->pool;
+    pthread_mutex_unlock(&vs_pool_async.lock);
+    return pool;
+}
+
 void vs_pool_async_ctx_destroyed(CUcontext ctx)
 {
     pthread_mutex_lock(&vs_pool_async.lock);

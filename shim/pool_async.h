@@ -46,6 +46,10 @@ void vs_pool_async_count_plain(int device, int64_t delta);
  * the total: PyTorch's cudaMallocAsync backend asserts it. */
 void vs_pool_async_meminfo(int device, uint64_t *free_bytes, uint64_t *total);
 
+/* The pool a live served allocation starting at `base` came from, or
+ * NULL when `base` is not one. */
+CUmemoryPool vs_pool_async_pool_of(uintptr_t base);
+
 /* `ctx` was destroyed: its served allocations went with it. */
 void vs_pool_async_ctx_destroyed(CUcontext ctx);
 

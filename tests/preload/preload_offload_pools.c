@@ -125,6 +125,9 @@ static void case_async(void)
     for (int i = 0; i < BUFFERS; i++) {
         VS_CHECK(cuMemAllocAsync(&buffers[i], BUFFER_BYTES, s1));
         VS_EXPECT(driver_pool_of(buffers[i]) == NULL, "buffer %d is the driver's pool memory, not evictable", i);
+        CUmemoryPool owner = NULL;
+        VS_CHECK(cuPointerGetAttribute(&owner, CU_POINTER_ATTRIBUTE_MEMPOOL_HANDLE, buffers[i] + 4096));
+        VS_EXPECT(owner == pool, "buffer %d does not name its pool", i);
         launch_fill(buffers[i], BUFFER_BYTES, 10u + (uint32_t)i, s1);
     }
     VS_CHECK(cuStreamSynchronize(s1));
