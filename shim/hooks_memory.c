@@ -26,6 +26,7 @@
 #include "config.h"
 #include "log.h"
 #include "offload.h"
+#include "pool_async.h"
 #include "pool_usage.h"
 #include "registry.h"
 #include "hooks.h"
@@ -41,6 +42,14 @@ static bool vs_memory_offloads(int device)
     return vs_offload_enabled() && vs_offload_device_has_vmm(device);
 }
 
+/* What the pools keep freed, the driver's and the shim's, goes back to the
+ * device. True when anything went. */
+static bool vs_memory_pools_trim(int device)
+{
+    bool served = vs_pool_async_trim_device(device);
+    return vs_pool_usage_trim(device) || served;
+}
+
 /* Takes `bytes` on the current device, or refuses with
  * CUDA_ERROR_OUT_OF_MEMORY. *device is -1 when nothing was reserved (no
  * current context: the driver will fail the call itself). */
@@ -54,7 +63,7 @@ static CUresult vs_memory_reserve(int device, uint64_t bytes, int *device_out)
          * cannot take what would have to go (and the pools keep nothing
          * more to give back). */
         if (vs_offload_charge(device, bytes) != CUDA_SUCCESS
-            && (!vs_pool_usage_trim(device) || vs_offload_charge(device, bytes) != CUDA_SUCCESS)) {
+            && (!vs_memory_pools_trim(device) || vs_offload_charge(device, bytes) != CUDA_SUCCESS)) {
             VS_COUNT(refused);
             return CUDA_ERROR_OUT_OF_MEMORY;
         }
@@ -62,7 +71,7 @@ static CUresult vs_memory_reserve(int device, uint64_t bytes, int *device_out)
         return CUDA_SUCCESS;
     }
     /* What memory pools keep freed is given back before a refusal. */
-    if (vs_cap_reserve(device, bytes) != 0 && (!vs_pool_usage_trim(device) || vs_cap_reserve(device, bytes) != 0)) {
+    if (vs_cap_reserve(device, bytes) != 0 && (!vs_memory_pools_trim(device) || vs_cap_reserve(device, bytes) != 0)) {
         VS_COUNT(refused);
         vs_log(VS_LOG_INFO,
                "cap: refused %" PRIu64 " bytes on device %d (%" PRIu64 " of %" PRIu64 " bytes in use)", bytes,
@@ -155,8 +164,11 @@ static CUresult vs_memory_free(CUdeviceptr dptr, CUresult (*real_free)(CUdevicep
     bool known = vs_memory_forget(dptr, &info);
     CUresult rc = real_free(dptr, stream);
 
-    if (known && rc == CUDA_SUCCESS)
+    if (known && rc == CUDA_SUCCESS) {
+        if (info.kind == VS_ALLOC_ASYNC || info.kind == VS_ALLOC_POOL)
+            vs_pool_async_count_plain(info.device, -(int64_t)info.size);
         vs_memory_uncharge(&info);
+    }
     else if (known)
         vs_memory_unforget(&info);
     return rc;
@@ -257,7 +269,7 @@ CUresult CUDAAPI cuMemFree_v2(CUdeviceptr dptr)
     CUresult rc;
 
     vs_driver_ready();
-    if (vs_offload_free(dptr, &rc))
+    if (vs_pool_async_free_now(dptr, &rc) || vs_offload_free(dptr, &rc))
         return rc;
     return vs_memory_free(dptr, vs_free_sync, NULL);
 }
@@ -294,14 +306,29 @@ static void vs_pool_alloc_end(const vs_pool_alloc_t *a, CUresult rc, CUdeviceptr
     }
     vs_memory_commit(rc, a->device, dptr != NULL && rc == CUDA_SUCCESS ? (uintptr_t)*dptr : 0, bytes, kind,
                      a->through_pool ? VS_POOL_CHARGED_THROUGH_POOL : VS_POOL_CHARGED_ALONE);
+    if (rc == CUDA_SUCCESS)
+        vs_pool_async_count_plain(a->device, (int64_t)bytes);
 }
 
-#define VS_ALLOC_ASYNC_HOOK(symbol)                                                                \
+/* A stream-ordered allocation of at least VRAMSHIM_MIN_EVICT in offload
+ * mode is served from evictable memory (pool_async.c), unless its pool or
+ * its stream keeps it the driver's. */
+static bool vs_pool_alloc_served(CUdeviceptr *dptr, size_t bytes, CUmemoryPool pool, CUstream stream, bool per_thread,
+                                 vs_alloc_kind_t kind, CUresult *rc)
+{
+    int current = bytes > 0 ? vs_driver_current_device() : -1;
+    return vs_memory_evictable(bytes, current)
+           && vs_pool_async_alloc(dptr, bytes, pool, stream, per_thread, current, kind, rc);
+}
+
+#define VS_ALLOC_ASYNC_HOOK(symbol, per_thread)                                                    \
     CUresult CUDAAPI symbol(CUdeviceptr *dptr, size_t bytesize, CUstream hStream)                  \
     {                                                                                              \
         vs_pool_alloc_t a;                                                                         \
         CUresult rc;                                                                               \
         vs_driver_ready();                                                                         \
+        if (vs_pool_alloc_served(dptr, bytesize, NULL, hStream, per_thread, VS_ALLOC_ASYNC, &rc))  \
+            return rc;                                                                             \
         rc = vs_pool_alloc_begin(&a, NULL, bytesize);                                              \
         if (rc != CUDA_SUCCESS)                                                                    \
             return rc;                                                                             \
@@ -309,15 +336,18 @@ static void vs_pool_alloc_end(const vs_pool_alloc_t *a, CUresult rc, CUdeviceptr
         vs_pool_alloc_end(&a, rc, dptr, bytesize, VS_ALLOC_ASYNC);                                 \
         return rc;                                                                                 \
     }
-VS_ALLOC_ASYNC_HOOK(cuMemAllocAsync)
-VS_ALLOC_ASYNC_HOOK(cuMemAllocAsync_ptsz)
+VS_ALLOC_ASYNC_HOOK(cuMemAllocAsync, false)
+VS_ALLOC_ASYNC_HOOK(cuMemAllocAsync_ptsz, true)
 
-#define VS_ALLOC_POOL_HOOK(symbol)                                                                 \
+#define VS_ALLOC_POOL_HOOK(symbol, per_thread)                                                     \
     CUresult CUDAAPI symbol(CUdeviceptr *dptr, size_t bytesize, CUmemoryPool pool, CUstream hStream) \
     {                                                                                              \
         vs_pool_alloc_t a;                                                                         \
         CUresult rc;                                                                               \
         vs_driver_ready();                                                                         \
+        if (pool != NULL                                                                           \
+            && vs_pool_alloc_served(dptr, bytesize, pool, hStream, per_thread, VS_ALLOC_POOL, &rc)) \
+            return rc;                                                                             \
         rc = vs_pool_alloc_begin(&a, pool, bytesize);                                              \
         if (rc != CUDA_SUCCESS)                                                                    \
             return rc;                                                                             \
@@ -325,8 +355,8 @@ VS_ALLOC_ASYNC_HOOK(cuMemAllocAsync_ptsz)
         vs_pool_alloc_end(&a, rc, dptr, bytesize, VS_ALLOC_POOL);                                  \
         return rc;                                                                                 \
     }
-VS_ALLOC_POOL_HOOK(cuMemAllocFromPoolAsync)
-VS_ALLOC_POOL_HOOK(cuMemAllocFromPoolAsync_ptsz)
+VS_ALLOC_POOL_HOOK(cuMemAllocFromPoolAsync, false)
+VS_ALLOC_POOL_HOOK(cuMemAllocFromPoolAsync_ptsz, true)
 
 static CUresult vs_free_async(CUdeviceptr dptr, CUstream stream)
 {
@@ -338,14 +368,17 @@ static CUresult vs_free_async_ptsz(CUdeviceptr dptr, CUstream stream)
     return VS_CALL(cuMemFreeAsync_ptsz, (dptr, stream));
 }
 
-/* An ordinary `cuMemAlloc` allocation may be freed asynchronously too; in
- * offload mode it is the engine's (`vs_offload_free_async`). */
+/* A served stream-ordered allocation is freed by pool_async.c; an ordinary
+ * `cuMemAlloc` allocation may be freed asynchronously too, and in offload
+ * mode it is the engine's (`vs_offload_free_async`); anything else goes to
+ * the driver. */
 CUresult CUDAAPI cuMemFreeAsync(CUdeviceptr dptr, CUstream hStream)
 {
     CUresult rc;
 
     vs_driver_ready();
-    if (vs_offload_free_async(dptr, hStream, false, &rc))
+    if (vs_pool_async_free(dptr, hStream, false, &rc) ||
+        vs_offload_free_async(dptr, hStream, false, &rc))
         return rc;
     return vs_memory_free(dptr, vs_free_async, hStream);
 }
@@ -355,9 +388,40 @@ CUresult CUDAAPI cuMemFreeAsync_ptsz(CUdeviceptr dptr, CUstream hStream)
     CUresult rc;
 
     vs_driver_ready();
-    if (vs_offload_free_async(dptr, hStream, true, &rc))
+    if (vs_pool_async_free(dptr, hStream, true, &rc) ||
+        vs_offload_free_async(dptr, hStream, true, &rc))
         return rc;
     return vs_memory_free(dptr, vs_free_async_ptsz, hStream);
+}
+
+CUresult CUDAAPI cuMemPoolCreate(CUmemoryPool *pool, const CUmemPoolProps *poolProps)
+{
+    vs_driver_ready();
+    return vs_pool_async_create(pool, poolProps);
+}
+
+CUresult CUDAAPI cuMemPoolDestroy(CUmemoryPool pool)
+{
+    vs_driver_ready();
+    return vs_pool_async_destroy(pool);
+}
+
+CUresult CUDAAPI cuMemPoolGetAttribute(CUmemoryPool pool, CUmemPool_attribute attr, void *value)
+{
+    vs_driver_ready();
+    return vs_pool_async_get_attribute(pool, attr, value);
+}
+
+CUresult CUDAAPI cuMemPoolSetAttribute(CUmemoryPool pool, CUmemPool_attribute attr, void *value)
+{
+    vs_driver_ready();
+    return vs_pool_async_set_attribute(pool, attr, value);
+}
+
+CUresult CUDAAPI cuMemPoolTrimTo(CUmemoryPool pool, size_t minBytesToKeep)
+{
+    vs_driver_ready();
+    return vs_pool_async_trim_to(pool, minBytesToKeep);
 }
 
 CUresult CUDAAPI cuMemAllocManaged(CUdeviceptr *dptr, size_t bytesize, unsigned int flags)
@@ -618,8 +682,10 @@ CUresult CUDAAPI cuMemGetInfo_v2(size_t *free_out, size_t *total_out)
     uint64_t virtual_free = physical_free, virtual_total = physical_total;
     int device = vs_driver_current_device();
     const vs_config_t *cfg = vs_config_get();
-    if (cfg->limit_set && !cfg->meminfo_device && device >= 0)
+    if (cfg->limit_set && !cfg->meminfo_device && device >= 0) {
         vs_cap_meminfo(device, physical_free, physical_total, &virtual_free, &virtual_total);
+        vs_pool_async_meminfo(device, &virtual_free, &virtual_total);
+    }
     if (free_out != NULL)
         *free_out = (size_t)virtual_free;
     if (total_out != NULL)
@@ -677,6 +743,15 @@ static bool vs_pointer_attribute(void *data, CUpointer_attribute attribute, CUde
     case CU_POINTER_ATTRIBUTE_IS_MANAGED:
         *(unsigned int *)data = 0;
         return true;
+    case CU_POINTER_ATTRIBUTE_MEMPOOL_HANDLE: {
+        /* A stream-ordered allocation served from evictable memory names
+         * its pool, as the driver's own would. */
+        CUmemoryPool pool = vs_pool_async_pool_of(range->base);
+        if (pool == NULL)
+            return false;
+        *(CUmemoryPool *)data = pool;
+        return true;
+    }
     default:
         return false;
     }
@@ -896,6 +971,8 @@ static void vs_memory_ctx_destroy_begin(CUcontext ctx, bool certain, vs_ctx_dest
 static void vs_memory_ctx_destroy_end(vs_ctx_destroy_t *destroy, bool destroyed)
 {
     vs_offload_ctx_ended(&destroy->engine, destroyed);
+    if (destroyed && destroy->allocations.ctx != NULL)
+        vs_pool_async_ctx_destroyed(destroy->allocations.ctx);
     vs_memory_ctx_allocations_end(&destroy->allocations, destroyed);
 }
 

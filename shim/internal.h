@@ -25,6 +25,8 @@
  *   vs_physical_lock              (hooks_memory.c) the application's VMM handles: leaf
  *   vs_runtime_lock               (runtime.c)     the runtime's primary context: leaf
  *   vs_pool_usage.lock            (pool_usage.c)  memory pools' charged reserve: leaf
+ *   vs_pool_async.lock            (pool_async.c)  stream-ordered allocations served
+ *                                                   from evictable memory: leaf
  *   vs_tier_staging.lock          (offload_tier.c) staging of restores from disk; never
  *                                                   under the engine lock (let go for the I/O)
  *     vs_spill.lock               (as above)

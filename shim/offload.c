@@ -646,7 +646,8 @@ CUresult vs_offload_alloc(CUdeviceptr *dptr, uint64_t bytes, int device, vs_allo
         vs_cap_release(device, r->reserved);
         goto fail;
     }
-    vs_alloc_desc_t desc = {.base = r->base, .size = bytes, .device = device, .kind = kind, .handle = 0};
+    vs_alloc_desc_t desc = {
+        .base = r->base, .size = bytes, .device = device, .kind = kind, .handle = 0, .engine_region = true};
     if (vs_registry_add(&desc, &r->id) != 0) {
         if (resident) {
             vs_engine_physical_unmap_whole(r);

@@ -621,6 +621,10 @@ int vs_registry_add(const vs_alloc_desc_t *desc, uint64_t *id_out)
     a->created_ns = vs_monotonic_ns();
     a->evictable = vs_kind_table[desc->kind].evictable;
     a->pinned_reason = vs_kind_table[desc->kind].reason;
+    if (desc->engine_region) {
+        a->evictable = true;
+        a->pinned_reason = NULL;
+    }
     if (a->evictable && desc->size < VS_EVICT_MIN_BYTES) {
         a->evictable = false;
         a->pinned_reason = "smaller than the 2 MiB eviction unit; kept resident";

@@ -81,6 +81,9 @@ typedef struct vs_alloc_desc_s {
     uint64_t handle; /* VMM: the physical allocation mapped here */
     /* Not NULL: never evicted, for this reason (overrides the kind's). */
     const char *pinned_reason;
+    /* An offload engine region whatever its kind (a stream-ordered
+     * allocation served from evictable memory): evictable. */
+    bool engine_region;
 } vs_alloc_desc_t;
 
 /* A copy of one allocation's state, for callers outside the lock. */

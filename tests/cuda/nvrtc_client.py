@@ -8,15 +8,24 @@ every result on the host. It keeps 8 MiB of device buffers alive and cycles
 through them, so under VRAM_LIMIT=2M the shim's offload mode must evict and
 restore them.
 
-Usage: nvrtc_client.py [CUDA_ROOT]. Exit 0 on success, 1 on a wrong result,
-77 when NVRTC or libcudart cannot be found.
+With --async the buffers are stream-ordered (cudaMallocAsync on a stream,
+PyTorch's cudaMallocAsync backend's calls): 4 pairs of 2 MiB, freed with
+cudaFreeAsync and allocated again once, and the default pool's
+cudaMemPoolAttrUsedMemCurrent and cudaMemGetInfo are checked (free plus
+what is allocated within the total, as PyTorch asserts).
+
+Usage: nvrtc_client.py [CUDA_ROOT] [--async]. Exit 0 on success, 1 on a
+wrong result, 77 when NVRTC or libcudart cannot be found.
 """
 import ctypes
 import os
 import struct
 import sys
 
-CUDA_ROOT = sys.argv[1] if len(sys.argv) > 1 else os.environ.get("CUDA_ROOT", "/usr/local/cuda")
+ASYNC = "--async" in sys.argv[1:]
+POSITIONAL = [a for a in sys.argv[1:] if a != "--async"]
+CUDA_ROOT = POSITIONAL[0] if POSITIONAL else os.environ.get("CUDA_ROOT", "/usr/local/cuda")
+USED_MEM_CURRENT = 7  # cudaMemPoolAttrUsedMemCurrent
 
 SOURCE = rb"""
 struct Span { const float *x; float *y; unsigned long long n; };
@@ -116,13 +125,40 @@ def main():
         rt(cudart.cudaLaunchKernel, kernel, Dim3(grid, 1, 1), Dim3(block, 1, 1), params, 0, None)
 
     H2D, D2H = 1, 2
-    count, n = 8, 256 * 1024  # 8 buffers of 1 MiB
+    count, n = (4, 512 * 1024) if ASYNC else (8, 256 * 1024)  # 4 pairs of 2 MiB, or 8 of 1 MiB
     failures = 0
+    stream = ctypes.c_void_p()
+    rt(cudart.cudaStreamCreate, ctypes.byref(stream))
+
+    def alloc(ptr, size):
+        if ASYNC:
+            rt(cudart.cudaMallocAsync, ctypes.byref(ptr), ctypes.c_size_t(size), stream)
+            rt(cudart.cudaStreamSynchronize, stream)
+        else:
+            rt(cudart.cudaMalloc, ctypes.byref(ptr), ctypes.c_size_t(size))
+
+    def release(ptr):
+        if ASYNC:
+            rt(cudart.cudaFreeAsync, ptr, stream)
+        else:
+            rt(cudart.cudaFree, ptr)
+
+    if ASYNC:
+        # Freed and allocated again on the same stream: the same block.
+        first, again = ctypes.c_void_p(), ctypes.c_void_p()
+        alloc(first, n * 4)
+        release(first)
+        alloc(again, n * 4)
+        if again.value != first.value:
+            print("nvrtc_client: a block freed on a stream was not reused by it")
+            failures += 1
+        release(again)
+        rt(cudart.cudaStreamSynchronize, stream)
     xs, ys = [], []
     for k in range(count):
         x, y = ctypes.c_void_p(), ctypes.c_void_p()
-        rt(cudart.cudaMalloc, ctypes.byref(x), ctypes.c_size_t(n * 4))
-        rt(cudart.cudaMalloc, ctypes.byref(y), ctypes.c_size_t(n * 4))
+        alloc(x, n * 4)
+        alloc(y, n * 4)
         hx = (ctypes.c_float * n)(*[float((i * 7 + k) % 1000) for i in range(n)])
         hy = (ctypes.c_float * n)(*[float(i % 97) for i in range(n)])
         rt(cudart.cudaMemcpy, x, hx, ctypes.c_size_t(n * 4), H2D)
@@ -132,6 +168,19 @@ def main():
     for k in range(count):
         launch(saxpy, 64, 256, ctypes.c_float(0.5 + k), Span(xs[k], ys[k], n))
     rt(cudart.cudaGetLastError)
+    if ASYNC:
+        pool, used = ctypes.c_void_p(), ctypes.c_uint64()
+        rt(cudart.cudaDeviceGetDefaultMemPool, ctypes.byref(pool), 0)
+        rt(cudart.cudaMemPoolGetAttribute, pool, USED_MEM_CURRENT, ctypes.byref(used))
+        if used.value != 2 * count * n * 4:
+            print("nvrtc_client: the pool's used memory is %d, expected %d" % (used.value, 2 * count * n * 4))
+            failures += 1
+        free_bytes, total = ctypes.c_size_t(), ctypes.c_size_t()
+        rt(cudart.cudaMemGetInfo, ctypes.byref(free_bytes), ctypes.byref(total))
+        if free_bytes.value + used.value > total.value:
+            print("nvrtc_client: cudaMemGetInfo free %d + %d allocated > total %d"
+                  % (free_bytes.value, used.value, total.value))
+            failures += 1
     blocks = (n + 255) // 256
     sums = ctypes.c_void_p()
     rt(cudart.cudaMalloc, ctypes.byref(sums), ctypes.c_size_t(blocks * 8))
@@ -170,8 +219,10 @@ def main():
                 failures += 1
                 break
     for k in range(count):
-        rt(cudart.cudaFree, xs[k])
-        rt(cudart.cudaFree, ys[k])
+        release(xs[k])
+        release(ys[k])
+    rt(cudart.cudaStreamSynchronize, stream)
+    rt(cudart.cudaStreamDestroy, stream)
     rt(cudart.cudaFree, sums)
     rt(cudart.cudaLibraryUnload, library)
     if failures:

@@ -450,6 +450,146 @@ static void test_pool_keeps_freed_memory_up_to_threshold(void **state)
     assert_int_equal(cuStreamDestroy_v2(stream), CUDA_SUCCESS);
 }
 
+/* The stream-ordered allocator's reuse: a block freed on a stream is the
+ * same stream's next allocation at once, before the stream reaches the
+ * free; another stream gets it only once the free has run, and not at all
+ * without CU_MEMPOOL_ATTR_REUSE_ALLOW_OPPORTUNISTIC. A free not yet run is
+ * never released by cuMemPoolTrimTo. Stream `a` is held back by a memory
+ * wait so its free stays queued. */
+static void test_pool_reuse_follows_stream_order(void **state)
+{
+    (void)state;
+    CUmemoryPool pool;
+    CUstream a, b;
+    CUdeviceptr flag, p, q, r;
+    cuuint64_t keep_all = UINT64_MAX, zero = 0, value = 0;
+    const size_t bytes = 4u << 20;
+    assert_int_equal(cuDeviceGetDefaultMemPool(&pool, 0), CUDA_SUCCESS);
+    assert_int_equal(cuMemPoolSetAttribute(pool, CU_MEMPOOL_ATTR_RELEASE_THRESHOLD, &keep_all), CUDA_SUCCESS);
+    assert_int_equal(cuStreamCreate(&a, CU_STREAM_NON_BLOCKING), CUDA_SUCCESS);
+    assert_int_equal(cuStreamCreate(&b, CU_STREAM_NON_BLOCKING), CUDA_SUCCESS);
+    assert_int_equal(cuMemAlloc_v2(&flag, 4), CUDA_SUCCESS);
+    assert_int_equal(cuMemsetD32_v2(flag, 0, 1), CUDA_SUCCESS);
+
+    assert_int_equal(cuStreamWaitValue32_v2(a, flag, 1, CU_STREAM_WAIT_VALUE_GEQ), CUDA_SUCCESS);
+    assert_int_equal(cuMemAllocAsync(&p, bytes, a), CUDA_SUCCESS);
+    assert_int_equal(cuMemFreeAsync(p, a), CUDA_SUCCESS);
+    assert_int_equal(cuStreamQuery(a), CUDA_ERROR_NOT_READY);
+    /* Queued, not run: the same stream reuses it, another does not. */
+    assert_int_equal(cuMemAllocAsync(&q, bytes, a), CUDA_SUCCESS);
+    assert_int_equal(q, p);
+    assert_int_equal(cuMemFreeAsync(q, a), CUDA_SUCCESS);
+    assert_int_equal(cuMemAllocAsync(&r, bytes, b), CUDA_SUCCESS);
+    assert_true(r != p);
+    assert_int_equal(cuMemFreeAsync(r, b), CUDA_SUCCESS);
+    assert_int_equal(cuStreamSynchronize(b), CUDA_SUCCESS);
+    /* The trim releases what b freed, not the block a has yet to free. */
+    assert_int_equal(cuMemPoolTrimTo(pool, 0), CUDA_SUCCESS);
+    assert_int_equal(cuMemPoolGetAttribute(pool, CU_MEMPOOL_ATTR_RESERVED_MEM_CURRENT, &value), CUDA_SUCCESS);
+    assert_int_equal(value, bytes);
+    assert_int_equal(cuMemPoolGetAttribute(pool, CU_MEMPOOL_ATTR_USED_MEM_CURRENT, &value), CUDA_SUCCESS);
+    assert_int_equal(value, 0);
+
+    /* Once a has run the free, b may take it (opportunistic reuse). */
+    assert_int_equal(cuMemsetD32Async(flag, 1, 1, b), CUDA_SUCCESS);
+    assert_int_equal(cuStreamSynchronize(a), CUDA_SUCCESS);
+    assert_int_equal(cuMemAllocAsync(&r, bytes, b), CUDA_SUCCESS);
+    assert_int_equal(r, p);
+    assert_int_equal(cuMemFreeAsync(r, b), CUDA_SUCCESS);
+    assert_int_equal(cuStreamSynchronize(b), CUDA_SUCCESS);
+
+    /* Without opportunistic reuse, a completed free on b is b's alone. */
+    int off = 0;
+    assert_int_equal(cuMemPoolSetAttribute(pool, CU_MEMPOOL_ATTR_REUSE_ALLOW_OPPORTUNISTIC, &off), CUDA_SUCCESS);
+    assert_int_equal(cuMemAllocAsync(&q, bytes, a), CUDA_SUCCESS);
+    assert_true(q != p);
+    assert_int_equal(cuMemAllocAsync(&r, bytes, b), CUDA_SUCCESS);
+    assert_int_equal(r, p);
+    assert_int_equal(cuMemFreeAsync(q, a), CUDA_SUCCESS);
+    assert_int_equal(cuMemFreeAsync(r, b), CUDA_SUCCESS);
+    assert_int_equal(cuCtxSynchronize(), CUDA_SUCCESS);
+    int on = 1;
+    assert_int_equal(cuMemPoolSetAttribute(pool, CU_MEMPOOL_ATTR_REUSE_ALLOW_OPPORTUNISTIC, &on), CUDA_SUCCESS);
+
+    assert_int_equal(cuMemPoolSetAttribute(pool, CU_MEMPOOL_ATTR_RELEASE_THRESHOLD, &zero), CUDA_SUCCESS);
+    assert_int_equal(cuMemPoolTrimTo(pool, 0), CUDA_SUCCESS);
+    assert_int_equal(cuMemPoolGetAttribute(pool, CU_MEMPOOL_ATTR_RESERVED_MEM_CURRENT, &value), CUDA_SUCCESS);
+    assert_int_equal(value, 0);
+    assert_int_equal(cuMemFree_v2(flag), CUDA_SUCCESS);
+    assert_int_equal(cuStreamDestroy_v2(a), CUDA_SUCCESS);
+    assert_int_equal(cuStreamDestroy_v2(b), CUDA_SUCCESS);
+}
+
+/* Created pools: the properties cuda.h documents are checked, the pool
+ * becomes the device's current pool with cuDeviceSetMemPool (cuMemAllocAsync
+ * then allocates from it), maxSize bounds what it reserves, and
+ * cuMemPoolDestroy with an allocation outstanding invalidates the handle at
+ * once while the allocation stays usable until freed. A default pool
+ * cannot be destroyed. */
+static void test_created_pool_properties_current_and_destroy(void **state)
+{
+    (void)state;
+    CUmemoryPool pool, current, def;
+    CUmemPoolProps props;
+    memset(&props, 0, sizeof props);
+    props.allocType = CU_MEM_ALLOCATION_TYPE_PINNED;
+    props.location.type = CU_MEM_LOCATION_TYPE_DEVICE;
+    props.location.id = 0;
+    assert_int_equal(cuMemPoolCreate(NULL, &props), CUDA_ERROR_INVALID_VALUE);
+    assert_int_equal(cuMemPoolCreate(&pool, NULL), CUDA_ERROR_INVALID_VALUE);
+    CUmemPoolProps bad = props;
+    bad.allocType = CU_MEM_ALLOCATION_TYPE_INVALID;
+    assert_int_equal(cuMemPoolCreate(&pool, &bad), CUDA_ERROR_INVALID_VALUE);
+    bad = props;
+    bad.location.id = 7;
+    assert_int_equal(cuMemPoolCreate(&pool, &bad), CUDA_ERROR_INVALID_VALUE);
+    bad = props;
+    bad.reserved[3] = 1;
+    assert_int_equal(cuMemPoolCreate(&pool, &bad), CUDA_ERROR_INVALID_VALUE);
+    bad = props;
+    bad.location.type = CU_MEM_LOCATION_TYPE_HOST;
+    bad.handleTypes = CU_MEM_HANDLE_TYPE_POSIX_FILE_DESCRIPTOR;
+    assert_int_equal(cuMemPoolCreate(&pool, &bad), CUDA_ERROR_INVALID_VALUE);
+    bad.handleTypes = CU_MEM_HANDLE_TYPE_NONE;
+    assert_int_equal(cuMemPoolCreate(&pool, &bad), CUDA_ERROR_NOT_SUPPORTED);
+    bad.location.type = CU_MEM_LOCATION_TYPE_HOST_NUMA_CURRENT;
+    assert_int_equal(cuMemPoolCreate(&pool, &bad), CUDA_ERROR_INVALID_VALUE);
+
+    props.maxSize = 8u << 20;
+    assert_int_equal(cuMemPoolCreate(&pool, &props), CUDA_SUCCESS);
+    assert_int_equal(cuDeviceGetDefaultMemPool(&def, 0), CUDA_SUCCESS);
+    assert_true(pool != def);
+    assert_int_equal(cuDeviceSetMemPool(0, NULL), CUDA_ERROR_INVALID_VALUE);
+    assert_int_equal(cuDeviceSetMemPool(0, pool), CUDA_SUCCESS);
+    assert_int_equal(cuDeviceGetMemPool(&current, 0), CUDA_SUCCESS);
+    assert_ptr_equal(current, pool);
+
+    CUdeviceptr p, q;
+    assert_int_equal(cuMemAllocAsync(&p, 6u << 20, NULL), CUDA_SUCCESS);
+    CUmemoryPool owner = NULL;
+    assert_int_equal(cuPointerGetAttribute(&owner, CU_POINTER_ATTRIBUTE_MEMPOOL_HANDLE, p), CUDA_SUCCESS);
+    assert_ptr_equal(owner, pool);
+    assert_int_equal(cuMemAllocAsync(&q, 4u << 20, NULL), CUDA_ERROR_OUT_OF_MEMORY); /* maxSize */
+    cuuint64_t value = 0;
+    assert_int_equal(cuMemPoolGetAttribute(pool, CU_MEMPOOL_ATTR_USED_MEM_CURRENT, &value), CUDA_SUCCESS);
+    assert_int_equal(value, 6u << 20);
+
+    assert_int_equal(cuMemPoolDestroy(def), CUDA_ERROR_INVALID_VALUE);
+    assert_int_equal(cuMemPoolDestroy(pool), CUDA_SUCCESS);
+    assert_int_equal(cuMemPoolDestroy(pool), CUDA_ERROR_INVALID_VALUE);
+    assert_int_equal(cuMemPoolGetAttribute(pool, CU_MEMPOOL_ATTR_USED_MEM_CURRENT, &value), CUDA_ERROR_INVALID_VALUE);
+    assert_int_equal(cuDeviceGetMemPool(&current, 0), CUDA_SUCCESS);
+    assert_ptr_equal(current, def);
+    size_t before = free_bytes();
+    assert_int_equal(cuMemsetD8_v2(p, 0x5a, 6u << 20), CUDA_SUCCESS);
+    unsigned char byte = 0;
+    assert_int_equal(cuMemcpyDtoH_v2(&byte, p + (5u << 20), 1), CUDA_SUCCESS);
+    assert_int_equal(byte, 0x5a);
+    assert_int_equal(cuMemFreeAsync(p, NULL), CUDA_SUCCESS);
+    assert_int_equal(cuCtxSynchronize(), CUDA_SUCCESS);
+    assert_int_equal(free_bytes(), before + (6u << 20));
+}
+
 int main(void)
 {
     setenv("SIMCUDA_DEVICE_MEM", "64M", 1);
@@ -464,6 +604,8 @@ int main(void)
         cmocka_unit_test(test_pinned_host_memory_is_registered),
         cmocka_unit_test(test_destroyed_context_frees_its_memory),
         cmocka_unit_test(test_pool_keeps_freed_memory_up_to_threshold),
+        cmocka_unit_test(test_pool_reuse_follows_stream_order),
+        cmocka_unit_test(test_created_pool_properties_current_and_destroy),
     };
     return cmocka_run_group_tests_name("simcuda memory", tests, setup, NULL);
 }

@@ -228,6 +228,12 @@ SIM_HIDDEN sim_mem_kind_t sim_mem_classify(uintptr_t address, int *device_out);
  * for an invalid handle. */
 SIM_HIDDEN struct CUstream_st *sim_stream_resolve(CUstream handle, bool per_thread_variant, CUresult *error);
 
+/* A reference on a stream, kept past its destruction (the pool remembers
+ * the stream a block was freed on), and its context. */
+SIM_HIDDEN void sim_stream_ref(struct CUstream_st *stream);
+SIM_HIDDEN void sim_stream_unref(struct CUstream_st *stream);
+SIM_HIDDEN CUcontext sim_stream_ctx(const struct CUstream_st *stream);
+
 /* Enqueues a host-side step on a stream, ordered with its other work (used by
  * `cuMemFreeAsync` and `cuMemAllocAsync`). During capture it is recorded into
  * the graph instead. */

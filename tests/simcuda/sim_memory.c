@@ -89,6 +89,13 @@ typedef struct mem_block_s {
     bool free_pending; /* cuMemFreeAsync queued, not yet run */
     size_t charged;    /* bytes charged to the device: `size` when made */
     struct mem_block_s *next_cached; /* a freed pool block kept by its pool */
+    /* A freed pool block: the stream its free was queued on (a reference),
+     * whether the stream has passed the free, and the allocation's
+     * generation, which a reuse before the free ran moves on so that the
+     * queued free step knows it no longer applies. */
+    struct CUstream_st *free_stream;
+    bool free_done;
+    unsigned generation;
     /* MEM_MAPPING */
     mem_phys_t *phys;
     size_t offset;
@@ -120,13 +127,25 @@ typedef struct va_space_s {
 
 /* A memory pool keeps freed blocks mapped (and counted as used device
  * memory) up to its release threshold, and reuses them for its later
- * allocations. Guarded by mem_lock. */
+ * allocations, as the stream-ordered allocator documents: a block freed on
+ * a stream is reused by that stream's next allocations at once, before the
+ * stream has reached the free (stream order keeps them apart); by another
+ * stream only once the free has run, and only while
+ * CU_MEMPOOL_ATTR_REUSE_ALLOW_OPPORTUNISTIC is set. (The real allocator may
+ * also follow event dependencies or insert them; simcuda never does, which
+ * the documentation allows: reuse is the allocator's choice.) Only blocks
+ * whose free has run are released (threshold, cuMemPoolTrimTo). Guarded by
+ * mem_lock. */
 struct CUmemPoolHandle_st {
     sim_device_t *device;
+    CUmemPoolProps props;
+    bool is_default;
+    bool destroyed; /* cuMemPoolDestroy called: gone once nothing is outstanding */
     cuuint64_t release_threshold;
     int reuse_follow_event_dependencies, reuse_allow_opportunistic, reuse_allow_internal_dependencies;
     cuuint64_t reserved, reserved_high, used, used_high; /* in mapped bytes (spans) */
-    mem_block_t *cached; /* freed blocks, newest first */
+    mem_block_t *cached; /* freed blocks (free queued or run), newest first */
+    struct CUmemPoolHandle_st *next_created; /* the list of created pools */
 };
 
 static pthread_rwlock_t mem_lock = PTHREAD_RWLOCK_INITIALIZER;
@@ -136,6 +155,8 @@ static mem_map_t host_blocks;   /* pinned and registered host memory */
 static mem_phys_t *phys_table;
 static va_space_t va_spaces[SIM_MAX_DEVICES];
 static struct CUmemPoolHandle_st default_pools[SIM_MAX_DEVICES];
+static struct CUmemPoolHandle_st *current_pools[SIM_MAX_DEVICES]; /* cuDeviceSetMemPool */
+static struct CUmemPoolHandle_st *created_pools;                  /* cuMemPoolCreate, live */
 static _Atomic unsigned long long next_buffer_id = 1;
 static size_t page_size;
 
@@ -336,6 +357,11 @@ int sim_memory_init(void)
     page_size = (size_t)sysconf(_SC_PAGESIZE);
     for (int i = 0; i < SIM_MAX_DEVICES; i++) {
         default_pools[i].device = i < sim_device_count ? &sim_devices[i] : NULL;
+        default_pools[i].is_default = true;
+        default_pools[i].props.allocType = CU_MEM_ALLOCATION_TYPE_PINNED;
+        default_pools[i].props.location.type = CU_MEM_LOCATION_TYPE_DEVICE;
+        default_pools[i].props.location.id = i;
+        current_pools[i] = &default_pools[i];
         default_pools[i].reuse_follow_event_dependencies = 1;
         default_pools[i].reuse_allow_opportunistic = 1;
         default_pools[i].reuse_allow_internal_dependencies = 1;
@@ -402,23 +428,41 @@ static void pool_note_highs(struct CUmemPoolHandle_st *pool)
         pool->used_high = pool->used;
 }
 
+/* Whether an allocation on `stream` may take `block`, freed into its pool
+ * (the rules above the pool's struct). */
+static bool pool_block_reusable(const struct CUmemPoolHandle_st *pool, const mem_block_t *block,
+                                const struct CUstream_st *stream)
+{
+    return block->free_stream == stream || (block->free_done && pool->reuse_allow_opportunistic);
+}
+
 /* A freed block the pool keeps that fits `size` without wasting more than
- * its own size: taken out of the cache and made live again (mem_lock held
- * for writing). NULL when none fits. */
-static mem_block_t *pool_reuse_locked(struct CUmemPoolHandle_st *pool, size_t size, CUcontext ctx)
+ * its own size and that `stream` may reuse: taken out of the cache and made
+ * live again (mem_lock held for writing). NULL when none fits. The stream
+ * reference the block held is handed back in *drop, for the caller to let
+ * go once the lock is. */
+static mem_block_t *pool_reuse_locked(struct CUmemPoolHandle_st *pool, size_t size, CUcontext ctx,
+                                      const struct CUstream_st *stream, struct CUstream_st **drop)
 {
     size_t span = align_up(size, page_size);
+    *drop = NULL;
     for (mem_block_t **at = &pool->cached; *at != NULL; at = &(*at)->next_cached) {
         mem_block_t *block = *at;
-        if (block->span < span || block->span / 2 > span)
+        if (block->span < span || block->span / 2 > span || !pool_block_reusable(pool, block, stream))
             continue;
-        if (map_insert(&device_blocks, block) != 0)
+        /* A block whose free has not run is still in the map: its queued
+         * free step sees the new generation and leaves it alone. */
+        if (block->free_done && map_insert(&device_blocks, block) != 0)
             return NULL;
         *at = block->next_cached;
         block->next_cached = NULL;
         block->size = size;
         block->ctx = ctx;
         block->free_pending = false;
+        block->free_done = false;
+        block->generation++;
+        *drop = block->free_stream;
+        block->free_stream = NULL;
         block->buffer_id = atomic_fetch_add(&next_buffer_id, 1);
         pool->used += block->span;
         pool_note_highs(pool);
@@ -427,24 +471,46 @@ static mem_block_t *pool_reuse_locked(struct CUmemPoolHandle_st *pool, size_t si
     return NULL;
 }
 
-/* Takes the oldest cached blocks out of the pool until what it reserves is
- * at most `keep` (mem_lock held for writing); returns them, linked, for
- * device_release once the lock is let go. */
+/* Takes the oldest cached blocks whose free has run out of the pool until
+ * what it reserves is at most `keep` (mem_lock held for writing); returns
+ * them, linked, for release_all once the lock is let go. */
 static mem_block_t *pool_trim_locked(struct CUmemPoolHandle_st *pool, cuuint64_t keep)
 {
     mem_block_t *released = NULL;
-    while (pool->reserved > keep && pool->cached != NULL) {
+    while (pool->reserved > keep) {
         /* The oldest is the last. */
-        mem_block_t **at = &pool->cached;
-        while ((*at)->next_cached != NULL)
-            at = &(*at)->next_cached;
-        mem_block_t *block = *at;
-        *at = NULL;
+        mem_block_t **oldest = NULL;
+        for (mem_block_t **at = &pool->cached; *at != NULL; at = &(*at)->next_cached)
+            if ((*at)->free_done)
+                oldest = at;
+        if (oldest == NULL)
+            break;
+        mem_block_t *block = *oldest;
+        *oldest = block->next_cached;
         pool->reserved -= block->span;
         block->next_cached = released;
         released = block;
     }
     return released;
+}
+
+/* A destroyed pool goes once it has nothing outstanding: no allocation in
+ * use, no free still queued. Returns it unlinked (for free() once the lock
+ * is let go, after release_all of what it kept) or NULL. mem_lock held for
+ * writing. */
+static struct CUmemPoolHandle_st *pool_retire_locked(struct CUmemPoolHandle_st *pool, mem_block_t **released)
+{
+    if (!pool->destroyed || pool->used != 0)
+        return NULL;
+    for (mem_block_t *block = pool->cached; block != NULL; block = block->next_cached)
+        if (!block->free_done)
+            return NULL;
+    mem_block_t *rest = pool_trim_locked(pool, 0);
+    mem_block_t **tail = released;
+    while (*tail != NULL)
+        tail = &(*tail)->next_cached;
+    *tail = rest;
+    return pool;
 }
 
 static void device_release(mem_block_t *block);
@@ -454,6 +520,9 @@ static void release_all(mem_block_t *list)
     while (list != NULL) {
         mem_block_t *next = list->next_cached;
         list->next_cached = NULL;
+        if (list->free_stream != NULL)
+            sim_stream_unref(list->free_stream);
+        list->free_stream = NULL;
         device_release(list);
         list = next;
     }
@@ -470,31 +539,41 @@ static bool pool_trim(struct CUmemPoolHandle_st *pool, cuuint64_t keep)
     return released != NULL;
 }
 
-/* A pool allocation freed (already out of device_blocks): the pool keeps it
- * up to its release threshold. */
+/* A pool allocation freed at once (`cuMemFree`, already out of
+ * device_blocks): the pool keeps it up to its release threshold. */
 static void pool_give_back(mem_block_t *block)
 {
     struct CUmemPoolHandle_st *pool = block->pool;
     pthread_rwlock_wrlock(&mem_lock);
     pool->used -= block->span;
+    block->free_done = true;
     block->next_cached = pool->cached;
     pool->cached = block;
     mem_block_t *released = pool_trim_locked(pool, pool->release_threshold);
+    struct CUmemPoolHandle_st *gone = pool_retire_locked(pool, &released);
     pthread_rwlock_unlock(&mem_lock);
     release_all(released);
+    free(gone);
 }
 
 static CUresult device_alloc(sim_device_t *device, CUcontext ctx, size_t size, mem_kind_t kind,
-                             struct CUmemPoolHandle_st *pool, CUdeviceptr *out)
+                             struct CUmemPoolHandle_st *pool, const struct CUstream_st *stream, CUdeviceptr *out)
 {
     if (pool != NULL && out != NULL && size != 0) {
+        struct CUstream_st *drop = NULL;
         pthread_rwlock_wrlock(&mem_lock);
-        mem_block_t *reused = pool_reuse_locked(pool, size, ctx);
+        mem_block_t *reused = pool_reuse_locked(pool, size, ctx, stream, &drop);
+        bool over_max = reused == NULL && pool->props.maxSize != 0
+                        && pool->reserved + align_up(size, page_size) > pool->props.maxSize;
         pthread_rwlock_unlock(&mem_lock);
+        if (drop != NULL)
+            sim_stream_unref(drop);
         if (reused != NULL) {
             *out = (CUdeviceptr)reused->base;
             return CUDA_SUCCESS;
         }
+        if (over_max) /* the pool's CUmemPoolProps::maxSize */
+            return CUDA_ERROR_OUT_OF_MEMORY;
     }
     if (out == NULL || size == 0)
         return CUDA_ERROR_INVALID_VALUE;
@@ -592,7 +671,7 @@ SIM_EXPORT CUresult cuMemAlloc_v2(CUdeviceptr *dptr, size_t bytesize)
     result = sim_capture_check_unsafe_call();
     if (result != CUDA_SUCCESS)
         return result;
-    return device_alloc(ctx->device, ctx, bytesize, MEM_DEVICE, NULL, dptr);
+    return device_alloc(ctx->device, ctx, bytesize, MEM_DEVICE, NULL, NULL, dptr);
 }
 
 SIM_EXPORT CUresult cuMemAllocPitch_v2(CUdeviceptr *dptr, size_t *pPitch, size_t WidthInBytes, size_t Height,
@@ -614,7 +693,7 @@ SIM_EXPORT CUresult cuMemAllocPitch_v2(CUdeviceptr *dptr, size_t *pPitch, size_t
     result = sim_capture_check_unsafe_call();
     if (result != CUDA_SUCCESS)
         return result;
-    result = device_alloc(ctx->device, ctx, pitch * Height, MEM_DEVICE, NULL, dptr);
+    result = device_alloc(ctx->device, ctx, pitch * Height, MEM_DEVICE, NULL, NULL, dptr);
     if (result == CUDA_SUCCESS)
         *pPitch = pitch;
     return result;
@@ -634,7 +713,7 @@ SIM_EXPORT CUresult cuMemAllocManaged(CUdeviceptr *dptr, size_t bytesize, unsign
     result = sim_capture_check_unsafe_call();
     if (result != CUDA_SUCCESS)
         return result;
-    return device_alloc(ctx->device, ctx, bytesize, MEM_MANAGED, NULL, dptr);
+    return device_alloc(ctx->device, ctx, bytesize, MEM_MANAGED, NULL, NULL, dptr);
 }
 
 SIM_EXPORT CUresult cuMemFree_v2(CUdeviceptr dptr)
@@ -693,12 +772,18 @@ struct CUmemPoolHandle_st *sim_memory_default_pool(sim_device_t *device)
     return &default_pools[device->ordinal];
 }
 
+/* A default pool, or a created pool not destroyed. */
 static bool pool_valid(CUmemoryPool pool)
 {
     for (int i = 0; i < sim_device_count; i++)
         if (pool == &default_pools[i])
             return true;
-    return false;
+    bool found = false;
+    pthread_rwlock_rdlock(&mem_lock);
+    for (struct CUmemPoolHandle_st *p = created_pools; p != NULL && !found; p = p->next_created)
+        found = p == pool && !p->destroyed;
+    pthread_rwlock_unlock(&mem_lock);
+    return found;
 }
 
 SIM_EXPORT CUresult cuDeviceGetDefaultMemPool(CUmemoryPool *pool_out, CUdevice dev)
@@ -716,8 +801,7 @@ SIM_EXPORT CUresult cuDeviceGetDefaultMemPool(CUmemoryPool *pool_out, CUdevice d
     return CUDA_SUCCESS;
 }
 
-/* The current pool is always the default one: simcuda has no
- * cuDeviceSetMemPool. */
+/* The pool last given to cuDeviceSetMemPool, or the default one. */
 SIM_EXPORT CUresult cuDeviceGetMemPool(CUmemoryPool *pool, CUdevice dev)
 {
     CUresult entry = SIM_ENTER(cuDeviceGetMemPool, SIM_NEED_NOTHING);
@@ -729,7 +813,112 @@ SIM_EXPORT CUresult cuDeviceGetMemPool(CUmemoryPool *pool, CUdevice dev)
         return result;
     if (pool == NULL)
         return CUDA_ERROR_INVALID_VALUE;
-    *pool = sim_memory_default_pool(device);
+    pthread_rwlock_rdlock(&mem_lock);
+    *pool = current_pools[device->ordinal];
+    pthread_rwlock_unlock(&mem_lock);
+    return CUDA_SUCCESS;
+}
+
+/* The pool must be local to the device (cuda.h): CUDA_ERROR_INVALID_VALUE
+ * otherwise. */
+SIM_EXPORT CUresult cuDeviceSetMemPool(CUdevice dev, CUmemoryPool pool)
+{
+    CUresult entry = SIM_ENTER(cuDeviceSetMemPool, SIM_NEED_INIT);
+    if (entry != CUDA_SUCCESS)
+        return entry;
+    sim_device_t *device;
+    CUresult result = sim_device_get(dev, &device);
+    if (result != CUDA_SUCCESS)
+        return CUDA_ERROR_INVALID_VALUE;
+    if (!pool_valid(pool) || pool->device != device)
+        return CUDA_ERROR_INVALID_VALUE;
+    pthread_rwlock_wrlock(&mem_lock);
+    current_pools[device->ordinal] = pool;
+    pthread_rwlock_unlock(&mem_lock);
+    return CUDA_SUCCESS;
+}
+
+static bool bytes_all_zero(const unsigned char *bytes, size_t count)
+{
+    for (size_t i = 0; i < count; i++)
+        if (bytes[i] != 0)
+            return false;
+    return true;
+}
+
+/* Device-located pools, with or without POSIX file descriptor export. A
+ * host-located pool is CUDA_ERROR_NOT_SUPPORTED, as on a device that
+ * reports no CU_DEVICE_ATTRIBUTE_HOST_MEMORY_POOLS_SUPPORTED (simcuda
+ * reports none); the checks cuda.h documents for them come first. */
+SIM_EXPORT CUresult cuMemPoolCreate(CUmemoryPool *pool_out, const CUmemPoolProps *props)
+{
+    CUresult entry = SIM_ENTER(cuMemPoolCreate, SIM_NEED_INIT);
+    if (entry != CUDA_SUCCESS)
+        return entry;
+    if (pool_out == NULL || props == NULL || props->allocType != CU_MEM_ALLOCATION_TYPE_PINNED
+        || props->win32SecurityAttributes != NULL || !bytes_all_zero(props->reserved, sizeof props->reserved))
+        return CUDA_ERROR_INVALID_VALUE;
+    const unsigned known_handles = CU_MEM_HANDLE_TYPE_POSIX_FILE_DESCRIPTOR | CU_MEM_HANDLE_TYPE_WIN32
+                                   | CU_MEM_HANDLE_TYPE_WIN32_KMT | CU_MEM_HANDLE_TYPE_FABRIC;
+    if ((props->handleTypes & ~known_handles) != 0)
+        return CUDA_ERROR_INVALID_VALUE;
+    switch (props->location.type) {
+    case CU_MEM_LOCATION_TYPE_DEVICE:
+        break;
+    case CU_MEM_LOCATION_TYPE_HOST:
+        return props->handleTypes != CU_MEM_HANDLE_TYPE_NONE ? CUDA_ERROR_INVALID_VALUE : CUDA_ERROR_NOT_SUPPORTED;
+    case CU_MEM_LOCATION_TYPE_HOST_NUMA:
+        return CUDA_ERROR_NOT_SUPPORTED;
+    default: /* CU_MEM_LOCATION_TYPE_HOST_NUMA_CURRENT and unknown types */
+        return CUDA_ERROR_INVALID_VALUE;
+    }
+    if (props->location.id < 0 || props->location.id >= sim_device_count)
+        return CUDA_ERROR_INVALID_VALUE;
+    /* What CU_DEVICE_ATTRIBUTE_MEMPOOL_SUPPORTED_HANDLE_TYPES reports. */
+    if ((props->handleTypes & ~(unsigned)CU_MEM_HANDLE_TYPE_POSIX_FILE_DESCRIPTOR) != 0)
+        return CUDA_ERROR_NOT_SUPPORTED;
+    struct CUmemPoolHandle_st *pool = calloc(1, sizeof *pool);
+    if (pool == NULL)
+        return CUDA_ERROR_OUT_OF_MEMORY;
+    pool->device = &sim_devices[props->location.id];
+    pool->props = *props;
+    /* A created pool starts with the default pool's reuse policy. */
+    pool->reuse_follow_event_dependencies = 1;
+    pool->reuse_allow_opportunistic = 1;
+    pool->reuse_allow_internal_dependencies = 1;
+    pthread_rwlock_wrlock(&mem_lock);
+    pool->next_created = created_pools;
+    created_pools = pool;
+    pthread_rwlock_unlock(&mem_lock);
+    *pool_out = pool;
+    return CUDA_SUCCESS;
+}
+
+/* A default pool cannot be destroyed. A created one stops being a valid
+ * handle at once; its memory goes once nothing from it is outstanding. */
+SIM_EXPORT CUresult cuMemPoolDestroy(CUmemoryPool pool)
+{
+    CUresult entry = SIM_ENTER(cuMemPoolDestroy, SIM_NEED_INIT);
+    if (entry != CUDA_SUCCESS)
+        return entry;
+    if (!pool_valid(pool) || pool->is_default)
+        return CUDA_ERROR_INVALID_VALUE;
+    mem_block_t *released = NULL;
+    pthread_rwlock_wrlock(&mem_lock);
+    for (struct CUmemPoolHandle_st **at = &created_pools; *at != NULL; at = &(*at)->next_created)
+        if (*at == pool) {
+            *at = pool->next_created;
+            break;
+        }
+    pool->destroyed = true;
+    int ordinal = pool->device->ordinal;
+    if (current_pools[ordinal] == pool)
+        current_pools[ordinal] = &default_pools[ordinal];
+    released = pool_trim_locked(pool, 0);
+    struct CUmemPoolHandle_st *gone = pool_retire_locked(pool, &released);
+    pthread_rwlock_unlock(&mem_lock);
+    release_all(released);
+    free(gone);
     return CUDA_SUCCESS;
 }
 
@@ -830,24 +1019,29 @@ SIM_EXPORT CUresult cuMemPoolGetAttribute(CUmemoryPool pool, CUmemPool_attribute
 }
 
 /* Allocation is immediate (the address is valid at once, the memory usable
- * in stream order as the real driver promises). */
+ * in stream order as the real driver promises). Without a pool, from the
+ * current pool of the stream's device. */
 static CUresult alloc_async(CUdeviceptr *dptr, size_t bytesize, CUmemoryPool pool, CUstream hStream, bool per_thread)
 {
     CUcontext ctx;
     CUresult result = sim_ctx_require(&ctx);
     if (result != CUDA_SUCCESS)
         return result;
-    if (pool == NULL)
-        pool = ctx->default_pool;
-    else if (!pool_valid(pool))
-        return CUDA_ERROR_INVALID_VALUE;
-    if (sim_stream_resolve(hStream, per_thread, &result) == NULL)
+    struct CUstream_st *stream = sim_stream_resolve(hStream, per_thread, &result);
+    if (stream == NULL)
         return result;
-    result = device_alloc(pool->device, ctx, bytesize, MEM_POOL, pool, dptr);
+    if (pool == NULL) {
+        pthread_rwlock_rdlock(&mem_lock);
+        pool = current_pools[sim_stream_ctx(stream)->device->ordinal];
+        pthread_rwlock_unlock(&mem_lock);
+    } else if (!pool_valid(pool)) {
+        return CUDA_ERROR_INVALID_VALUE;
+    }
+    result = device_alloc(pool->device, ctx, bytesize, MEM_POOL, pool, stream, dptr);
     if (result == CUDA_ERROR_OUT_OF_MEMORY && bytesize != 0) {
         /* The pool gives back what it keeps before the device says no. */
         if (pool_trim(pool, 0))
-            result = device_alloc(pool->device, ctx, bytesize, MEM_POOL, pool, dptr);
+            result = device_alloc(pool->device, ctx, bytesize, MEM_POOL, pool, stream, dptr);
     }
     return result;
 }
@@ -889,17 +1083,40 @@ SIM_EXPORT CUresult cuMemAllocFromPoolAsync_ptsz(CUdeviceptr *dptr, size_t bytes
     return alloc_async(dptr, bytesize, pool, hStream, true);
 }
 
-/* The host step `cuMemFreeAsync` queues: runs when the stream reaches it. */
+typedef struct free_step_s {
+    mem_block_t *block;
+    unsigned generation; /* the block's when the free was queued */
+} free_step_t;
+
+/* The host step `cuMemFreeAsync` queues: runs when the stream reaches it.
+ * A pool block was handed to its pool when the free was queued; unless the
+ * same stream has reused it since, its free is now done: it leaves the map
+ * and may go back to the device. */
 static void free_async_step(void *arg)
 {
-    mem_block_t *block = arg;
-    pthread_rwlock_wrlock(&mem_lock);
-    map_remove(&device_blocks, block);
-    pthread_rwlock_unlock(&mem_lock);
-    if (block->pool != NULL)
-        pool_give_back(block);
-    else
+    free_step_t *step = arg;
+    mem_block_t *block = step->block;
+    if (block->pool == NULL) {
+        pthread_rwlock_wrlock(&mem_lock);
+        map_remove(&device_blocks, block);
+        pthread_rwlock_unlock(&mem_lock);
         device_release(block);
+        free(step);
+        return;
+    }
+    struct CUmemPoolHandle_st *pool = block->pool, *gone = NULL;
+    mem_block_t *released = NULL;
+    pthread_rwlock_wrlock(&mem_lock);
+    if (block->generation == step->generation) {
+        map_remove(&device_blocks, block);
+        block->free_done = true;
+        released = pool_trim_locked(pool, pool->release_threshold);
+        gone = pool_retire_locked(pool, &released);
+    }
+    pthread_rwlock_unlock(&mem_lock);
+    release_all(released);
+    free(gone);
+    free(step);
 }
 
 static CUresult free_async(CUdeviceptr dptr, CUstream hStream, bool per_thread)
@@ -911,19 +1128,50 @@ static CUresult free_async(CUdeviceptr dptr, CUstream hStream, bool per_thread)
     struct CUstream_st *stream = sim_stream_resolve(hStream, per_thread, &result);
     if (stream == NULL)
         return result;
+    free_step_t *step = malloc(sizeof *step);
+    if (step == NULL)
+        return CUDA_ERROR_OUT_OF_MEMORY;
     pthread_rwlock_wrlock(&mem_lock);
     mem_block_t *block = map_find(&device_blocks, (uintptr_t)dptr);
     bool valid = block != NULL && block->base == dptr && is_device_allocation(block) && !block->free_pending;
-    if (valid)
+    if (valid) {
         block->free_pending = true;
+        step->block = block;
+        step->generation = block->generation;
+        if (block->pool != NULL) {
+            /* The pool has it back at once, for this stream's next
+             * allocations (pool_block_reusable). */
+            sim_stream_ref(stream);
+            block->free_stream = stream;
+            block->free_done = false;
+            block->pool->used -= block->span;
+            block->next_cached = block->pool->cached;
+            block->pool->cached = block;
+        }
+    }
     pthread_rwlock_unlock(&mem_lock);
-    if (!valid)
+    if (!valid) {
+        free(step);
         return CUDA_ERROR_INVALID_VALUE;
-    result = sim_stream_enqueue_host(stream, free_async_step, block);
+    }
+    result = sim_stream_enqueue_host(stream, free_async_step, step);
     if (result != CUDA_SUCCESS) {
         pthread_rwlock_wrlock(&mem_lock);
         block->free_pending = false;
+        if (block->pool != NULL && block->generation == step->generation) {
+            for (mem_block_t **at = &block->pool->cached; *at != NULL; at = &(*at)->next_cached)
+                if (*at == block) {
+                    *at = block->next_cached;
+                    break;
+                }
+            block->next_cached = NULL;
+            block->pool->used += block->span;
+            block->free_stream = NULL;
+        }
         pthread_rwlock_unlock(&mem_lock);
+        if (block->pool != NULL)
+            sim_stream_unref(stream);
+        free(step);
     }
     return result;
 }

@@ -122,6 +122,11 @@ void sim_stream_unref(struct CUstream_st *stream)
     free(stream);
 }
 
+CUcontext sim_stream_ctx(const struct CUstream_st *stream)
+{
+    return stream->ctx;
+}
+
 bool sim_stream_is_blocking(const struct CUstream_st *stream)
 {
     return !stream->is_legacy && (stream->flags & CU_STREAM_NON_BLOCKING) == 0;
