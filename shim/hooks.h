@@ -35,4 +35,16 @@
     (sizeof(#symbol) > 6 && (#symbol)[sizeof(#symbol) - 6] == '_' && (#symbol)[sizeof(#symbol) - 5] == 'p' \
      && (#symbol)[sizeof(#symbol) - 4] == 't')
 
+/* hooks_nccl.c: whether this thread is inside an NCCL call (what NCCL
+ * allocates for itself stays plain device memory), and the `dlsym`
+ * override's answer for an NCCL symbol `name` that resolved to `result`:
+ * the wrapper, with the real function recorded. */
+bool vs_nccl_inside(void);
+void *vs_nccl_dlsym(void *handle, const char *name, void *result);
+
+/* hooks_graph.c: a call on capturing `stream` reaches the allocations at
+ * `words` through memory of its own: the graph being captured holds them
+ * and its launches restore them. */
+void vs_graph_capture_names(CUstream stream, const uintptr_t *words, size_t count);
+
 #endif /* VS_HOOKS_H */

@@ -13,7 +13,8 @@
  * `dlsym(RTLD_NEXT, ...)` depends on who calls it. The exported `dlsym` is
  * a few instructions of assembly that jump (not call) to the real one for
  * RTLD_NEXT, so the C library still sees the caller's return address; every
- * other handle goes to `vs_dlsym_c`. On architectures without that stub
+ * other handle goes to `vs_dlsym_c`. NCCL's symbols are answered the same
+ * way, with hooks_nccl.c's wrappers (nccl.def). On architectures without that stub
  * RTLD_NEXT is answered relative to the shim (documented limitation).
  */
 #include <dlfcn.h>
@@ -121,7 +122,11 @@ VS_NO_SANITIZE void *vs_dlsym_c(void *handle, const char *name)
 
     /* Most look-ups in a process are not for the driver: leave them after
      * two character compares, without loading anything. */
-    if (result == NULL || name == NULL || name[0] != 'c' || name[1] != 'u')
+    if (result == NULL || name == NULL)
+        return result;
+    if (name[0] == 'n' && strncmp(name, "nccl", 4) == 0)
+        return vs_nccl_dlsym(handle, name, result);
+    if (name[0] != 'c' || name[1] != 'u')
         return result;
     if (vs_row_by_name(name) == NULL)
         return result;
