@@ -23,9 +23,27 @@
 
 #define VS_EXPORT __attribute__((visibility("default")))
 
+/* Each wrapper starts with VS_ENTRY_PAD bytes of no-ops (after `endbr64`
+ * where the build has control-flow protection): a library that patches the
+ * functions `cuGetProcAddress` gave it writes its jump over them, and the
+ * body after them stays whole, reachable at `vs_resolve_entry_body`
+ * (resolve.c). */
+#if defined(__x86_64__)
+#define VS_ENTRY_PAD_COUNT 16 /* one-byte `nop`s */
+#define VS_ENTRY_PAD 16
+#elif defined(__aarch64__)
+#define VS_ENTRY_PAD_COUNT 4 /* four-byte `nop`s */
+#define VS_ENTRY_PAD 16
+#endif
+#ifdef VS_ENTRY_PAD
+#define VS_PATCHABLE __attribute__((patchable_function_entry(VS_ENTRY_PAD_COUNT, 0)))
+#else
+#define VS_PATCHABLE
+#endif
+
 /* Exported declarations: a wrapper defined in hooks_*.c becomes visible
  * because it was declared here, and nothing else does. */
-#define VS_HOOK(family, symbol) VS_EXPORT __typeof__(symbol) symbol;
+#define VS_HOOK(family, symbol) VS_EXPORT VS_PATCHABLE __typeof__(symbol) symbol;
 #include "hooks.def"
 #undef VS_HOOK
 
