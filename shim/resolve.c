@@ -153,8 +153,8 @@ VS_NO_SANITIZE static bool vs_entry_pristine(const void *function)
             return false;
 #else
     for (int i = 0; i < VS_ENTRY_PAD; i += 4) {
-        uint32_t insn;
-        memcpy(&insn, entry + i, sizeof insn);
+        uint32_t insn = (uint32_t)entry[i] | (uint32_t)entry[i + 1] << 8 | (uint32_t)entry[i + 2] << 16
+                        | (uint32_t)entry[i + 3] << 24;
         if (insn != 0xd503201fu) /* nop */
             return false;
     }
@@ -176,26 +176,28 @@ static void vs_entry_layout_check(void)
 /* Where the jump written at `function` leads, for the common forms
  * (x86-64: `jmp rel32`, `jmp [rip+0]` with the address after it,
  * `movabs rax/r11, imm64; jmp reg`); NULL when not recognised. */
+/* The little-endian word of `bytes` bytes at `p`, read byte by byte: no
+ * `memcpy`, which a sanitizer would check against shadow that text lacks. */
+VS_NO_SANITIZE static uint64_t vs_entry_word(const unsigned char *p, int bytes)
+{
+    uint64_t word = 0;
+    for (int i = bytes - 1; i >= 0; i--)
+        word = word << 8 | p[i];
+    return word;
+}
+
 VS_NO_SANITIZE static const void *vs_entry_jump_target(const void *function)
 {
 #if defined(__x86_64__)
     const unsigned char *p = function;
     for (int lead = 0; lead < 2; lead++, p += 4) {
-        uint64_t address;
-        int32_t rel;
-        if (p[0] == 0xe9) {
-            memcpy(&rel, p + 1, sizeof rel);
-            return p + 5 + rel;
-        }
-        if (p[0] == 0xff && p[1] == 0x25 && p[2] == 0 && p[3] == 0 && p[4] == 0 && p[5] == 0) {
-            memcpy(&address, p + 6, sizeof address);
-            return (const void *)(uintptr_t)address;
-        }
+        if (p[0] == 0xe9)
+            return p + 5 + (int32_t)(uint32_t)vs_entry_word(p + 1, 4);
+        if (p[0] == 0xff && p[1] == 0x25 && p[2] == 0 && p[3] == 0 && p[4] == 0 && p[5] == 0)
+            return (const void *)(uintptr_t)vs_entry_word(p + 6, 8);
         if ((p[0] == 0x48 && p[1] == 0xb8 && p[10] == 0xff && p[11] == 0xe0)
-            || (p[0] == 0x49 && p[1] == 0xbb && p[10] == 0x41 && p[11] == 0xff && p[12] == 0xe3)) {
-            memcpy(&address, p + 2, sizeof address);
-            return (const void *)(uintptr_t)address;
-        }
+            || (p[0] == 0x49 && p[1] == 0xbb && p[10] == 0x41 && p[11] == 0xff && p[12] == 0xe3))
+            return (const void *)(uintptr_t)vs_entry_word(p + 2, 8);
         if (!(p[0] == 0xf3 && p[1] == 0x0f && p[2] == 0x1e && p[3] == 0xfa))
             break; /* a jump may follow an `endbr64` left in place */
     }

@@ -24,6 +24,17 @@
 
 #define PATCHER_JUMP_BYTES 13
 
+/* For the functions that read or write code: sanitizers keep no shadow
+ * for a library's text, so their accesses stay uninstrumented, byte by
+ * byte (no `memcpy`, which they intercept). */
+#define PATCHER_RAW __attribute__((no_sanitize("address", "thread", "undefined"), noinline))
+
+PATCHER_RAW static void patcher_copy(volatile unsigned char *to, const volatile unsigned char *from, size_t bytes)
+{
+    for (size_t i = 0; i < bytes; i++)
+        to[i] = from[i];
+}
+
 static patcher_mode_t patcher_mode;
 static void *patcher_trampoline;
 static atomic_ulong patcher_calls;
@@ -49,7 +60,7 @@ static CUresult patcher_hook(CUdeviceptr *dptr, size_t bytes)
 
 /* The length of the instruction at `p` among the few prologue forms this
  * patcher relocates (all position-independent); 0 for anything else. */
-static size_t patcher_insn_length(const unsigned char *p)
+PATCHER_RAW static size_t patcher_insn_length(const volatile unsigned char *p)
 {
     if (p[0] == 0xf3 && p[1] == 0x0f && p[2] == 0x1e && p[3] == 0xfa)
         return 4; /* endbr64 */
@@ -64,12 +75,12 @@ static size_t patcher_insn_length(const unsigned char *p)
 static void patcher_write_jump(unsigned char *at, const void *target)
 {
     uint64_t address = (uint64_t)(uintptr_t)target;
-    at[0] = 0x49;
-    at[1] = 0xbb;
-    memcpy(at + 2, &address, sizeof address);
-    at[10] = 0x41;
-    at[11] = 0xff;
-    at[12] = 0xe3;
+    unsigned char jump[PATCHER_JUMP_BYTES] = {0x49, 0xbb};
+    memcpy(jump + 2, &address, sizeof address);
+    jump[10] = 0x41;
+    jump[11] = 0xff;
+    jump[12] = 0xe3;
+    patcher_copy(at, jump, sizeof jump);
 }
 
 static int patcher_protect(void *at, size_t bytes, int prot)
@@ -105,7 +116,7 @@ int patcher_install(patcher_mode_t mode)
         unsigned char *trampoline = mmap(NULL, 4096, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
         if (trampoline == MAP_FAILED)
             return -1;
-        memcpy(trampoline, entry, copied);
+        patcher_copy(trampoline, entry, copied);
         patcher_write_jump(trampoline + copied, entry + copied);
         if (mprotect(trampoline, 4096, PROT_READ | PROT_EXEC) != 0)
             return -1;
