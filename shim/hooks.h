@@ -23,9 +23,27 @@
 
 #define VS_EXPORT __attribute__((visibility("default")))
 
+/* Each wrapper starts with VS_ENTRY_PAD bytes of no-ops (after `endbr64`
+ * where the build has control-flow protection): a library that patches the
+ * functions `cuGetProcAddress` gave it writes its jump over them, and the
+ * body after them stays whole, reachable at `vs_resolve_entry_body`
+ * (resolve.c). */
+#if defined(__x86_64__)
+#define VS_ENTRY_PAD_COUNT 16 /* one-byte `nop`s */
+#define VS_ENTRY_PAD 16
+#elif defined(__aarch64__)
+#define VS_ENTRY_PAD_COUNT 4 /* four-byte `nop`s */
+#define VS_ENTRY_PAD 16
+#endif
+#ifdef VS_ENTRY_PAD
+#define VS_PATCHABLE __attribute__((patchable_function_entry(VS_ENTRY_PAD_COUNT, 0)))
+#else
+#define VS_PATCHABLE
+#endif
+
 /* Exported declarations: a wrapper defined in hooks_*.c becomes visible
  * because it was declared here, and nothing else does. */
-#define VS_HOOK(family, symbol) VS_EXPORT __typeof__(symbol) symbol;
+#define VS_HOOK(family, symbol) VS_EXPORT VS_PATCHABLE __typeof__(symbol) symbol;
 #include "hooks.def"
 #undef VS_HOOK
 
@@ -34,5 +52,17 @@
 #define VS_PER_THREAD_SYMBOL(symbol)                                                               \
     (sizeof(#symbol) > 6 && (#symbol)[sizeof(#symbol) - 6] == '_' && (#symbol)[sizeof(#symbol) - 5] == 'p' \
      && (#symbol)[sizeof(#symbol) - 4] == 't')
+
+/* hooks_nccl.c: whether this thread is inside an NCCL call (what NCCL
+ * allocates for itself stays plain device memory), and the `dlsym`
+ * override's answer for an NCCL symbol `name` that resolved to `result`:
+ * the wrapper, with the real function recorded. */
+bool vs_nccl_inside(void);
+void *vs_nccl_dlsym(void *handle, const char *name, void *result);
+
+/* hooks_graph.c: a call on capturing `stream` reaches the allocations at
+ * `words` through memory of its own: the graph being captured holds them
+ * and its launches restore them. */
+void vs_graph_capture_names(CUstream stream, const uintptr_t *words, size_t count);
 
 #endif /* VS_HOOKS_H */

@@ -165,6 +165,88 @@ static size_t vs_cond_bodies(CUgraphNode node, CUgraph *out, size_t cap)
     return n;
 }
 
+/* What library calls captured into a graph touch through memory of their
+ * own, where no node's parameters name it (NCCL's buffers, hooks_nccl.c),
+ * keyed by the graph the capture builds: added to the set of every
+ * executable graph made from that graph, or from one holding it as a child.
+ * Entries live as long as the process, like `vs_conds`. Guarded by
+ * `vs_captured_lock`, a leaf. */
+typedef struct vs_captured_s {
+    const void *graph;
+    uintptr_t *addrs;
+    size_t count, capacity;
+    UT_hash_handle hh;
+} vs_captured_t;
+static pthread_mutex_t vs_captured_lock = PTHREAD_MUTEX_INITIALIZER;
+static vs_captured_t *vs_captured;
+
+void vs_graph_capture_names(CUstream stream, const uintptr_t *words, size_t count)
+{
+    CUstreamCaptureStatus status = CU_STREAM_CAPTURE_STATUS_NONE;
+    cuuint64_t id = 0;
+    CUgraph graph = NULL;
+    bool kept = false;
+    uintptr_t *found = malloc((count ? count : 1) * sizeof *found);
+    size_t n = 0;
+    for (size_t i = 0; found != NULL && i < count; i++)
+        if (words[i] != 0 && vs_registry_find(words[i], NULL) == 0)
+            found[n++] = words[i];
+    if (found != NULL && n > 0
+        && VS_CALL(cuStreamGetCaptureInfo_v2, (stream, &status, &id, &graph, NULL, NULL)) == CUDA_SUCCESS
+        && status == CU_STREAM_CAPTURE_STATUS_ACTIVE && graph != NULL) {
+        const void *key = graph;
+        vs_captured_t *c;
+        pthread_mutex_lock(&vs_captured_lock);
+        HASH_FIND_PTR(vs_captured, &key, c);
+        if (c == NULL && (c = calloc(1, sizeof *c)) != NULL) {
+            c->graph = key;
+            HASH_ADD_PTR(vs_captured, graph, c);
+            if (c->hh.tbl == NULL) {
+                free(c);
+                c = NULL;
+            }
+        }
+        if (c != NULL && c->count + n > c->capacity) {
+            size_t capacity = (c->count + n) * 2;
+            uintptr_t *grown = realloc(c->addrs, capacity * sizeof *grown);
+            if (grown != NULL) {
+                c->addrs = grown;
+                c->capacity = capacity;
+            }
+        }
+        if (c != NULL && c->count + n <= c->capacity) {
+            memcpy(c->addrs + c->count, found, n * sizeof *found);
+            c->count += n;
+            kept = true;
+        }
+        pthread_mutex_unlock(&vs_captured_lock);
+    }
+    /* Not kept (out of memory, or the driver would not tell the graph):
+     * resident for good rather than missing at the graph's launch. */
+    for (size_t i = 0; !kept && i < n; i++)
+        vs_offload_pin(found[i], "named by a call captured into a graph");
+    free(found);
+}
+
+/* Adds what calls captured into `graph` named to `c`. */
+static void vs_captured_collect(vs_collect_t *c, CUgraph graph)
+{
+    const void *key = graph;
+    vs_captured_t *captured;
+    pthread_mutex_lock(&vs_captured_lock);
+    HASH_FIND_PTR(vs_captured, &key, captured);
+    size_t n = captured != NULL ? captured->count : 0;
+    uintptr_t *copy = n > 0 ? malloc(n * sizeof *copy) : NULL;
+    if (copy != NULL)
+        memcpy(copy, captured->addrs, n * sizeof *copy);
+    pthread_mutex_unlock(&vs_captured_lock);
+    if (n > 0 && copy == NULL)
+        c->failed = true;
+    for (size_t i = 0; copy != NULL && i < n; i++)
+        vs_collect_add(c, copy[i]);
+    free(copy);
+}
+
 CUresult CUDAAPI cuGraphAddNode(CUgraphNode *phGraphNode, CUgraph hGraph, const CUgraphNode *dependencies,
                                 size_t numDependencies, CUgraphNodeParams *nodeParams)
 {
@@ -272,6 +354,7 @@ static void vs_collect_graph(vs_collect_t *c, CUgraph graph, int depth)
     for (size_t i = 0; i < count; i++)
         vs_collect_node(c, nodes[i], depth);
     free(nodes);
+    vs_captured_collect(c, graph);
 }
 
 /* Rebuilds the union of `e`'s nodes and moves the holds to it: the new set
@@ -314,7 +397,9 @@ static void vs_exec_learn(CUgraphExec exec, CUgraph graph)
     const void *key = exec;
     size_t count = 0;
     CUgraphNode *nodes = vs_graph_nodes(graph, &count);
-    vs_exec_node_t *learned = calloc(count ? count : 1, sizeof *learned);
+    /* One more entry, with no node: what calls captured into `graph`
+     * named (no set-params call can change it). */
+    vs_exec_node_t *learned = calloc(count + 1, sizeof *learned);
     bool waits = false, failed = learned == NULL;
     for (size_t i = 0; learned != NULL && i < count; i++) {
         vs_collect_t c = {0};
@@ -324,6 +409,13 @@ static void vs_exec_learn(CUgraphExec exec, CUgraph graph)
         failed |= c.failed;
     }
     free(nodes);
+    if (learned != NULL) {
+        vs_collect_t c = {0};
+        vs_captured_collect(&c, graph);
+        learned[count] = (vs_exec_node_t){.node = NULL, .addrs = c.addrs, .count = c.count};
+        failed |= c.failed;
+        count++;
+    }
     if (failed)
         vs_log(VS_LOG_WARN, "out of memory while scanning graph %p: some of its pointers are not tracked", (void *)graph);
     if (learned == NULL)

@@ -177,8 +177,10 @@ static CUresult vs_memory_free(CUdeviceptr dptr, CUresult (*real_free)(CUdevicep
 /* Whether an allocation of `bytes` on `device` becomes an evictable region. */
 static bool vs_memory_evictable(uint64_t bytes, int device)
 {
+    /* NCCL's own memory (allocated inside its calls) is reached by its
+     * peers through pointers the shim never sees: plain device memory. */
     return vs_offload_enabled() && bytes >= vs_config_get()->min_evict && device >= 0
-           && vs_offload_device_has_vmm(device);
+           && vs_offload_device_has_vmm(device) && !vs_nccl_inside();
 }
 
 /* Calls the driver's allocator; in offload mode, when the device itself is

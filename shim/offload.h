@@ -174,6 +174,18 @@ bool vs_op_scan(vs_op_t *op, const uintptr_t *words, size_t count);
 CUresult vs_op_prepare(vs_op_t *op, const uintptr_t *words, size_t count);
 void vs_op_end(vs_op_t *op);
 
+/* An operation submitted with no lock held: a library call that allocates,
+ * launches and records events of its own (NCCL), which must not run under
+ * the registry's read lock. `vs_op_hold` holds every allocation `words`
+ * touch and restores the evicted ones on the operation's stream (nothing is
+ * held on a capturing stream: captured work does not run now). The caller
+ * submits, then `vs_op_stamp` records the uses on the stream, as a scan
+ * does, and lets the holds go: from then on an eviction waits for the
+ * stream to pass the operation. Between the two nothing it touches can be
+ * evicted, however long (a group of calls submitted at its end). */
+CUresult vs_op_hold(vs_op_t *op, const uintptr_t *words, size_t count);
+void vs_op_stamp(vs_op_t *op, const uintptr_t *words, size_t count);
+
 /* Runs `call` (an expression giving a CUresult) once everything in
  * `words[0..count)` is resident, and stores its result in `rc`. `op_name` is
  * what VRAMSHIM_TRACE records the operation as. */

@@ -414,3 +414,21 @@ void vs_op_end(vs_op_t *op)
     }
     op->held_count = 0;
 }
+
+CUresult vs_op_hold(vs_op_t *op, const uintptr_t *words, size_t count)
+{
+    op->touch.seq = vs_registry_next_seq();
+    return vs_op_prepare(op, words, count);
+}
+
+void vs_op_stamp(vs_op_t *op, const uintptr_t *words, size_t count)
+{
+    /* Everything is held (or the stream captures): the scan finds nothing
+     * to restore and takes the read lock only to stamp. A hold taken by
+     * `vs_op_hold` that failed part-way is retried like any operation's. */
+    while (!vs_op_scan(op, words, count)) {
+        if (vs_op_prepare(op, words, count) != CUDA_SUCCESS)
+            break;
+    }
+    vs_op_end(op);
+}

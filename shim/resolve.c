@@ -13,11 +13,14 @@
  * `dlsym(RTLD_NEXT, ...)` depends on who calls it. The exported `dlsym` is
  * a few instructions of assembly that jump (not call) to the real one for
  * RTLD_NEXT, so the C library still sees the caller's return address; every
- * other handle goes to `vs_dlsym_c`. On architectures without that stub
+ * other handle goes to `vs_dlsym_c`. NCCL's symbols are answered the same
+ * way, with hooks_nccl.c's wrappers (nccl.def). On architectures without that stub
  * RTLD_NEXT is answered relative to the shim (documented limitation).
  */
 #include <dlfcn.h>
 #include <pthread.h>
+#include <stdatomic.h>
+#include <stdbool.h>
 #include <stddef.h>
 #include <stdlib.h>
 #include <string.h>
@@ -41,10 +44,13 @@ static vs_wrapper_row_t vs_rows[] = {
 };
 #define VS_ROW_COUNT (sizeof vs_rows / sizeof vs_rows[0])
 
-/* Real function -> wrapper, sorted by the real address. */
+/* Real function -> wrapper, sorted by the real address. `patched_said`:
+ * the line saying another library wrote over the wrapper was written. */
 typedef struct vs_real_map_s {
     const void *real;
     void *wrapper;
+    const char *name;
+    atomic_bool patched_said;
 } vs_real_map_t;
 static vs_real_map_t vs_real_map[VS_ROW_COUNT];
 static size_t vs_real_map_count;
@@ -95,22 +101,169 @@ static void vs_resolve_build_map(void)
         /* ISO C has no cast between function and object pointers; the
          * platforms dlsym exists on store both the same way. */
         memcpy(&vs_real_map[n].wrapper, &vs_rows[i].wrapper, sizeof vs_real_map[n].wrapper);
+        vs_real_map[n].name = vs_rows[i].name;
         n++;
     }
     qsort(vs_real_map, n, sizeof vs_real_map[0], vs_map_compare);
     vs_real_map_count = n;
 }
 
+/* ---- Wrappers another library writes over --------------------------------
+ *
+ * A library that changes what an allocator does (ComfyUI's) may resolve
+ * `cuMemAlloc_v2` through `cuGetProcAddress`, get the shim's wrapper, and
+ * write a jump to its own function over the wrapper's first bytes. Its
+ * function then calls on either through a trampoline (the overwritten
+ * instructions copied elsewhere, then a jump back behind them) or through
+ * `cuGetProcAddress` again. Each wrapper starts with a pad of no-ops
+ * (hooks.h, VS_PATCHABLE), so both keep working: copied no-ops relocate
+ * anywhere, and a look-up that meets a wrapper whose pad was written over
+ * answers the entry behind the pad, whose body is whole, instead of the
+ * jump back into the library's own function. That is said once per
+ * wrapper, naming the library the jump leads to. */
+
+#ifdef VS_ENTRY_PAD
+#if defined(__x86_64__) && defined(__CET__)
+#define VS_ENTRY_LEAD 4 /* `endbr64`, before the pad */
+#else
+#define VS_ENTRY_LEAD 0
+#endif
+
+/* Laid out as the wrappers are and never patched: whether this compiler
+ * gave the pad (checked once, before the first answer that relies on it). */
+__attribute__((visibility("hidden"), noinline)) VS_PATCHABLE int vs_resolve_probe(int x);
+VS_PATCHABLE int vs_resolve_probe(int x)
+{
+    return x + 1;
+}
+
+VS_NO_SANITIZE static bool vs_entry_pristine(const void *function)
+{
+    const unsigned char *entry = function;
+#if VS_ENTRY_LEAD
+    static const unsigned char endbr64[4] = {0xf3, 0x0f, 0x1e, 0xfa};
+    for (int i = 0; i < 4; i++)
+        if (entry[i] != endbr64[i])
+            return false;
+#endif
+    entry += VS_ENTRY_LEAD;
+#if defined(__x86_64__)
+    for (int i = 0; i < VS_ENTRY_PAD; i++)
+        if (entry[i] != 0x90)
+            return false;
+#else
+    for (int i = 0; i < VS_ENTRY_PAD; i += 4) {
+        uint32_t insn = (uint32_t)entry[i] | (uint32_t)entry[i + 1] << 8 | (uint32_t)entry[i + 2] << 16
+                        | (uint32_t)entry[i + 3] << 24;
+        if (insn != 0xd503201fu) /* nop */
+            return false;
+    }
+#endif
+    return true;
+}
+
+static bool vs_entry_layout_ok;
+static pthread_once_t vs_entry_layout_once = PTHREAD_ONCE_INIT;
+
+static void vs_entry_layout_check(void)
+{
+    int (*probe)(int) = vs_resolve_probe;
+    void *entry;
+    memcpy(&entry, &probe, sizeof entry);
+    vs_entry_layout_ok = vs_entry_pristine(entry);
+}
+
+/* Where the jump written at `function` leads, for the common forms
+ * (x86-64: `jmp rel32`, `jmp [rip+0]` with the address after it,
+ * `movabs rax/r11, imm64; jmp reg`); NULL when not recognised. */
+/* The little-endian word of `bytes` bytes at `p`, read byte by byte: no
+ * `memcpy`, which a sanitizer would check against shadow that text lacks. */
+VS_NO_SANITIZE static uint64_t vs_entry_word(const unsigned char *p, int bytes)
+{
+    uint64_t word = 0;
+    for (int i = bytes - 1; i >= 0; i--)
+        word = word << 8 | p[i];
+    return word;
+}
+
+VS_NO_SANITIZE static const void *vs_entry_jump_target(const void *function)
+{
+#if defined(__x86_64__)
+    const unsigned char *p = function;
+    for (int lead = 0; lead < 2; lead++, p += 4) {
+        if (p[0] == 0xe9)
+            return p + 5 + (int32_t)(uint32_t)vs_entry_word(p + 1, 4);
+        if (p[0] == 0xff && p[1] == 0x25 && p[2] == 0 && p[3] == 0 && p[4] == 0 && p[5] == 0)
+            return (const void *)(uintptr_t)vs_entry_word(p + 6, 8);
+        if ((p[0] == 0x48 && p[1] == 0xb8 && p[10] == 0xff && p[11] == 0xe0)
+            || (p[0] == 0x49 && p[1] == 0xbb && p[10] == 0x41 && p[11] == 0xff && p[12] == 0xe3))
+            return (const void *)(uintptr_t)vs_entry_word(p + 2, 8);
+        if (!(p[0] == 0xf3 && p[1] == 0x0f && p[2] == 0x1e && p[3] == 0xfa))
+            break; /* a jump may follow an `endbr64` left in place */
+    }
+#else
+    (void)function;
+#endif
+    return NULL;
+}
+
+/* Says once that `hit`'s wrapper was written over. */
+static void vs_entry_say_patched(vs_real_map_t *hit)
+{
+    if (atomic_exchange(&hit->patched_said, true))
+        return;
+    const void *target = vs_entry_jump_target(hit->wrapper);
+    Dl_info info;
+    const char *library = target != NULL && dladdr(target, &info) != 0 && info.dli_fname != NULL
+                              ? info.dli_fname
+                              : "a library";
+    vs_log(VS_LOG_WARN,
+           "%s: %s wrote a jump over the start of the shim's wrapper; calls through it reach that library first, "
+           "and look-ups of %s now answer the wrapper's body past the overwritten bytes",
+           hit->name, library, hit->name);
+}
+
+/* The entry to hand out for `hit`: the wrapper, or its body when another
+ * library wrote over the wrapper's start. */
+static void *vs_entry_usable(vs_real_map_t *hit)
+{
+    pthread_once(&vs_entry_layout_once, vs_entry_layout_check);
+    if (!vs_entry_layout_ok || vs_entry_pristine(hit->wrapper))
+        return hit->wrapper;
+    vs_entry_say_patched(hit);
+    return (char *)hit->wrapper + VS_ENTRY_LEAD + VS_ENTRY_PAD;
+}
+
+void vs_resolve_report_patched(void)
+{
+    if (vs_driver_handle() == NULL)
+        return;
+    pthread_once(&vs_real_map_once, vs_resolve_build_map);
+    for (size_t i = 0; i < vs_real_map_count; i++)
+        if (!vs_entry_pristine(vs_real_map[i].wrapper))
+            vs_entry_say_patched(&vs_real_map[i]);
+}
+#else
+static void *vs_entry_usable(vs_real_map_t *hit)
+{
+    return hit->wrapper;
+}
+
+void vs_resolve_report_patched(void)
+{
+}
+#endif
+
 void *vs_resolve_wrapper_for_real(const void *real_function)
 {
     vs_real_map_t key = {.real = real_function};
-    const vs_real_map_t *hit;
+    vs_real_map_t *hit;
 
     if (real_function == NULL || vs_driver_ready() != 0)
         return NULL;
     pthread_once(&vs_real_map_once, vs_resolve_build_map);
     hit = bsearch(&key, vs_real_map, vs_real_map_count, sizeof vs_real_map[0], vs_map_compare);
-    return hit != NULL ? hit->wrapper : NULL;
+    return hit != NULL ? vs_entry_usable(hit) : NULL;
 }
 
 /* Every handle but RTLD_NEXT (and RTLD_NEXT where there is no trampoline). */
@@ -121,7 +274,11 @@ VS_NO_SANITIZE void *vs_dlsym_c(void *handle, const char *name)
 
     /* Most look-ups in a process are not for the driver: leave them after
      * two character compares, without loading anything. */
-    if (result == NULL || name == NULL || name[0] != 'c' || name[1] != 'u')
+    if (result == NULL || name == NULL)
+        return result;
+    if (name[0] == 'n' && strncmp(name, "nccl", 4) == 0)
+        return vs_nccl_dlsym(handle, name, result);
+    if (name[0] != 'c' || name[1] != 'u')
         return result;
     if (vs_row_by_name(name) == NULL)
         return result;

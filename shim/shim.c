@@ -20,6 +20,7 @@
 #include "offload.h"
 #include "publish.h"
 #include "registry.h"
+#include "resolve.h"
 #include "spill.h"
 #include "spill_io.h"
 #include "stamp_log.h"
@@ -112,6 +113,7 @@ __attribute__((destructor)) static void vs_shim_unload(void)
     vs_stats_debug_snapshot();
     vs_publish_stop();
     vs_trace_close(); /* VRAMSHIM_TRACE: what is still buffered */
+    vs_resolve_report_patched();
     /* A process that never reached the driver (a shell, a script around
      * the program) has nothing to report. */
     if (!vs_log_enabled(VS_LOG_INFO) || vs_driver_handle() == NULL)
