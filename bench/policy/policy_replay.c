@@ -123,12 +123,12 @@ static int render_svg(const char *path, const vs_bench_trace_t *t, unsigned pct,
     uint64_t peak = vs_bench_peak_bytes(t);
     vs_bench_svg_doc_t doc = {.trace = t->name, .limit_pct = pct, .limit = peak * pct / 100,
                               .peak = peak, .passes = t->passes, .x = x};
-    vs_bench_result_t res[VS_BENCH_ORDER_COUNT];
-    vs_bench_svg_panel_t panels[VS_BENCH_ORDER_COUNT];
+    vs_bench_result_t res[VS_BENCH_CLASSIC_ORDERS];
+    vs_bench_svg_panel_t panels[VS_BENCH_CLASSIC_ORDERS];
     size_t n = 0;
     memset(res, 0, sizeof(res));
     int rc = 0;
-    for (int o = 0; o < VS_BENCH_ORDER_COUNT && rc == 0; o++) {
+    for (int o = 0; o < VS_BENCH_CLASSIC_ORDERS && rc == 0; o++) {
         bool wanted = strcmp(policy, "all") == 0 || strcmp(policy, order_name[o]) == 0 ||
                       (o == VS_BENCH_LEARNED && strcmp(policy, "cyclic") == 0);
         if (!wanted)
@@ -165,8 +165,8 @@ static int bench_trace(const vs_bench_trace_t *t, uint64_t passes)
     int missed = 0;
     for (size_t l = 0; l < N_LIMITS; l++) {
         uint64_t limit = peak * limit_pct[l] / 100;
-        vs_bench_result_t res[VS_BENCH_ORDER_COUNT];
-        for (int o = 0; o < VS_BENCH_ORDER_COUNT; o++) {
+        vs_bench_result_t res[VS_BENCH_CLASSIC_ORDERS];
+        for (int o = 0; o < VS_BENCH_CLASSIC_ORDERS; o++) {
             int rc = vs_bench_replay(t, (vs_bench_order_t)o, limit, false, &res[o]);
             if (rc < 0) {
                 fprintf(stderr, "policy_replay: %s at %u%%: %s replay failed: %s\n", t->name,
@@ -177,7 +177,7 @@ static int bench_trace(const vs_bench_trace_t *t, uint64_t passes)
             }
         }
         printf("%-5s %3u%% %8.0f", t->name, limit_pct[l], (double)limit / MIB);
-        for (int o = 0; o < VS_BENCH_ORDER_COUNT; o++)
+        for (int o = 0; o < VS_BENCH_CLASSIC_ORDERS; o++)
             printf(" | %8.0f %8.0f", (double)res[o].h2d / MIB / (double)passes,
                    (double)res[o].d2h / MIB / (double)passes);
         uint64_t best = res[VS_BENCH_BELADY].h2d + res[VS_BENCH_BELADY].d2h;
@@ -194,19 +194,105 @@ static int bench_trace(const vs_bench_trace_t *t, uint64_t passes)
     return missed;
 }
 
+/* ---- the suite (issue 54) ------------------------------------------------- */
+
+static const struct {
+    const char *name;
+    synth_fn fn;
+    bool fixed_reference;
+} suite[] = {
+#define SUITE_REF_belady false
+#define SUITE_REF_fixed true
+#define SUITE_ENTRY(name, fn, desc, reference) {#name, fn, SUITE_REF_##reference},
+    VS_BENCH_SUITE_LIST(SUITE_ENTRY)
+#undef SUITE_ENTRY
+};
+#define N_SUITE (sizeof(suite) / sizeof(suite[0]))
+#define SUITE_GOAL 1.10
+static const unsigned suite_pct[] = {25, 50, 75};
+#define N_SUITE_LIMITS (sizeof(suite_pct) / sizeof(suite_pct[0]))
+
+static uint64_t moved(const vs_bench_result_t *r)
+{
+    return r->h2d + r->d2h;
+}
+
+/* The suite's table: bytes per pass of lru, the learned (cyclic) order,
+ * predict, Belady and the best fixed set; lru and predict over the
+ * trace's reference (Belady, or for a stream with no period the best fixed
+ * set), goal <= SUITE_GOAL. Returns 1 when missed, 0 when met, -errno when
+ * broken. */
+static int bench_suite(void)
+{
+    printf("suite: bytes moved per pass in MiB (H2D+D2H); ref = Belady's, or the best fixed set's (*)\n");
+    printf("%-9s limit      MiB |      lru  learned  predict   belady    fixed | lru/ref pred/ref goal<=%.2f\n",
+           "trace", SUITE_GOAL);
+    int status = 0;
+    for (size_t s = 0; s < N_SUITE; s++) {
+        vs_bench_trace_t t;
+        memset(&t, 0, sizeof(t));
+        int rc = suite[s].fn(&t);
+        if (rc < 0) {
+            vs_bench_trace_fini(&t);
+            return rc;
+        }
+        uint64_t peak = vs_bench_peak_bytes(&t);
+        for (size_t l = 0; l < N_SUITE_LIMITS && rc == 0; l++) {
+            uint64_t limit = peak * suite_pct[l] / 100;
+            static const vs_bench_order_t orders[] = {VS_BENCH_LRU, VS_BENCH_LEARNED, VS_BENCH_PREDICT,
+                                                      VS_BENCH_BELADY};
+            vs_bench_result_t res[4], fixed;
+            for (size_t o = 0; o < 4 && rc == 0; o++)
+                rc = vs_bench_replay(&t, orders[o], limit, false, &res[o]);
+            bool have_fixed = rc == 0 && vs_bench_best_fixed(&t, limit, &fixed) == 0;
+            if (rc < 0) {
+                fprintf(stderr, "policy_replay: %s at %u%%: replay failed: %s\n", suite[s].name, suite_pct[l],
+                        strerror(-rc));
+                break;
+            }
+            if (suite[s].fixed_reference && !have_fixed) {
+                fprintf(stderr, "policy_replay: %s at %u%%: no fixed set fits\n", suite[s].name, suite_pct[l]);
+                rc = -EINVAL;
+                break;
+            }
+            uint64_t ref = suite[s].fixed_reference ? moved(&fixed) : moved(&res[3]);
+            double pass = (double)t.passes * MIB;
+            double pred = ref ? (double)moved(&res[2]) / (double)ref : (moved(&res[2]) ? 1e9 : 1.0);
+            double lru = ref ? (double)moved(&res[0]) / (double)ref : (moved(&res[0]) ? 1e9 : 1.0);
+            bool ok = pred <= SUITE_GOAL;
+            status |= !ok;
+            printf("%-8s%c %4u%% %8.0f | %8.1f %8.1f %8.1f %8.1f ", suite[s].name,
+                   suite[s].fixed_reference ? '*' : ' ', suite_pct[l],
+                   (double)limit / MIB, (double)moved(&res[0]) / pass, (double)moved(&res[1]) / pass,
+                   (double)moved(&res[2]) / pass, (double)moved(&res[3]) / pass);
+            if (have_fixed)
+                printf("%8.1f", (double)moved(&fixed) / pass);
+            else
+                printf("%8s", "-");
+            printf(" | %7.3f %8.3f %s\n", lru, pred, ok ? "ok" : "MISSED");
+        }
+        vs_bench_trace_fini(&t);
+        if (rc < 0)
+            return rc;
+    }
+    printf("suite goal (predict <= %.2f x the reference at every limit): %s\n", SUITE_GOAL,
+           status ? "MISSED" : "met");
+    return status;
+}
+
 static void usage(void)
 {
     fprintf(stderr, "usage: policy_replay [--svg FILE] [--svg-trace dit|llm|vae] [--svg-limit PCT]\n"
                     "                     [--svg-policy lru|learned|cyclic|planned|belady|all]"
                     " [--svg-x auto|op|time]\n"
-                    "                     [--dump-trace NAME FILE] [--passes N] [TRACE_FILE]\n");
+                    "                     [--dump-trace NAME FILE] [--passes N] [--suite] [TRACE_FILE]\n");
 }
 
 static bool svg_policy_known(const char *name)
 {
     if (strcmp(name, "all") == 0 || strcmp(name, "cyclic") == 0)
         return true;
-    for (int o = 0; o < VS_BENCH_ORDER_COUNT; o++)
+    for (int o = 0; o < VS_BENCH_CLASSIC_ORDERS; o++)
         if (strcmp(name, order_name[o]) == 0)
             return true;
     return false;
@@ -220,6 +306,12 @@ int main(int argc, char **argv)
     unsigned svg_pct = 25;
     uint64_t file_passes = 1;
     for (int i = 1; i < argc; i++) {
+        if (strcmp(argv[i], "--suite") == 0) {
+            int r = bench_suite();
+            if (r < 0)
+                fprintf(stderr, "policy_replay: the suite failed: %s\n", strerror(-r));
+            return r < 0 ? 1 : 0;
+        }
         if (strcmp(argv[i], "--svg") == 0 && i + 1 < argc) {
             svg = argv[++i];
         } else if (strcmp(argv[i], "--svg-trace") == 0 && i + 1 < argc) {

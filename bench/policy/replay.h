@@ -20,7 +20,9 @@
     X(LRU, "lru")              \
     X(LEARNED, "learned")      \
     X(PLANNED, "planned")      \
-    X(BELADY, "belady")
+    X(BELADY, "belady")        \
+    X(PREDICT, "predict")      \
+    X(FIXED, "fixed")
 
 typedef enum vs_bench_order_e {
 #define VS_BENCH_ORDER_ENUM(suffix, name) VS_BENCH_##suffix,
@@ -28,6 +30,14 @@ typedef enum vs_bench_order_e {
 #undef VS_BENCH_ORDER_ENUM
     VS_BENCH_ORDER_COUNT
 } vs_bench_order_t;
+
+/* The orders of the original table and its SVG panels: lru to belady. The
+ * others: `predict` (the predictor and scheduler of predict.h and
+ * schedule.h), and `fixed`, a fixed resident set chosen offline (the
+ * allocations used most, greedily, in `fixed_bytes`; the rest streamed
+ * through the remaining room, least recently used first), for
+ * `vs_bench_best_fixed`. */
+#define VS_BENCH_CLASSIC_ORDERS (VS_BENCH_BELADY + 1)
 
 /* One sample per operation, for the SVG timeline (tools/timeline_svg.h).
  * The replay has no disk tier: `disk_bytes` is always 0. */
@@ -49,5 +59,11 @@ uint64_t vs_bench_peak_bytes(const vs_bench_trace_t *t);
  * an operation does not fit in `limit`) or -ENOMEM. */
 int vs_bench_replay(const vs_bench_trace_t *t, vs_bench_order_t order, uint64_t limit,
                     bool want_timeline, vs_bench_result_t *res);
+/* The `fixed` order with a set of at most `fixed_bytes`. */
+int vs_bench_replay_fixed(const vs_bench_trace_t *t, uint64_t limit, uint64_t fixed_bytes,
+                          vs_bench_result_t *res);
+/* The best of the fixed resident sets that leave room for 1 to 8 of the
+ * largest operation's bytes (H2D + D2H least). */
+int vs_bench_best_fixed(const vs_bench_trace_t *t, uint64_t limit, vs_bench_result_t *res);
 
 #endif
