@@ -1357,6 +1357,10 @@ static int predict_prefetch(vs_policy_t *policy, uint64_t budget, uint64_t *ids,
  * per access amortised). A key otherwise dates from the allocation's last
  * use, and the predictor may have learned since (a phase's period found, a
  * router's choice cooling). */
+
+
+
+
 static void predict_refresh(vs_policy_t *policy)
 {
     vs_predict_stats_t st;

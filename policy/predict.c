@@ -429,19 +429,18 @@ int vs_predict_next_use(const vs_predict_t *p, uint64_t id, vs_predict_distance_
     frequency_distance(p, it, d);
     if (!steps || it->hit_rate < VS_PREDICT_HIT_ONE / 8)
         return 0;
-    if (it->hit_rate >= VS_PREDICT_HIT_ONE * 7 / 8) {
+    if (periodic(it)) {
         *d = context;
         return 0;
     }
-    /* Between the two: the expected distance, each weighted by how often
-     * the context was right. */
-    d->accesses = blend(context.accesses, d->accesses, it->hit_rate);
-    d->bytes = blend(context.bytes, d->bytes, it->hit_rate);
-    d->ns = blend(context.ns, d->ns, it->hit_rate);
+    /* Mostly missed by the context, not always: the expected distance,
+     * each prediction weighted by how often it was right (the context's
+     * share growing from none at an eighth of hits to all at half). */
+    uint64_t weight = (it->hit_rate - VS_PREDICT_HIT_ONE / 8) * VS_PREDICT_HIT_ONE / (VS_PREDICT_HIT_ONE * 3 / 8);
+    d->accesses = blend(context.accesses, d->accesses, weight);
+    d->bytes = blend(context.bytes, d->bytes, weight);
+    d->ns = blend(context.ns, d->ns, weight);
     d->accesses = d->accesses ? d->accesses : 1;
-    d->periodic = periodic(it);
-    if (d->periodic)
-        d->write = context.write;
     return 0;
 }
 

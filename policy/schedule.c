@@ -15,6 +15,7 @@ typedef struct vs_schedule_rank_s {
     uint64_t accesses;
     uint64_t last_use;
     uint64_t id;
+    bool dirty;
 } vs_schedule_rank_t;
 
 /* Bytes of host-to-device traffic a write-back of `size` bytes is worth. */
@@ -28,7 +29,8 @@ static uint64_t writeback_worth(const vs_schedule_links_t *links, uint64_t size)
 static vs_schedule_rank_t rank_of(const vs_schedule_item_t *items, size_t i, const vs_schedule_links_t *links)
 {
     const vs_schedule_item_t *it = &items[i];
-    vs_schedule_rank_t r = {.item = i, .id = it->id, .accesses = it->next.accesses, .last_use = it->last_use};
+    vs_schedule_rank_t r = {.item = i, .id = it->id, .accesses = it->next.accesses, .last_use = it->last_use,
+                            .dirty = it->dirty};
     if (it->next.accesses == VS_PREDICT_NEVER) {
         r.cls = it->dirty ? 1 : 0;
         r.distance = VS_PREDICT_NEVER;
@@ -48,6 +50,8 @@ static int rank_order(const void *x, const void *y)
         return a->cls < b->cls ? -1 : 1;
     if (a->distance != b->distance)
         return a->distance > b->distance ? -1 : 1;
+    if (a->dirty != b->dirty) /* as far, counting the write-back: the clean one */
+        return a->dirty ? 1 : -1;
     if (a->accesses != b->accesses)
         return a->accesses > b->accesses ? -1 : 1;
     if (a->last_use != b->last_use)

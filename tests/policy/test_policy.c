@@ -107,6 +107,9 @@ static void test_policy_kind_from_name_known_names_parse_unknown_rejected(void *
     assert_int_equal(kind, VS_POLICY_CYCLIC);
     assert_int_equal(vs_policy_kind_from_name("learned", &kind), 0);
     assert_int_equal(kind, VS_POLICY_CYCLIC);
+    assert_int_equal(vs_policy_kind_from_name("predict", &kind), 0);
+    assert_int_equal(kind, VS_POLICY_PREDICT);
+    assert_string_equal(vs_policy_kind_name(VS_POLICY_PREDICT), "predict");
     assert_int_equal(vs_policy_kind_from_name("LRU", &kind), -EINVAL);
     assert_int_equal(vs_policy_kind_from_name("", &kind), -EINVAL);
     assert_int_equal(vs_policy_kind_from_name(NULL, &kind), -EINVAL);
@@ -1028,6 +1031,77 @@ static void test_policy_large_scale_10k_allocs_1m_accesses_completes(void **stat
     free(sizes);
 }
 
+/* The `predict` kind: a cycle of eight allocations, one operation each,
+ * the even ones written. Victims follow the predicted stream (the
+ * farthest next use first), and between an allocation used soon and a
+ * dirty one used only a little later, the clean one goes (its eviction
+ * needs no write-back). */
+static void predict_cycle(vs_policy_t *p, uint64_t *seq, int passes)
+{
+    for (int pass = 0; pass < passes; pass++)
+        for (uint64_t id = 0; id < 8; id++)
+            assert_int_equal(vs_policy_access(p, id, ++*seq, id % 2 ? VS_POLICY_RW_READ : VS_POLICY_RW_WRITE), 0);
+}
+
+static void test_policy_predict_victims_follow_the_predicted_stream(void **state)
+{
+    (void)state;
+    vs_policy_t *p;
+    assert_int_equal(vs_policy_create(VS_POLICY_PREDICT, &p), 0);
+    for (uint64_t id = 0; id < 8; id++)
+        assert_int_equal(vs_policy_alloc(p, id, 100, true, true), 0);
+    uint64_t seq = 0;
+    predict_cycle(p, &seq, 3);
+    /* Just after 7: 0 is next, 7 farthest; 6 is dirty and one step
+     * nearer than 7, worth less than its write-back. */
+    uint64_t v[8];
+    size_t n = 0;
+    assert_int_equal(vs_policy_victims(p, 100, NULL, 0, v, 8, &n), 0);
+    assert_int_equal(n, 1);
+    assert_int_equal(v[0], 7);
+    assert_int_equal(vs_policy_victims(p, 300, (uint64_t[]){7}, 1, v, 8, &n), 0);
+    assert_int_equal(n, 3);
+    assert_int_equal(v[0], 5); /* clean, before dirty 6 one step later */
+    uint64_t next5 = 0, next6 = 0, next0 = 0;
+    assert_int_equal(vs_policy_predict(p, 5, &next5), 0);
+    assert_int_equal(vs_policy_predict(p, 6, &next6), 0);
+    assert_int_equal(vs_policy_predict(p, 0, &next0), 0);
+    assert_true(next0 < next5 && next5 < next6);
+    vs_policy_destroy(p);
+}
+
+static void test_policy_predict_prefetch_in_predicted_order(void **state)
+{
+    (void)state;
+    vs_policy_t *p;
+    assert_int_equal(vs_policy_create(VS_POLICY_PREDICT, &p), 0);
+    for (uint64_t id = 0; id < 8; id++)
+        assert_int_equal(vs_policy_alloc(p, id, 100, true, true), 0);
+    uint64_t seq = 0;
+    predict_cycle(p, &seq, 2);
+    for (uint64_t id = 0; id < 3; id++)
+        assert_int_equal(vs_policy_access(p, id, ++seq, VS_POLICY_RW_READ), 0);
+    /* Just after 2: 4, 6 and 0 are away. */
+    assert_int_equal(vs_policy_set_resident(p, 0, false), 0);
+    assert_int_equal(vs_policy_set_resident(p, 4, false), 0);
+    assert_int_equal(vs_policy_set_resident(p, 6, false), 0);
+    uint64_t ids[8];
+    size_t n = 0;
+    assert_int_equal(vs_policy_prefetch(p, 1000, ids, 8, &n), 0);
+    assert_int_equal(n, 3);
+    assert_int_equal(ids[0], 4);
+    assert_int_equal(ids[1], 6);
+    assert_int_equal(ids[2], 0);
+    assert_int_equal(vs_policy_prefetch(p, 250, ids, 8, &n), 0);
+    assert_int_equal(n, 2); /* the third does not fit */
+    /* A freed allocation is never offered. */
+    assert_int_equal(vs_policy_free(p, 6), 0);
+    assert_int_equal(vs_policy_prefetch(p, 1000, ids, 8, &n), 0);
+    assert_int_equal(n, 2);
+    assert_int_equal(ids[1], 0);
+    vs_policy_destroy(p);
+}
+
 int main(void)
 {
     const struct CMUnitTest tests[] = {
@@ -1057,6 +1131,8 @@ int main(void)
         cmocka_unit_test(test_policy_replan_forgets_the_classes),
         cmocka_unit_test(test_policy_plan_puts_the_head_inside_a_longest_streamed_run),
         cmocka_unit_test(test_policy_plan_names_one_partial_member_and_keeps_it),
+        cmocka_unit_test(test_policy_predict_victims_follow_the_predicted_stream),
+        cmocka_unit_test(test_policy_predict_prefetch_in_predicted_order),
         cmocka_unit_test(test_policy_large_scale_10k_allocs_1m_accesses_completes),
     };
     return cmocka_run_group_tests_name("policy.c", tests, NULL, NULL);
