@@ -1331,25 +1331,68 @@ static void restore_scratch(vs_policy_t *policy, vs_heap_t *heap, size_t base)
     policy->scratch_len = base;
 }
 
+/* Whether `v`, the victim the caller takes next, is the one Belady's rule
+ * would evict when the access at `ahead[s]` needs room: not used before
+ * it, and no other candidate left in `evict` used later after it (or never
+ * used again while `v` is). */
+static bool predict_victim_is_min(vs_policy_t *policy, const vs_policy_alloc_t *v, size_t s, size_t n)
+{
+    for (size_t k = 0; k < s; k++)
+        if (policy->ahead[k].id == v->id)
+            return false; /* used first: evicting it now would harm */
+    uint64_t mark = ++policy->stamp;
+    size_t others = policy->evict.len - 1, seen = 0; /* `v` is in it */
+    for (size_t k = s + 1; k < n; k++) {
+        if (policy->ahead[k].id == v->id)
+            return seen == others; /* every other candidate is used before it */
+        vs_policy_alloc_t *w = find(policy, policy->ahead[k].id);
+        if (w && w != v && w->resident && w->evictable && vs_heap_contains(&policy->evict, w)
+            && w->chosen_mark != mark) {
+            w->chosen_mark = mark;
+            seen++;
+        }
+    }
+    return true; /* not used again within the prediction */
+}
+
+/* The `predict` kind's prefetch: the missing allocations in the order of
+ * the predicted accesses, each offered only while the victim the caller
+ * will take for its room (the top of `evict`, then the next) is the one
+ * Belady's rule would evict when it is used: Cao, Felten, Karlin and Li's
+ * conservative strategy. Fetching earlier over the farthest use now (the
+ * allocation just used, in a loop) would evict, pass after pass, every
+ * allocation after its use: a loop would stream whole. */
 static int predict_prefetch(vs_policy_t *policy, uint64_t budget, uint64_t *ids, size_t cap, size_t *n_ids)
 {
     size_t n = 0;
     vs_predict_next(policy->pred, policy->ahead, VS_POLICY_PREDICT_AHEAD, &n);
-    policy->stamp++;
+    uint64_t considered = ++policy->stamp;
     uint64_t left = budget;
+    int rc = 0;
+    policy->scratch_len = 0;
     for (size_t s = 0; s < n && *n_ids < cap; s++) {
         vs_policy_alloc_t *a = find(policy, policy->ahead[s].id);
-        if (!a || a->chosen_mark == policy->stamp)
+        if (!a || a->chosen_mark == considered || a->protect_mark == considered)
             continue;
-        a->chosen_mark = policy->stamp;
+        a->protect_mark = considered; /* chosen_mark is the scans' */
         if (a->resident)
             continue;
         if (a->size > left)
             break;
+        vs_policy_alloc_t *v = vs_heap_top(&policy->evict);
+        if (v && !predict_victim_is_min(policy, v, s, n))
+            break;
+        if (v) {
+            rc = scratch_push(policy, v);
+            if (rc < 0)
+                break;
+            vs_heap_pop(&policy->evict);
+        }
         ids[(*n_ids)++] = a->id;
         left -= a->size;
     }
-    return 0;
+    restore_scratch(policy, &policy->evict, 0);
+    return rc;
 }
 
 /* The `predict` kind: every candidate's key afresh, once a quarter as many
