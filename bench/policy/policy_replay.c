@@ -222,58 +222,74 @@ static uint64_t moved(const vs_bench_result_t *r)
  * trace's reference (Belady, or for a stream with no period the best fixed
  * set), goal <= SUITE_GOAL. Returns 1 when missed, 0 when met, -errno when
  * broken. */
-static int bench_suite(void)
+/* One trace's rows of the suite's table; returns 1 when missed, 0 when
+ * met, -errno when broken. */
+static int bench_suite_trace(const vs_bench_trace_t *t, const char *name, bool fixed_reference)
 {
-    printf("suite: bytes moved per pass in MiB (H2D+D2H); ref = Belady's, or the best fixed set's (*)\n");
-    printf("%-9s limit      MiB |      lru  learned  predict   belady    fixed | lru/ref pred/ref goal<=%.2f\n",
-           "trace", SUITE_GOAL);
+    uint64_t peak = vs_bench_peak_bytes(t);
     int status = 0;
-    for (size_t s = 0; s < N_SUITE; s++) {
-        vs_bench_trace_t t;
-        memset(&t, 0, sizeof(t));
-        int rc = suite[s].fn(&t);
+    for (size_t l = 0; l < N_SUITE_LIMITS; l++) {
+        uint64_t limit = peak * suite_pct[l] / 100;
+        static const vs_bench_order_t orders[] = {VS_BENCH_LRU, VS_BENCH_LEARNED, VS_BENCH_PREDICT, VS_BENCH_BELADY};
+        vs_bench_result_t res[4], fixed;
+        int rc = 0;
+        for (size_t o = 0; o < 4 && rc == 0; o++)
+            rc = vs_bench_replay(t, orders[o], limit, false, &res[o]);
+        bool have_fixed = rc == 0 && vs_bench_best_fixed(t, limit, &fixed) == 0;
+        if (rc == 0 && fixed_reference && !have_fixed)
+            rc = -EINVAL;
         if (rc < 0) {
-            vs_bench_trace_fini(&t);
+            fprintf(stderr, "policy_replay: %s at %u%%: replay failed: %s\n", name, suite_pct[l], strerror(-rc));
             return rc;
         }
-        uint64_t peak = vs_bench_peak_bytes(&t);
-        for (size_t l = 0; l < N_SUITE_LIMITS && rc == 0; l++) {
-            uint64_t limit = peak * suite_pct[l] / 100;
-            static const vs_bench_order_t orders[] = {VS_BENCH_LRU, VS_BENCH_LEARNED, VS_BENCH_PREDICT,
-                                                      VS_BENCH_BELADY};
-            vs_bench_result_t res[4], fixed;
-            for (size_t o = 0; o < 4 && rc == 0; o++)
-                rc = vs_bench_replay(&t, orders[o], limit, false, &res[o]);
-            bool have_fixed = rc == 0 && vs_bench_best_fixed(&t, limit, &fixed) == 0;
-            if (rc < 0) {
-                fprintf(stderr, "policy_replay: %s at %u%%: replay failed: %s\n", suite[s].name, suite_pct[l],
-                        strerror(-rc));
-                break;
-            }
-            if (suite[s].fixed_reference && !have_fixed) {
-                fprintf(stderr, "policy_replay: %s at %u%%: no fixed set fits\n", suite[s].name, suite_pct[l]);
-                rc = -EINVAL;
-                break;
-            }
-            uint64_t ref = suite[s].fixed_reference ? moved(&fixed) : moved(&res[3]);
-            double pass = (double)t.passes * MIB;
-            double pred = ref ? (double)moved(&res[2]) / (double)ref : (moved(&res[2]) ? 1e9 : 1.0);
-            double lru = ref ? (double)moved(&res[0]) / (double)ref : (moved(&res[0]) ? 1e9 : 1.0);
-            bool ok = pred <= SUITE_GOAL;
-            status |= !ok;
-            printf("%-8s%c %4u%% %8.0f | %8.1f %8.1f %8.1f %8.1f ", suite[s].name,
-                   suite[s].fixed_reference ? '*' : ' ', suite_pct[l],
-                   (double)limit / MIB, (double)moved(&res[0]) / pass, (double)moved(&res[1]) / pass,
-                   (double)moved(&res[2]) / pass, (double)moved(&res[3]) / pass);
-            if (have_fixed)
-                printf("%8.1f", (double)moved(&fixed) / pass);
-            else
-                printf("%8s", "-");
-            printf(" | %7.3f %8.3f %s\n", lru, pred, ok ? "ok" : "MISSED");
+        uint64_t ref = fixed_reference ? moved(&fixed) : moved(&res[3]);
+        double pass = (double)(t->passes ? t->passes : 1) * MIB;
+        double pred = ref ? (double)moved(&res[2]) / (double)ref : (moved(&res[2]) ? 1e9 : 1.0);
+        double lru = ref ? (double)moved(&res[0]) / (double)ref : (moved(&res[0]) ? 1e9 : 1.0);
+        bool ok = pred <= SUITE_GOAL;
+        status |= !ok;
+        printf("%-14s%c %4u%% %8.0f | %8.1f %8.1f %8.1f %8.1f ", name, fixed_reference ? '*' : ' ', suite_pct[l],
+               (double)limit / MIB, (double)moved(&res[0]) / pass, (double)moved(&res[1]) / pass,
+               (double)moved(&res[2]) / pass, (double)moved(&res[3]) / pass);
+        if (have_fixed)
+            printf("%8.1f", (double)moved(&fixed) / pass);
+        else
+            printf("%8s", "-");
+        printf(" | %7.3f %8.3f %s\n", lru, pred, ok ? "ok" : "MISSED");
+    }
+    return status;
+}
+
+/* The suite's table: bytes per pass of lru, the learned (cyclic) order,
+ * predict, Belady and the best fixed set; lru and predict over the
+ * trace's reference (Belady, or for a stream with no period the best fixed
+ * set), goal <= SUITE_GOAL. The synthetic shapes, or the trace files given
+ * (held against Belady's, or the best fixed set's where the file's name
+ * says moe). Returns 1 when missed, 0 when met, -errno when broken. */
+static int bench_suite(char **files, int n_files)
+{
+    printf("suite: bytes moved per pass in MiB (H2D+D2H); ref = Belady's, or the best fixed set's (*)\n");
+    printf("%-15s limit      MiB |      lru  learned  predict   belady    fixed | lru/ref pred/ref goal<=%.2f\n",
+           "trace", SUITE_GOAL);
+    int status = 0;
+    size_t count = n_files > 0 ? (size_t)n_files : N_SUITE;
+    for (size_t s = 0; s < count; s++) {
+        vs_bench_trace_t t;
+        memset(&t, 0, sizeof(t));
+        int rc = n_files > 0 ? load_file(files[s], &t) : suite[s].fn(&t);
+        const char *name = n_files > 0 ? files[s] : suite[s].name;
+        if (n_files > 0) {
+            const char *slash = strrchr(name, '/');
+            name = slash ? slash + 1 : name;
+            t.passes = 1;
         }
+        bool fixed_reference = n_files > 0 ? strstr(name, "moe") != NULL : suite[s].fixed_reference;
+        if (rc == 0)
+            rc = bench_suite_trace(&t, name, fixed_reference);
         vs_bench_trace_fini(&t);
         if (rc < 0)
             return rc;
+        status |= rc;
     }
     printf("suite goal (predict <= %.2f x the reference at every limit): %s\n", SUITE_GOAL,
            status ? "MISSED" : "met");
@@ -285,7 +301,8 @@ static void usage(void)
     fprintf(stderr, "usage: policy_replay [--svg FILE] [--svg-trace dit|llm|vae] [--svg-limit PCT]\n"
                     "                     [--svg-policy lru|learned|cyclic|planned|belady|all]"
                     " [--svg-x auto|op|time]\n"
-                    "                     [--dump-trace NAME FILE] [--passes N] [--suite] [TRACE_FILE]\n");
+                    "                     [--dump-trace NAME FILE] [--passes N] [TRACE_FILE]\n"
+                    "       policy_replay --suite [TRACE_FILE...]\n");
 }
 
 static bool svg_policy_known(const char *name)
@@ -307,7 +324,7 @@ int main(int argc, char **argv)
     uint64_t file_passes = 1;
     for (int i = 1; i < argc; i++) {
         if (strcmp(argv[i], "--suite") == 0) {
-            int r = bench_suite();
+            int r = bench_suite(argv + i + 1, argc - i - 1);
             if (r < 0)
                 fprintf(stderr, "policy_replay: the suite failed: %s\n", strerror(-r));
             return r < 0 ? 1 : 0;
