@@ -74,7 +74,6 @@ typedef struct replay_s {
     uint64_t serial;
     uint64_t stamp;
     uint64_t fixed_bytes; /* the `fixed` order's set, at most */
-    uint64_t fixed_taken;
     uint64_t *uses_of;    /* per ALLOC event: operations using it (`fixed`) */
     uint64_t last_time;   /* the previous operation's time, for `vs_policy_elapsed` */
     vs_bench_result_t *res;
