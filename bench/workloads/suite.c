@@ -154,8 +154,18 @@ static int script_op(script_t *s, const char *name, const uint32_t *reads, const
 #define R(...) ((const uint32_t[]){__VA_ARGS__, UINT32_MAX})
 #define NONE ((const uint32_t[]){UINT32_MAX})
 
-/* Marks the start of pass `p` (the first measured one) and, at p ==
- * warmup + measured, the end of the measured ones. */
+/* The passes a script holds: the warm-up, the measured ones, and one
+ * more that no child runs: the future the optimum reads past the last
+ * measured pass (without it, the last measured pass would be the end of
+ * the run to MIN, every allocation never used again, and its choices
+ * there no steady state's). */
+static int script_passes(const script_t *s)
+{
+    return s->warmup + s->measured + 1;
+}
+
+/* Marks the start of pass `p` when it is the first measured one or the
+ * one after the last. */
 static int script_pass(script_t *s, int p)
 {
     if (p != s->warmup && p != s->warmup + s->measured)
@@ -199,8 +209,8 @@ static int gen_training(script_t *s)
         a[l] = script_alloc(s, 4 * MIB);
     }
     int rc = 0;
-    for (int p = 0; p <= s->warmup + s->measured && rc == 0; p++) {
-        if ((rc = script_pass(s, p)) != 0 || p == s->warmup + s->measured)
+    for (int p = 0; p < script_passes(s) && rc == 0; p++) {
+        if ((rc = script_pass(s, p)) != 0)
             break;
         rc |= script_op(s, "batch", NONE, R(x));
         for (int l = 0; l < TRAIN_LAYERS; l++)
@@ -240,8 +250,8 @@ static int gen_moe(script_t *s)
     for (int r = 0; r < MOE_EXPERTS; r++)
         total += weight[r] = 1.0 / (r + 1);
     int rc = 0;
-    for (int p = 0; p <= s->warmup + s->measured && rc == 0; p++) {
-        if ((rc = script_pass(s, p)) != 0 || p == s->warmup + s->measured)
+    for (int p = 0; p < script_passes(s) && rc == 0; p++) {
+        if ((rc = script_pass(s, p)) != 0)
             break;
         for (int l = 0; l < MOE_LAYERS; l++) {
             rc |= script_op(s, "attention", R(shared[l]), R(h));
@@ -285,8 +295,8 @@ static int gen_pipeline(script_t *s)
         vae[i] = script_alloc(s, 4 * MIB);
     uint32_t emb = script_alloc(s, 2 * MIB), latent = script_alloc(s, 2 * MIB), image = script_alloc(s, 2 * MIB);
     int rc = 0;
-    for (int p = 0; p <= s->warmup + s->measured && rc == 0; p++) {
-        if ((rc = script_pass(s, p)) != 0 || p == s->warmup + s->measured)
+    for (int p = 0; p < script_passes(s) && rc == 0; p++) {
+        if ((rc = script_pass(s, p)) != 0)
             break;
         for (int i = 0; i < PIPE_ENCODER; i++)
             rc |= script_op(s, "encoder", R(enc[i]), R(emb));
@@ -313,8 +323,8 @@ static int gen_kvgrow(script_t *s)
         w[l] = script_alloc(s, 8 * MIB);
     head = script_alloc(s, 8 * MIB);
     int rc = 0;
-    for (int p = 0; p <= s->warmup + s->measured && rc == 0; p++) {
-        if ((rc = script_pass(s, p)) != 0 || p == s->warmup + s->measured)
+    for (int p = 0; p < script_passes(s) && rc == 0; p++) {
+        if ((rc = script_pass(s, p)) != 0)
             break;
         uint32_t kv[KV_LAYERS][KV_SEQUENCE / KV_TOKENS];
         int blocks = 0;
@@ -355,8 +365,8 @@ static int gen_layers(script_t *s, int blocks, const uint64_t *sizes, int tensor
     if (head_bytes)
         head = script_alloc(s, head_bytes);
     int rc = 0;
-    for (int p = 0; p <= s->warmup + s->measured && rc == 0; p++) {
-        if ((rc = script_pass(s, p)) != 0 || p == s->warmup + s->measured)
+    for (int p = 0; p < script_passes(s) && rc == 0; p++) {
+        if ((rc = script_pass(s, p)) != 0)
             break;
         for (int k = 0; k < count; k++) {
             if (written >> (k % tensors) & 1u)
@@ -520,8 +530,8 @@ static int trace_write(const trace_t *t, const workload_t *w, const char *path)
         return -1;
     }
     fprintf(f, "# vramshim trace v1\n# workload_suite %s: %s\n", w->name, w->summary);
-    fprintf(f, "# passes: %d warm-up, then %d measured: seq %" PRIu64 " to %" PRIu64 " (excluded)\n", w->warmup,
-            w->measured, t->window.seq_from, t->window.seq_to);
+    fprintf(f, "# passes: %d warm-up, %d measured (seq %" PRIu64 " to %" PRIu64 ", excluded), 1 not run (the "
+            "optimum's lookahead)\n", w->warmup, w->measured, t->window.seq_from, t->window.seq_to);
     fprintf(f, "# peak live bytes %" PRIu64 "; time_ns: compute at %.3f ns per byte an operation uses\n", t->peak,
             TRACE_NS_PER_BYTE);
     char line[VS_TRACE_LINE_MAX + 2];
@@ -647,7 +657,8 @@ static int child_run(const workload_t *w, double ns_per_byte, const char *result
                 return 1;
             if (shim_counters_read(snapshot, &counters[mark]) != 0)
                 return 1;
-            mark++;
+            if (++mark == 2)
+                break; /* the rest is the optimum's lookahead */
         } else if (strcmp(st->name, "fill") == 0) {
             uint32_t id = st->id[0];
             VS_CHECK(cuMemsetD32Async(ptr[id], fill_word(id), s.sizes[id] / 4, stream));
@@ -867,6 +878,51 @@ static double env_gbps(const char *name)
     return value && end != value && gbps > 0.0 ? gbps : 0.0;
 }
 
+/* Reads `path` back and checks that it holds `t`'s events exactly. */
+static int trace_read_back(const trace_t *t, const char *path)
+{
+    FILE *f = fopen(path, "r");
+    char *buf = NULL;
+    size_t len = 0, cap = 0;
+    int rc = -EIO;
+    if (!f)
+        return rc;
+    for (;;) {
+        if (len == cap) {
+            char *more = realloc(buf, cap = cap ? 2 * cap : 1 << 20);
+            if (!more)
+                goto out;
+            buf = more;
+        }
+        size_t got = fread(buf + len, 1, cap - len, f);
+        len += got;
+        if (got == 0)
+            break;
+    }
+    vs_trace_reader_t reader;
+    vs_trace_event_t ev;
+    size_t k = 0;
+    vs_trace_reader_init(&reader, buf, len);
+    while ((rc = vs_trace_reader_next(&reader, &ev)) == 1) {
+        const vs_trace_event_t *want = &t->ev[k];
+        if (k == t->len || ev.kind != want->kind || ev.id != want->id || ev.size != want->size
+            || ev.evictable != want->evictable || ev.seq != want->seq || ev.rw != want->rw
+            || ev.time_ns != want->time_ns || strcmp(ev.op, want->op) != 0) {
+            rc = -EINVAL;
+            break;
+        }
+        k++;
+    }
+    if (rc == 0 && k != t->len)
+        rc = -EINVAL;
+out:
+    free(buf);
+    fclose(f);
+    return rc;
+}
+
+/* `--traces DIR`: each workload's trace, read back and checked, and the
+ * references at each limit (what a replay should compare against). */
 static int write_traces(const char *dir)
 {
     if (mkdir(dir, 0755) != 0 && errno != EEXIST) {
@@ -874,18 +930,41 @@ static int write_traces(const char *dir)
         return 1;
     }
     for (size_t wi = 0; wi < WORKLOAD_COUNT; wi++) {
+        const workload_t *w = &workloads[wi];
         script_t s;
         trace_t t;
         char path[4096];
-        if (script_build(&workloads[wi], &s) != 0 || trace_build(&s, &t) != 0)
+        if (script_build(w, &s) != 0 || trace_build(&s, &t) != 0)
             return 1;
-        snprintf(path, sizeof(path), "%s/%s.trace", dir, workloads[wi].name);
-        int rc = trace_write(&t, &workloads[wi], path);
+        snprintf(path, sizeof(path), "%s/%s.trace", dir, w->name);
+        int rc = trace_write(&t, w, path);
+        if (rc == 0 && (rc = trace_read_back(&t, path)) != 0)
+            fprintf(stderr, "workload_suite: %s does not read back as written\n", path);
+        if (rc == 0)
+            printf("%s: %s\n", path, w->summary);
+        for (size_t li = 0; li < LIMITS && rc == 0; li++) {
+            uint64_t limit = t.peak * (uint64_t)limit_percents[li] / 100 / (2 * MIB) * (2 * MIB);
+            vs_optimum_cost_t opt, fixed;
+            rc = vs_optimum_min(t.ev, t.len, limit, t.window, &opt);
+            if (rc == 0 && w->fixed_set)
+                rc = vs_optimum_fixed_set(t.ev, t.len, limit, t.window, &fixed, NULL);
+            if (rc != 0) {
+                fprintf(stderr, "workload_suite: %s at %d%%: no optimum (%s)\n", w->name, limit_percents[li],
+                        strerror(-rc));
+                break;
+            }
+            printf("  limit %d%% = %" PRIu64 " bytes: MIN per measured pass %.1f MiB in, %.1f MiB out",
+                   limit_percents[li], limit, (double)opt.in / w->measured / MIB,
+                   (double)opt.out / w->measured / MIB);
+            if (w->fixed_set)
+                printf("; best fixed set %.1f MiB in, %.1f MiB out", (double)fixed.in / w->measured / MIB,
+                       (double)fixed.out / w->measured / MIB);
+            printf("\n");
+        }
         free(t.ev);
         script_fini(&s);
         if (rc != 0)
             return 1;
-        printf("%s: %s\n", path, workloads[wi].summary);
     }
     return 0;
 }
