@@ -167,7 +167,8 @@ static int bench_trace(const vs_bench_trace_t *t, uint64_t passes)
         uint64_t limit = peak * limit_pct[l] / 100;
         vs_bench_result_t res[VS_BENCH_CLASSIC_ORDERS];
         for (int o = 0; o < VS_BENCH_CLASSIC_ORDERS; o++) {
-            int rc = vs_bench_replay(t, (vs_bench_order_t)o, limit, false, &res[o]);
+            int rc = o == VS_BENCH_BELADY ? vs_bench_optimum(t, limit, false, &res[o])
+                                          : vs_bench_replay(t, (vs_bench_order_t)o, limit, false, &res[o]);
             if (rc < 0) {
                 fprintf(stderr, "policy_replay: %s at %u%%: %s replay failed: %s\n", t->name,
                         limit_pct[l], order_name[o],
@@ -217,11 +218,6 @@ static uint64_t moved(const vs_bench_result_t *r)
     return r->h2d + r->d2h;
 }
 
-/* The suite's table: bytes per pass of lru, the learned (cyclic) order,
- * predict, Belady and the best fixed set; lru and predict over the
- * trace's reference (Belady, or for a stream with no period the best fixed
- * set), goal <= SUITE_GOAL. Returns 1 when missed, 0 when met, -errno when
- * broken. */
 /* One trace's rows of the suite's table; returns 1 when missed, 0 when
  * met, -errno when broken. */
 static int bench_suite_trace(const vs_bench_trace_t *t, const char *name, bool fixed_reference)
@@ -230,12 +226,14 @@ static int bench_suite_trace(const vs_bench_trace_t *t, const char *name, bool f
     int status = 0;
     for (size_t l = 0; l < N_SUITE_LIMITS; l++) {
         uint64_t limit = peak * suite_pct[l] / 100;
-        static const vs_bench_order_t orders[] = {VS_BENCH_LRU, VS_BENCH_LEARNED, VS_BENCH_PREDICT, VS_BENCH_BELADY};
+        static const vs_bench_order_t orders[] = {VS_BENCH_LRU, VS_BENCH_LEARNED, VS_BENCH_PREDICT};
         vs_bench_result_t res[4], fixed;
         int rc = 0;
-        for (size_t o = 0; o < 4 && rc == 0; o++)
+        for (size_t o = 0; o < 3 && rc == 0; o++)
             rc = vs_bench_replay(t, orders[o], limit, false, &res[o]);
-        bool have_fixed = rc == 0 && vs_bench_best_fixed(t, limit, &fixed) == 0;
+        if (rc == 0)
+            rc = vs_bench_optimum(t, limit, false, &res[3]);
+        bool have_fixed = rc == 0 && vs_bench_optimum(t, limit, true, &fixed) == 0;
         if (rc == 0 && fixed_reference && !have_fixed)
             rc = -EINVAL;
         if (rc < 0) {
@@ -261,14 +259,15 @@ static int bench_suite_trace(const vs_bench_trace_t *t, const char *name, bool f
 }
 
 /* The suite's table: bytes per pass of lru, the learned (cyclic) order,
- * predict, Belady and the best fixed set; lru and predict over the
- * trace's reference (Belady, or for a stream with no period the best fixed
+ * predict, Belady's MIN with write-back and the best fixed set
+ * (bench/workloads/optimum.h); lru and predict over the trace's reference
+ * (MIN, or for a stream with no period the best fixed
  * set), goal <= SUITE_GOAL. The synthetic shapes, or the trace files given
  * (held against Belady's, or the best fixed set's where the file's name
  * says moe). Returns 1 when missed, 0 when met, -errno when broken. */
 static int bench_suite(char **files, int n_files)
 {
-    printf("suite: bytes moved per pass in MiB (H2D+D2H); ref = Belady's, or the best fixed set's (*)\n");
+    printf("suite: bytes moved per pass in MiB (H2D+D2H); ref = Belady's MIN with write-back, or the best fixed set's (*)\n");
     printf("%-15s limit      MiB |      lru  learned  predict   belady    fixed | lru/ref pred/ref goal<=%.2f\n",
            "trace", SUITE_GOAL);
     int status = 0;
@@ -397,7 +396,7 @@ int main(int argc, char **argv)
             if (strcmp(traces[s].name, dump_name) == 0 && (rc = dump_file(&traces[s], dump_path)) < 0)
                 fprintf(stderr, "policy_replay: cannot write %s: %s\n", dump_path, strerror(-rc));
     }
-    printf("bytes moved per pass in MiB (H2D in, D2H written back); ratio = (H2D+D2H) / Belady's\n");
+    printf("bytes moved per pass in MiB (H2D in, D2H written back); ratio = (H2D+D2H) / Belady's MIN with write-back\n");
     printf("trace limit      MiB |   lru H2D      D2H | learned H2D    D2H | planned H2D    D2H "
            "|  belady H2D    D2H | lru/B  lrn/B  pln/B goal<=%.2f (lrn)\n", GOAL);
     for (size_t s = 0; s < n_traces; s++) {

@@ -12,10 +12,11 @@
  * the operation's own allocations are protected. The planned order gets the
  * budget the shim gives the policy when it prefetches.
  *
- * Belady: the reference evicts the resident allocation whose next use is
- * farthest (never used again first), reading the future from the trace.
- * With variable sizes the true optimum is NP-hard; this rule is the usual
- * reference figure, not a proven lower bound.
+ * The offline reference every figure is held against is
+ * bench/workloads/optimum.h's (`vs_bench_optimum`): Belady's MIN with
+ * write-back, or the best fixed resident set. The `belady` order here
+ * replays the farthest-next-use rule only to draw its SVG panel (a
+ * timeline the optimum does not record).
  */
 #include "replay.h"
 
@@ -24,6 +25,7 @@
 #include <string.h>
 
 #include "heap.h"
+#include "optimum.h"
 #include "policy.h"
 
 #define HASH_NONFATAL_OOM 1
@@ -44,8 +46,6 @@ typedef struct obj_s {
     bool content;   /* has been written: its bytes matter */
     bool dirty;     /* the device copy is newer than the host's */
     bool host_copy; /* the host holds a copy */
-    bool fixed;     /* the `fixed` order keeps it */
-    uint64_t uses;  /* operations using it: the `fixed` order's choice */
     uint64_t last_use;
     UT_hash_handle hh;
 } obj_t;
@@ -73,8 +73,6 @@ typedef struct replay_s {
     uint64_t host_copy_bytes; /* every host copy, resident or not */
     uint64_t serial;
     uint64_t stamp;
-    uint64_t fixed_bytes; /* the `fixed` order's set, at most */
-    uint64_t *uses_of;    /* per ALLOC event: operations using it (`fixed`) */
     uint64_t last_time;   /* the previous operation's time, for `vs_policy_elapsed` */
     vs_bench_result_t *res;
 } replay_t;
@@ -171,38 +169,10 @@ static void evict(replay_t *r, obj_t *o)
         (void)vs_policy_set_resident(r->policy, o->id, false);
 }
 
-/* The `fixed` order: the least recently used of what the set does not
- * keep, then (an operation larger than the room) of what it keeps. */
-static int make_room_fixed(replay_t *r, uint64_t need, const uint64_t *protect, size_t n_protect)
-{
-    uint64_t freed = 0;
-    while (freed < need) {
-        obj_t *best = NULL, *o, *tmp;
-        HASH_ITER(hh, r->objs, o, tmp) {
-            if (!o->resident || !o->evictable)
-                continue;
-            bool guarded = false;
-            for (size_t i = 0; i < n_protect && !guarded; i++)
-                guarded = protect[i] == o->id;
-            if (guarded)
-                continue;
-            if (!best || (o->fixed != best->fixed ? !o->fixed : o->last_use < best->last_use))
-                best = o;
-        }
-        if (!best)
-            return -EINVAL;
-        freed += best->size;
-        evict(r, best);
-    }
-    return 0;
-}
-
 static int make_room(replay_t *r, uint64_t need, const uint64_t *protect, size_t n_protect)
 {
     if (need == 0)
         return 0;
-    if (r->order == VS_BENCH_FIXED)
-        return make_room_fixed(r, need, protect, n_protect);
     if (r->order != VS_BENCH_BELADY) {
         /* As the shim with prefetch: the cycle may keep the limit less
          * room for two of the largest allocation (one arriving while the
@@ -306,10 +276,6 @@ static int do_alloc(replay_t *r, size_t k)
     o->serial = r->serial++;
     o->next_use = r->next_after[k];
     o->pos = VS_HEAP_ABSENT;
-    if (r->order == VS_BENCH_FIXED) {
-        o->uses = r->uses_of[k] & ~(1ULL << 63);
-        o->fixed = (r->uses_of[k] >> 63) != 0;
-    }
     bool add_failed = false;
     HASH_ADD(hh, r->objs, id, sizeof(o->id), o);
     if (add_failed) {
@@ -414,133 +380,33 @@ static size_t count_ops(const vs_bench_trace_t *t)
     return ops;
 }
 
-/* Counts each allocation's operations and marks the most used ones,
- * greedily, until `fixed_bytes` (an allocation of the trace stands for its
- * ALLOC event: ids may be reused after a free). */
-static int choose_fixed(replay_t *r)
-{
-    const vs_bench_trace_t *t = r->t;
-    r->uses_of = calloc(t->len ? t->len : 1, sizeof(*r->uses_of));
-    size_t *alloc_at = calloc(t->len ? t->len : 1, sizeof(*alloc_at));
-    upcoming_t *map = NULL, *u, *tmp;
-    int rc = 0;
-    if (!r->uses_of || !alloc_at) {
-        rc = -ENOMEM;
-        goto out;
-    }
-    size_t n_allocs = 0;
-    for (size_t k = 0; k < t->len && rc == 0; k++) {
-        const vs_trace_event_t *ev = &t->ev[k];
-        HASH_FIND(hh, map, &ev->id, sizeof(ev->id), u);
-        if (ev->kind == VS_TRACE_ALLOC) {
-            bool add_failed = false;
-            if (!u) {
-                u = calloc(1, sizeof(*u));
-                if (!u) {
-                    rc = -ENOMEM;
-                    break;
-                }
-                u->id = ev->id;
-                HASH_ADD(hh, map, id, sizeof(u->id), u);
-                if (add_failed) {
-                    free(u);
-                    rc = -ENOMEM;
-                    break;
-                }
-            }
-            u->seq = k;        /* the ALLOC event */
-            u->next = NEVER;   /* the last operation counted */
-            if (ev->evictable)
-                alloc_at[n_allocs++] = k;
-        } else if (ev->kind == VS_TRACE_USE && u && u->next != ev->seq) {
-            u->next = ev->seq;
-            r->uses_of[u->seq]++;
-        }
-    }
-    /* Most used first, then smaller: a selection sort is enough here. */
-    uint64_t left = r->fixed_bytes;
-    for (size_t a = 0; a < n_allocs && rc == 0; a++) {
-        size_t best = a;
-        for (size_t b = a + 1; b < n_allocs; b++) {
-            const vs_trace_event_t *x = &t->ev[alloc_at[b]], *y = &t->ev[alloc_at[best]];
-            uint64_t ux = r->uses_of[alloc_at[b]], uy = r->uses_of[alloc_at[best]];
-            if (ux > uy || (ux == uy && x->size < y->size))
-                best = b;
-        }
-        size_t keep = alloc_at[best];
-        alloc_at[best] = alloc_at[a];
-        alloc_at[a] = keep;
-        if (t->ev[keep].size <= left && r->uses_of[keep] > 1) {
-            left -= t->ev[keep].size;
-            r->uses_of[keep] |= 1ULL << 63; /* marks the set */
-        }
-    }
-out:
-    HASH_ITER(hh, map, u, tmp) {
-        HASH_DEL(map, u);
-        free(u);
-    }
-    free(alloc_at);
-    return rc;
-}
-
-static int replay_run(const vs_bench_trace_t *t, vs_bench_order_t order, uint64_t limit, uint64_t fixed_bytes,
-                      bool want_timeline, vs_bench_result_t *res);
+static int replay_run(const vs_bench_trace_t *t, vs_bench_order_t order, uint64_t limit, bool want_timeline,
+                      vs_bench_result_t *res);
 
 int vs_bench_replay(const vs_bench_trace_t *t, vs_bench_order_t order, uint64_t limit,
                     bool want_timeline, vs_bench_result_t *res)
 {
-    return replay_run(t, order, limit, 0, want_timeline, res);
+    return replay_run(t, order, limit, want_timeline, res);
 }
 
-int vs_bench_replay_fixed(const vs_bench_trace_t *t, uint64_t limit, uint64_t fixed_bytes,
-                          vs_bench_result_t *res)
+int vs_bench_optimum(const vs_bench_trace_t *t, uint64_t limit, bool fixed_set, vs_bench_result_t *res)
 {
-    return replay_run(t, VS_BENCH_FIXED, limit, fixed_bytes, false, res);
+    vs_optimum_window_t all = {.seq_from = 0, .seq_to = UINT64_MAX};
+    vs_optimum_cost_t cost;
+    memset(res, 0, sizeof(*res));
+    int rc = fixed_set ? vs_optimum_fixed_set(t->ev, t->len, limit, all, &cost, NULL)
+                       : vs_optimum_min(t->ev, t->len, limit, all, &cost);
+    if (rc < 0)
+        return rc == -ENOSPC ? -EINVAL : rc;
+    res->h2d = cost.in;
+    res->d2h = cost.out;
+    res->restores = cost.restores;
+    res->ops = count_ops(t);
+    return 0;
 }
 
-int vs_bench_best_fixed(const vs_bench_trace_t *t, uint64_t limit, vs_bench_result_t *res)
-{
-    /* The largest operation's bytes: the room the streamed ones need. */
-    uint64_t largest_op = 0;
-    for (size_t k = 0; k < t->len;) {
-        if (t->ev[k].kind != VS_TRACE_USE) {
-            k++;
-            continue;
-        }
-        uint64_t bytes = 0;
-        size_t end = k;
-        for (; end < t->len && t->ev[end].kind == VS_TRACE_USE && t->ev[end].seq == t->ev[k].seq; end++) {
-            for (size_t a = 0; a < k; a++) /* sizes from the latest ALLOC of the id */
-                if (t->ev[k - 1 - a].kind == VS_TRACE_ALLOC && t->ev[k - 1 - a].id == t->ev[end].id) {
-                    bytes += t->ev[k - 1 - a].size;
-                    break;
-                }
-        }
-        largest_op = bytes > largest_op ? bytes : largest_op;
-        k = end;
-    }
-    int rc = -EINVAL;
-    bool have = false;
-    for (uint64_t room = 1; room <= 8; room++) {
-        if (room * largest_op > limit)
-            break;
-        vs_bench_result_t one;
-        int r1 = vs_bench_replay_fixed(t, limit, limit - room * largest_op, &one);
-        if (r1 == -ENOMEM)
-            return r1;
-        if (r1 < 0)
-            continue;
-        if (!have || one.h2d + one.d2h < res->h2d + res->d2h)
-            *res = one;
-        have = true;
-        rc = 0;
-    }
-    return rc;
-}
-
-static int replay_run(const vs_bench_trace_t *t, vs_bench_order_t order, uint64_t limit, uint64_t fixed_bytes,
-                      bool want_timeline, vs_bench_result_t *res)
+static int replay_run(const vs_bench_trace_t *t, vs_bench_order_t order, uint64_t limit, bool want_timeline,
+                      vs_bench_result_t *res)
 {
     replay_t r = {.t = t, .order = order, .limit = limit, .res = res};
     memset(res, 0, sizeof(*res));
@@ -561,12 +427,7 @@ static int replay_run(const vs_bench_trace_t *t, vs_bench_order_t order, uint64_
             goto out;
         }
     }
-    if (order == VS_BENCH_FIXED) {
-        r.fixed_bytes = fixed_bytes;
-        rc = choose_fixed(&r);
-        if (rc < 0)
-            goto out;
-    } else if (order != VS_BENCH_BELADY) {
+    if (order != VS_BENCH_BELADY) {
         vs_policy_kind_t kind = order == VS_BENCH_LRU       ? VS_POLICY_LRU
                                 : order == VS_BENCH_PREDICT ? VS_POLICY_PREDICT
                                                             : VS_POLICY_CYCLIC;
@@ -600,7 +461,6 @@ out:;
     vs_policy_destroy(r.policy);
     free(r.victims);
     free(r.next_after);
-    free(r.uses_of);
     return rc;
 }
 
