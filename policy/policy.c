@@ -37,6 +37,8 @@
 #include "policy.h"
 
 #include "heap.h"
+#include "predict.h"
+#include "schedule.h"
 
 #include <errno.h>
 #include <stdlib.h>
@@ -80,6 +82,11 @@ typedef struct vs_policy_alloc_s {
     uint8_t hist_head;  /* slot the next access is written to */
     bool evictable;
     bool resident;
+    bool dirty;         /* written since it last became resident (`predict` kind) */
+    /* The `predict` kind: its predicted next use as the scheduler ranks it
+     * (schedule.h), distances measured from the predictor's origin, not
+     * from now, so that keys computed at different times compare. */
+    vs_schedule_item_t sched;
     bool born_late;     /* created after the cycle length was known */
     bool streamed;      /* the plan streams it: evicted before anything it keeps */
     size_t pos_evict;   /* position in `evict` (resident and evictable) */
@@ -134,7 +141,21 @@ struct vs_policy_s {
     uint64_t plan_builds_for[VS_POLICY_STALE_CAUSES];
     vs_policy_alloc_t **members; /* scratch for building the plan */
     size_t members_cap;
+    /* The `predict` kind: the reference-stream predictor, the compute time
+     * reported since the last access, and scratch for its questions. */
+    vs_predict_t *pred;
+    uint64_t elapsed_ns;
+    uint64_t pred_seq; /* the operation of the last access told the predictor */
+    bool pred_seq_valid;
+    uint64_t rekeyed_at; /* predictor accesses at the last refresh of every key */
+    vs_predict_access_t *ahead;
 };
+
+/* Accesses remembered by the `predict` kind's predictor: periods up to
+ * about half of it are learned. */
+#define VS_POLICY_PREDICT_HISTORY 16384
+/* Predicted accesses a prefetch question reads ahead. */
+#define VS_POLICY_PREDICT_AHEAD 1024
 
 static const char *const kind_names[] = {
 #define VS_POLICY_KIND_NAME(suffix, name, desc) name,
@@ -168,7 +189,7 @@ const char *vs_policy_kind_name(vs_policy_kind_t kind)
 
 const char *vs_policy_kind_accepted(void)
 {
-    return "lru, cyclic, learned (alias of cyclic)";
+    return "lru, cyclic, learned (alias of cyclic), predict";
 }
 
 static uint64_t sat_add(uint64_t a, uint64_t b)
@@ -215,6 +236,13 @@ static bool rhythm_moves_plan(const vs_policy_t *policy, uint64_t before, uint64
 static void plan_make_stale(vs_policy_t *policy, vs_policy_stale_t cause)
 {
     policy->plan_stale |= 1u << cause;
+}
+
+/* The `predict` kind's eviction order: the scheduler's (schedule.h). */
+static bool predict_before(const void *x, const void *y)
+{
+    const vs_policy_alloc_t *a = x, *b = y;
+    return vs_schedule_evict_before(&a->sched, &b->sched, NULL);
 }
 
 static bool lru_before(const void *x, const void *y)
@@ -278,9 +306,19 @@ int vs_policy_create(vs_policy_kind_t kind, vs_policy_t **out)
     policy->kind = kind;
     policy->budget = UINT64_MAX;
     vs_heap_init(&policy->evict, offsetof(vs_policy_alloc_t, pos_evict),
-                 kind == VS_POLICY_LRU ? lru_before : planned_farthest_before);
+                 kind == VS_POLICY_LRU       ? lru_before
+                 : kind == VS_POLICY_PREDICT ? predict_before
+                                             : planned_farthest_before);
     vs_heap_init(&policy->dead, offsetof(vs_policy_alloc_t, pos_dead), deadline_before);
     vs_heap_init(&policy->next, offsetof(vs_policy_alloc_t, pos_next), nearest_before);
+    if (kind == VS_POLICY_PREDICT) {
+        int rc = vs_predict_create(VS_POLICY_PREDICT_HISTORY, &policy->pred);
+        policy->ahead = calloc(VS_POLICY_PREDICT_AHEAD, sizeof(*policy->ahead));
+        if (rc < 0 || !policy->ahead) {
+            vs_policy_destroy(policy);
+            return -ENOMEM;
+        }
+    }
     *out = policy;
     return 0;
 }
@@ -299,6 +337,8 @@ void vs_policy_destroy(vs_policy_t *policy)
     }
     free(policy->scratch);
     free(policy->members);
+    vs_predict_destroy(policy->pred);
+    free(policy->ahead);
     free(policy);
 }
 
@@ -321,11 +361,38 @@ static void dequeue(vs_policy_t *policy, vs_policy_alloc_t *a)
     vs_heap_remove(&policy->next, a);
 }
 
+/* The `predict` kind: `a`'s key in `evict`, from the predictor's latest
+ * word on it. Keys are refreshed when the allocation is used or changes
+ * residency; between those, an allocation's predicted use stays where it
+ * was predicted. */
+static void predict_rekey(vs_policy_t *policy, vs_policy_alloc_t *a)
+{
+    if (!policy->pred)
+        return;
+    vs_predict_stats_t origin;
+    vs_predict_stats(policy->pred, &origin);
+    vs_schedule_item_t *it = &a->sched;
+    *it = (vs_schedule_item_t){.id = a->id, .size = a->size, .last_use = a->last_use, .resident = a->resident,
+                               .evictable = a->evictable, .dirty = a->dirty};
+    if (a->hist_len == 0) {
+        /* Never used yet: its first use is ahead, the farthest of those
+         * with a use predicted. */
+        it->next.accesses = it->next.bytes = it->next.ns = VS_PREDICT_NEVER - 1;
+        return;
+    }
+    (void)vs_predict_next_use(policy->pred, a->id, &it->next);
+    if (it->next.accesses == VS_PREDICT_NEVER)
+        return;
+    it->next.accesses = sat_add(origin.accesses, it->next.accesses);
+    it->next.bytes = sat_add(origin.bytes, it->next.bytes);
+}
+
 /* Puts `a` back where its state says it belongs, with its current keys.
  * Cannot fail: every heap was reserved for all live allocations. */
 static void requeue(vs_policy_t *policy, vs_policy_alloc_t *a)
 {
     dequeue(policy, a);
+    predict_rekey(policy, a);
     if (a->resident && a->evictable) {
         (void)vs_heap_push(&policy->evict, a);
         if (policy->kind == VS_POLICY_CYCLIC)
@@ -495,6 +562,8 @@ int vs_policy_free(vs_policy_t *policy, uint64_t id)
         return -ENOENT;
     dequeue(policy, a);
     account(policy, a, -1);
+    if (policy->pred)
+        vs_predict_forget(policy->pred, id);
     HASH_DEL(policy->by_id, a);
     policy->count--;
     if (a->hist_len >= 2)
@@ -523,24 +592,42 @@ int vs_policy_set_resident(vs_policy_t *policy, uint64_t id, bool resident)
     if (!a)
         return -ENOENT;
     account(policy, a, -1);
+    if (a->resident != resident)
+        a->dirty = false; /* restored from, or written back to, the host's copy */
     a->resident = resident;
     account(policy, a, +1);
     requeue(policy, a);
     return 0;
 }
 
+void vs_policy_elapsed(vs_policy_t *policy, uint64_t ns)
+{
+    policy->elapsed_ns += ns;
+}
+
 int vs_policy_access(vs_policy_t *policy, uint64_t id, uint64_t seq, vs_policy_rw_t rw)
 {
-    (void)rw; /* dirtiness is the shim's business; the order does not use it */
     vs_policy_alloc_t *a = find(policy, id);
     if (!a)
         return -ENOENT;
     if (seq < policy->now)
         seq = policy->now;
     policy->now = seq;
+    /* A use whose direction is unknown may write. */
+    if (rw != VS_POLICY_RW_READ)
+        a->dirty = true;
     if (a->hist_len > 0 &&
         a->history[(a->hist_head + VS_POLICY_HISTORY - 1) % VS_POLICY_HISTORY] == seq)
         return 0; /* a second argument of the same operation */
+    if (policy->pred) {
+        /* Out of memory, the predictor misses one access: a worse
+         * prediction, never a wrong answer. */
+        bool same_op = policy->pred_seq_valid && policy->pred_seq == seq;
+        (void)vs_predict_access(policy->pred, id, a->size, rw != VS_POLICY_RW_READ, policy->elapsed_ns, same_op);
+        policy->elapsed_ns = 0;
+        policy->pred_seq = seq;
+        policy->pred_seq_valid = true;
+    }
     a->history[a->hist_head] = seq;
     a->hist_head = (uint8_t)((a->hist_head + 1) % VS_POLICY_HISTORY);
     if (a->hist_len < VS_POLICY_HISTORY)
@@ -1244,6 +1331,102 @@ static void restore_scratch(vs_policy_t *policy, vs_heap_t *heap, size_t base)
     policy->scratch_len = base;
 }
 
+/* Whether `v`, the victim the caller takes next, is the one Belady's rule
+ * would evict when the access at `ahead[s]` needs room: not used before
+ * it, and no other candidate left in `evict` used later after it (or never
+ * used again while `v` is). */
+static bool predict_victim_is_min(vs_policy_t *policy, const vs_policy_alloc_t *v, size_t s, size_t n)
+{
+    for (size_t k = 0; k < s; k++)
+        if (policy->ahead[k].id == v->id)
+            return false; /* used first: evicting it now would harm */
+    uint64_t mark = ++policy->stamp;
+    size_t others = policy->evict.len - 1, seen = 0; /* `v` is in it */
+    for (size_t k = s + 1; k < n; k++) {
+        if (policy->ahead[k].id == v->id)
+            return seen == others; /* every other candidate is used before it */
+        vs_policy_alloc_t *w = find(policy, policy->ahead[k].id);
+        if (w && w != v && w->resident && w->evictable && vs_heap_contains(&policy->evict, w)
+            && w->chosen_mark != mark) {
+            w->chosen_mark = mark;
+            seen++;
+        }
+    }
+    return true; /* not used again within the prediction */
+}
+
+/* The `predict` kind's prefetch: the missing allocations in the order of
+ * the predicted accesses, each offered only while the victim the caller
+ * will take for its room (the top of `evict`, then the next) is the one
+ * Belady's rule would evict when it is used: Cao, Felten, Karlin and Li's
+ * conservative strategy. Fetching earlier over the farthest use now (the
+ * allocation just used, in a loop) would evict, pass after pass, every
+ * allocation after its use: a loop would stream whole. */
+static int predict_prefetch(vs_policy_t *policy, uint64_t budget, uint64_t *ids, size_t cap, size_t *n_ids)
+{
+    size_t n = 0;
+    vs_predict_next(policy->pred, policy->ahead, VS_POLICY_PREDICT_AHEAD, &n);
+    uint64_t considered = ++policy->stamp;
+    uint64_t left = budget;
+    int rc = 0;
+    policy->scratch_len = 0;
+    for (size_t s = 0; s < n && *n_ids < cap; s++) {
+        vs_policy_alloc_t *a = find(policy, policy->ahead[s].id);
+        if (!a || a->chosen_mark == considered || a->protect_mark == considered)
+            continue;
+        a->protect_mark = considered; /* chosen_mark is the scans' */
+        if (a->resident)
+            continue;
+        if (a->size > left)
+            break;
+        vs_policy_alloc_t *v = vs_heap_top(&policy->evict);
+        if (v && !predict_victim_is_min(policy, v, s, n))
+            break;
+        if (v) {
+            rc = scratch_push(policy, v);
+            if (rc < 0)
+                break;
+            vs_heap_pop(&policy->evict);
+        }
+        ids[(*n_ids)++] = a->id;
+        left -= a->size;
+    }
+    restore_scratch(policy, &policy->evict, 0);
+    return rc;
+}
+
+/* The `predict` kind: every candidate's key afresh, once a quarter as many
+ * accesses as there are candidates went by since the last time (O(log n)
+ * per access amortised). A key otherwise dates from the allocation's last
+ * use, and the predictor may have learned since (a phase's period found, a
+ * router's choice cooling). */
+
+
+
+
+static void predict_refresh(vs_policy_t *policy)
+{
+    vs_predict_stats_t st;
+    vs_predict_stats(policy->pred, &st);
+    size_t n = policy->evict.len;
+    if (st.accesses - policy->rekeyed_at < n / 4 + 1)
+        return;
+    policy->rekeyed_at = st.accesses;
+    policy->scratch_len = 0;
+    while (policy->evict.len > 0) {
+        vs_policy_alloc_t *a = vs_heap_pop(&policy->evict);
+        if (scratch_push(policy, a) < 0) {
+            (void)vs_heap_push(&policy->evict, a);
+            break;
+        }
+    }
+    for (size_t i = 0; i < policy->scratch_len; i++) {
+        predict_rekey(policy, policy->scratch[i]);
+        (void)vs_heap_push(&policy->evict, policy->scratch[i]);
+    }
+    policy->scratch_len = 0;
+}
+
 int vs_policy_victims(vs_policy_t *policy, uint64_t need, const uint64_t *protect,
                       size_t n_protect, uint64_t *victims, size_t cap, size_t *n_victims)
 {
@@ -1257,10 +1440,12 @@ int vs_policy_victims(vs_policy_t *policy, uint64_t need, const uint64_t *protec
             a->protect_mark = policy->stamp;
     }
     plan_refresh(policy);
+    if (policy->pred)
+        predict_refresh(policy);
     victim_query_t q = {policy, need, 0, victims, cap, 0, 0};
     int rc = 0;
     policy->scratch_len = 0;
-    if (policy->kind == VS_POLICY_CYCLIC) {
+    if (policy->kind == VS_POLICY_CYCLIC) { /* `predict` ranks the dead first in `evict` */
         rc = victims_from(&q, &policy->dead, true);
         restore_scratch(policy, &policy->dead, 0);
     }
@@ -1280,6 +1465,8 @@ int vs_policy_prefetch(vs_policy_t *policy, uint64_t budget, uint64_t *ids, size
                        size_t *n_ids)
 {
     *n_ids = 0;
+    if (policy->kind == VS_POLICY_PREDICT)
+        return predict_prefetch(policy, budget, ids, cap, n_ids);
     plan_refresh(policy);
     policy->scratch_len = 0;
     int rc = 0;
@@ -1311,6 +1498,18 @@ int vs_policy_predict(const vs_policy_t *policy, uint64_t id, uint64_t *next_use
     const vs_policy_alloc_t *a = find(policy, id);
     if (!a)
         return -ENOENT;
+    if (policy->kind == VS_POLICY_PREDICT) {
+        /* In the predictor's unit (accesses from now), which orders
+         * allocations the same way as operations would. */
+        vs_predict_distance_t d;
+        (void)vs_predict_next_use(policy->pred, id, &d);
+        if (d.accesses == VS_PREDICT_NEVER && a->hist_len == 0)
+            d.accesses = VS_POLICY_NEVER - 1 - policy->now; /* not used yet: ahead */
+        *next_use = d.accesses == VS_PREDICT_NEVER ? VS_POLICY_NEVER
+                    : d.accesses > VS_POLICY_NEVER - 1 - policy->now ? VS_POLICY_NEVER - 1
+                                                                       : policy->now + d.accesses;
+        return 0;
+    }
     *next_use = is_dead(policy, a) ? VS_POLICY_NEVER : a->next_use;
     return 0;
 }

@@ -22,7 +22,8 @@
  * entry is the default. `learned` is accepted as an alias of `cyclic`. */
 #define VS_POLICY_KIND_LIST(X)                                                     \
     X(LRU, "lru", "least recently used allocation first (baseline)")               \
-    X(CYCLIC, "cyclic", "learned access cycle: farthest predicted next use first")
+    X(CYCLIC, "cyclic", "learned access cycle: farthest predicted next use first")   \
+    X(PREDICT, "predict", "predicted reference stream (predict.h, schedule.h): farthest next use first, write-backs counted")
 
 typedef enum vs_policy_kind_e {
 #define VS_POLICY_KIND_ENUM(suffix, name, desc) VS_POLICY_##suffix,
@@ -101,12 +102,12 @@ typedef struct vs_policy_stats_s {
     uint64_t plan_builds_for[VS_POLICY_STALE_CAUSES];
 } vs_policy_stats_t;
 
-/* Parses a VRAMSHIM_POLICY value ("lru", "cyclic" or "learned", case
- * sensitive). Returns 0 or -EINVAL. */
+/* Parses a VRAMSHIM_POLICY value ("lru", "cyclic", "learned" or
+ * "predict", case sensitive). Returns 0 or -EINVAL. */
 int vs_policy_kind_from_name(const char *name, vs_policy_kind_t *kind);
 /* The canonical name of `kind`, or NULL when it is out of range. */
 const char *vs_policy_kind_name(vs_policy_kind_t kind);
-/* The accepted names, for error messages: "lru, cyclic, learned". */
+/* The accepted names, for error messages. */
 const char *vs_policy_kind_accepted(void);
 
 /* Returns 0, -EINVAL (unknown kind) or -ENOMEM. */
@@ -129,6 +130,11 @@ int vs_policy_set_resident(vs_policy_t *policy, uint64_t id, bool resident);
  * arguments); a `seq` lower than one already seen is taken as the latest, so a
  * racing caller cannot move time backwards. Returns 0 or -ENOENT. */
 int vs_policy_access(vs_policy_t *policy, uint64_t id, uint64_t seq, vs_policy_rw_t rw);
+
+/* Compute time measured since the last access reported: the `predict`
+ * kind counts it towards the next access (its distances in time); the
+ * others ignore it. */
+void vs_policy_elapsed(vs_policy_t *policy, uint64_t ns);
 
 /* To bring in `need` bytes while the current operation uses the allocations
  * in `protect` (unknown ids there are ignored), which resident allocations

@@ -40,7 +40,7 @@
     X(host_limit, "VRAMSHIM_HOST_LIMIT",                                                           \
       VS_SIZE_FORMS ", at least 2M, or a percentage of the memory available to the process (50%)") \
     X(min_evict, "VRAMSHIM_MIN_EVICT", VS_SIZE_FORMS ", at least 2M")                              \
-    X(policy, "VRAMSHIM_POLICY", "lru|cyclic|learned")                                             \
+    X(policy, "VRAMSHIM_POLICY", "lru|cyclic|learned|predict")                                     \
     X(prefetch, "VRAMSHIM_PREFETCH", "on|off")                                             \
     X(partial_residency, "VRAMSHIM_PARTIAL", "auto|on|off")                                        \
     X(meminfo, "VRAMSHIM_MEMINFO", "limit|device")                                                 \

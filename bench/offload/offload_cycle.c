@@ -918,12 +918,18 @@ static int sweep_run(const char *self, const char *shim, const char *svg_path, c
     size_t workload_total = sweep_workloads_list(sweep_workloads, only != NULL);
     static sweep_cell_t cells[WORKLOAD_COUNT][3][SWEEP_RATIOS];
     int warmup_given = only != NULL ? only->warmup_passes : 0; /* 0: each workload's */
-    printf("offload_sweep: virtual clock, SIMCUDA_HOST_COSTS=%s, H2D link %.1f GB/s; the shim's default (learned "
-           "cycle, prefetch); %d measured passes after %d warm-up passes, timed in steady state (events, no wait "
+    /* OFFLOAD_SWEEP_POLICY names another VRAMSHIM_POLICY for the grid (the
+     * shim's default is `cyclic`), prefetch on: to compare a policy with
+     * the default cell by cell. */
+    config_t config = configs[0];
+    const char *policy = getenv("OFFLOAD_SWEEP_POLICY");
+    if (policy != NULL && policy[0] != '\0')
+        config.policy = policy;
+    printf("offload_sweep: virtual clock, SIMCUDA_HOST_COSTS=%s, H2D link %.1f GB/s; VRAMSHIM_POLICY=%s, prefetch; %d measured passes after %d warm-up passes, timed in steady state (events, no wait "
            "before them); per pass: F = W - L + 2 x largest, "
            "bound = max(C, F/B), C = ratio x F/B; out = bytes copied back, dirty = the written tensors' bytes; "
            "idle = 1 - C / (ms/pass)\n",
-           host_costs_name(), gbps, SWEEP_MEASURED_PASSES, warmup_given > 0 ? warmup_given : SWEEP_WARMUP_PASSES);
+           host_costs_name(), gbps, config.policy, SWEEP_MEASURED_PASSES, warmup_given > 0 ? warmup_given : SWEEP_WARMUP_PASSES);
     printf("%-6s %5s %6s %9s %9s %8s %9s %9s %9s %8s %6s %s\n", "model", "limit", "ratio", "C ms", "in MiB", "in/F",
            "out MiB", "ms/pass", "bound ms", "/bound", "idle", "goal");
     int rc = 0, met = 0, total = 0;
@@ -942,7 +948,7 @@ static int sweep_run(const char *self, const char *shim, const char *svg_path, c
                 double ns_per_byte = sweep_ratios[ri] * transfer_ms * 1e6 / (double)bytes;
                 result_t r;
                 int warmup = warmup_given > 0 ? warmup_given : w->warmup_passes;
-                if (run_child(self, shim, dir, (int)(w - workloads), ns_per_byte, warmup, limit, &configs[0], &r,
+                if (run_child(self, shim, dir, (int)(w - workloads), ns_per_byte, warmup, limit, &config, &r,
                               only != NULL ? only->log_path : NULL)
                     != 0) {
                     rc = 1;

@@ -123,12 +123,12 @@ static int render_svg(const char *path, const vs_bench_trace_t *t, unsigned pct,
     uint64_t peak = vs_bench_peak_bytes(t);
     vs_bench_svg_doc_t doc = {.trace = t->name, .limit_pct = pct, .limit = peak * pct / 100,
                               .peak = peak, .passes = t->passes, .x = x};
-    vs_bench_result_t res[VS_BENCH_ORDER_COUNT];
-    vs_bench_svg_panel_t panels[VS_BENCH_ORDER_COUNT];
+    vs_bench_result_t res[VS_BENCH_CLASSIC_ORDERS];
+    vs_bench_svg_panel_t panels[VS_BENCH_CLASSIC_ORDERS];
     size_t n = 0;
     memset(res, 0, sizeof(res));
     int rc = 0;
-    for (int o = 0; o < VS_BENCH_ORDER_COUNT && rc == 0; o++) {
+    for (int o = 0; o < VS_BENCH_CLASSIC_ORDERS && rc == 0; o++) {
         bool wanted = strcmp(policy, "all") == 0 || strcmp(policy, order_name[o]) == 0 ||
                       (o == VS_BENCH_LEARNED && strcmp(policy, "cyclic") == 0);
         if (!wanted)
@@ -165,9 +165,10 @@ static int bench_trace(const vs_bench_trace_t *t, uint64_t passes)
     int missed = 0;
     for (size_t l = 0; l < N_LIMITS; l++) {
         uint64_t limit = peak * limit_pct[l] / 100;
-        vs_bench_result_t res[VS_BENCH_ORDER_COUNT];
-        for (int o = 0; o < VS_BENCH_ORDER_COUNT; o++) {
-            int rc = vs_bench_replay(t, (vs_bench_order_t)o, limit, false, &res[o]);
+        vs_bench_result_t res[VS_BENCH_CLASSIC_ORDERS];
+        for (int o = 0; o < VS_BENCH_CLASSIC_ORDERS; o++) {
+            int rc = o == VS_BENCH_BELADY ? vs_bench_optimum(t, limit, false, &res[o])
+                                          : vs_bench_replay(t, (vs_bench_order_t)o, limit, false, &res[o]);
             if (rc < 0) {
                 fprintf(stderr, "policy_replay: %s at %u%%: %s replay failed: %s\n", t->name,
                         limit_pct[l], order_name[o],
@@ -177,7 +178,7 @@ static int bench_trace(const vs_bench_trace_t *t, uint64_t passes)
             }
         }
         printf("%-5s %3u%% %8.0f", t->name, limit_pct[l], (double)limit / MIB);
-        for (int o = 0; o < VS_BENCH_ORDER_COUNT; o++)
+        for (int o = 0; o < VS_BENCH_CLASSIC_ORDERS; o++)
             printf(" | %8.0f %8.0f", (double)res[o].h2d / MIB / (double)passes,
                    (double)res[o].d2h / MIB / (double)passes);
         uint64_t best = res[VS_BENCH_BELADY].h2d + res[VS_BENCH_BELADY].d2h;
@@ -194,19 +195,120 @@ static int bench_trace(const vs_bench_trace_t *t, uint64_t passes)
     return missed;
 }
 
+/* ---- the suite (issue 54) ------------------------------------------------- */
+
+static const struct {
+    const char *name;
+    synth_fn fn;
+    bool fixed_reference;
+} suite[] = {
+#define SUITE_REF_belady false
+#define SUITE_REF_fixed true
+#define SUITE_ENTRY(name, fn, desc, reference) {#name, fn, SUITE_REF_##reference},
+    VS_BENCH_SUITE_LIST(SUITE_ENTRY)
+#undef SUITE_ENTRY
+};
+#define N_SUITE (sizeof(suite) / sizeof(suite[0]))
+#define SUITE_GOAL 1.10
+static const unsigned suite_pct[] = {25, 50, 75};
+#define N_SUITE_LIMITS (sizeof(suite_pct) / sizeof(suite_pct[0]))
+
+static uint64_t moved(const vs_bench_result_t *r)
+{
+    return r->h2d + r->d2h;
+}
+
+/* One trace's rows of the suite's table; returns 1 when missed, 0 when
+ * met, -errno when broken. */
+static int bench_suite_trace(const vs_bench_trace_t *t, const char *name, bool fixed_reference)
+{
+    uint64_t peak = vs_bench_peak_bytes(t);
+    int status = 0;
+    for (size_t l = 0; l < N_SUITE_LIMITS; l++) {
+        uint64_t limit = peak * suite_pct[l] / 100;
+        static const vs_bench_order_t orders[] = {VS_BENCH_LRU, VS_BENCH_LEARNED, VS_BENCH_PREDICT};
+        vs_bench_result_t res[4], fixed;
+        int rc = 0;
+        for (size_t o = 0; o < 3 && rc == 0; o++)
+            rc = vs_bench_replay(t, orders[o], limit, false, &res[o]);
+        if (rc == 0)
+            rc = vs_bench_optimum(t, limit, false, &res[3]);
+        bool have_fixed = rc == 0 && vs_bench_optimum(t, limit, true, &fixed) == 0;
+        if (rc == 0 && fixed_reference && !have_fixed)
+            rc = -EINVAL;
+        if (rc < 0) {
+            fprintf(stderr, "policy_replay: %s at %u%%: replay failed: %s\n", name, suite_pct[l], strerror(-rc));
+            return rc;
+        }
+        uint64_t ref = fixed_reference ? moved(&fixed) : moved(&res[3]);
+        double pass = (double)(t->passes ? t->passes : 1) * MIB;
+        double pred = ref ? (double)moved(&res[2]) / (double)ref : (moved(&res[2]) ? 1e9 : 1.0);
+        double lru = ref ? (double)moved(&res[0]) / (double)ref : (moved(&res[0]) ? 1e9 : 1.0);
+        bool ok = pred <= SUITE_GOAL;
+        status |= !ok;
+        printf("%-14s%c %4u%% %8.0f | %8.1f %8.1f %8.1f %8.1f ", name, fixed_reference ? '*' : ' ', suite_pct[l],
+               (double)limit / MIB, (double)moved(&res[0]) / pass, (double)moved(&res[1]) / pass,
+               (double)moved(&res[2]) / pass, (double)moved(&res[3]) / pass);
+        if (have_fixed)
+            printf("%8.1f", (double)moved(&fixed) / pass);
+        else
+            printf("%8s", "-");
+        printf(" | %7.3f %8.3f %s\n", lru, pred, ok ? "ok" : "MISSED");
+    }
+    return status;
+}
+
+/* The suite's table: bytes per pass of lru, the learned (cyclic) order,
+ * predict, Belady's MIN with write-back and the best fixed set
+ * (bench/workloads/optimum.h); lru and predict over the trace's reference
+ * (MIN, or for a stream with no period the best fixed
+ * set), goal <= SUITE_GOAL. The synthetic shapes, or the trace files given
+ * (held against Belady's, or the best fixed set's where the file's name
+ * says moe). Returns 1 when missed, 0 when met, -errno when broken. */
+static int bench_suite(char **files, int n_files)
+{
+    printf("suite: bytes moved per pass in MiB (H2D+D2H); ref = Belady's MIN with write-back, or the best fixed set's (*)\n");
+    printf("%-15s limit      MiB |      lru  learned  predict   belady    fixed | lru/ref pred/ref goal<=%.2f\n",
+           "trace", SUITE_GOAL);
+    int status = 0;
+    size_t count = n_files > 0 ? (size_t)n_files : N_SUITE;
+    for (size_t s = 0; s < count; s++) {
+        vs_bench_trace_t t;
+        memset(&t, 0, sizeof(t));
+        int rc = n_files > 0 ? load_file(files[s], &t) : suite[s].fn(&t);
+        const char *name = n_files > 0 ? files[s] : suite[s].name;
+        if (n_files > 0) {
+            const char *slash = strrchr(name, '/');
+            name = slash ? slash + 1 : name;
+            t.passes = 1;
+        }
+        bool fixed_reference = n_files > 0 ? strstr(name, "moe") != NULL : suite[s].fixed_reference;
+        if (rc == 0)
+            rc = bench_suite_trace(&t, name, fixed_reference);
+        vs_bench_trace_fini(&t);
+        if (rc < 0)
+            return rc;
+        status |= rc;
+    }
+    printf("suite goal (predict <= %.2f x the reference at every limit): %s\n", SUITE_GOAL,
+           status ? "MISSED" : "met");
+    return status;
+}
+
 static void usage(void)
 {
     fprintf(stderr, "usage: policy_replay [--svg FILE] [--svg-trace dit|llm|vae] [--svg-limit PCT]\n"
                     "                     [--svg-policy lru|learned|cyclic|planned|belady|all]"
                     " [--svg-x auto|op|time]\n"
-                    "                     [--dump-trace NAME FILE] [--passes N] [TRACE_FILE]\n");
+                    "                     [--dump-trace NAME FILE] [--passes N] [TRACE_FILE]\n"
+                    "       policy_replay --suite [TRACE_FILE...]\n");
 }
 
 static bool svg_policy_known(const char *name)
 {
     if (strcmp(name, "all") == 0 || strcmp(name, "cyclic") == 0)
         return true;
-    for (int o = 0; o < VS_BENCH_ORDER_COUNT; o++)
+    for (int o = 0; o < VS_BENCH_CLASSIC_ORDERS; o++)
         if (strcmp(name, order_name[o]) == 0)
             return true;
     return false;
@@ -220,6 +322,12 @@ int main(int argc, char **argv)
     unsigned svg_pct = 25;
     uint64_t file_passes = 1;
     for (int i = 1; i < argc; i++) {
+        if (strcmp(argv[i], "--suite") == 0) {
+            int r = bench_suite(argv + i + 1, argc - i - 1);
+            if (r < 0)
+                fprintf(stderr, "policy_replay: the suite failed: %s\n", strerror(-r));
+            return r < 0 ? 1 : 0;
+        }
         if (strcmp(argv[i], "--svg") == 0 && i + 1 < argc) {
             svg = argv[++i];
         } else if (strcmp(argv[i], "--svg-trace") == 0 && i + 1 < argc) {
@@ -288,7 +396,7 @@ int main(int argc, char **argv)
             if (strcmp(traces[s].name, dump_name) == 0 && (rc = dump_file(&traces[s], dump_path)) < 0)
                 fprintf(stderr, "policy_replay: cannot write %s: %s\n", dump_path, strerror(-rc));
     }
-    printf("bytes moved per pass in MiB (H2D in, D2H written back); ratio = (H2D+D2H) / Belady's\n");
+    printf("bytes moved per pass in MiB (H2D in, D2H written back); ratio = (H2D+D2H) / Belady's MIN with write-back\n");
     printf("trace limit      MiB |   lru H2D      D2H | learned H2D    D2H | planned H2D    D2H "
            "|  belady H2D    D2H | lru/B  lrn/B  pln/B goal<=%.2f (lrn)\n", GOAL);
     for (size_t s = 0; s < n_traces; s++) {

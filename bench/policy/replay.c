@@ -12,10 +12,11 @@
  * the operation's own allocations are protected. The planned order gets the
  * budget the shim gives the policy when it prefetches.
  *
- * Belady: the reference evicts the resident allocation whose next use is
- * farthest (never used again first), reading the future from the trace.
- * With variable sizes the true optimum is NP-hard; this rule is the usual
- * reference figure, not a proven lower bound.
+ * The offline reference every figure is held against is
+ * bench/workloads/optimum.h's (`vs_bench_optimum`): Belady's MIN with
+ * write-back, or the best fixed resident set. The `belady` order here
+ * replays the farthest-next-use rule only to draw its SVG panel (a
+ * timeline the optimum does not record).
  */
 #include "replay.h"
 
@@ -24,6 +25,7 @@
 #include <string.h>
 
 #include "heap.h"
+#include "optimum.h"
 #include "policy.h"
 
 #define HASH_NONFATAL_OOM 1
@@ -44,6 +46,7 @@ typedef struct obj_s {
     bool content;   /* has been written: its bytes matter */
     bool dirty;     /* the device copy is newer than the host's */
     bool host_copy; /* the host holds a copy */
+    uint64_t last_use;
     UT_hash_handle hh;
 } obj_t;
 
@@ -70,6 +73,7 @@ typedef struct replay_s {
     uint64_t host_copy_bytes; /* every host copy, resident or not */
     uint64_t serial;
     uint64_t stamp;
+    uint64_t last_time;   /* the previous operation's time, for `vs_policy_elapsed` */
     vs_bench_result_t *res;
 } replay_t;
 
@@ -314,10 +318,15 @@ static int do_op(replay_t *r, size_t k, size_t end)
     const vs_trace_event_t *ev = r->t->ev;
     uint64_t seq = ev[k].seq;
     size_t n = 0;
+    if (r->policy && ev[k].time_ns > r->last_time) {
+        vs_policy_elapsed(r->policy, ev[k].time_ns - r->last_time);
+        r->last_time = ev[k].time_ns;
+    }
     for (size_t i = k; i < end; i++) {
         obj_t *o = find(r, ev[i].id);
         if (!o)
             return -EINVAL;
+        o->last_use = seq;
         if (r->policy) {
             vs_policy_rw_t rw = ev[i].rw == VS_TRACE_READ    ? VS_POLICY_RW_READ
                                 : ev[i].rw == VS_TRACE_WRITE ? VS_POLICY_RW_WRITE
@@ -371,8 +380,33 @@ static size_t count_ops(const vs_bench_trace_t *t)
     return ops;
 }
 
+static int replay_run(const vs_bench_trace_t *t, vs_bench_order_t order, uint64_t limit, bool want_timeline,
+                      vs_bench_result_t *res);
+
 int vs_bench_replay(const vs_bench_trace_t *t, vs_bench_order_t order, uint64_t limit,
                     bool want_timeline, vs_bench_result_t *res)
+{
+    return replay_run(t, order, limit, want_timeline, res);
+}
+
+int vs_bench_optimum(const vs_bench_trace_t *t, uint64_t limit, bool fixed_set, vs_bench_result_t *res)
+{
+    vs_optimum_window_t all = {.seq_from = 0, .seq_to = UINT64_MAX};
+    vs_optimum_cost_t cost;
+    memset(res, 0, sizeof(*res));
+    int rc = fixed_set ? vs_optimum_fixed_set(t->ev, t->len, limit, all, &cost, NULL)
+                       : vs_optimum_min(t->ev, t->len, limit, all, &cost);
+    if (rc < 0)
+        return rc == -ENOSPC ? -EINVAL : rc;
+    res->h2d = cost.in;
+    res->d2h = cost.out;
+    res->restores = cost.restores;
+    res->ops = count_ops(t);
+    return 0;
+}
+
+static int replay_run(const vs_bench_trace_t *t, vs_bench_order_t order, uint64_t limit, bool want_timeline,
+                      vs_bench_result_t *res)
 {
     replay_t r = {.t = t, .order = order, .limit = limit, .res = res};
     memset(res, 0, sizeof(*res));
@@ -394,7 +428,10 @@ int vs_bench_replay(const vs_bench_trace_t *t, vs_bench_order_t order, uint64_t 
         }
     }
     if (order != VS_BENCH_BELADY) {
-        rc = vs_policy_create(order == VS_BENCH_LRU ? VS_POLICY_LRU : VS_POLICY_CYCLIC, &r.policy);
+        vs_policy_kind_t kind = order == VS_BENCH_LRU       ? VS_POLICY_LRU
+                                : order == VS_BENCH_PREDICT ? VS_POLICY_PREDICT
+                                                            : VS_POLICY_CYCLIC;
+        rc = vs_policy_create(kind, &r.policy);
         if (rc < 0)
             goto out;
     }

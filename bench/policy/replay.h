@@ -14,13 +14,15 @@
 /* The policies the benchmark compares: the two of policy/, the learned one
  * also with the plan the shim gives it when it prefetches (a fixed resident
  * set, the streamed bytes spread over the cycle; it trades some bytes for
- * copies that overlap compute), and the offline Belady reference, which
- * reads the future from the trace. */
+ * copies that overlap compute), Belady's farthest next use (drawn in the
+ * SVG timeline only: the figures come from `vs_bench_optimum`), and
+ * `predict` (the predictor and scheduler of predict.h and schedule.h). */
 #define VS_BENCH_ORDER_LIST(X) \
     X(LRU, "lru")              \
     X(LEARNED, "learned")      \
     X(PLANNED, "planned")      \
-    X(BELADY, "belady")
+    X(BELADY, "belady")        \
+    X(PREDICT, "predict")
 
 typedef enum vs_bench_order_e {
 #define VS_BENCH_ORDER_ENUM(suffix, name) VS_BENCH_##suffix,
@@ -28,6 +30,9 @@ typedef enum vs_bench_order_e {
 #undef VS_BENCH_ORDER_ENUM
     VS_BENCH_ORDER_COUNT
 } vs_bench_order_t;
+
+/* The orders of the original table and its SVG panels: lru to belady. */
+#define VS_BENCH_CLASSIC_ORDERS (VS_BENCH_BELADY + 1)
 
 /* One sample per operation, for the SVG timeline (tools/timeline_svg.h).
  * The replay has no disk tier: `disk_bytes` is always 0. */
@@ -49,5 +54,11 @@ uint64_t vs_bench_peak_bytes(const vs_bench_trace_t *t);
  * an operation does not fit in `limit`) or -ENOMEM. */
 int vs_bench_replay(const vs_bench_trace_t *t, vs_bench_order_t order, uint64_t limit,
                     bool want_timeline, vs_bench_result_t *res);
+/* The offline reference (bench/workloads/optimum.h) over the whole trace:
+ * Belady's MIN with write-back, or with `fixed_set` the best fixed resident
+ * set (for a stream with no repeating structure). Fills h2d, d2h, restores
+ * and ops. Returns 0, -EINVAL (the trace is inconsistent or an operation
+ * does not fit in `limit`) or -ENOMEM. */
+int vs_bench_optimum(const vs_bench_trace_t *t, uint64_t limit, bool fixed_set, vs_bench_result_t *res);
 
 #endif

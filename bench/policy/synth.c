@@ -237,3 +237,188 @@ int vs_bench_synth_vae(vs_bench_trace_t *t)
     }
     return g.rc;
 }
+
+/* ---- The suite's shapes (issue 54) ---------------------------------------
+ *
+ * Smaller than the models above: what matters is the shape of the reference
+ * stream, and the unit tests replay these too. */
+
+/* A training step: forward through the layers, backward in reverse order,
+ * then the optimizer; everything it touches is written. */
+int vs_bench_synth_train(vs_bench_trace_t *t)
+{
+    enum { LAYERS = 12, STEPS = 6 };
+    gen_t g = {t, 1, 0};
+    t->name = "train";
+    rng_state = 0x9e3779b97f4a7c15ULL; /* the same trace whatever ran before */
+    t->passes = STEPS;
+    uint64_t w[LAYERS], grad[LAYERS], m[LAYERS], v[LAYERS], act[LAYERS + 1];
+    for (int l = 0; l < LAYERS; l++) {
+        w[l] = gen_alloc(&g, jitter(32 * MIB, 20), true);
+        gen_load(&g, w[l]);
+        grad[l] = gen_alloc(&g, 32 * MIB, true);
+        m[l] = gen_alloc(&g, 32 * MIB, true);
+        v[l] = gen_alloc(&g, 32 * MIB, true);
+    }
+    for (int l = 0; l <= LAYERS; l++)
+        act[l] = gen_alloc(&g, 12 * MIB, true);
+    uint64_t loss = gen_alloc(&g, 1 * MIB, true);
+    for (int step = 0; step < STEPS; step++) {
+        gen_op(&g, "batch_in", &act[0], 1, 1);
+        for (int l = 0; l < LAYERS; l++)
+            gen_op(&g, "forward", (uint64_t[]){w[l], act[l], act[l + 1]}, 3, 4);
+        gen_op(&g, "loss", (uint64_t[]){act[LAYERS], loss}, 2, 3);
+        for (int l = LAYERS; l-- > 0;)
+            gen_op(&g, "backward", (uint64_t[]){w[l], act[l], act[l + 1], grad[l]}, 4, 2 | 8);
+        for (int l = 0; l < LAYERS; l++)
+            gen_op(&g, "adam", (uint64_t[]){w[l], grad[l], m[l], v[l]}, 4, 1 | 2 | 4 | 8);
+    }
+    return g.rc;
+}
+
+/* A mixture of experts dispatched from the host: per token and layer, the
+ * attention, then the two experts a skewed router picks, one operation
+ * each. The router's preference (a Zipf-like law over each layer's own
+ * order of experts) is what the best fixed resident set exploits. */
+int vs_bench_synth_moe(vs_bench_trace_t *t)
+{
+    enum { LAYERS = 6, EXPERTS = 8, TOKENS = 96 };
+    /* Router weights, out of 1000: top-2 draws without replacement. */
+    static const unsigned weight[EXPERTS] = {400, 220, 140, 90, 60, 40, 30, 20};
+    gen_t g = {t, 1, 0};
+    t->name = "moe";
+    rng_state = 0x9e3779b97f4a7c15ULL; /* the same trace whatever ran before */
+    t->passes = TOKENS;
+    uint64_t attn[LAYERS], expert[LAYERS][EXPERTS];
+    unsigned perm[LAYERS][EXPERTS];
+    for (int l = 0; l < LAYERS; l++) {
+        attn[l] = gen_alloc(&g, 16 * MIB, true);
+        gen_load(&g, attn[l]);
+        for (int e = 0; e < EXPERTS; e++) {
+            expert[l][e] = gen_alloc(&g, 24 * MIB, true);
+            gen_load(&g, expert[l][e]);
+            perm[l][e] = (unsigned)e;
+        }
+        for (int e = EXPERTS - 1; e > 0; e--) {
+            unsigned k = (unsigned)(rng_next() % (uint64_t)(e + 1)), tmp = perm[l][e];
+            perm[l][e] = perm[l][k];
+            perm[l][k] = tmp;
+        }
+    }
+    uint64_t hidden = gen_alloc(&g, 2 * MIB, true);
+    for (int tok = 0; tok < TOKENS; tok++) {
+        for (int l = 0; l < LAYERS; l++) {
+            gen_op(&g, "attention", (uint64_t[]){attn[l], hidden}, 2, 2);
+            unsigned first = EXPERTS;
+            for (int pick = 0; pick < 2; pick++) {
+                unsigned total = 0;
+                for (unsigned e = 0; e < EXPERTS; e++)
+                    total += e == first ? 0 : weight[e];
+                unsigned r = (unsigned)(rng_next() % total), e = 0;
+                for (;; e++) {
+                    if (e == first)
+                        continue;
+                    if (r < weight[e])
+                        break;
+                    r -= weight[e];
+                }
+                first = pick == 0 ? e : first;
+                gen_op(&g, "expert", (uint64_t[]){expert[l][perm[l][e]], hidden}, 2, 2);
+            }
+        }
+    }
+    return g.rc;
+}
+
+/* A multi-phase pipeline per prompt: a text encoder once, a denoiser for
+ * several steps (a loop inside the prompt's loop), a decoder once; a small
+ * latent written every step. */
+int vs_bench_synth_pipeline(vs_bench_trace_t *t)
+{
+    enum { PROMPTS = 4, ENCODER = 6, DENOISER = 12, DECODER = 4, STEPS = 8 };
+    gen_t g = {t, 1, 0};
+    t->name = "pipeline";
+    rng_state = 0x9e3779b97f4a7c15ULL; /* the same trace whatever ran before */
+    t->passes = PROMPTS;
+    uint64_t enc[ENCODER], den[DENOISER], dec[DECODER];
+    for (int i = 0; i < ENCODER; i++) {
+        enc[i] = gen_alloc(&g, 24 * MIB, true);
+        gen_load(&g, enc[i]);
+    }
+    for (int i = 0; i < DENOISER; i++) {
+        den[i] = gen_alloc(&g, jitter(32 * MIB, 10), true);
+        gen_load(&g, den[i]);
+    }
+    for (int i = 0; i < DECODER; i++) {
+        dec[i] = gen_alloc(&g, 20 * MIB, true);
+        gen_load(&g, dec[i]);
+    }
+    uint64_t emb = gen_alloc(&g, 4 * MIB, true), latent = gen_alloc(&g, 1 * MIB, true);
+    uint64_t hid = gen_alloc(&g, 8 * MIB, true), image = gen_alloc(&g, 12 * MIB, true);
+    for (int p = 0; p < PROMPTS; p++) {
+        for (int i = 0; i < ENCODER; i++)
+            gen_op(&g, "encoder", (uint64_t[]){enc[i], emb}, 2, 2);
+        gen_op(&g, "noise", &latent, 1, 1);
+        for (int s = 0; s < STEPS; s++) {
+            for (int i = 0; i < DENOISER; i++)
+                gen_op(&g, "denoiser", (uint64_t[]){den[i], emb, hid}, 3, 4);
+            gen_op(&g, "scheduler_step", (uint64_t[]){hid, latent}, 2, 2);
+        }
+        for (int i = 0; i < DECODER; i++)
+            gen_op(&g, "decoder", (uint64_t[]){dec[i], latent, image}, 3, 4);
+    }
+    return g.rc;
+}
+
+/* An LLM decode whose KV cache grows by new allocations: a page per layer
+ * every few tokens, each token reading every page of its layer and writing
+ * the newest. */
+int vs_bench_synth_decode(vs_bench_trace_t *t)
+{
+    enum { LAYERS = 12, TOKENS = 64, PAGE_TOKENS = 8, MAX_PAGES = TOKENS / PAGE_TOKENS };
+    gen_t g = {t, 1, 0};
+    t->name = "decode";
+    t->passes = TOKENS;
+    uint64_t w[LAYERS], kv[LAYERS][MAX_PAGES];
+    for (int l = 0; l < LAYERS; l++) {
+        w[l] = gen_alloc(&g, 24 * MIB, true);
+        gen_load(&g, w[l]);
+    }
+    uint64_t head = gen_alloc(&g, 32 * MIB, true), act = gen_alloc(&g, 1 * MIB, true);
+    gen_load(&g, head);
+    size_t pages = 0;
+    for (int tok = 0; tok < TOKENS; tok++) {
+        if (tok % PAGE_TOKENS == 0) {
+            for (int l = 0; l < LAYERS; l++)
+                kv[l][pages] = gen_alloc(&g, 4 * MIB, true);
+            pages++;
+        }
+        for (int l = 0; l < LAYERS; l++) {
+            uint64_t ids[2 + MAX_PAGES] = {w[l], act};
+            for (size_t p = 0; p < pages; p++)
+                ids[2 + p] = kv[l][p];
+            gen_op(&g, "decode_layer", ids, 2 + pages, 2ULL | 1ULL << (1 + pages));
+        }
+        gen_op(&g, "lm_head", (uint64_t[]){head, act}, 2, 2);
+    }
+    return g.rc;
+}
+
+/* The plain cycle: allocations of one size read in turn, pass after pass. */
+int vs_bench_synth_cycle(vs_bench_trace_t *t)
+{
+    enum { BLOCKS = 24, PASSES = 10 };
+    gen_t g = {t, 1, 0};
+    t->name = "cycle";
+    t->passes = PASSES;
+    uint64_t block[BLOCKS];
+    for (int b = 0; b < BLOCKS; b++) {
+        block[b] = gen_alloc(&g, 32 * MIB, true);
+        gen_load(&g, block[b]);
+    }
+    uint64_t act = gen_alloc(&g, 4 * MIB, true);
+    for (int p = 0; p < PASSES; p++)
+        for (int b = 0; b < BLOCKS; b++)
+            gen_op(&g, "block", (uint64_t[]){block[b], act}, 2, 2);
+    return g.rc;
+}

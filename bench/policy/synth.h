@@ -28,8 +28,23 @@ void vs_bench_trace_fini(vs_bench_trace_t *t);
     X(llm, vs_bench_synth_llm, "32-layer LLM decode, 128 tokens, growing paged KV cache")    \
     X(vae, vs_bench_synth_vae, "VAE decode, 4 stages of varied conv blocks, 3 tiled passes")
 
+/* The suite's shapes (issue 54), which the `predict` policy is measured
+ * on: X(name, generator, description, reference), the reference being
+ * what its bytes are held against: `belady` (Belady's farthest next use,
+ * reading the future) or `fixed` (the best fixed resident set, for a
+ * stream with no period). */
+#define VS_BENCH_SUITE_LIST(X)                                                                       \
+    X(train, vs_bench_synth_train, "training step: forward, backward in reverse, optimizer", belady)  \
+    X(moe, vs_bench_synth_moe, "mixture of experts, host dispatch, skewed top-2 router", fixed)     \
+    X(pipeline, vs_bench_synth_pipeline, "per prompt: encoder once, denoiser 8 steps, decoder", belady) \
+    X(decode, vs_bench_synth_decode, "LLM decode, KV cache growing by new allocations", belady)       \
+    X(cycle, vs_bench_synth_cycle, "the plain cycle: one size, read in turn", belady)
+
 #define VS_BENCH_SYNTH_DECL(name, fn, desc) int fn(vs_bench_trace_t *t);
+#define VS_BENCH_SUITE_DECL(name, fn, desc, reference) int fn(vs_bench_trace_t *t);
 VS_BENCH_SYNTH_LIST(VS_BENCH_SYNTH_DECL)
+VS_BENCH_SUITE_LIST(VS_BENCH_SUITE_DECL)
 #undef VS_BENCH_SYNTH_DECL
+#undef VS_BENCH_SUITE_DECL
 
 #endif

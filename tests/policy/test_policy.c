@@ -107,6 +107,9 @@ static void test_policy_kind_from_name_known_names_parse_unknown_rejected(void *
     assert_int_equal(kind, VS_POLICY_CYCLIC);
     assert_int_equal(vs_policy_kind_from_name("learned", &kind), 0);
     assert_int_equal(kind, VS_POLICY_CYCLIC);
+    assert_int_equal(vs_policy_kind_from_name("predict", &kind), 0);
+    assert_int_equal(kind, VS_POLICY_PREDICT);
+    assert_string_equal(vs_policy_kind_name(VS_POLICY_PREDICT), "predict");
     assert_int_equal(vs_policy_kind_from_name("LRU", &kind), -EINVAL);
     assert_int_equal(vs_policy_kind_from_name("", &kind), -EINVAL);
     assert_int_equal(vs_policy_kind_from_name(NULL, &kind), -EINVAL);
@@ -1013,19 +1016,102 @@ static void test_policy_large_scale_10k_allocs_1m_accesses_completes(void **stat
         total += sizes[i];
     }
     for (int k = 0; k < VS_POLICY_KIND_COUNT; k++) {
+        /* `predict` refreshes its keys as it goes: fewer passes keep the
+         * test short under the sanitizers. */
+        int passes = k == VS_POLICY_PREDICT ? PASSES / 4 : PASSES;
         sim_t s;
         sim_init(&s, (vs_policy_kind_t)k, N, sizes, total / 2);
-        for (int pass = 0; pass < PASSES; pass++)
+        for (int pass = 0; pass < passes; pass++)
             sim_pass(&s, 0, N);
         vs_policy_stats_t st;
         vs_policy_stats(s.policy, &st);
         assert_true(st.resident_bytes <= total / 2);
-        assert_int_equal(st.now, (uint64_t)N * PASSES);
+        assert_int_equal(st.now, (uint64_t)N * passes);
         if (k == VS_POLICY_CYCLIC)
             assert_true(s.moved_in < (uint64_t)PASSES * total * 3 / 4);
         sim_fini(&s);
     }
     free(sizes);
+}
+
+/* The `predict` kind: a cycle of eight allocations, one operation each,
+ * the even ones written. Victims follow the predicted stream (the
+ * farthest next use first), and between an allocation used soon and a
+ * dirty one used only a little later, the clean one goes (its eviction
+ * needs no write-back). */
+static void predict_cycle(vs_policy_t *p, uint64_t *seq, int passes)
+{
+    for (int pass = 0; pass < passes; pass++)
+        for (uint64_t id = 0; id < 8; id++)
+            assert_int_equal(vs_policy_access(p, id, ++*seq, id % 2 ? VS_POLICY_RW_READ : VS_POLICY_RW_WRITE), 0);
+}
+
+static void test_policy_predict_victims_follow_the_predicted_stream(void **state)
+{
+    (void)state;
+    vs_policy_t *p;
+    assert_int_equal(vs_policy_create(VS_POLICY_PREDICT, &p), 0);
+    for (uint64_t id = 0; id < 8; id++)
+        assert_int_equal(vs_policy_alloc(p, id, 100, true, true), 0);
+    uint64_t seq = 0;
+    predict_cycle(p, &seq, 3);
+    /* Just after 7: 0 is next, 7 farthest; 6 is dirty and one step
+     * nearer than 7, worth less than its write-back. */
+    uint64_t v[8];
+    size_t n = 0;
+    assert_int_equal(vs_policy_victims(p, 100, NULL, 0, v, 8, &n), 0);
+    assert_int_equal(n, 1);
+    assert_int_equal(v[0], 7);
+    assert_int_equal(vs_policy_victims(p, 300, (uint64_t[]){7}, 1, v, 8, &n), 0);
+    assert_int_equal(n, 3);
+    assert_int_equal(v[0], 5); /* clean, before dirty 6 one step later */
+    uint64_t next5 = 0, next6 = 0, next0 = 0;
+    assert_int_equal(vs_policy_predict(p, 5, &next5), 0);
+    assert_int_equal(vs_policy_predict(p, 6, &next6), 0);
+    assert_int_equal(vs_policy_predict(p, 0, &next0), 0);
+    assert_true(next0 < next5 && next5 < next6);
+    vs_policy_destroy(p);
+}
+
+static void test_policy_predict_prefetch_waits_for_belady_s_victim(void **state)
+{
+    (void)state;
+    vs_policy_t *p;
+    assert_int_equal(vs_policy_create(VS_POLICY_PREDICT, &p), 0);
+    for (uint64_t id = 0; id < 8; id++)
+        assert_int_equal(vs_policy_alloc(p, id, 100, true, true), 0);
+    uint64_t seq = 0;
+    predict_cycle(p, &seq, 2);
+    for (uint64_t id = 0; id < 3; id++)
+        assert_int_equal(vs_policy_access(p, id, ++seq, VS_POLICY_RW_READ), 0);
+    /* Just after 2: 4, 6 and 0 are away; 3 comes next, then 4. Fetching 4
+     * now would evict 2, just used, which Belady's rule keeps: at 4's use
+     * it evicts 3, used by then. */
+    assert_int_equal(vs_policy_set_resident(p, 0, false), 0);
+    assert_int_equal(vs_policy_set_resident(p, 4, false), 0);
+    assert_int_equal(vs_policy_set_resident(p, 6, false), 0);
+    uint64_t ids[8];
+    size_t n = 9;
+    assert_int_equal(vs_policy_prefetch(p, 1000, ids, 8, &n), 0);
+    assert_int_equal(n, 0);
+    /* Once 3 is used, it is the victim, and 4 comes in over it; not 6
+     * yet, whose room would be 5's, used before it. */
+    assert_int_equal(vs_policy_access(p, 3, ++seq, VS_POLICY_RW_READ), 0);
+    assert_int_equal(vs_policy_prefetch(p, 1000, ids, 8, &n), 0);
+    assert_int_equal(n, 1);
+    assert_int_equal(ids[0], 4);
+    uint64_t victims[2];
+    size_t nv = 0;
+    assert_int_equal(vs_policy_victims(p, 100, NULL, 0, victims, 2, &nv), 0);
+    assert_int_equal(victims[0], 3);
+    /* Within the budget only, and never a freed allocation. */
+    assert_int_equal(vs_policy_prefetch(p, 50, ids, 8, &n), 0);
+    assert_int_equal(n, 0);
+    assert_int_equal(vs_policy_free(p, 4), 0);
+    assert_int_equal(vs_policy_prefetch(p, 1000, ids, 8, &n), 0);
+    for (size_t i = 0; i < n; i++)
+        assert_true(ids[i] != 4);
+    vs_policy_destroy(p);
 }
 
 int main(void)
@@ -1057,6 +1143,8 @@ int main(void)
         cmocka_unit_test(test_policy_replan_forgets_the_classes),
         cmocka_unit_test(test_policy_plan_puts_the_head_inside_a_longest_streamed_run),
         cmocka_unit_test(test_policy_plan_names_one_partial_member_and_keeps_it),
+        cmocka_unit_test(test_policy_predict_victims_follow_the_predicted_stream),
+        cmocka_unit_test(test_policy_predict_prefetch_waits_for_belady_s_victim),
         cmocka_unit_test(test_policy_large_scale_10k_allocs_1m_accesses_completes),
     };
     return cmocka_run_group_tests_name("policy.c", tests, NULL, NULL);

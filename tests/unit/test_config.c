@@ -436,7 +436,8 @@ static void test_parse_policy_names_select_their_order(void **state)
     static const struct {
         const char *name;
         vs_policy_kind_t kind;
-    } names[] = {{"lru", VS_POLICY_LRU}, {"cyclic", VS_POLICY_CYCLIC}, {"learned", VS_POLICY_CYCLIC}};
+    } names[] = {{"lru", VS_POLICY_LRU}, {"cyclic", VS_POLICY_CYCLIC}, {"learned", VS_POLICY_CYCLIC},
+                 {"predict", VS_POLICY_PREDICT}};
     (void)state;
     for (size_t i = 0; i < sizeof names / sizeof names[0]; i++) {
         const char *env[] = {"VRAM_LIMIT", "1G", "VRAMSHIM_POLICY", names[i].name, NULL};
@@ -452,7 +453,7 @@ static void test_parse_unknown_policy_is_refused_naming_every_policy(void **stat
     static const char *const bad[] = {"", "fifo", "belady", "lru ", " cyclic", "lru,cyclic", "random"};
     (void)state;
     for (size_t i = 0; i < sizeof bad / sizeof bad[0]; i++)
-        assert_refused("VRAMSHIM_POLICY", bad[i], "lru|cyclic|learned");
+        assert_refused("VRAMSHIM_POLICY", bad[i], "lru|cyclic|learned|predict");
 }
 
 static void test_parse_prefetch_is_on_by_default_and_switchable(void **state)
