@@ -83,6 +83,8 @@ typedef struct vs_policy_alloc_s {
     bool evictable;
     bool resident;
     bool dirty;         /* written since it last became resident (`predict` kind) */
+    bool written;       /* `write_seq` holds its latest writing access */
+    uint64_t write_seq;
     /* The `predict` kind: its predicted next use as the scheduler ranks it
      * (schedule.h), distances measured from the predictor's origin, not
      * from now, so that keys computed at different times compare. */
@@ -592,8 +594,11 @@ int vs_policy_set_resident(vs_policy_t *policy, uint64_t id, bool resident)
     if (!a)
         return -ENOENT;
     account(policy, a, -1);
+    /* Restored from, or written back to, the host's copy: clean, unless
+     * it becomes resident for the operation whose writing access was just
+     * reported (the caller tells the access before making room for it). */
     if (a->resident != resident)
-        a->dirty = false; /* restored from, or written back to, the host's copy */
+        a->dirty = resident && a->written && a->write_seq == policy->now;
     a->resident = resident;
     account(policy, a, +1);
     requeue(policy, a);
@@ -614,8 +619,11 @@ int vs_policy_access(vs_policy_t *policy, uint64_t id, uint64_t seq, vs_policy_r
         seq = policy->now;
     policy->now = seq;
     /* A use whose direction is unknown may write. */
-    if (rw != VS_POLICY_RW_READ)
+    if (rw != VS_POLICY_RW_READ) {
         a->dirty = true;
+        a->written = true;
+        a->write_seq = seq;
+    }
     if (a->hist_len > 0 &&
         a->history[(a->hist_head + VS_POLICY_HISTORY - 1) % VS_POLICY_HISTORY] == seq)
         return 0; /* a second argument of the same operation */

@@ -18,12 +18,22 @@ typedef struct vs_schedule_rank_s {
     bool dirty;
 } vs_schedule_rank_t;
 
+/* How many times its own bytes of traffic a write-back moves a dirty
+ * victim's next use nearer. More than once: the write-back is certain and
+ * paid now, while the restore that evicting a clean allocation instead may
+ * cost is only possible (it may be evicted again, free, before its use)
+ * and later; and once written back the allocation is clean for good, so
+ * the dirty ones a demand policy would keep are kept and the clean ones
+ * carry the stream. */
+#define VS_SCHEDULE_WRITEBACK_WEIGHT 4
+
 /* Bytes of host-to-device traffic a write-back of `size` bytes is worth. */
 static uint64_t writeback_worth(const vs_schedule_links_t *links, uint64_t size)
 {
+    uint64_t bytes = VS_SCHEDULE_WRITEBACK_WEIGHT * size;
     if (!links || links->h2d_bytes_per_s == 0 || links->d2h_bytes_per_s == 0)
-        return size;
-    return (uint64_t)((double)size * (double)links->h2d_bytes_per_s / (double)links->d2h_bytes_per_s);
+        return bytes;
+    return (uint64_t)((double)bytes * (double)links->h2d_bytes_per_s / (double)links->d2h_bytes_per_s);
 }
 
 static vs_schedule_rank_t rank_of(const vs_schedule_item_t *items, size_t i, const vs_schedule_links_t *links)

@@ -9,9 +9,10 @@
  *
  * Evictions follow Belady's rule (the farthest next use first) with the
  * cost of a write-back counted: a dirty allocation's eviction copies it out
- * before its memory is free, so it ranks as if used that many bytes of
- * traffic sooner (scaled by the ratio of the links' bandwidths). A clean
- * allocation is therefore chosen over a dirty one used a little later, and
+ * before its memory is free, so it ranks as if used sooner by four times
+ * those bytes of traffic (scaled by the ratio of the links' bandwidths;
+ * schedule.c says why four). A clean allocation is therefore chosen over a
+ * dirty one used somewhat later, and
  * a dirty one only where it is used later by more than its write-back
  * costs. Allocations with no predicted use go first, clean before dirty.
  *

@@ -1073,6 +1073,28 @@ static void test_policy_predict_victims_follow_the_predicted_stream(void **state
     vs_policy_destroy(p);
 }
 
+/* The `predict` kind: an allocation made resident for the operation that
+ * writes it (the access is told first, then the room made) is dirty, and
+ * with no use predicted anywhere the clean one goes first. */
+static void test_policy_predict_written_on_arrival_is_dirty(void **state)
+{
+    (void)state;
+    vs_policy_t *p;
+    assert_int_equal(vs_policy_create(VS_POLICY_PREDICT, &p), 0);
+    assert_int_equal(vs_policy_alloc(p, 1, 100, true, false), 0);
+    assert_int_equal(vs_policy_alloc(p, 2, 100, true, false), 0);
+    assert_int_equal(vs_policy_access(p, 1, 1, VS_POLICY_RW_READ), 0);
+    assert_int_equal(vs_policy_set_resident(p, 1, true), 0);
+    assert_int_equal(vs_policy_access(p, 2, 2, VS_POLICY_RW_WRITE), 0);
+    assert_int_equal(vs_policy_set_resident(p, 2, true), 0);
+    uint64_t victims[2];
+    size_t nv = 0;
+    assert_int_equal(vs_policy_victims(p, 100, NULL, 0, victims, 2, &nv), 0);
+    assert_int_equal(nv, 1);
+    assert_int_equal(victims[0], 1); /* not 2, the most recently used */
+    vs_policy_destroy(p);
+}
+
 static void test_policy_predict_prefetch_waits_for_belady_s_victim(void **state)
 {
     (void)state;
@@ -1144,6 +1166,7 @@ int main(void)
         cmocka_unit_test(test_policy_plan_puts_the_head_inside_a_longest_streamed_run),
         cmocka_unit_test(test_policy_plan_names_one_partial_member_and_keeps_it),
         cmocka_unit_test(test_policy_predict_victims_follow_the_predicted_stream),
+        cmocka_unit_test(test_policy_predict_written_on_arrival_is_dirty),
         cmocka_unit_test(test_policy_predict_prefetch_waits_for_belady_s_victim),
         cmocka_unit_test(test_policy_large_scale_10k_allocs_1m_accesses_completes),
     };

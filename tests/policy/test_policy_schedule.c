@@ -56,15 +56,17 @@ static void test_schedule_victims_farthest_use_first(void **state)
 static void test_schedule_victims_clean_before_dirty_where_no_dearer(void **state)
 {
     (void)state;
-    /* Dirty 2 is used 100 MiB of traffic away, clean 1 80 MiB: writing
-     * 2's 32 MiB back costs more than the 20 MiB it is farther. */
-    vs_schedule_item_t near[] = {item(1, 32 * MIB, 80, false), item(2, 32 * MIB, 100, true)};
+    /* Dirty 2 is used 200 MiB of traffic away, clean 1 80 MiB: writing
+     * 2's 32 MiB back, worth four times its bytes (a certain copy now
+     * against a possible one later), costs more than the 120 MiB it is
+     * farther. */
+    vs_schedule_item_t near[] = {item(1, 32 * MIB, 80, false), item(2, 32 * MIB, 200, true)};
     expect_victims(near, 2, 1, (uint64_t[]){1}, 1);
     /* Clean 1 at 60: 2 is farther by more than its write-back. */
-    vs_schedule_item_t far[] = {item(1, 32 * MIB, 60, false), item(2, 32 * MIB, 100, true)};
+    vs_schedule_item_t far[] = {item(1, 32 * MIB, 60, false), item(2, 32 * MIB, 200, true)};
     expect_victims(far, 2, 1, (uint64_t[]){2}, 1);
     /* With a device-to-host link twice as fast, the write-back is worth
-     * half: 2 is farther by more than 16 MiB. */
+     * half: 2 is farther by more than 64 MiB. */
     vs_schedule_links_t links = {.h2d_bytes_per_s = 10, .d2h_bytes_per_s = 20};
     size_t order[2], got = 0;
     assert_int_equal(vs_schedule_victims(near, 2, &links, 1, order, 2, &got), 0);
@@ -118,9 +120,11 @@ static void fixture(fixture_t *f, uint64_t ns_per_access)
     f->items[4] = item(5, 8 * MIB, 1, false);
     f->items[5] = item(6, 8 * MIB, 3, false);
     f->items[4].resident = f->items[5].resident = false;
-    for (size_t i = 0; i < 6; i++) /* 16 MiB a step: a write-back is worth half a step */
+    /* 64 MiB a step: a write-back of 8 MiB (worth four times its bytes)
+     * is worth half a step. */
+    for (size_t i = 0; i < 6; i++)
         if (f->items[i].next.accesses != VS_PREDICT_NEVER)
-            f->items[i].next.bytes = f->items[i].next.accesses * 16 * MIB;
+            f->items[i].next.bytes = f->items[i].next.accesses * 64 * MIB;
     for (size_t s = 0; s < 6; s++)
         f->ahead[s] = (vs_predict_access_t){.id = stream[s], .bytes = 8 * MIB, .ns = (s + 1) * ns_per_access};
 }
