@@ -4,8 +4,8 @@ under the shim, and compares every byte.
 
     fuzz_run.py --program FUZZ_PROGRAM --shim LIBVRAMSHIM --spill-parent DIR
                 [--seeds A-B | --seeds N,M,...] [--default-seeds A-B]
-                [--variants K | --env NAME=VALUE ...] [--ops N] [--program-args ARGS]
-                [--jobs J] [--progress]
+                [--variants K | --env NAME=VALUE ...] [--fractions F,G,...]
+                [--ops N] [--program-args ARGS] [--jobs J] [--progress]
 
 Without --seeds, the seeds are $FUZZ_SEEDS, else --default-seeds; the jobs
 (seeds run at once) $FUZZ_JOBS, else 1.
@@ -13,7 +13,8 @@ Without --seeds, the seeds are $FUZZ_SEEDS, else --default-seeds; the jobs
 For each seed the program runs once without the shim (the reference: its
 `digest` lines and its `footprint`, the most bytes it had live), then under
 LD_PRELOAD in K variants chosen from the seed: VRAM_LIMIT from 1/2 to 1/8 of
-the footprint; the cap mode (VRAMSHIM_MODE=cap at a fraction of the
+the footprint (--fractions 6,8: 1/6 and 1/8 only, the limits where each
+operation cycles most); the cap mode (VRAMSHIM_MODE=cap at a fraction of the
 footprint: the run must match or end with a clean `oom` line where the
 reference went on, never crash); SIMCUDA_LAG; the disk tier with a host pool
 (VRAMSHIM_HOST_LIMIT) smaller than the footprint; VRAMSHIM_POLICY,
@@ -58,13 +59,13 @@ def parse_seeds(text):
     return seeds
 
 
-def variants_for(seed, footprint, count, spill_parent):
-    """The variants of one seed: a function of the seed alone."""
+def variants_for(seed, footprint, count, spill_parent, fractions=FRACTIONS):
+    """The variants of one seed: a function of the seed and the fractions."""
     rng = random.Random(seed * 7919 + 17)
     variants = []
     for k in range(count):
         env = {"VRAMSHIM_LOG": "info"}
-        fraction = FRACTIONS[k % len(FRACTIONS)] if k < len(FRACTIONS) else rng.choice(FRACTIONS)
+        fraction = fractions[k % len(fractions)] if k < len(fractions) else rng.choice(fractions)
         limit = max(footprint // fraction, 1 << 20)
         name = "1/%d" % fraction
         cap = k == count - 1 and count > 1
@@ -147,7 +148,7 @@ def one_seed(args, seed):
         return 1, findings, 0, 0
     footprint = int(re.search(r"^footprint (\d+)$", reference, re.M).group(1))
     runs, evictions, restores = 1, 0, 0
-    variants = variants_for(seed, footprint, args.variants, args.spill_parent)
+    variants = variants_for(seed, footprint, args.variants, args.spill_parent, args.fractions)
     if args.env:
         # One variant, as given (a finding's regression test).
         extra = dict(kv.split("=", 1) for kv in args.env)
@@ -196,6 +197,9 @@ def main():
     parser.add_argument("--seeds", help="A-B or N,M,...; default: $FUZZ_SEEDS, else --default-seeds")
     parser.add_argument("--default-seeds", default="1-8")
     parser.add_argument("--variants", type=int, default=6)
+    parser.add_argument("--fractions", default=",".join(map(str, FRACTIONS)),
+                        help="the limits of the offload variants, as fractions of the footprint: "
+                             "2,3,4 stands for 1/2, 1/3 and 1/4 (default %(default)s)")
     parser.add_argument("--ops", type=int, default=160)
     parser.add_argument("--program-args", default="", help="more arguments of fuzz_program (--min-kib, --max-mib)")
     parser.add_argument("--env", action="append", default=[], metavar="NAME=VALUE",
@@ -204,7 +208,11 @@ def main():
     parser.add_argument("--jobs", type=int, default=int(os.environ.get("FUZZ_JOBS", "1")))
     args = parser.parse_args()
     seeds = parse_seeds(args.seeds or os.environ.get("FUZZ_SEEDS") or args.default_seeds)
-    if not seeds or args.variants < 1 or args.jobs < 1:
+    try:
+        args.fractions = [int(f) for f in args.fractions.split(",")]
+    except ValueError:
+        args.fractions = []
+    if not seeds or args.variants < 1 or args.jobs < 1 or not args.fractions or min(args.fractions) < 2:
         parser.print_usage(sys.stderr)
         return 2
     os.makedirs(args.spill_parent, exist_ok=True)
