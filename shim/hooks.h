@@ -60,6 +60,11 @@
 bool vs_nccl_inside(void);
 void *vs_nccl_dlsym(void *handle, const char *name, void *result);
 
+/* hooks_memory.c: takes `bytes` on `device` under the limit (evicting in
+ * offload mode), or refuses with CUDA_ERROR_OUT_OF_MEMORY. *device_out is
+ * -1 when nothing was taken (no device: the driver fails the call itself). */
+CUresult vs_memory_reserve(int device, uint64_t bytes, int *device_out);
+
 /* hooks_graph.c: a call on capturing `stream` reaches the allocations at
  * `words` through memory of its own: the graph being captured holds them
  * and its launches restore them. */

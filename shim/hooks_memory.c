@@ -8,10 +8,7 @@
  * allocation before the driver frees it, so a concurrent allocation that
  * gets the same address back never meets a stale record.
  *
- * The application's own VMM memory is counted where it is physical: at
- * `cuMemCreate` (a handle may be mapped several times, or not at all), and
- * given back once it is both released and unmapped. Its mappings are
- * registered so launches that use them are seen.
+ * The application's own VMM memory is hooks_vmm.c's.
  */
 #include <errno.h>
 #include <inttypes.h>
@@ -53,7 +50,7 @@ static bool vs_memory_pools_trim(int device)
 /* Takes `bytes` on the current device, or refuses with
  * CUDA_ERROR_OUT_OF_MEMORY. *device is -1 when nothing was reserved (no
  * current context: the driver will fail the call itself). */
-static CUresult vs_memory_reserve(int device, uint64_t bytes, int *device_out)
+CUresult vs_memory_reserve(int device, uint64_t bytes, int *device_out)
 {
     *device_out = -1;
     if (bytes == 0 || device < 0)
@@ -443,153 +440,6 @@ CUresult CUDAAPI cuMemAllocManaged(CUdeviceptr *dptr, size_t bytesize, unsigned 
     return rc;
 }
 
-/* ---- The application's own VMM memory ---------------------------------- */
-
-/* One physical allocation (`cuMemCreate` handle). Guarded by
- * `vs_physical_lock` (a leaf lock). */
-typedef struct vs_physical_s {
-    uint64_t handle;
-    uint64_t size;
-    int device;       /* -1: host-located, counted apart */
-    uint32_t mapped;  /* live mappings */
-    bool released;    /* `cuMemRelease` called */
-    UT_hash_handle hh;
-} vs_physical_t;
-
-static vs_physical_t *vs_physicals;
-static pthread_mutex_t vs_physical_lock = PTHREAD_MUTEX_INITIALIZER;
-
-/* Gives back the bytes of a handle that is released and no longer mapped.
- * Called with the lock held. */
-static void vs_physical_settle(vs_physical_t *p)
-{
-    if (!p->released || p->mapped != 0)
-        return;
-    if (p->device >= 0)
-        vs_cap_release(p->device, p->size);
-    else
-        vs_cap_count_host(-(int64_t)p->size);
-    HASH_DEL(vs_physicals, p);
-    free(p);
-}
-
-CUresult CUDAAPI cuMemCreate(CUmemGenericAllocationHandle *handle, size_t size, const CUmemAllocationProp *prop,
-                             unsigned long long flags)
-{
-    int device = -1;
-    CUresult rc;
-    bool on_device = prop != NULL && prop->location.type == CU_MEM_LOCATION_TYPE_DEVICE;
-
-    vs_driver_ready();
-    if (on_device) {
-        rc = vs_memory_reserve(prop->location.id, size, &device);
-        if (rc != CUDA_SUCCESS)
-            return rc;
-    }
-    rc = VS_CALL(cuMemCreate, (handle, size, prop, flags));
-    if (rc != CUDA_SUCCESS || handle == NULL) {
-        if (device >= 0)
-            vs_cap_release(device, size);
-        return rc;
-    }
-    vs_physical_t *p = calloc(1, sizeof *p);
-    if (p == NULL) {
-        /* Untracked: give the reservation back so the counter stays exact
-         * for what the shim knows about. */
-        if (device >= 0)
-            vs_cap_release(device, size);
-        vs_log(VS_LOG_WARN, "out of memory tracking a cuMemCreate handle");
-        return rc;
-    }
-    p->handle = (uint64_t)*handle;
-    p->size = size;
-    p->device = device;
-    if (!on_device)
-        vs_cap_count_host((int64_t)size);
-    pthread_mutex_lock(&vs_physical_lock);
-    HASH_ADD(hh, vs_physicals, handle, sizeof p->handle, p);
-    if (p->hh.tbl == NULL) {
-        pthread_mutex_unlock(&vs_physical_lock);
-        if (device >= 0)
-            vs_cap_release(device, size);
-        free(p);
-        return rc;
-    }
-    pthread_mutex_unlock(&vs_physical_lock);
-    return rc;
-}
-
-CUresult CUDAAPI cuMemRelease(CUmemGenericAllocationHandle handle)
-{
-    CUresult rc;
-    uint64_t key = (uint64_t)handle;
-    vs_physical_t *p;
-
-    vs_driver_ready();
-    rc = VS_CALL(cuMemRelease, (handle));
-    if (rc != CUDA_SUCCESS)
-        return rc;
-    pthread_mutex_lock(&vs_physical_lock);
-    HASH_FIND(hh, vs_physicals, &key, sizeof key, p);
-    if (p != NULL) {
-        p->released = true;
-        vs_physical_settle(p);
-    }
-    pthread_mutex_unlock(&vs_physical_lock);
-    return rc;
-}
-
-CUresult CUDAAPI cuMemMap(CUdeviceptr ptr, size_t size, size_t offset, CUmemGenericAllocationHandle handle,
-                          unsigned long long flags)
-{
-    CUresult rc;
-    uint64_t key = (uint64_t)handle;
-    vs_physical_t *p;
-    int device = -1;
-
-    vs_driver_ready();
-    rc = VS_CALL(cuMemMap, (ptr, size, offset, handle, flags));
-    if (rc != CUDA_SUCCESS)
-        return rc;
-    pthread_mutex_lock(&vs_physical_lock);
-    HASH_FIND(hh, vs_physicals, &key, sizeof key, p);
-    if (p != NULL) {
-        p->mapped++;
-        device = p->device;
-    }
-    pthread_mutex_unlock(&vs_physical_lock);
-    vs_alloc_desc_t desc = {.base = (uintptr_t)ptr, .size = size, .device = device, .kind = VS_ALLOC_VMM, .handle = key};
-    if (vs_registry_add(&desc, NULL) != 0)
-        vs_log(VS_LOG_WARN, "cannot register the mapping at 0x%" PRIxPTR, (uintptr_t)ptr);
-    return rc;
-}
-
-static void vs_unmapped(const vs_alloc_info_t *info, void *arg)
-{
-    uint64_t key = info->handle;
-    vs_physical_t *p;
-
-    (void)arg;
-    pthread_mutex_lock(&vs_physical_lock);
-    HASH_FIND(hh, vs_physicals, &key, sizeof key, p);
-    if (p != NULL && p->mapped > 0) {
-        p->mapped--;
-        vs_physical_settle(p);
-    }
-    pthread_mutex_unlock(&vs_physical_lock);
-}
-
-CUresult CUDAAPI cuMemUnmap(CUdeviceptr ptr, size_t size)
-{
-    CUresult rc;
-
-    vs_driver_ready();
-    rc = VS_CALL(cuMemUnmap, (ptr, size));
-    if (rc == CUDA_SUCCESS)
-        vs_registry_remove_range((uintptr_t)ptr, size, VS_ALLOC_VMM, vs_unmapped, NULL);
-    return rc;
-}
-
 /* ---- Pinned host memory: tracked apart, never capped ------------------- */
 
 static void vs_host_register(void *p, uint64_t bytes, vs_alloc_kind_t kind)
@@ -850,20 +700,6 @@ CUresult CUDAAPI cuCtxDisablePeerAccess(CUcontext peerContext)
     return rc;
 }
 
-/* The program asks for the physical handle behind an address. Evictable
- * allocations are `cuMemAlloc` memory to the program (the shim's own VMM
- * mapping behind it is an implementation detail, and changes at every
- * eviction): the real driver refuses `cuMemAlloc` memory, and so does the
- * shim, whether the allocation is resident or not. */
-CUresult CUDAAPI cuMemRetainAllocationHandle(CUmemGenericAllocationHandle *handle, void *addr)
-{
-    vs_offload_range_t range;
-
-    vs_driver_ready();
-    if (handle != NULL && vs_offload_range((uintptr_t)addr, &range))
-        return CUDA_ERROR_INVALID_VALUE;
-    return VS_CALL(cuMemRetainAllocationHandle, (handle, addr));
-}
 
 /* ---- Contexts destroyed -------------------------------------------------
  * Destroying a context frees every allocation made in it (cuda.h: "destroys

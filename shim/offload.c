@@ -606,6 +606,18 @@ vs_region_t *vs_engine_region_containing(uintptr_t addr)
 
 /* ---- Allocation and free ------------------------------------------------- */
 
+/* The prefetch window's sizes: the largest evictable allocation of `d`, and
+ * the largest smaller one. */
+static void vs_engine_sizes_note(vs_engine_device_t *d, uint64_t reserved)
+{
+    if (reserved > d->largest) {
+        d->second = d->largest;
+        d->largest = reserved;
+    } else if (reserved < d->largest && reserved > d->second) {
+        d->second = reserved;
+    }
+}
+
 CUresult vs_offload_alloc(CUdeviceptr *dptr, uint64_t bytes, int device, vs_alloc_kind_t kind)
 {
     CUstreamCaptureMode mode;
@@ -623,12 +635,7 @@ CUresult vs_offload_alloc(CUdeviceptr *dptr, uint64_t bytes, int device, vs_allo
     }
     r->size = bytes;
     r->reserved = (bytes + d->granularity - 1) / d->granularity * d->granularity;
-    if (r->reserved > d->largest) {
-        d->second = d->largest;
-        d->largest = r->reserved;
-    } else if (r->reserved < d->largest && r->reserved > d->second) {
-        d->second = r->reserved;
-    }
+    vs_engine_sizes_note(d, r->reserved);
     r->device = device;
     /* The application's context, which the allocation dies with: not
      * necessarily the one the engine's streams were made in. */
@@ -683,7 +690,10 @@ fail:
 /* The end of a region whose device memory is already unmapped (or never
  * was): its host copy, spilled bytes, prefetch and policy entries, its
  * records and its address range go. Returns cuMemAddressFree's result. */
-CUresult vs_engine_region_release(vs_region_t *r)
+/* What `vs_engine_region_release` and `vs_offload_detach` share: the
+ * region's host copy, spilled bytes, prefetch and policy entries and
+ * records go; its mappings and address range are left alone. */
+static void vs_engine_region_forget(vs_region_t *r)
 {
     VS_ASSERT_HELD(&vs_engine.lock);
     vs_engine_device_t *d = &vs_engine.devices[r->device];
@@ -697,8 +707,16 @@ CUresult vs_engine_region_release(vs_region_t *r)
     vs_engine_filler_release(d);
     HASH_DELETE(hh, vs_engine.by_base, r);
     HASH_DELETE(hh_id, vs_engine.by_id, r);
+}
+
+CUresult vs_engine_region_release(vs_region_t *r)
+{
+    VS_ASSERT_HELD(&vs_engine.lock);
+    vs_engine_region_forget(r);
     vs_engine_range_unmapped(r->base, r->reserved);
-    CUresult rc = VS_CALL(cuMemAddressFree, ((CUdeviceptr)r->base, r->reserved));
+    /* An adopted mapping's range is the application's. */
+    CUresult rc = r->adopted ? CUDA_SUCCESS : VS_CALL(cuMemAddressFree, ((CUdeviceptr)r->base, r->reserved));
+    free(r->grants);
     free(r);
     return rc;
 }
@@ -775,6 +793,149 @@ bool vs_offload_free_async(CUdeviceptr dptr, CUstream stream, bool per_thread, C
     if (!vs_offload_free(dptr, rc_out))
         *rc_out = CUDA_ERROR_INVALID_VALUE;
     return true;
+}
+
+/* ---- The application's own VMM memory -------------------------------------- */
+
+CUresult vs_offload_adopt(uintptr_t base, uint64_t bytes, int device, CUmemGenericAllocationHandle phys,
+                          uint64_t handle, const CUmemAccessDesc *grants, size_t grant_count)
+{
+    CUstreamCaptureMode mode;
+    CUresult rc = CUDA_ERROR_INVALID_VALUE;
+
+    if (!vs_offload_enabled() || grant_count == 0 || grant_count > VS_MAX_DEVICES)
+        return rc;
+    vs_engine_lock(&mode);
+    vs_engine_device_t *d = vs_engine_device(device);
+    vs_region_t *r = NULL;
+    if (d == NULL || d->granularity == 0 || bytes % d->granularity != 0 || bytes < vs_engine.min_evict
+        || vs_engine_region_at(base) != NULL)
+        goto fail;
+    rc = CUDA_ERROR_OUT_OF_MEMORY;
+    if ((r = calloc(1, sizeof *r)) == NULL || (r->grants = malloc(grant_count * sizeof *grants)) == NULL)
+        goto fail;
+    memcpy(r->grants, grants, grant_count * sizeof *grants);
+    r->grant_count = grant_count;
+    r->adopted = true;
+    r->base = base;
+    r->size = r->reserved = bytes;
+    vs_engine_sizes_note(d, bytes);
+    r->device = device;
+    if (VS_CALL(cuCtxGetCurrent, (&r->ctx)) != CUDA_SUCCESS || r->ctx == NULL)
+        r->ctx = d->ctx;
+    r->phys = phys;
+    r->where = VS_RESIDENT;
+    vs_alloc_desc_t desc = {
+        .base = base,
+        .size = bytes,
+        .device = device,
+        .kind = VS_ALLOC_VMM,
+        .handle = handle,
+        .engine_region = true,
+        .registered_before = true};
+    if (vs_registry_add(&desc, &r->id) != 0)
+        goto fail;
+    if (vs_policy_alloc(d->policy, r->id, r->reserved, true, true) != 0) {
+        vs_log(VS_LOG_WARN, "the eviction policy cannot track allocation %" PRIu64 "; it stays where it is", r->id);
+        r->pinned = true;
+    }
+    HASH_ADD(hh, vs_engine.by_base, base, sizeof r->base, r);
+    HASH_ADD(hh_id, vs_engine.by_id, id, sizeof r->id, r);
+    vs_engine_unlock(mode);
+    vs_log(VS_LOG_DEBUG, "adopted the application's mapping at 0x%" PRIxPTR " (%" PRIu64 " bytes)", base, bytes);
+    return CUDA_SUCCESS;
+
+fail:
+    if (r != NULL)
+        free(r->grants);
+    free(r);
+    vs_engine_unlock(mode);
+    return rc;
+}
+
+bool vs_offload_detach(uintptr_t base, CUmemGenericAllocationHandle *phys, CUresult *rc_out)
+{
+    CUstreamCaptureMode mode;
+
+    if (!vs_offload_enabled())
+        return false;
+    /* Pinned first: once restored, nothing evicts it again. */
+    vs_engine_lock(&mode);
+    vs_region_t *r = vs_engine_region_at(base);
+    if (r == NULL || !r->adopted) {
+        vs_engine_unlock(mode);
+        return false;
+    }
+    r->pinned = true;
+    vs_engine_policy_refresh(r);
+    bool resident = r->where == VS_RESIDENT;
+    vs_engine_unlock(mode);
+    CUresult rc = CUDA_SUCCESS;
+    if (!resident) {
+        uintptr_t word = base;
+        VS_OPERATE(rc, "a restore for the application's VMM call", NULL, false, &word, 1, CUDA_SUCCESS);
+    }
+    vs_engine_lock(&mode);
+    r = vs_engine_disk_io_wait(base);
+    if (r == NULL || !r->adopted) {
+        /* Unmapped by another thread meanwhile: the driver's answer to a
+         * call on a range no longer mapped. */
+        vs_engine_unlock(mode);
+        *rc_out = CUDA_ERROR_INVALID_VALUE;
+        return true;
+    }
+    if (rc == CUDA_SUCCESS && r->where != VS_RESIDENT)
+        rc = CUDA_ERROR_OUT_OF_MEMORY;
+    if (rc != CUDA_SUCCESS) {
+        r->pinned = false; /* it stays the engine's, evictable */
+        vs_engine_policy_refresh(r);
+        vs_engine_unlock(mode);
+        *rc_out = rc;
+        return true;
+    }
+    VS_ASSERT(r->phys != 0 && r->split == 0 && !r->premapped && !r->phys_lent);
+    /* Its restore copy may still run: the application's next call (an
+     * unmap, a map elsewhere, an export) must find the bytes in place. */
+    if (r->arriving != NULL) {
+        vs_arrive_join_event(r->arriving);
+        (void)VS_ENGINE_CALL(VS_HOST_GPU_WAIT, cuEventSynchronize, (r->arriving));
+        r->arriving = NULL;
+    }
+    vs_engine_deferred_reap(true);
+    (void)vs_registry_remove(base, ~0u, NULL);
+    *phys = r->phys;
+    r->phys = 0;
+    vs_engine_device_t *d = &vs_engine.devices[r->device];
+    if (d->keep_id == r->id)
+        d->keep_id = 0;
+    /* Resident, its bytes stay counted: the caller's now. */
+    vs_engine_region_forget(r);
+    free(r->grants);
+    free(r);
+    pthread_cond_broadcast(&vs_engine.released);
+    vs_engine_unlock(mode);
+    vs_log(VS_LOG_DEBUG, "handed the application's mapping at 0x%" PRIxPTR " back to it", base);
+    *rc_out = CUDA_SUCCESS;
+    return true;
+}
+
+bool vs_offload_grants(uintptr_t addr, const CUmemLocation *location, unsigned long long *flags)
+{
+    CUstreamCaptureMode mode;
+
+    if (!vs_offload_enabled() || location == NULL)
+        return false;
+    vs_engine_lock_light(&mode);
+    vs_region_t *r = vs_engine_region_containing(addr);
+    bool adopted = r != NULL && r->adopted;
+    if (adopted) {
+        *flags = CU_MEM_ACCESS_FLAGS_PROT_NONE;
+        for (size_t i = 0; i < r->grant_count; i++)
+            if (r->grants[i].location.type == location->type && r->grants[i].location.id == location->id)
+                *flags = r->grants[i].flags;
+    }
+    vs_engine_unlock(mode);
+    return adopted;
 }
 
 /* ---- Statistics and exit -------------------------------------------------- */

@@ -55,6 +55,30 @@ bool vs_offload_free(CUdeviceptr dptr, CUresult *rc);
  * `stream` is capturing (the caller hands the call to the driver). */
 bool vs_offload_free_async(CUdeviceptr dptr, CUstream stream, bool per_thread, CUresult *rc);
 
+/* The application's own VMM memory (hooks_vmm.c). `vs_offload_adopt`
+ * makes the mapping of `bytes` at `base` (one handle, mapped whole,
+ * resident, its bytes already counted under the limit) an evictable
+ * region: from then on `phys` (one reference and the mapping) is the
+ * engine's, released at an eviction and made anew at the restore, mapped
+ * at `base` again and granted `grants` (copied). The registry entry at
+ * `base` carries `handle`, the application's name for it. CUDA_SUCCESS,
+ * or an error with nothing changed (the caller keeps the mapping as it
+ * is): CUDA_ERROR_INVALID_VALUE for a size or grants the engine cannot
+ * take. */
+CUresult vs_offload_adopt(uintptr_t base, uint64_t bytes, int device, CUmemGenericAllocationHandle phys,
+                          uint64_t handle, const CUmemAccessDesc *grants, size_t grant_count);
+
+/* Hands the adopted mapping at `base` back: restores it when evicted,
+ * waits for its bytes to be in place and forgets it, leaving it mapped,
+ * granted and counted; its handle (one reference) in *phys. Returns false
+ * when `base` is no adopted mapping; otherwise *rc is CUDA_SUCCESS, or the
+ * restore's error (the mapping then stays the engine's). */
+bool vs_offload_detach(uintptr_t base, CUmemGenericAllocationHandle *phys, CUresult *rc);
+
+/* `cuMemGetAccess` of an address in an adopted mapping: the application's
+ * grants, whether it is resident or not. False when `addr` is in none. */
+bool vs_offload_grants(uintptr_t addr, const CUmemLocation *location, unsigned long long *flags);
+
 /* Makes room for `bytes` of a resident-only allocation (small, async,
  * pool, the application's own VMM memory) and counts them on `device`:
  * evicts what it must and, when nothing more can go, passes the limit and

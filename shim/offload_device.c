@@ -393,7 +393,12 @@ static CUresult vs_engine_grant(const vs_region_t *r, CUdeviceptr at, uint64_t b
     VS_ASSERT_HELD(&vs_engine.lock);
     CUmemAccessDesc access[VS_MAX_DEVICES];
     size_t grants = 0;
-    for (int device = 0; device < VS_MAX_DEVICES; device++) {
+    if (r->adopted) {
+        /* The application's own grants, as it made them. */
+        grants = r->grant_count;
+        memcpy(access, r->grants, grants * sizeof access[0]);
+    }
+    for (int device = 0; device < VS_MAX_DEVICES && !r->adopted; device++) {
         if (device != r->device && vs_engine.peer_refs[r->device][device] == 0)
             continue;
         memset(&access[grants], 0, sizeof access[grants]);
@@ -496,7 +501,7 @@ static CUresult vs_engine_physical_map(vs_region_t *r)
     }
     if (r->split > 0)
         return vs_engine_physical_map_range(r, r->split, r->reserved - r->split, true, &r->phys);
-    if (r->keep == 0 || r->keep >= r->reserved)
+    if (r->keep == 0 || r->keep >= r->reserved || r->adopted)
         return vs_engine_physical_map_range(r, 0, r->reserved, true, &r->phys);
     /* A head and a tail, granted together. */
     CUresult rc = vs_engine_physical_map_range(r, 0, r->keep, false, &r->head_phys);
@@ -561,7 +566,8 @@ void vs_offload_peer_changed(int accessor, int owner, bool enabled)
         for (vs_region_t *r = vs_engine.by_base; r != NULL; r = r->hh.next) {
             /* What is mapped: all of it, or the head an evicted one keeps. */
             uint64_t mapped = r->phys != 0 ? r->reserved : r->split;
-            if (r->device != owner || mapped == 0)
+            /* The application grants its own mappings itself. */
+            if (r->device != owner || mapped == 0 || r->adopted)
                 continue;
             CUresult rc = VS_ENGINE_CALL(VS_HOST_VMM, cuMemSetAccess, ((CUdeviceptr)r->base, mapped, &access, 1));
             if (rc != CUDA_SUCCESS)
@@ -746,6 +752,8 @@ static bool vs_engine_premap_onto_tail(vs_region_t *r, vs_region_t *lender)
 bool vs_engine_premap(vs_region_t *r, vs_region_t *lender)
 {
     VS_ASSERT_HELD(&vs_engine.lock);
+    if (r->adopted || lender->adopted)
+        return false;
     if (r->split > 0)
         return vs_engine_premap_tail(r, lender);
     if (r->where != VS_ON_HOST || r->phys != 0 || r->split != 0 || r->premapped || r->disk_io || r->evicting

@@ -125,6 +125,15 @@ typedef struct vs_region_s {
     CUevent arriving; /* the restore copy's event until it is known complete */
     uint32_t holds;
     bool pinned;         /* never evictable (IPC export) */
+    /* The application's own VMM mapping, adopted (`vs_offload_adopt`): the
+     * address range is the application's and is never freed here; every
+     * map grants `grants` (the application's cuMemSetAccess descriptors)
+     * instead of the engine's own; and it is always mapped whole by one
+     * handle (no head, never mapped ahead or lent), so that
+     * `vs_offload_detach` can hand it back as one handle. */
+    bool adopted;
+    size_t grant_count;
+    CUmemAccessDesc *grants;
     bool evicting;       /* in an eviction batch: its host copy is being written */
     /* Its bytes are moving between its host copy or the disk and the device
      * with the engine lock let go (offload_tier.c): until `disk_io_done`

@@ -342,7 +342,7 @@ static bool vs_prefetch_head(vs_engine_device_t *d, int device, vs_region_t *r)
     bool ahead = vs_config_get()->partial_residency == VS_PARTIAL_ON || d->largest >= VS_SMALL_STREAM_BYTES;
     if (!vs_prefetch_heads_wanted(d) || !ahead || r->where != VS_ON_HOST || r->split > 0 || d->keep_equal != 0
         || d->piece_keeps
-        || r->disk_io || r->evicting || r->pinned || r->host.count == 0 || d->granularity == 0 || r->size <= 1)
+        || r->disk_io || r->evicting || r->pinned || r->adopted || r->host.count == 0 || d->granularity == 0 || r->size <= 1)
         return false;
     uint64_t limit = vs_cap_limit(device), used = vs_cap_used(device);
     uint64_t head = (limit > used ? limit - used : 0) / d->granularity * d->granularity;

@@ -673,7 +673,8 @@ int vs_registry_add(const vs_alloc_desc_t *desc, uint64_t *id_out)
     }
     vs_registry.stats.live_count[a->kind]++;
     vs_registry.stats.live_bytes[a->kind] += a->size;
-    vs_registry.stats.total_count[a->kind]++;
+    if (!desc->registered_before)
+        vs_registry.stats.total_count[a->kind]++;
     if (id_out != NULL)
         *id_out = a->id;
     /* VRAMSHIM_TRACE: under the lock, so the `A` line precedes any `U`. */

@@ -84,6 +84,10 @@ typedef struct vs_alloc_desc_s {
     /* An offload engine region whatever its kind (a stream-ordered
      * allocation served from evictable memory): evictable. */
     bool engine_region;
+    /* The same allocation registered anew (the application's VMM mapping
+     * adopted by the offload engine, or handed back): not counted again in
+     * `total_count`. */
+    bool registered_before;
 } vs_alloc_desc_t;
 
 /* A copy of one allocation's state, for callers outside the lock. */
