@@ -500,6 +500,8 @@ CUresult vs_engine_restore_mapped(vs_region_t *r, vs_engine_device_t *d, CUstrea
     r->head_on_host = false;     /* resident: its head may be written */
     if (d->policy != NULL)
         (void)vs_policy_set_resident(d->policy, r->id, true);
+    if (r->run_next != NULL)
+        vs_engine_policy_refresh(r->run_next); /* stays while this one does */
     vs_engine.stats.restores++;
     /* Its use is news to the prefetcher when it was prefetched (the window
      * frees) or is streamed by the plan (it becomes the next victim). */
@@ -707,6 +709,13 @@ static void vs_engine_region_forget(vs_region_t *r)
     vs_engine_filler_release(d);
     HASH_DELETE(hh, vs_engine.by_base, r);
     HASH_DELETE(hh_id, vs_engine.by_id, r);
+    /* The run splits where it leaves. */
+    if (r->run_prev != NULL)
+        r->run_prev->run_next = NULL;
+    if (r->run_next != NULL) {
+        r->run_next->run_prev = NULL;
+        vs_engine_policy_refresh(r->run_next);
+    }
 }
 
 CUresult vs_engine_region_release(vs_region_t *r)
@@ -841,6 +850,20 @@ CUresult vs_offload_adopt(uintptr_t base, uint64_t bytes, int device, CUmemGener
     }
     HASH_ADD(hh, vs_engine.by_base, base, sizeof r->base, r);
     HASH_ADD(hh_id, vs_engine.by_id, id, sizeof r->id, r);
+    /* Its neighbours in an arena: the chunk ending at its start, the one
+     * starting at its end. */
+    vs_region_t *prev = vs_engine_region_containing(base - 1), *next = vs_engine_region_at(base + bytes);
+    if (prev != NULL && prev->adopted && prev->device == device && prev->base + prev->reserved == base
+        && prev->run_next == NULL) {
+        prev->run_next = r;
+        r->run_prev = prev;
+    }
+    if (next != NULL && next->adopted && next->device == device && next->run_prev == NULL) {
+        next->run_prev = r;
+        r->run_next = next;
+        vs_engine_policy_refresh(next);
+    }
+    vs_engine_policy_refresh(r);
     vs_engine_unlock(mode);
     vs_log(VS_LOG_DEBUG, "adopted the application's mapping at 0x%" PRIxPTR " (%" PRIu64 " bytes)", base, bytes);
     return CUDA_SUCCESS;

@@ -383,6 +383,8 @@ static uint64_t vs_eviction_finish_victim(vs_eviction_t *e, vs_engine_device_t *
     (void)vs_registry_set_residency(r->base, VS_ON_HOST, true, NULL);
     if (d->policy != NULL)
         (void)vs_policy_set_resident(d->policy, r->id, false);
+    if (r->run_next != NULL)
+        vs_engine_policy_refresh(r->run_next); /* its turn to go */
     if (r->prefetched)
         vs_engine.stats.prefetch_unused++;
     vs_prefetch_forget(r);

@@ -134,6 +134,16 @@ typedef struct vs_region_s {
     bool adopted;
     size_t grant_count;
     CUmemAccessDesc *grants;
+    /* Adopted mappings side by side in the address space (an arena of
+     * chunks): the one ending where this one starts, and the one starting
+     * where it ends (NULL: none). A kernel may reach past the chunk its
+     * pointer lands in (a tensor across chunks), never before it, and the
+     * scan sees only the pointer: so the chunks resident in a run are
+     * always a suffix of it. An operation that touches a chunk restores
+     * every chunk after it, only the first resident chunk of a run is
+     * evictable, and a prefetch restores a chunk only when the next one
+     * is resident. */
+    struct vs_region_s *run_prev, *run_next;
     bool evicting;       /* in an eviction batch: its host copy is being written */
     /* Its bytes are moving between its host copy or the disk and the device
      * with the engine lock let go (offload_tier.c): until `disk_io_done`

@@ -297,6 +297,48 @@ static void vs_ops_unhold(const uintptr_t *bases, size_t count)
     }
 }
 
+/* The chunks of an arena after each touched chunk, which the operation may
+ * reach (`vs_region_t.run_next`): added to `bases` (`*count` of them; the
+ * array is given back, grown, or NULL on failure), each run from its last
+ * chunk to the touched one, so that the chunks resident in a run stay a
+ * suffix of it while they are restored. Engine lock held. */
+static uintptr_t *vs_ops_runs_extend(uintptr_t *bases, size_t *count)
+{
+    VS_ASSERT_HELD(&vs_engine.lock);
+    size_t extra = 0;
+    for (size_t i = 0; i < *count; i++) {
+        vs_region_t *r = vs_engine_region_at(bases[i]);
+        for (r = r != NULL ? r->run_next : NULL; r != NULL; r = r->run_next)
+            extra++;
+    }
+    if (extra == 0)
+        return bases;
+    uintptr_t *grown = malloc((*count + extra) * sizeof *grown);
+    if (grown == NULL) {
+        free(bases);
+        return NULL;
+    }
+    size_t n = 0;
+    for (size_t i = 0; i < *count; i++) {
+        vs_region_t *r = vs_engine_region_at(bases[i]);
+        size_t first = n;
+        for (; r != NULL; r = r->run_next)
+            grown[n++] = r->base;
+        if (n == first) {
+            grown[n++] = bases[i];
+            continue;
+        }
+        for (size_t a = first, b = n - 1; a < b; a++, b--) {
+            uintptr_t t = grown[a];
+            grown[a] = grown[b];
+            grown[b] = t;
+        }
+    }
+    free(bases);
+    *count = n;
+    return grown;
+}
+
 CUresult vs_op_prepare(vs_op_t *op, const uintptr_t *words, size_t count)
 {
     CUstreamCaptureMode mode;
@@ -320,6 +362,8 @@ CUresult vs_op_prepare(vs_op_t *op, const uintptr_t *words, size_t count)
     vs_streams_marker_record(resolved, op->touch.stream_bit);
     size_t found = 0;
     uintptr_t *bases = vs_op_collect(words, count, &found);
+    if (bases != NULL)
+        bases = vs_ops_runs_extend(bases, &found);
     if (bases == NULL) {
         vs_engine_unlock(mode);
         return CUDA_ERROR_OUT_OF_MEMORY;

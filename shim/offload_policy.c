@@ -12,7 +12,8 @@
 
 bool vs_engine_region_evictable(const vs_region_t *r)
 {
-    return !r->pinned && r->holds == 0;
+    /* An arena's chunk goes only when the chunk before it is gone. */
+    return !r->pinned && r->holds == 0 && (r->run_prev == NULL || r->run_prev->where != VS_RESIDENT);
 }
 
 void vs_engine_policy_refresh(vs_region_t *r)

@@ -544,6 +544,7 @@ static void vs_prefetch(int device)
         uint64_t next_use = 0;
         HASH_FIND(hh_id, vs_engine.by_id, &ids[i], sizeof ids[i], r);
         if (r == NULL || r->where == VS_RESIDENT || r->pinned || r->disk_io || (r->host.count == 0 && r->where != VS_ON_DISK)
+            || (r->run_next != NULL && r->run_next->where != VS_RESIDENT)
             || vs_policy_predict(d->policy, r->id, &next_use) != 0 || next_use == VS_POLICY_NEVER)
             continue;
         if (vs_prefetch_room(d, device, r, vs_engine_region_missing(r), next_use) != 0)

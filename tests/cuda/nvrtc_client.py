@@ -14,8 +14,14 @@ cudaFreeAsync and allocated again once, and the default pool's
 cudaMemPoolAttrUsedMemCurrent and cudaMemGetInfo are checked (free plus
 what is allocated within the total, as PyTorch asserts).
 
-Usage: nvrtc_client.py [CUDA_ROOT] [--async]. Exit 0 on success, 1 on a
-wrong result, 77 when NVRTC or libcudart cannot be found.
+With --vmm the buffers are the program's own virtual memory, made the way
+PyTorch's expandable segments make theirs: the driver's VMM calls resolved
+through the runtime (cudaGetDriverEntryPointByVersion), one reservation for
+every buffer, one 2 MiB cuMemCreate handle mapped and granted per buffer,
+unmapped and released at the end.
+
+Usage: nvrtc_client.py [CUDA_ROOT] [--async | --vmm]. Exit 0 on success, 1
+on a wrong result, 77 when NVRTC or libcudart cannot be found.
 """
 import ctypes
 import os
@@ -23,7 +29,8 @@ import struct
 import sys
 
 ASYNC = "--async" in sys.argv[1:]
-POSITIONAL = [a for a in sys.argv[1:] if a != "--async"]
+VMM = "--vmm" in sys.argv[1:]
+POSITIONAL = [a for a in sys.argv[1:] if a not in ("--async", "--vmm")]
 CUDA_ROOT = POSITIONAL[0] if POSITIONAL else os.environ.get("CUDA_ROOT", "/usr/local/cuda")
 USED_MEM_CURRENT = 7  # cudaMemPoolAttrUsedMemCurrent
 
@@ -125,20 +132,77 @@ def main():
         rt(cudart.cudaLaunchKernel, kernel, Dim3(grid, 1, 1), Dim3(block, 1, 1), params, 0, None)
 
     H2D, D2H = 1, 2
-    count, n = (4, 512 * 1024) if ASYNC else (8, 256 * 1024)  # 4 pairs of 2 MiB, or 8 of 1 MiB
+    count, n = (4, 512 * 1024) if ASYNC or VMM else (8, 256 * 1024)  # 4 pairs of 2 MiB, or 8 of 1 MiB
     failures = 0
     stream = ctypes.c_void_p()
     rt(cudart.cudaStreamCreate, ctypes.byref(stream))
 
+    if VMM:
+        class MemLocation(ctypes.Structure):
+            _fields_ = [("type", ctypes.c_int), ("id", ctypes.c_int)]
+
+        class AllocFlags(ctypes.Structure):
+            _fields_ = [("compressionType", ctypes.c_ubyte), ("gpuDirectRDMACapable", ctypes.c_ubyte),
+                        ("usage", ctypes.c_ushort), ("reserved", ctypes.c_ubyte * 4)]
+
+        class AllocationProp(ctypes.Structure):
+            _fields_ = [("type", ctypes.c_int), ("requestedHandleTypes", ctypes.c_int), ("location", MemLocation),
+                        ("win32HandleMetaData", ctypes.c_void_p), ("allocFlags", AllocFlags)]
+
+        class AccessDesc(ctypes.Structure):
+            _fields_ = [("location", MemLocation), ("flags", ctypes.c_int)]
+
+        u64, size_t = ctypes.c_uint64, ctypes.c_size_t
+        signatures = {
+            "cuMemAddressReserve": [ctypes.POINTER(u64), size_t, size_t, u64, ctypes.c_ulonglong],
+            "cuMemAddressFree": [u64, size_t],
+            "cuMemCreate": [ctypes.POINTER(u64), size_t, ctypes.POINTER(AllocationProp), ctypes.c_ulonglong],
+            "cuMemMap": [u64, size_t, size_t, u64, ctypes.c_ulonglong],
+            "cuMemSetAccess": [u64, size_t, ctypes.POINTER(AccessDesc), size_t],
+            "cuMemUnmap": [u64, size_t],
+            "cuMemRelease": [u64],
+        }
+        drv = {}
+        for name, argtypes in signatures.items():
+            fn = ctypes.c_void_p()
+            rt(cudart.cudaGetDriverEntryPointByVersion, name.encode(), ctypes.byref(fn), 12000, 0, None)
+            drv[name] = ctypes.CFUNCTYPE(ctypes.c_int, *argtypes)(fn.value)
+
+        def du(name, *args):
+            rc = drv[name](*args)
+            if rc != 0:
+                raise RuntimeError("%s failed: %d" % (name, rc))
+
+        prop = AllocationProp()
+        prop.type, prop.location.type, prop.location.id = 1, 1, 0  # pinned, on device 0
+        access = AccessDesc(MemLocation(1, 0), 3)  # read-write for device 0
+        arena = u64()
+        du("cuMemAddressReserve", ctypes.byref(arena), 2 * count * n * 4, 0, 0, 0)
+        arena_next = [arena.value]
+        handles = {}
+
     def alloc(ptr, size):
-        if ASYNC:
+        if VMM:
+            handle = u64()
+            du("cuMemCreate", ctypes.byref(handle), size, ctypes.byref(prop), 0)
+            at = arena_next[0]
+            arena_next[0] += size
+            du("cuMemMap", at, size, 0, handle.value, 0)
+            du("cuMemSetAccess", at, size, ctypes.byref(access), 1)
+            ptr.value = at
+            handles[at] = (handle.value, size)
+        elif ASYNC:
             rt(cudart.cudaMallocAsync, ctypes.byref(ptr), ctypes.c_size_t(size), stream)
             rt(cudart.cudaStreamSynchronize, stream)
         else:
             rt(cudart.cudaMalloc, ctypes.byref(ptr), ctypes.c_size_t(size))
 
     def release(ptr):
-        if ASYNC:
+        if VMM:
+            handle, size = handles.pop(ptr.value)
+            du("cuMemUnmap", ptr.value, size)
+            du("cuMemRelease", handle)
+        elif ASYNC:
             rt(cudart.cudaFreeAsync, ptr, stream)
         else:
             rt(cudart.cudaFree, ptr)
@@ -222,6 +286,8 @@ def main():
         release(xs[k])
         release(ys[k])
     rt(cudart.cudaStreamSynchronize, stream)
+    if VMM:
+        du("cuMemAddressFree", arena.value, 2 * count * n * 4)
     rt(cudart.cudaStreamDestroy, stream)
     rt(cudart.cudaFree, sums)
     rt(cudart.cudaLibraryUnload, library)

@@ -2,7 +2,7 @@
  * fuzzer (fuzz_run.py runs it on the simulated driver alone and under the
  * shim, and compares what it prints).
  *
- *   fuzz_program --seed N [--ops K] [--min-kib K] [--max-mib M]
+ *   fuzz_program --seed N [--ops K] [--min-kib K] [--max-mib M] [--vmm 1]
  *
  * Buffers are 4 KiB to 8 MiB by default; a campaign after many evict and
  * restore cycles asks for evictable sizes only (`--min-kib 2048`) and
@@ -20,7 +20,10 @@
  * peer, unified `cuMemcpy`) with pinned and pageable host memory; memsets
  * (8/16/32-bit, 2-D, asynchronous); and across streams, events and waits,
  * threads working on their own buffers, and stream capture replayed as a
- * graph.
+ * graph. With `--vmm 1` the program's own virtual memory is a kind too:
+ * a reservation of one to three `cuMemCreate` chunks, granted in one call
+ * or chunk by chunk, their handles released at once or at the free, which
+ * unmaps them in one call once the buffer's last stream is done.
  *
  * The program is race-free by construction, so that its bytes are defined:
  * each buffer remembers the stream that touched it last, and an operation
@@ -78,8 +81,13 @@ static bool rng_chance(rng_t *r, unsigned percent)
 
 /* ---- State ---------------------------------------------------------------- */
 
-typedef enum { KIND_PLAIN, KIND_PITCH, KIND_ASYNC, KIND_POOL } buffer_kind_t;
-static const char *const kind_names[] = {"plain", "pitch", "async", "pool"};
+typedef enum { KIND_PLAIN, KIND_PITCH, KIND_ASYNC, KIND_POOL, KIND_VMM } buffer_kind_t;
+static const char *const kind_names[] = {"plain", "pitch", "async", "pool", "vmm"};
+
+/* KIND_VMM: the program's own virtual memory, one reservation holding one
+ * to VMM_CHUNKS handles mapped side by side (an arena of chunks, as
+ * PyTorch's expandable segments). */
+#define VMM_CHUNKS 3
 
 typedef struct buffer_s {
     bool live;
@@ -87,6 +95,10 @@ typedef struct buffer_s {
     CUdeviceptr ptr;
     uint64_t bytes;
     uint64_t pitch, width, height; /* KIND_PITCH */
+    CUmemGenericAllocationHandle chunks[VMM_CHUNKS]; /* KIND_VMM */
+    unsigned chunk_count;
+    uint64_t chunk_bytes;
+    bool chunks_released; /* released right after mapping: the mappings keep the memory */
     int last;                      /* stream index that touched it last, -1: none since a sync */
     int owner;                     /* thread phase: which thread may touch it */
 } buffer_t;
@@ -104,6 +116,8 @@ static CUcontext context;
 static CUmemoryPool pool;
 static CUfunction fn_fill, fn_copy, fn_axpy, fn_checksum, fn_add_struct;
 static uint64_t live_bytes, footprint, min_bytes, max_bytes;
+static bool with_vmm; /* --vmm 1: KIND_VMM among the kinds */
+static uint64_t vmm_granularity;
 static unsigned long op_index;
 static unsigned sync_points;
 static pthread_mutex_t out_lock = PTHREAD_MUTEX_INITIALIZER;
@@ -258,6 +272,50 @@ static void pick_range(rng_t *r, uint64_t bytes, uint64_t cap, uint64_t *off, ui
 
 /* ---- Operations ------------------------------------------------------------- */
 
+static void vmm_alloc(rng_t *r, buffer_t *b)
+{
+    CUmemAllocationProp prop = {.type = CU_MEM_ALLOCATION_TYPE_PINNED,
+                                .location = {.type = CU_MEM_LOCATION_TYPE_DEVICE, .id = 0}};
+    CUmemAccessDesc access = {.location = prop.location, .flags = CU_MEM_ACCESS_FLAGS_PROT_READWRITE};
+    b->chunk_count = 1 + (unsigned)rng_below(r, VMM_CHUNKS);
+    b->chunk_bytes = (b->bytes / b->chunk_count + vmm_granularity - 1) / vmm_granularity * vmm_granularity;
+    b->bytes = b->chunk_bytes * b->chunk_count;
+    b->chunks_released = rng_chance(r, 30);
+    bool grant_once = rng_chance(r, 50);
+    check_alloc("cuMemAddressReserve", cuMemAddressReserve(&b->ptr, b->bytes, 0, 0, 0));
+    for (unsigned k = 0; k < b->chunk_count; k++) {
+        check_alloc("cuMemCreate", cuMemCreate(&b->chunks[k], b->chunk_bytes, &prop, 0));
+        CHECK(cuMemMap(b->ptr + k * b->chunk_bytes, b->chunk_bytes, 0, b->chunks[k], 0));
+        if (!grant_once)
+            CHECK(cuMemSetAccess(b->ptr + k * b->chunk_bytes, b->chunk_bytes, &access, 1));
+    }
+    if (grant_once)
+        CHECK(cuMemSetAccess(b->ptr, b->bytes, &access, 1));
+    if (b->chunks_released)
+        for (unsigned k = 0; k < b->chunk_count; k++)
+            CHECK(cuMemRelease(b->chunks[k]));
+}
+
+/* Unmapping memory still in use is the program's error: its last stream is
+ * waited for first (every earlier use is ordered before that one). */
+static void vmm_free(rng_t *r, buffer_t *b)
+{
+    if (b->last >= 0) {
+        CHECK(cuStreamSynchronize(streams[b->last]));
+        forget_stream(b->last);
+    }
+    if (rng_chance(r, 50)) {
+        CHECK(cuMemUnmap(b->ptr, b->bytes));
+    } else {
+        for (unsigned k = 0; k < b->chunk_count; k++)
+            CHECK(cuMemUnmap(b->ptr + k * b->chunk_bytes, b->chunk_bytes));
+    }
+    if (!b->chunks_released)
+        for (unsigned k = 0; k < b->chunk_count; k++)
+            CHECK(cuMemRelease(b->chunks[k]));
+    CHECK(cuMemAddressFree(b->ptr, b->bytes));
+}
+
 static void op_alloc(rng_t *r, int stream)
 {
     int slot = free_slot();
@@ -265,7 +323,7 @@ static void op_alloc(rng_t *r, int stream)
         return;
     buffer_t *b = &buffers[slot];
     memset(b, 0, sizeof *b);
-    b->kind = (buffer_kind_t)rng_below(r, 4);
+    b->kind = (buffer_kind_t)rng_below(r, with_vmm ? 5 : 4);
     b->bytes = pick_size(r);
     b->last = -1;
     b->owner = -1;
@@ -291,6 +349,9 @@ static void op_alloc(rng_t *r, int stream)
         check_alloc("cuMemAllocFromPoolAsync", cuMemAllocFromPoolAsync(&b->ptr, b->bytes, pool, streams[stream]));
         b->last = stream;
         break;
+    case KIND_VMM:
+        vmm_alloc(r, b);
+        break;
     }
     b->live = true;
     live_bytes += b->bytes;
@@ -307,8 +368,10 @@ static void op_free(rng_t *r, int stream)
     if (i < 0)
         return;
     buffer_t *b = &buffers[i];
-    bool async = b->kind == KIND_ASYNC || b->kind == KIND_POOL || rng_chance(r, 40);
-    if (async) {
+    bool async = b->kind != KIND_VMM && (b->kind == KIND_ASYNC || b->kind == KIND_POOL || rng_chance(r, 40));
+    if (b->kind == KIND_VMM) {
+        vmm_free(r, b);
+    } else if (async) {
         order_after(&b->last, stream);
         CHECK(cuMemFreeAsync(b->ptr, streams[stream]));
     } else {
@@ -755,6 +818,13 @@ static void setup(uint64_t seed)
     for (int i = 1; i < STREAMS; i++)
         CHECK(cuStreamCreate(&streams[i], rng_chance(&r, 50) ? CU_STREAM_NON_BLOCKING : CU_STREAM_DEFAULT));
     CHECK(cuDeviceGetDefaultMemPool(&pool, dev));
+    if (with_vmm) {
+        CUmemAllocationProp prop = {.type = CU_MEM_ALLOCATION_TYPE_PINNED,
+                                    .location = {.type = CU_MEM_LOCATION_TYPE_DEVICE, .id = 0}};
+        size_t granularity = 0;
+        CHECK(cuMemGetAllocationGranularity(&granularity, &prop, CU_MEM_ALLOC_GRANULARITY_MINIMUM));
+        vmm_granularity = granularity;
+    }
     cuuint64_t threshold = rng_chance(&r, 50) ? UINT64_MAX : 0;
     CHECK(cuMemPoolSetAttribute(pool, CU_MEMPOOL_ATTR_RELEASE_THRESHOLD, &threshold));
     for (int i = 0; i < HOST_BUFFERS; i++) {
@@ -788,12 +858,14 @@ int main(int argc, char **argv)
             max_bytes = strtoull(argv[i + 1], NULL, 0) * MiB;
         } else if (strcmp(argv[i], "--min-kib") == 0) {
             min_bytes = strtoull(argv[i + 1], NULL, 0) * KiB;
+        } else if (strcmp(argv[i], "--vmm") == 0) {
+            with_vmm = strcmp(argv[i + 1], "1") == 0;
         } else {
             break;
         }
     }
     if (!have_seed || (argc - 1) % 2 != 0 || ops == 0 || min_bytes < 4 * KiB || max_bytes < min_bytes) {
-        fprintf(stderr, "usage: fuzz_program --seed N [--ops K] [--min-kib K] [--max-mib M]\n");
+        fprintf(stderr, "usage: fuzz_program --seed N [--ops K] [--min-kib K] [--max-mib M] [--vmm 1]\n");
         return 2;
     }
     setup(seed);
@@ -830,7 +902,9 @@ int main(int argc, char **argv)
     for (int i = 0; i < MAX_BUFFERS; i++) {
         if (!buffers[i].live)
             continue;
-        if (buffers[i].kind == KIND_ASYNC || buffers[i].kind == KIND_POOL)
+        if (buffers[i].kind == KIND_VMM)
+            vmm_free(&r, &buffers[i]);
+        else if (buffers[i].kind == KIND_ASYNC || buffers[i].kind == KIND_POOL)
             CHECK(cuMemFreeAsync(buffers[i].ptr, streams[1]));
         else
             CHECK(cuMemFree(buffers[i].ptr));
