@@ -7,9 +7,12 @@
  *   by 16 handles of 4 MiB mapped at consecutive offsets, access granted
  *   one chunk at a time and then over four chunks at once; every chunk
  *   refilled by a kernel round after round and checked byte for byte
- *   (kernel checksum and a copy) after the others have pushed it out; torn
- *   down as PyTorch does (unmap each chunk, release each handle, free the
- *   reservation), after which `cuMemGetInfo` shows the memory back.
+ *   (kernel checksum and a copy) after the others have pushed it out; one
+ *   copy across three chunks; a tensor across two chunks, written and read
+ *   by kernels given a pointer into the first one only, with both pushed
+ *   out before; torn down as PyTorch does (unmap each chunk, release each
+ *   handle, free the reservation), after which `cuMemGetInfo` shows the
+ *   memory back.
  * - `objects`: vLLM's and torch_memory_saver's objects: 8 x 6 MiB, each
  *   its own reservation, handle kept by the application. Filled, cycled,
  *   checked; then "sleep and wake": half of them unmapped and mapped again
@@ -32,10 +35,13 @@
  *   the simulated driver: the program accepts that answer or a working
  *   mapping, checked byte for byte, and then maps the handle whole.
  *
- * The program asks nothing of the shim that a program without it could not
- * see: it passes on the simulated driver alone, where nothing is evicted.
- * Whether evictions happened is the exit summary's to show
- * (check_offload_summary.py).
+ * Apart from that snapshot, read only when VRAMSHIM_DEBUG_SNAPSHOT is set,
+ * the program checks nothing a program without the shim could not see: it
+ * passes on the simulated driver alone, where nothing is evicted. Whether
+ * evictions happened is the exit summary's to show
+ * (check_offload_summary.py). A kernel that touches a mapping the shim
+ * left evicted faults in the simulated driver; the fault's line names the
+ * mapping.
  *
  * Exit status: 0 when every check holds, 1 otherwise, 2 on a usage error.
  */
@@ -59,9 +65,39 @@
 
 static CUfunction fn_fill, fn_checksum;
 
+/* The mappings the program made, for the fault reporter: a kernel that
+ * touches an evicted mapping faults in the simulated driver, and the line
+ * then says which. */
+#define MAPPINGS_MAX 32
+typedef struct known_mapping_s {
+    CUdeviceptr base;
+    uint64_t bytes;
+    const char *what;
+    int index;
+} known_mapping_t;
+static known_mapping_t mappings[MAPPINGS_MAX];
+static int mapping_count;
+
+static void remember(CUdeviceptr base, uint64_t bytes, const char *what, int index)
+{
+    if (mapping_count < MAPPINGS_MAX)
+        mappings[mapping_count++] = (known_mapping_t){base, bytes, what, index};
+}
+
+static int describe_address(uintptr_t address, char *line, size_t cap, int length)
+{
+    for (int i = 0; i < mapping_count && length >= 0 && (size_t)length < cap; i++) {
+        if (address >= mappings[i].base && address < mappings[i].base + mappings[i].bytes)
+            length += snprintf(line + length, cap - (size_t)length, ", inside %s %d at offset %llu", mappings[i].what,
+                               mappings[i].index, (unsigned long long)(address - mappings[i].base));
+    }
+    return length;
+}
+
 static void setup(void)
 {
     CUmodule module;
+    vs_test_fault_reporter_install(describe_address);
     (void)preload_context();
     VS_CHECK(cuModuleLoadData(&module, "preload_offload_vmm kernels"));
     VS_CHECK(cuModuleGetFunction(&fn_fill, module, "sim_fill_u32"));
@@ -89,9 +125,11 @@ static void launch_checksum(CUdeviceptr src, uint64_t bytes, CUdeviceptr result)
     VS_CHECK(cuLaunchKernel(fn_checksum, 1, 1, 1, 64, 1, 1, 0, NULL, args, NULL));
 }
 
-/* Every word of `src` as `launch_fill(seed)` left it, read back through a
- * kernel (which restores it) and a copy. */
-static bool exact(CUdeviceptr src, uint64_t bytes, uint32_t seed)
+/* Whether [src, src + bytes) holds words `first`, `first` + 1, ... of the
+ * `launch_fill(seed)` pattern (`first` > 0: the tail of what one fill
+ * wrote from further down), read back through a kernel (which restores
+ * what it reads) and a copy. */
+static bool exact_from(CUdeviceptr src, uint64_t bytes, uint32_t seed, uint64_t first)
 {
     static uint32_t *back;
     if (back == NULL && (back = malloc(LARGEST_BYTES)) == NULL)
@@ -106,14 +144,19 @@ static bool exact(CUdeviceptr src, uint64_t bytes, uint32_t seed)
     VS_CHECK(cuMemcpyDtoH(&sum, result, sizeof sum));
     VS_CHECK(cuMemFree(result));
     for (uint64_t i = 0; i < words; i++)
-        expected += (uint64_t)fill_word(seed, i) * (i + 1);
+        expected += (uint64_t)fill_word(seed, first + i) * (i + 1);
     if (sum != expected)
         return false;
     VS_CHECK(cuMemcpyDtoH(back, src, bytes));
     for (uint64_t i = 0; i < words; i++)
-        if (back[i] != fill_word(seed, i))
+        if (back[i] != fill_word(seed, first + i))
             return false;
     return true;
+}
+
+static bool exact(CUdeviceptr src, uint64_t bytes, uint32_t seed)
+{
+    return exact_from(src, bytes, seed, 0);
 }
 
 /* Kernel reads of each of `ptrs` in turn: under a limit a quarter of the
@@ -165,6 +208,26 @@ static uint32_t seed_of(int unit, int round)
 
 /* ---- arena ------------------------------------------------------------------ */
 
+/* Chunks `first` to `first + count - 1` read with one copy across them
+ * (they sit side by side in the reservation), each as round `round` left
+ * it. */
+static void expect_chunks_copied(const CUdeviceptr *chunks, int first, int count, int round)
+{
+    uint32_t *words = malloc((size_t)count * ARENA_CHUNK_BYTES);
+    if (words == NULL)
+        exit(1);
+    VS_CHECK(cuMemcpyDtoH(words, chunks[first], (size_t)count * ARENA_CHUNK_BYTES));
+    for (int c = 0; c < count; c++) {
+        const uint32_t *chunk = words + (uint64_t)c * (ARENA_CHUNK_BYTES / 4);
+        uint64_t w = 0;
+        while (w < ARENA_CHUNK_BYTES / 4 && chunk[w] == fill_word(seed_of(first + c, round), w))
+            w++;
+        VS_EXPECT(w == ARENA_CHUNK_BYTES / 4, "chunk %d in one copy of chunks %d to %d: word %llu differs",
+                  first + c, first, first + count - 1, (unsigned long long)w);
+    }
+    free(words);
+}
+
 static void case_arena(void)
 {
     CUmemAllocationProp prop = device_prop(CU_MEM_HANDLE_TYPE_NONE);
@@ -180,41 +243,49 @@ static void case_arena(void)
         chunks[i] = arena + (CUdeviceptr)i * ARENA_CHUNK_BYTES;
         VS_CHECK(cuMemCreate(&handles[i], ARENA_CHUNK_BYTES, &prop, 0));
         VS_CHECK(cuMemMap(chunks[i], ARENA_CHUNK_BYTES, 0, handles[i], 0));
+        remember(chunks[i], ARENA_CHUNK_BYTES, "chunk", i);
         if (i < ARENA_CHUNKS / 2)
             grant(chunks[i], ARENA_CHUNK_BYTES);
         else if (i % 4 == 3)
             grant(chunks[i - 3], 4 * ARENA_CHUNK_BYTES);
     }
-    for (int i = 0; i < ARENA_CHUNKS; i++)
-        launch_fill(chunks[i], ARENA_CHUNK_BYTES, seed_of(i, 0));
-    VS_CHECK(cuCtxSynchronize());
-    for (int i = 0; i < ARENA_CHUNKS; i++)
-        VS_EXPECT(exact(chunks[i], ARENA_CHUNK_BYTES, seed_of(i, 0)), "chunk %d as filled", i);
 
     /* Round after round every chunk is rewritten, so what an eviction keeps
-     * is never the first fill by chance; each is checked once all the
+     * is never an earlier fill by chance; each is checked once all the
      * others have been written after it. */
-    for (int round = 1; round <= ARENA_ROUNDS; round++) {
+    for (int round = 0; round < ARENA_ROUNDS; round++) {
         for (int i = 0; i < ARENA_CHUNKS; i++)
             launch_fill(chunks[i], ARENA_CHUNK_BYTES, seed_of(i, round));
         VS_CHECK(cuCtxSynchronize());
         for (int i = 0; i < ARENA_CHUNKS; i++)
             VS_EXPECT(exact(chunks[i], ARENA_CHUNK_BYTES, seed_of(i, round)), "chunk %d after round %d", i, round);
     }
-    /* The whole arena in one copy: the chunks sit side by side. */
-    uint32_t *whole = malloc(ARENA_CHUNKS * ARENA_CHUNK_BYTES);
-    if (whole == NULL)
-        exit(1);
-    VS_CHECK(cuMemcpyDtoH(whole, arena, ARENA_CHUNKS * ARENA_CHUNK_BYTES));
-    for (int i = 0; i < ARENA_CHUNKS; i++) {
-        const uint32_t *words = whole + (uint64_t)i * (ARENA_CHUNK_BYTES / 4);
-        uint64_t w = 0;
-        while (w < ARENA_CHUNK_BYTES / 4 && words[w] == fill_word(seed_of(i, ARENA_ROUNDS), w))
-            w++;
-        VS_EXPECT(w == ARENA_CHUNK_BYTES / 4, "chunk %d in the copy of the whole arena: word %llu differs", i,
-                  (unsigned long long)w);
-    }
-    free(whole);
+    const int last = ARENA_ROUNDS - 1;
+    /* Chunks 6 to 8 (less than the limit) in one copy. */
+    expect_chunks_copied(chunks, 6, 3, last);
+
+    /* A tensor across two chunks, as the allocator places them in a
+     * segment: one kernel given a pointer into chunk 9 writes its second
+     * half and the first half of chunk 10, both pushed out first; then one
+     * kernel and one copy read it back across the boundary, again after
+     * the others have pushed both out. The halves it did not cover keep
+     * the last round's words. */
+    const uint64_t half = ARENA_CHUNK_BYTES / 2;
+    const uint32_t tensor_seed = 0x7e5;
+    CUdeviceptr tensor = chunks[9] + half;
+    CUdeviceptr others[ARENA_CHUNKS - 2];
+    int other_count = 0;
+    for (int i = 0; i < ARENA_CHUNKS; i++)
+        if (i != 9 && i != 10)
+            others[other_count++] = chunks[i];
+    touch_all(others, other_count, ARENA_CHUNK_BYTES);
+    launch_fill(tensor, ARENA_CHUNK_BYTES, tensor_seed);
+    VS_CHECK(cuCtxSynchronize());
+    touch_all(others, other_count, ARENA_CHUNK_BYTES);
+    VS_EXPECT(exact(tensor, ARENA_CHUNK_BYTES, tensor_seed), "the tensor across chunks 9 and 10");
+    VS_EXPECT(exact(chunks[9], half, seed_of(9, last)), "the first half of chunk 9, beside the tensor");
+    VS_EXPECT(exact_from(chunks[10] + half, half, seed_of(10, last), half / 4),
+              "the second half of chunk 10, beside the tensor");
 
     /* PyTorch's teardown: unmap each chunk, release its handle, then free
      * the reservation; all of it is given back. */
@@ -236,13 +307,14 @@ typedef struct vmm_object_s {
     uint32_t seed;
 } vmm_object_t;
 
-static void object_create(vmm_object_t *o)
+static void object_create(vmm_object_t *o, int index)
 {
     CUmemAllocationProp prop = device_prop(CU_MEM_HANDLE_TYPE_NONE);
     VS_CHECK(cuMemAddressReserve(&o->reservation, OBJECT_BYTES, 0, 0, 0));
     o->ptr = o->reservation;
     VS_CHECK(cuMemCreate(&o->handle, OBJECT_BYTES, &prop, 0));
     VS_CHECK(cuMemMap(o->ptr, OBJECT_BYTES, 0, o->handle, 0));
+    remember(o->ptr, OBJECT_BYTES, "object", index);
     grant(o->ptr, OBJECT_BYTES);
 }
 
@@ -271,7 +343,7 @@ static void case_objects(void)
     size_t free_before = free_bytes();
 
     for (int i = 0; i < OBJECTS + 1; i++)
-        object_create(&objects[i]);
+        object_create(&objects[i], i);
     CUmemGenericAllocationHandle dropped = objects[OBJECTS].handle;
     VS_CHECK(cuMemRelease(dropped));
     for (int round = 0; round < OBJECT_ROUNDS; round++) {
@@ -301,6 +373,7 @@ static void case_objects(void)
             VS_CHECK(cuMemAddressFree(objects[i].reservation, OBJECT_BYTES));
             VS_CHECK(cuMemAddressReserve(&objects[i].reservation, OBJECT_BYTES, 0, 0, 0));
             objects[i].ptr = objects[i].reservation;
+            remember(objects[i].ptr, OBJECT_BYTES, "object", i);
         }
         VS_CHECK(cuMemMap(objects[i].ptr, OBJECT_BYTES, 0, objects[i].handle, 0));
         grant(objects[i].ptr, OBJECT_BYTES);
@@ -367,6 +440,7 @@ static void case_queries(void)
         VS_CHECK(cuMemAddressReserve(&units[i], QUERY_UNIT_BYTES, 0, 0, 0));
         VS_CHECK(cuMemCreate(&handles[i], QUERY_UNIT_BYTES, &prop, 0));
         VS_CHECK(cuMemMap(units[i], QUERY_UNIT_BYTES, 0, handles[i], 0));
+        remember(units[i], QUERY_UNIT_BYTES, "unit", i);
         grant(units[i], QUERY_UNIT_BYTES);
         launch_fill(units[i], QUERY_UNIT_BYTES, seed_of(i, 0));
     }
@@ -406,6 +480,7 @@ static void case_queries(void)
     VS_CHECK(cuMemAddressReserve(&shared_ptr, QUERY_UNIT_BYTES, 0, 0, 0));
     VS_CHECK(cuMemCreate(&shareable, QUERY_UNIT_BYTES, &shareable_prop, 0));
     VS_CHECK(cuMemMap(shared_ptr, QUERY_UNIT_BYTES, 0, shareable, 0));
+    remember(shared_ptr, QUERY_UNIT_BYTES, "exportable mapping", 0);
     grant(shared_ptr, QUERY_UNIT_BYTES);
     launch_fill(shared_ptr, QUERY_UNIT_BYTES, 0xfd);
     VS_CHECK(cuCtxSynchronize());
@@ -452,6 +527,7 @@ static void case_queries(void)
     }
     /* Refused or not, the handle then maps whole there, as any other. */
     VS_CHECK(cuMemMap(split_ptr, QUERY_UNIT_BYTES, 0, split, 0));
+    remember(split_ptr, QUERY_UNIT_BYTES, "once partly mapped handle", 0);
     grant(split_ptr, QUERY_UNIT_BYTES);
     launch_fill(split_ptr, QUERY_UNIT_BYTES, 0x5917);
     VS_CHECK(cuCtxSynchronize());
