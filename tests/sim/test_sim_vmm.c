@@ -1,7 +1,8 @@
 /* test_sim_vmm.c: simcuda's virtual memory management: reservations,
  * memfd-backed handles, mappings that fault until cuMemSetAccess grants
- * access and again after cuMemUnmap, handle retention and export, and the
- * capacity those handles use.
+ * access and again after cuMemUnmap, grants over several mappings, handle
+ * retention (one reference more) and export, and the capacity those
+ * handles use.
  */
 #include <cuda.h>
 
@@ -182,6 +183,107 @@ static void test_release_while_mapped_keeps_memory_until_unmap(void **state)
     assert_int_equal(cuMemAddressFree(va, GRAN), CUDA_SUCCESS);
 }
 
+/* cuda.h: the retained handle "must be released with corresponding number
+ * of calls to cuMemRelease": a retain is one more reference, beside the
+ * one cuMemCreate gave, and the memory lives until every reference is
+ * released and every mapping unmapped, in any order. */
+static void test_retained_handle_is_one_more_reference(void **state)
+{
+    (void)state;
+    CUmemAllocationProp prop = device_prop(false);
+    CUdeviceptr va;
+    CUmemGenericAllocationHandle handle, retained;
+    assert_int_equal(cuMemAddressReserve(&va, 2 * GRAN, 0, 0, 0), CUDA_SUCCESS);
+    assert_int_equal(cuMemCreate(&handle, 2 * GRAN, &prop, 0), CUDA_SUCCESS);
+    assert_int_equal(cuMemMap(va, 2 * GRAN, 0, handle, 0), CUDA_SUCCESS);
+    assert_int_equal(grant(va, 2 * GRAN, CU_MEM_ACCESS_FLAGS_PROT_READWRITE), CUDA_SUCCESS);
+    ((unsigned char *)va)[GRAN + 1] = 0x3c;
+
+    /* Retained while the creator's reference is held: the same value; its
+     * release leaves the creator's reference working. */
+    assert_int_equal(cuMemRetainAllocationHandle(&retained, (void *)(va + GRAN + 1)), CUDA_SUCCESS);
+    assert_int_equal(retained, handle);
+    assert_int_equal(cuMemRelease(retained), CUDA_SUCCESS);
+    CUmemAllocationProp read_back;
+    assert_int_equal(cuMemGetAllocationPropertiesFromHandle(&read_back, handle), CUDA_SUCCESS);
+    assert_int_equal(read_back.location.id, 0);
+
+    /* Two retains, then the creator's release: two references remain. */
+    assert_int_equal(cuMemRetainAllocationHandle(&retained, (void *)va), CUDA_SUCCESS);
+    assert_int_equal(cuMemRetainAllocationHandle(&retained, (void *)va), CUDA_SUCCESS);
+    assert_int_equal(cuMemRelease(handle), CUDA_SUCCESS);
+    assert_int_equal(cuMemRelease(retained), CUDA_SUCCESS);
+    assert_int_equal(cuMemGetAllocationPropertiesFromHandle(&read_back, handle), CUDA_SUCCESS);
+    /* Unmapped while a reference is held: the memory stays, and a new
+     * mapping of the handle sees its bytes. */
+    assert_int_equal(cuMemUnmap(va, 2 * GRAN), CUDA_SUCCESS);
+    assert_int_equal(used_bytes(), 2 * GRAN);
+    assert_int_equal(cuMemMap(va, 2 * GRAN, 0, retained, 0), CUDA_SUCCESS);
+    assert_int_equal(grant(va, 2 * GRAN, CU_MEM_ACCESS_FLAGS_PROT_READ), CUDA_SUCCESS);
+    assert_int_equal(((unsigned char *)va)[GRAN + 1], 0x3c);
+    /* The last reference released while mapped; the unmap frees it. */
+    assert_int_equal(cuMemRelease(retained), CUDA_SUCCESS);
+    assert_int_equal(cuMemGetAllocationPropertiesFromHandle(&read_back, handle), CUDA_ERROR_INVALID_VALUE);
+    assert_int_equal(used_bytes(), 2 * GRAN);
+    assert_int_equal(cuMemUnmap(va, 2 * GRAN), CUDA_SUCCESS);
+    assert_int_equal(used_bytes(), 0);
+    assert_int_equal(cuMemAddressFree(va, 2 * GRAN), CUDA_SUCCESS);
+}
+
+/* cuMemSetAccess over a range of several mappings (an H200 accepts it,
+ * tests/gpu/driver_facts.recorded.txt: mem_set_access.two_mappings) grants
+ * each of them, as cuMemGetAccess tells at any address in each; a range
+ * that does not cover whole mappings, or has a hole, is refused and
+ * changes nothing. cuMemGetAccess answers only where something is mapped. */
+static void test_access_over_several_mappings(void **state)
+{
+    (void)state;
+    enum { COUNT = 3 };
+    CUmemAllocationProp prop = device_prop(false);
+    CUmemLocation device0 = {.type = CU_MEM_LOCATION_TYPE_DEVICE, .id = 0};
+    CUmemGenericAllocationHandle handles[COUNT];
+    CUdeviceptr va;
+    unsigned long long flags = 99;
+    assert_int_equal(cuMemAddressReserve(&va, (COUNT + 1) * GRAN, 0, 0, 0), CUDA_SUCCESS);
+    for (int i = 0; i < COUNT; i++) {
+        assert_int_equal(cuMemCreate(&handles[i], GRAN, &prop, 0), CUDA_SUCCESS);
+        assert_int_equal(cuMemMap(va + (CUdeviceptr)i * GRAN, GRAN, 0, handles[i], 0), CUDA_SUCCESS);
+    }
+    /* Refused: starting inside a mapping, ending inside one, or running
+     * past the last mapping into unmapped space. */
+    assert_int_equal(grant(va + GRAN / 2, GRAN, CU_MEM_ACCESS_FLAGS_PROT_READWRITE), CUDA_ERROR_INVALID_VALUE);
+    assert_int_equal(grant(va, GRAN + GRAN / 2, CU_MEM_ACCESS_FLAGS_PROT_READWRITE), CUDA_ERROR_INVALID_VALUE);
+    assert_int_equal(grant(va + GRAN, COUNT * GRAN, CU_MEM_ACCESS_FLAGS_PROT_READWRITE), CUDA_ERROR_INVALID_VALUE);
+    for (int i = 0; i < COUNT; i++) {
+        assert_int_equal(cuMemGetAccess(&flags, &device0, va + (CUdeviceptr)i * GRAN), CUDA_SUCCESS);
+        assert_int_equal(flags, CU_MEM_ACCESS_FLAGS_PROT_NONE);
+    }
+    assert_int_equal(cuMemGetAccess(&flags, &device0, va + COUNT * GRAN), CUDA_ERROR_INVALID_VALUE);
+
+    assert_int_equal(grant(va, COUNT * GRAN, CU_MEM_ACCESS_FLAGS_PROT_READWRITE), CUDA_SUCCESS);
+    for (int i = 0; i < COUNT; i++) {
+        assert_int_equal(cuMemGetAccess(&flags, &device0, va + (CUdeviceptr)i * GRAN + GRAN - 1), CUDA_SUCCESS);
+        assert_int_equal(flags, CU_MEM_ACCESS_FLAGS_PROT_READWRITE);
+        write_byte(va + (CUdeviceptr)i * GRAN + 7);
+    }
+    /* One of them alone, read-only: the others keep their grant. */
+    assert_int_equal(grant(va + GRAN, GRAN, CU_MEM_ACCESS_FLAGS_PROT_READ), CUDA_SUCCESS);
+    assert_int_equal(child_signal(write_byte, va + GRAN), SIGSEGV);
+    assert_int_equal(cuMemGetAccess(&flags, &device0, va + 2 * GRAN), CUDA_SUCCESS);
+    assert_int_equal(flags, CU_MEM_ACCESS_FLAGS_PROT_READWRITE);
+
+    /* A new mapping starts with no access (cuda.h, cuMemUnmap). */
+    assert_int_equal(cuMemUnmap(va, GRAN), CUDA_SUCCESS);
+    assert_int_equal(cuMemMap(va, GRAN, 0, handles[0], 0), CUDA_SUCCESS);
+    assert_int_equal(cuMemGetAccess(&flags, &device0, va), CUDA_SUCCESS);
+    assert_int_equal(flags, CU_MEM_ACCESS_FLAGS_PROT_NONE);
+    assert_int_equal(cuMemUnmap(va, COUNT * GRAN), CUDA_SUCCESS);
+    for (int i = 0; i < COUNT; i++)
+        assert_int_equal(cuMemRelease(handles[i]), CUDA_SUCCESS);
+    assert_int_equal(cuMemAddressFree(va, (COUNT + 1) * GRAN), CUDA_SUCCESS);
+    assert_int_equal(used_bytes(), 0);
+}
+
 static void test_pointer_queries_and_ipc_on_vmm_memory(void **state)
 {
     (void)state;
@@ -278,6 +380,8 @@ int main(void)
         cmocka_unit_test(test_granularity_is_two_mib),
         cmocka_unit_test(test_mapping_faults_until_access_is_granted),
         cmocka_unit_test(test_release_while_mapped_keeps_memory_until_unmap),
+        cmocka_unit_test(test_retained_handle_is_one_more_reference),
+        cmocka_unit_test(test_access_over_several_mappings),
         cmocka_unit_test(test_pointer_queries_and_ipc_on_vmm_memory),
         cmocka_unit_test(test_reservation_honours_free_hint),
         cmocka_unit_test(test_many_handles_stay_open),
