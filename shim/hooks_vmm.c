@@ -68,6 +68,89 @@
  * further passes). */
 #define VS_VMM_BATCH 64
 
+/* The application's reservations, sorted by base: an arena is the mappings
+ * side by side within one of them (two reservations may be adjacent). */
+typedef struct vs_vmm_reservation_s {
+    uintptr_t base;
+    uint64_t size;
+} vs_vmm_reservation_t;
+
+static vs_vmm_reservation_t *vs_vmm_reservations;
+static size_t vs_vmm_reservation_count, vs_vmm_reservation_cap;
+static pthread_mutex_t vs_vmm_reservation_lock = PTHREAD_MUTEX_INITIALIZER;
+
+/* The index of the first reservation whose base is above `addr`. Lock held. */
+static size_t vs_vmm_reservation_after(uintptr_t addr)
+{
+    size_t lo = 0, hi = vs_vmm_reservation_count;
+    while (lo < hi) {
+        size_t mid = lo + (hi - lo) / 2;
+        if (vs_vmm_reservations[mid].base <= addr)
+            lo = mid + 1;
+        else
+            hi = mid;
+    }
+    return lo;
+}
+
+/* The base of the application's reservation holding `addr`; 0 for none. */
+static uintptr_t vs_vmm_reservation_of(uintptr_t addr)
+{
+    uintptr_t base = 0;
+    pthread_mutex_lock(&vs_vmm_reservation_lock);
+    size_t i = vs_vmm_reservation_after(addr);
+    if (i > 0 && addr - vs_vmm_reservations[i - 1].base < vs_vmm_reservations[i - 1].size)
+        base = vs_vmm_reservations[i - 1].base;
+    pthread_mutex_unlock(&vs_vmm_reservation_lock);
+    return base;
+}
+
+CUresult CUDAAPI cuMemAddressReserve(CUdeviceptr *ptr, size_t size, size_t alignment, CUdeviceptr addr,
+                                     unsigned long long flags)
+{
+    vs_driver_ready();
+    CUresult rc = VS_CALL(cuMemAddressReserve, (ptr, size, alignment, addr, flags));
+    if (rc != CUDA_SUCCESS || ptr == NULL || !vs_offload_enabled())
+        return rc;
+    pthread_mutex_lock(&vs_vmm_reservation_lock);
+    if (vs_vmm_reservation_count == vs_vmm_reservation_cap) {
+        size_t cap = vs_vmm_reservation_cap ? 2 * vs_vmm_reservation_cap : 64;
+        vs_vmm_reservation_t *grown = realloc(vs_vmm_reservations, cap * sizeof *grown);
+        if (grown != NULL) {
+            vs_vmm_reservations = grown;
+            vs_vmm_reservation_cap = cap;
+        }
+    }
+    /* Untracked when out of memory: its mappings then form no arena with
+     * their neighbours, and are restored one by one like objects. */
+    if (vs_vmm_reservation_count < vs_vmm_reservation_cap) {
+        size_t i = vs_vmm_reservation_after((uintptr_t)*ptr);
+        memmove(&vs_vmm_reservations[i + 1], &vs_vmm_reservations[i],
+                (vs_vmm_reservation_count - i) * sizeof *vs_vmm_reservations);
+        vs_vmm_reservations[i] = (vs_vmm_reservation_t){.base = (uintptr_t)*ptr, .size = size};
+        vs_vmm_reservation_count++;
+    }
+    pthread_mutex_unlock(&vs_vmm_reservation_lock);
+    return rc;
+}
+
+CUresult CUDAAPI cuMemAddressFree(CUdeviceptr ptr, size_t size)
+{
+    vs_driver_ready();
+    CUresult rc = VS_CALL(cuMemAddressFree, (ptr, size));
+    if (rc != CUDA_SUCCESS)
+        return rc;
+    pthread_mutex_lock(&vs_vmm_reservation_lock);
+    size_t i = vs_vmm_reservation_after((uintptr_t)ptr);
+    if (i > 0 && vs_vmm_reservations[i - 1].base == (uintptr_t)ptr) {
+        memmove(&vs_vmm_reservations[i - 1], &vs_vmm_reservations[i],
+                (vs_vmm_reservation_count - i) * sizeof *vs_vmm_reservations);
+        vs_vmm_reservation_count--;
+    }
+    pthread_mutex_unlock(&vs_vmm_reservation_lock);
+    return rc;
+}
+
 typedef struct vs_vmm_handle_s {
     uint64_t handle;                   /* the application's: the driver's, or the shim's own */
     CUmemGenericAllocationHandle real; /* the driver's; 0 while the engine holds the memory */
@@ -311,7 +394,8 @@ static void vs_vmm_adopt_range(uintptr_t start, uint64_t size, const CUmemAccess
             p->counted = false;
             pthread_mutex_unlock(&vs_vmm_lock);
             (void)vs_registry_remove(bases[i], 1u << VS_ALLOC_VMM, NULL);
-            CUresult rc = vs_offload_adopt(bases[i], bytes, device, real, handles[i], grants, grant_count);
+            CUresult rc = vs_offload_adopt(bases[i], bytes, device, real, handles[i], grants, grant_count,
+                                           vs_vmm_reservation_of(bases[i]));
             if (rc == CUDA_SUCCESS)
                 continue;
             /* Not the engine's: it stays the application's, as it was. */

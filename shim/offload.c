@@ -807,7 +807,7 @@ bool vs_offload_free_async(CUdeviceptr dptr, CUstream stream, bool per_thread, C
 /* ---- The application's own VMM memory -------------------------------------- */
 
 CUresult vs_offload_adopt(uintptr_t base, uint64_t bytes, int device, CUmemGenericAllocationHandle phys,
-                          uint64_t handle, const CUmemAccessDesc *grants, size_t grant_count)
+                          uint64_t handle, const CUmemAccessDesc *grants, size_t grant_count, uintptr_t reservation)
 {
     CUstreamCaptureMode mode;
     CUresult rc = CUDA_ERROR_INVALID_VALUE;
@@ -834,6 +834,7 @@ CUresult vs_offload_adopt(uintptr_t base, uint64_t bytes, int device, CUmemGener
         r->ctx = d->ctx;
     r->phys = phys;
     r->where = VS_RESIDENT;
+    r->reservation = reservation;
     vs_alloc_desc_t desc = {
         .base = base,
         .size = bytes,
@@ -853,12 +854,13 @@ CUresult vs_offload_adopt(uintptr_t base, uint64_t bytes, int device, CUmemGener
     /* Its neighbours in an arena: the chunk ending at its start, the one
      * starting at its end. */
     vs_region_t *prev = vs_engine_region_containing(base - 1), *next = vs_engine_region_at(base + bytes);
-    if (prev != NULL && prev->adopted && prev->device == device && prev->base + prev->reserved == base
-        && prev->run_next == NULL) {
+    bool arena = reservation != 0;
+    if (arena && prev != NULL && prev->adopted && prev->reservation == reservation
+        && prev->base + prev->reserved == base && prev->run_next == NULL) {
         prev->run_next = r;
         r->run_prev = prev;
     }
-    if (next != NULL && next->adopted && next->device == device && next->run_prev == NULL) {
+    if (arena && next != NULL && next->adopted && next->reservation == reservation && next->run_prev == NULL) {
         next->run_prev = r;
         r->run_next = next;
         vs_engine_policy_refresh(next);

@@ -61,12 +61,14 @@ bool vs_offload_free_async(CUdeviceptr dptr, CUstream stream, bool per_thread, C
  * region: from then on `phys` (one reference and the mapping) is the
  * engine's, released at an eviction and made anew at the restore, mapped
  * at `base` again and granted `grants` (copied). The registry entry at
- * `base` carries `handle`, the application's name for it. CUDA_SUCCESS,
+ * `base` carries `handle`, the application's name for it. Mappings side by
+ * side within one `reservation` (its base; 0: unknown, none) form an
+ * arena (`vs_region_t.run_next`). CUDA_SUCCESS,
  * or an error with nothing changed (the caller keeps the mapping as it
  * is): CUDA_ERROR_INVALID_VALUE for a size or grants the engine cannot
  * take. */
 CUresult vs_offload_adopt(uintptr_t base, uint64_t bytes, int device, CUmemGenericAllocationHandle phys,
-                          uint64_t handle, const CUmemAccessDesc *grants, size_t grant_count);
+                          uint64_t handle, const CUmemAccessDesc *grants, size_t grant_count, uintptr_t reservation);
 
 /* Hands the adopted mapping at `base` back: restores it when evicted,
  * waits for its bytes to be in place and forgets it, leaving it mapped,

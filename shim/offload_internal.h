@@ -144,6 +144,7 @@ typedef struct vs_region_s {
      * evictable, and a prefetch restores a chunk only when the next one
      * is resident. */
     struct vs_region_s *run_prev, *run_next;
+    uintptr_t reservation; /* adopted: the application's reservation holding it (0: unknown) */
     bool evicting;       /* in an eviction batch: its host copy is being written */
     /* Its bytes are moving between its host copy or the disk and the device
      * with the engine lock let go (offload_tier.c): until `disk_io_done`

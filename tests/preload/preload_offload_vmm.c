@@ -12,7 +12,8 @@
  *   by kernels given a pointer into the first one only, with both pushed
  *   out before; torn down as PyTorch does (unmap each chunk, release each
  *   handle, free the reservation), after which `cuMemGetInfo` shows the
- *   memory back.
+ *   memory back (within one granule: under offload the shim's own working
+ *   memory, its hash lanes, is counted once the first eviction made it).
  * - `objects`: vLLM's and torch_memory_saver's objects: 8 x 6 MiB, each
  *   its own reservation, handle kept by the application. Filled, cycled,
  *   checked; then "sleep and wake": half of them unmapped and mapped again
@@ -195,6 +196,11 @@ static void grant(CUdeviceptr ptr, uint64_t bytes)
     VS_CHECK(cuMemSetAccess(ptr, bytes, &desc, 1));
 }
 
+/* What the shim may come to hold of the device for itself meanwhile (its
+ * hash lanes, a few KiB): less than one granule, the least a handle that
+ * stayed counted would keep. */
+#define SHIM_OWN_BYTES (2 * MiB - 1)
+
 static size_t free_bytes(void)
 {
     size_t free_now = 0, total = 0;
@@ -296,7 +302,8 @@ static void case_arena(void)
     }
     VS_CHECK(cuMemAddressFree(arena, ARENA_CHUNKS * ARENA_CHUNK_BYTES));
     size_t free_after = free_bytes();
-    VS_EXPECT(free_after == free_before, "cuMemGetInfo free: %zu bytes before the arena, %zu after its teardown",
+    VS_EXPECT(free_after <= free_before && free_after + SHIM_OWN_BYTES >= free_before,
+              "cuMemGetInfo free: %zu bytes before the arena, %zu after its teardown",
               free_before, free_after);
 }
 
@@ -408,7 +415,8 @@ static void case_objects(void)
         VS_CHECK(cuMemAddressFree(objects[i].reservation, OBJECT_BYTES));
     }
     size_t free_after = free_bytes();
-    VS_EXPECT(free_after == free_before, "cuMemGetInfo free: %zu bytes before the objects, %zu after their teardown",
+    VS_EXPECT(free_after <= free_before && free_after + SHIM_OWN_BYTES >= free_before,
+              "cuMemGetInfo free: %zu bytes before the objects, %zu after their teardown",
               free_before, free_after);
 }
 
