@@ -351,7 +351,7 @@ static void vs_vmm_adopt_range(uintptr_t start, uint64_t size, const CUmemAccess
             pthread_mutex_lock(&vs_vmm_lock);
             vs_vmm_handle_t *p = vs_vmm_find(handles[i]);
             if (p == NULL || !p->virtualised || p->fixed || p->mapped != 1 || p->mapped_at != bases[i]
-                || p->adopted_at != 0 || p->refs == 0 || bases[i] < start || bases[i] + p->size > end) {
+                || p->adopted_at != 0 || bases[i] < start || bases[i] + p->size > end) {
                 pthread_mutex_unlock(&vs_vmm_lock);
                 continue;
             }
@@ -387,8 +387,14 @@ static void vs_vmm_adopt_range(uintptr_t start, uint64_t size, const CUmemAccess
             uint64_t bytes = p->size;
             int device = p->device;
             uint32_t refs = p->refs;
-            /* The engine holds the one reference from now on. */
-            vs_vmm_driver_refs(real, bases[i], refs, 1);
+            /* The engine holds the one reference from now on: a handle the
+             * program released already is retained through its mapping. */
+            if (refs == 0 && VS_CALL(cuMemRetainAllocationHandle, (&real, (void *)bases[i])) != CUDA_SUCCESS) {
+                p->fixed = true;
+                pthread_mutex_unlock(&vs_vmm_lock);
+                continue;
+            }
+            vs_vmm_driver_refs(real, bases[i], refs > 0 ? refs : 1, 1);
             p->adopted_at = bases[i];
             p->real = 0;
             p->counted = false;

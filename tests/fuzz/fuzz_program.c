@@ -22,7 +22,8 @@
  * threads working on their own buffers, and stream capture replayed as a
  * graph. With `--vmm 1` the program's own virtual memory is a kind too:
  * a reservation of one to three `cuMemCreate` chunks, granted in one call
- * or chunk by chunk, their handles released at once or at the free, which
+ * or chunk by chunk, their handles released at once (before or after the
+ * grant) or at the free, which
  * unmaps them in one call once the buffer's last stream is done.
  *
  * The program is race-free by construction, so that its bytes are defined:
@@ -281,17 +282,20 @@ static void vmm_alloc(rng_t *r, buffer_t *b)
     b->chunk_bytes = (b->bytes / b->chunk_count + vmm_granularity - 1) / vmm_granularity * vmm_granularity;
     b->bytes = b->chunk_bytes * b->chunk_count;
     b->chunks_released = rng_chance(r, 30);
+    bool before_grant = b->chunks_released && rng_chance(r, 50); /* released before the grant even */
     bool grant_once = rng_chance(r, 50);
     check_alloc("cuMemAddressReserve", cuMemAddressReserve(&b->ptr, b->bytes, 0, 0, 0));
     for (unsigned k = 0; k < b->chunk_count; k++) {
         check_alloc("cuMemCreate", cuMemCreate(&b->chunks[k], b->chunk_bytes, &prop, 0));
         CHECK(cuMemMap(b->ptr + k * b->chunk_bytes, b->chunk_bytes, 0, b->chunks[k], 0));
+        if (before_grant)
+            CHECK(cuMemRelease(b->chunks[k]));
         if (!grant_once)
             CHECK(cuMemSetAccess(b->ptr + k * b->chunk_bytes, b->chunk_bytes, &access, 1));
     }
     if (grant_once)
         CHECK(cuMemSetAccess(b->ptr, b->bytes, &access, 1));
-    if (b->chunks_released)
+    if (b->chunks_released && !before_grant)
         for (unsigned k = 0; k < b->chunk_count; k++)
             CHECK(cuMemRelease(b->chunks[k]));
 }
