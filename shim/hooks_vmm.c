@@ -195,13 +195,18 @@ static void vs_vmm_settle(vs_vmm_handle_t *p)
 }
 
 /* Whether a handle of `size` made with `prop` and `flags` on `device` is
- * virtualised: device memory of the plain kind the engine makes itself. */
+ * virtualised: pinned device memory, neither compressible nor made for a
+ * special use. Handle types requested for export (PyTorch's expandable
+ * segments ask for POSIX file descriptors by default) and RDMA capability
+ * do not keep it resident: the engine makes its memory anew with the same
+ * properties, and an export hands it back for good first (no other process
+ * can reach memory it was not exported to). */
 static bool vs_vmm_virtualisable(const CUmemAllocationProp *prop, unsigned long long flags, uint64_t size, int device)
 {
     return device >= 0 && vs_offload_enabled() && vs_offload_device_has_vmm(device) && !vs_nccl_inside()
-           && prop->type == CU_MEM_ALLOCATION_TYPE_PINNED && prop->requestedHandleTypes == 0
-           && prop->allocFlags.compressionType == 0 && prop->allocFlags.gpuDirectRDMACapable == 0
-           && prop->allocFlags.usage == 0 && flags == 0 && size >= vs_config_get()->min_evict;
+           && prop->type == CU_MEM_ALLOCATION_TYPE_PINNED && prop->win32HandleMetaData == NULL
+           && prop->allocFlags.compressionType == 0 && prop->allocFlags.usage == 0 && flags == 0
+           && size >= vs_config_get()->min_evict;
 }
 
 /* Sets the driver's references to `real`, mapped at `at`, from `from` to
@@ -387,6 +392,7 @@ static void vs_vmm_adopt_range(uintptr_t start, uint64_t size, const CUmemAccess
             uint64_t bytes = p->size;
             int device = p->device;
             uint32_t refs = p->refs;
+            CUmemAllocationProp prop = p->prop;
             /* The engine holds the one reference from now on: a handle the
              * program released already is retained through its mapping. */
             if (refs == 0 && VS_CALL(cuMemRetainAllocationHandle, (&real, (void *)bases[i])) != CUDA_SUCCESS) {
@@ -401,7 +407,7 @@ static void vs_vmm_adopt_range(uintptr_t start, uint64_t size, const CUmemAccess
             pthread_mutex_unlock(&vs_vmm_lock);
             (void)vs_registry_remove(bases[i], 1u << VS_ALLOC_VMM, NULL);
             CUresult rc = vs_offload_adopt(bases[i], bytes, device, real, handles[i], grants, grant_count,
-                                           vs_vmm_reservation_of(bases[i]));
+                                           vs_vmm_reservation_of(bases[i]), &prop);
             if (rc == CUDA_SUCCESS)
                 continue;
             /* Not the engine's: it stays the application's, as it was. */

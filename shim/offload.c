@@ -726,6 +726,7 @@ CUresult vs_engine_region_release(vs_region_t *r)
     /* An adopted mapping's range is the application's. */
     CUresult rc = r->adopted ? CUDA_SUCCESS : VS_CALL(cuMemAddressFree, ((CUdeviceptr)r->base, r->reserved));
     free(r->grants);
+    free(r->prop);
     free(r);
     return rc;
 }
@@ -807,7 +808,8 @@ bool vs_offload_free_async(CUdeviceptr dptr, CUstream stream, bool per_thread, C
 /* ---- The application's own VMM memory -------------------------------------- */
 
 CUresult vs_offload_adopt(uintptr_t base, uint64_t bytes, int device, CUmemGenericAllocationHandle phys,
-                          uint64_t handle, const CUmemAccessDesc *grants, size_t grant_count, uintptr_t reservation)
+                          uint64_t handle, const CUmemAccessDesc *grants, size_t grant_count, uintptr_t reservation,
+                          const CUmemAllocationProp *prop)
 {
     CUstreamCaptureMode mode;
     CUresult rc = CUDA_ERROR_INVALID_VALUE;
@@ -824,6 +826,12 @@ CUresult vs_offload_adopt(uintptr_t base, uint64_t bytes, int device, CUmemGener
     if ((r = calloc(1, sizeof *r)) == NULL || (r->grants = malloc(grant_count * sizeof *grants)) == NULL)
         goto fail;
     memcpy(r->grants, grants, grant_count * sizeof *grants);
+    /* Properties beyond the engine's own: its memory is made with them. */
+    if (prop->requestedHandleTypes != 0 || prop->allocFlags.gpuDirectRDMACapable != 0) {
+        if ((r->prop = malloc(sizeof *r->prop)) == NULL)
+            goto fail;
+        *r->prop = *prop;
+    }
     r->grant_count = grant_count;
     r->adopted = true;
     r->base = base;
@@ -871,8 +879,10 @@ CUresult vs_offload_adopt(uintptr_t base, uint64_t bytes, int device, CUmemGener
     return CUDA_SUCCESS;
 
 fail:
-    if (r != NULL)
+    if (r != NULL) {
         free(r->grants);
+        free(r->prop);
+    }
     free(r);
     vs_engine_unlock(mode);
     return rc;
@@ -936,6 +946,7 @@ bool vs_offload_detach(uintptr_t base, CUmemGenericAllocationHandle *phys, CUres
     /* Resident, its bytes stay counted: the caller's now. */
     vs_engine_region_forget(r);
     free(r->grants);
+    free(r->prop);
     free(r);
     pthread_cond_broadcast(&vs_engine.released);
     vs_engine_unlock(mode);

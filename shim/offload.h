@@ -63,12 +63,14 @@ bool vs_offload_free_async(CUdeviceptr dptr, CUstream stream, bool per_thread, C
  * at `base` again and granted `grants` (copied). The registry entry at
  * `base` carries `handle`, the application's name for it. Mappings side by
  * side within one `reservation` (its base; 0: unknown, none) form an
- * arena (`vs_region_t.run_next`). CUDA_SUCCESS,
+ * arena (`vs_region_t.run_next`). Its memory is made anew with `prop`
+ * (the program's `cuMemCreate` properties) at every restore. CUDA_SUCCESS,
  * or an error with nothing changed (the caller keeps the mapping as it
  * is): CUDA_ERROR_INVALID_VALUE for a size or grants the engine cannot
  * take. */
 CUresult vs_offload_adopt(uintptr_t base, uint64_t bytes, int device, CUmemGenericAllocationHandle phys,
-                          uint64_t handle, const CUmemAccessDesc *grants, size_t grant_count, uintptr_t reservation);
+                          uint64_t handle, const CUmemAccessDesc *grants, size_t grant_count, uintptr_t reservation,
+                          const CUmemAllocationProp *prop);
 
 /* Hands the adopted mapping at `base` back: restores it when evicted,
  * waits for its bytes to be in place and forgets it, leaving it mapped,

@@ -427,7 +427,14 @@ static CUresult vs_engine_physical_map_range(vs_region_t *r, uint64_t offset, ui
     CUresult rc = CUDA_SUCCESS;
     CUdeviceptr at = (CUdeviceptr)(r->base + offset);
     vs_engine_range_unmapped(r->base, r->reserved);
-    if (d->spare != 0 && d->spare_bytes == bytes) {
+    if (r->prop != NULL) {
+        /* Made with the program's properties, for it alone. */
+        vs_engine_spare_release(d);
+        vs_engine_lent_unmap();
+        rc = VS_ENGINE_CALL(VS_HOST_VMM, cuMemCreate, (&phys, bytes, r->prop, 0));
+        if (rc != CUDA_SUCCESS)
+            return rc;
+    } else if (d->spare != 0 && d->spare_bytes == bytes) {
         phys = d->spare; /* what an eviction just unmapped: no release, no create */
         d->spare = 0;
         d->spare_bytes = 0;

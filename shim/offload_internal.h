@@ -145,6 +145,11 @@ typedef struct vs_region_s {
      * is resident. */
     struct vs_region_s *run_prev, *run_next;
     uintptr_t reservation; /* adopted: the application's reservation holding it (0: unknown) */
+    /* Adopted: the properties its physical memory is made with when they
+     * are not the engine's own (handle types the program may export it
+     * as, RDMA); such memory is made for it alone, never a spare or a
+     * filler's. NULL: the engine's. */
+    CUmemAllocationProp *prop;
     bool evicting;       /* in an eviction batch: its host copy is being written */
     /* Its bytes are moving between its host copy or the disk and the device
      * with the engine lock let go (offload_tier.c): until `disk_io_done`

@@ -17,8 +17,9 @@ what is allocated within the total, as PyTorch asserts).
 With --vmm the buffers are the program's own virtual memory, made the way
 PyTorch's expandable segments make theirs: the driver's VMM calls resolved
 through the runtime (cudaGetDriverEntryPointByVersion), one reservation for
-every buffer, one 2 MiB cuMemCreate handle mapped and granted per buffer,
-unmapped and released at the end.
+every buffer, one 2 MiB cuMemCreate handle (exportable as a POSIX file
+descriptor, as PyTorch asks) mapped and granted per buffer, unmapped and
+released at the end.
 
 Usage: nvrtc_client.py [CUDA_ROOT] [--async | --vmm]. Exit 0 on success, 1
 on a wrong result, 77 when NVRTC or libcudart cannot be found.
@@ -175,6 +176,7 @@ def main():
 
         prop = AllocationProp()
         prop.type, prop.location.type, prop.location.id = 1, 1, 0  # pinned, on device 0
+        prop.requestedHandleTypes = 1  # POSIX file descriptors, as PyTorch asks by default
         access = AccessDesc(MemLocation(1, 0), 3)  # read-write for device 0
         arena = u64()
         du("cuMemAddressReserve", ctypes.byref(arena), 2 * count * n * 4, 0, 0, 0)

@@ -26,9 +26,11 @@
  *   `cuMemCreate` gave (and its release leaves the application's reference
  *   alone), `cuMemGetAllocationPropertiesFromHandle` the properties given,
  *   `cuMemGetAccess` the grant. A handle created exportable (POSIX file
- *   descriptor) is mapped, used and exported, and stays the driver's: the
- *   simulated driver itself (`simcuda_entry_point`, which the shim does not
- *   interpose) still maps that handle at its address after every other
+ *   descriptor, as PyTorch's expandable segments make theirs) is mapped,
+ *   used and pushed out (under the shim), then exported: the export works
+ *   on the memory the shim made anew, and from then on the simulated
+ *   driver itself (`simcuda_entry_point`, which the shim does not
+ *   interpose) maps the same memory at its address after every other
  *   mapping has cycled, and the shim's snapshot (VRAMSHIM_DEBUG_SNAPSHOT,
  *   when set) calls it not evictable. A mapping of part of a handle (a
  *   non-zero offset) is refused by H100 and H200 alike
@@ -427,15 +429,17 @@ typedef CUresult release_fn_t(CUmemGenericAllocationHandle);
 
 /* Whether the simulated driver itself maps `handle` at `ptr` now: asked
  * past any interposer, whose own mappings would answer otherwise. */
-static bool driver_maps(CUdeviceptr ptr, CUmemGenericAllocationHandle handle)
+/* The handle the simulated driver itself maps at `ptr`; 0 when nothing is
+ * mapped there (the shim evicted it). */
+static CUmemGenericAllocationHandle driver_handle_at(CUdeviceptr ptr)
 {
     retain_fn_t *retain = __extension__(retain_fn_t *) simcuda_entry_point("cuMemRetainAllocationHandle");
     release_fn_t *release = __extension__(release_fn_t *) simcuda_entry_point("cuMemRelease");
     CUmemGenericAllocationHandle found = 0;
     if (retain == NULL || release == NULL || retain(&found, (void *)(uintptr_t)ptr) != CUDA_SUCCESS)
-        return false;
+        return 0;
     VS_CHECK(release(found));
-    return found == handle;
+    return found;
 }
 
 typedef CUresult reserve_fn_t(CUdeviceptr *, size_t, size_t, CUdeviceptr, unsigned long long);
@@ -516,7 +520,9 @@ static void case_queries(void)
     for (int i = 0; i < QUERY_UNITS; i++)
         VS_EXPECT(exact(units[i], QUERY_UNIT_BYTES, seed_of(i, 0)), "unit %d after the queries", i);
 
-    /* Exportable: mapped, used and exported, and the driver's throughout. */
+    /* Exportable (PyTorch's expandable segments ask for POSIX file
+     * descriptors by default): evictable until it is exported, and its
+     * memory made anew exportable; exported, resident for good. */
     CUmemAllocationProp shareable_prop = device_prop(CU_MEM_HANDLE_TYPE_POSIX_FILE_DESCRIPTOR);
     CUmemGenericAllocationHandle shareable;
     CUdeviceptr shared_ptr;
@@ -527,14 +533,23 @@ static void case_queries(void)
     grant(shared_ptr, QUERY_UNIT_BYTES);
     launch_fill(shared_ptr, QUERY_UNIT_BYTES, 0xfd);
     VS_CHECK(cuCtxSynchronize());
+    bool pushed_out = false;
+    for (int cycle = 0; cycle < 2 && !pushed_out; cycle++) {
+        touch_all(units, QUERY_UNITS, QUERY_UNIT_BYTES);
+        pushed_out = driver_handle_at(shared_ptr) == 0;
+    }
+    if (getenv("LD_PRELOAD") != NULL)
+        VS_EXPECT(pushed_out, "the exportable mapping was never pushed out before its export");
     int fd = -1;
     VS_CHECK(cuMemExportToShareableHandle(&fd, shareable, CU_MEM_HANDLE_TYPE_POSIX_FILE_DESCRIPTOR, 0));
     VS_EXPECT(fd >= 0, "cuMemExportToShareableHandle gave descriptor %d", fd);
     if (fd >= 0)
         close(fd);
+    CUmemGenericAllocationHandle exported = driver_handle_at(shared_ptr);
+    VS_EXPECT(exported != 0, "the exportable mapping is not in place after its export");
     for (int cycle = 0; cycle < 2; cycle++)
         touch_all(units, QUERY_UNITS, QUERY_UNIT_BYTES);
-    VS_EXPECT(driver_maps(shared_ptr, shareable), "the driver no longer maps the exportable handle at its address");
+    VS_EXPECT(driver_handle_at(shared_ptr) == exported, "the exported memory left its address");
     VS_CHECK(cuMemRetainAllocationHandle(&retained, (void *)(uintptr_t)shared_ptr));
     VS_EXPECT(retained == shareable, "cuMemRetainAllocationHandle on the exportable mapping: another handle");
     VS_CHECK(cuMemRelease(retained));
