@@ -549,6 +549,9 @@ static void vs_prefetch(int device)
             continue;
         if (vs_prefetch_room(d, device, r, vs_engine_region_missing(r), next_use) != 0)
             break; /* room comes once what is used now is done */
+        /* The room may have been made of the arena chunk after it. */
+        if (r->run_next != NULL && r->run_next->where != VS_RESIDENT)
+            continue;
         CUresult rc = vs_engine_restore_mapped(r, d, NULL, false, true);
         if (rc != CUDA_SUCCESS)
             break;
