@@ -19,8 +19,11 @@
  * held while an executable graph made from it lives and restored at each of
  * its launches. `ncclCommRegister` holds its buffer until
  * `ncclCommDeregister`: NCCL may map it for its peers at registration.
- * A non-blocking communicator's call that answers `ncclInProgress` keeps
- * its holds until `ncclCommGetAsyncError` says the communicator is done.
+ * A non-blocking communicator's call that answers `ncclInProgress` (or a
+ * group whose end does) keeps its holds until `ncclCommGetAsyncError` says
+ * the communicator is done: NCCL enqueues the work on the stream from its
+ * own thread meanwhile. `ncclCommDestroy` (which finalizes first: the work
+ * is enqueued) and `ncclCommAbort` (which drops it) let them go.
  *
  * While a thread is inside any NCCL call, `vs_nccl_inside` is true: the
  * memory NCCL allocates for itself stays plain device memory (its peers

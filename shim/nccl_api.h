@@ -1,14 +1,15 @@
 /* nccl_api.h: the part of NCCL's public API (nccl.h, 2.x) the shim's
  * wrappers and the test library need, declared here so that neither needs
  * NCCL's headers to build. Every value and layout below is NCCL's ABI,
- * stable since 2.4: enums are `int`-sized, communicators and windows are
- * opaque pointers, a unique id is 128 bytes passed by value, a stream is a
- * `cudaStream_t` (the driver's `CUstream`).
+ * stable since 2.4 (the configuration since 2.17): enums are `int`-sized,
+ * communicators and windows are opaque pointers, a unique id is 128 bytes
+ * passed by value, a stream is a `cudaStream_t` (the driver's `CUstream`).
  */
 #ifndef VS_NCCL_API_H
 #define VS_NCCL_API_H
 
 #include <cuda.h>
+#include <limits.h>
 #include <stddef.h>
 
 typedef enum {
@@ -44,14 +45,35 @@ typedef enum {
 typedef enum { ncclSum = 0, ncclProd = 1, ncclMax = 2, ncclMin = 3, ncclAvg = 4, ncclNumOps = 5 } ncclRedOp_t;
 
 typedef struct ncclComm *ncclComm_t;
-typedef struct ncclConfig_opaque ncclConfig_t; /* passed through by pointer only */
+/* A communicator's configuration, as of 2.17 (later versions append fields
+ * and say how many in `size` and `version`). The shim passes it through;
+ * the test library reads `blocking` (0: a non-blocking communicator, whose
+ * calls may answer ncclInProgress). */
+typedef struct ncclConfig_v21700 {
+    size_t size;
+    unsigned int magic;
+    unsigned int version;
+    int blocking;
+    int cgaClusterSize;
+    int minCTAs;
+    int maxCTAs;
+    const char *netName;
+    int splitShare;
+} ncclConfig_t;
+#define NCCL_CONFIG_UNDEF_INT INT_MIN
+#define NCCL_CONFIG_MAGIC 0xcafebeefu /* not in nccl.h: the initializer's literal */
+#define NCCL_CONFIG_INITIALIZER                                                                    \
+    {sizeof(ncclConfig_t), NCCL_CONFIG_MAGIC, 21700, NCCL_CONFIG_UNDEF_INT, NCCL_CONFIG_UNDEF_INT,  \
+     NCCL_CONFIG_UNDEF_INT, NCCL_CONFIG_UNDEF_INT, NULL, NCCL_CONFIG_UNDEF_INT}
 #define NCCL_UNIQUE_ID_BYTES 128
 typedef struct {
     char internal[NCCL_UNIQUE_ID_BYTES];
 } ncclUniqueId;
 typedef CUstream cudaStream_t_nccl;
 
-/* The entry points the shim wraps (nccl.def lists them). */
+/* The entry points the shim wraps (nccl.def lists them), and
+ * `ncclGetUniqueId`, which the test library defines for its client. */
+ncclResult_t ncclGetUniqueId(ncclUniqueId *uniqueId);
 ncclResult_t ncclCommInitRank(ncclComm_t *comm, int nranks, ncclUniqueId commId, int rank);
 ncclResult_t ncclCommInitRankConfig(ncclComm_t *comm, int nranks, ncclUniqueId commId, int rank,
                                     ncclConfig_t *config);

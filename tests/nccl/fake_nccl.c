@@ -25,6 +25,21 @@
  *   handle; deregistration checks the handle.
  * - A call on a capturing stream is captured (kernels and events), with
  *   descriptors of its own that live as long as the process.
+ * - `ncclGetUniqueId` + `ncclCommInitRankConfig` make a communicator rank by
+ *   rank (the ranks of one id, from the current context's device, in one
+ *   thread or several: no rank waits for its peers here). With
+ *   `config->blocking = 0` it is non-blocking, as in NCCL: its init and its
+ *   calls answer ncclInProgress, and the work is only recorded; the program
+ *   polls `ncclCommGetAsyncError` until the state is no longer
+ *   ncclInProgress, and the FAKE_POLLS-th poll does the work (makes the
+ *   rank's channel, or launches the recorded calls on their streams, the
+ *   peers' with them). A grouped call of a non-blocking communicator
+ *   answers ncclSuccess and the group's end ncclInProgress; one outside a
+ *   group needs a communicator of one rank, as for blocking ones. A call on
+ *   a communicator still in progress: ncclInvalidUsage.
+ * - `ncclCommDestroy` first submits what is still recorded (NCCL finalizes
+ *   the communicator inside it); `ncclCommAbort` drops it (the peers'
+ *   states become ncclRemoteError).
  *
  * Types: the integer and floating types of 1, 4 and 8 bytes; operators
  * sum, prod, max, min. Others: ncclInvalidArgument.
@@ -45,6 +60,7 @@
 #define FAKE_MAX_RANKS 8
 #define FAKE_CHANNEL_BYTES (4u << 20)
 #define FAKE_SLOTS 256
+#define FAKE_POLLS 3 /* ncclCommGetAsyncError calls until an operation in progress is done */
 
 typedef struct fake_task_s {
     void *dst;
@@ -90,12 +106,20 @@ struct ncclComm {
     fake_call_t *calls;
     size_t ncalls, capacity;
     unsigned registered;
+    bool blocking; /* false: made with `config->blocking = 0` */
+    bool ready;    /* `fake_rank_init` done (a non-blocking init defers it) */
+    ncclResult_t state; /* what `ncclCommGetAsyncError` answers */
+    int polls;          /* polls left while `state` is ncclInProgress */
 };
 
 struct fake_clique_s {
     int nranks;
     struct ncclComm *rank[FAKE_MAX_RANKS];
     bool pending;
+    bool deferred; /* the recorded calls wait for a poll of a non-blocking rank */
+    int joined;    /* ranks made so far (`ncclCommInitRankConfig`) */
+    uint64_t id;   /* its unique id's serial; 0 for `ncclCommInitAll` */
+    fake_clique_t *next; /* in `fake_joining` until every rank joined */
 };
 
 /* Elementwise `dst = dst op src` over `bytes`. */
@@ -222,36 +246,104 @@ FAKE_EXPORT ncclResult_t ncclCommInitAll(ncclComm_t *comms, int ndev, const int 
         c->clique = clique;
         c->rank = r;
         c->device = devlist != NULL ? devlist[r] : r;
+        c->blocking = true;
+        c->state = ncclSuccess;
         clique->rank[r] = c;
+        clique->joined++;
         ncclResult_t rc = fake_rank_init(c);
         if (rc != ncclSuccess)
             return rc;
+        c->ready = true;
         comms[r] = c;
     }
     return ncclSuccess;
 }
 
-FAKE_EXPORT ncclResult_t ncclCommDestroy(ncclComm_t comm)
+/* Cliques made by `ncclCommInitRankConfig` whose ranks have not all joined,
+ * found by the serial in their unique id. */
+static pthread_mutex_t fake_joining_lock = PTHREAD_MUTEX_INITIALIZER;
+static fake_clique_t *fake_joining;
+static _Atomic uint64_t fake_next_id = 1;
+
+static void fake_joining_unlink(fake_clique_t *clique)
 {
-    if (comm == NULL)
+    for (fake_clique_t **at = &fake_joining; *at != NULL; at = &(*at)->next) {
+        if (*at == clique) {
+            *at = clique->next;
+            break;
+        }
+    }
+}
+
+FAKE_EXPORT ncclResult_t ncclGetUniqueId(ncclUniqueId *uniqueId)
+{
+    if (uniqueId == NULL)
         return ncclInvalidArgument;
-    cuCtxPushCurrent(comm->ctx);
-    cuCtxSynchronize();
-    cuMemFree(comm->channel);
-    cuEventDestroy(comm->event);
-    cuMemFreeHost(comm->slots);
-    CUcontext popped;
-    cuCtxPopCurrent(&popped);
-    free(comm->calls);
-    fake_clique_t *clique = comm->clique;
-    clique->rank[comm->rank] = NULL;
-    bool last = true;
-    for (int r = 0; r < clique->nranks; r++)
-        last = last && clique->rank[r] == NULL;
-    if (last)
-        free(clique);
-    free(comm);
+    uint64_t id = atomic_fetch_add(&fake_next_id, 1);
+    memset(uniqueId, 0, sizeof *uniqueId);
+    memcpy(uniqueId->internal, &id, sizeof id);
     return ncclSuccess;
+}
+
+FAKE_EXPORT ncclResult_t ncclCommInitRankConfig(ncclComm_t *comm, int nranks, ncclUniqueId commId, int rank,
+                                                ncclConfig_t *config)
+{
+    uint64_t id;
+    memcpy(&id, commId.internal, sizeof id);
+    if (comm == NULL || nranks < 1 || nranks > FAKE_MAX_RANKS || rank < 0 || rank >= nranks || id == 0)
+        return ncclInvalidArgument;
+    if (config != NULL && config->magic != NCCL_CONFIG_MAGIC)
+        return ncclInvalidArgument;
+    pthread_once(&fake_once, fake_register);
+    if (fake_registered != 0)
+        return ncclInternalError;
+    /* NCCL's rank is on the calling thread's current device. */
+    CUdevice dev = 0;
+    if (cuCtxGetDevice(&dev) != CUDA_SUCCESS)
+        dev = 0;
+    struct ncclComm *c = calloc(1, sizeof *c);
+    if (c == NULL)
+        return ncclSystemError;
+    c->rank = rank;
+    c->device = (int)dev;
+    c->blocking = config == NULL || config->blocking != 0; /* NCCL_CONFIG_UNDEF_INT: blocking */
+    c->state = ncclSuccess;
+    pthread_mutex_lock(&fake_joining_lock);
+    fake_clique_t *clique = fake_joining;
+    while (clique != NULL && clique->id != id)
+        clique = clique->next;
+    if (clique == NULL && (clique = calloc(1, sizeof *clique)) != NULL) {
+        clique->nranks = nranks;
+        clique->id = id;
+        clique->next = fake_joining;
+        fake_joining = clique;
+    }
+    ncclResult_t rc = ncclSuccess;
+    if (clique == NULL)
+        rc = ncclSystemError;
+    else if (clique->nranks != nranks || clique->rank[rank] != NULL)
+        rc = ncclInvalidUsage;
+    if (rc == ncclSuccess) {
+        c->clique = clique;
+        clique->rank[rank] = c;
+        if (++clique->joined == nranks)
+            fake_joining_unlink(clique);
+    }
+    pthread_mutex_unlock(&fake_joining_lock);
+    if (rc != ncclSuccess) {
+        free(c);
+        return rc;
+    }
+    *comm = c;
+    if (!c->blocking) {
+        /* Made at the FAKE_POLLS-th `ncclCommGetAsyncError`. */
+        c->state = ncclInProgress;
+        c->polls = FAKE_POLLS;
+        return ncclInProgress;
+    }
+    rc = fake_rank_init(c);
+    c->ready = rc == ncclSuccess;
+    return rc;
 }
 
 FAKE_EXPORT ncclResult_t ncclCommCount(const ncclComm_t comm, int *count)
@@ -553,10 +645,37 @@ static ncclResult_t fake_run(fake_clique_t *q)
     return rc;
 }
 
+/* Whether every rank of `q` is blocking. */
+static bool fake_blocking(const fake_clique_t *q)
+{
+    for (int r = 0; r < q->nranks; r++)
+        if (q->rank[r] != NULL && !q->rank[r]->blocking)
+            return false;
+    return true;
+}
+
+/* The calls `q` recorded wait for its ranks' polls: each rank is in
+ * progress until its FAKE_POLLS-th, and the first rank done submits them
+ * all (as NCCL's thread for the group would). */
+static ncclResult_t fake_defer(fake_clique_t *q)
+{
+    q->deferred = true;
+    q->pending = false;
+    for (int r = 0; r < q->nranks; r++) {
+        if (q->rank[r] == NULL)
+            continue;
+        q->rank[r]->state = ncclInProgress;
+        q->rank[r]->polls = FAKE_POLLS;
+    }
+    return ncclInProgress;
+}
+
 static ncclResult_t fake_post(ncclComm_t comm, fake_call_t call)
 {
     if (comm == NULL)
         return ncclInvalidArgument;
+    if (comm->state == ncclInProgress || comm->clique->joined < comm->clique->nranks)
+        return ncclInvalidUsage;
     if (vs_nccl_type_size(call.type) == 0 || vs_nccl_type_size(call.type) == 2 || call.op >= ncclAvg)
         return ncclInvalidArgument;
     if ((call.kind == FAKE_SEND || call.kind == FAKE_RECV || call.kind == FAKE_BROADCAST || call.kind == FAKE_REDUCE)
@@ -574,7 +693,7 @@ static ncclResult_t fake_post(ncclComm_t comm, fake_call_t call)
     }
     comm->calls[comm->ncalls++] = call;
     if (fake_group_depth == 0)
-        return fake_run(comm->clique);
+        return fake_blocking(comm->clique) ? fake_run(comm->clique) : fake_defer(comm->clique);
     if (!comm->clique->pending) {
         if (fake_group_nclique == 16)
             return ncclInvalidUsage;
@@ -598,9 +717,10 @@ FAKE_EXPORT ncclResult_t ncclGroupEnd(void)
         return ncclSuccess;
     ncclResult_t rc = ncclSuccess;
     for (int i = 0; i < fake_group_nclique; i++) {
-        ncclResult_t one = fake_run(fake_group_cliques[i]);
-        if (rc == ncclSuccess)
-            rc = one;
+        fake_clique_t *q = fake_group_cliques[i];
+        ncclResult_t one = fake_blocking(q) ? fake_run(q) : fake_defer(q);
+        if (rc == ncclSuccess || rc == ncclInProgress)
+            rc = one == ncclSuccess ? rc : one;
     }
     fake_group_nclique = 0;
     return rc;
@@ -654,4 +774,84 @@ FAKE_EXPORT ncclResult_t ncclRecv(void *recvbuff, size_t count, ncclDataType_t d
 {
     return fake_post(comm, (fake_call_t){.kind = FAKE_RECV, .recv = recvbuff, .count = count, .type = datatype,
                                          .root = peer, .stream = stream});
+}
+
+/* ---- Progress and teardown ----------------------------------------------- */
+
+FAKE_EXPORT ncclResult_t ncclCommGetAsyncError(ncclComm_t comm, ncclResult_t *asyncError)
+{
+    if (comm == NULL || asyncError == NULL)
+        return ncclInvalidArgument;
+    if (comm->state == ncclInProgress && --comm->polls == 0) {
+        /* Done now: what was deferred is made or launched. */
+        ncclResult_t rc = ncclSuccess;
+        if (!comm->ready) {
+            rc = fake_rank_init(comm);
+            comm->ready = rc == ncclSuccess;
+        }
+        if (rc == ncclSuccess && comm->clique->deferred) {
+            comm->clique->deferred = false;
+            rc = fake_run(comm->clique);
+        }
+        comm->state = rc;
+    }
+    *asyncError = comm->state;
+    return ncclSuccess;
+}
+
+/* Frees `comm`; what its clique still has recorded is submitted first
+ * (`submit`) or dropped. */
+static ncclResult_t fake_comm_free(ncclComm_t comm, bool submit)
+{
+    if (comm == NULL)
+        return ncclInvalidArgument;
+    fake_clique_t *clique = comm->clique;
+    ncclResult_t rc = ncclSuccess;
+    if (clique->deferred) {
+        clique->deferred = false;
+        if (submit) {
+            rc = fake_run(clique);
+        } else {
+            for (int r = 0; r < clique->nranks; r++) {
+                struct ncclComm *peer = clique->rank[r];
+                if (peer == NULL)
+                    continue;
+                peer->ncalls = 0;
+                if (peer != comm && peer->state == ncclInProgress)
+                    peer->state = ncclRemoteError;
+            }
+        }
+    }
+    if (comm->ready) {
+        cuCtxPushCurrent(comm->ctx);
+        cuCtxSynchronize();
+        cuMemFree(comm->channel);
+        cuEventDestroy(comm->event);
+        cuMemFreeHost(comm->slots);
+        CUcontext popped;
+        cuCtxPopCurrent(&popped);
+    }
+    free(comm->calls);
+    pthread_mutex_lock(&fake_joining_lock);
+    clique->rank[comm->rank] = NULL;
+    bool last = true;
+    for (int r = 0; r < clique->nranks; r++)
+        last = last && clique->rank[r] == NULL;
+    if (last) {
+        fake_joining_unlink(clique);
+        free(clique);
+    }
+    pthread_mutex_unlock(&fake_joining_lock);
+    free(comm);
+    return rc;
+}
+
+FAKE_EXPORT ncclResult_t ncclCommDestroy(ncclComm_t comm)
+{
+    return fake_comm_free(comm, true);
+}
+
+FAKE_EXPORT ncclResult_t ncclCommAbort(ncclComm_t comm)
+{
+    return fake_comm_free(comm, false);
 }

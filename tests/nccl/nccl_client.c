@@ -15,6 +15,17 @@
  *                                       communicator captured into a graph,
  *                                       launched after its buffers were
  *                                       evicted
+ *   nccl_client [--dlsym] nonblocking   non-blocking communicators
+ *                                       (`config.blocking = 0`): calls that
+ *                                       answer ncclInProgress (a group of
+ *                                       both devices, then one rank outside
+ *                                       a group) keep their evicted-before
+ *                                       buffers resident under pressure
+ *                                       until `ncclCommGetAsyncError` says
+ *                                       done, byte-exact, evictable after;
+ *                                       `ncclCommDestroy` and
+ *                                       `ncclCommAbort` while in progress
+ *                                       let them go
  *
  * `--dlsym` reaches NCCL as ctypes does: `dlopen(RTLD_LOCAL)` and `dlsym`
  * on the handle. Whether a buffer is mapped is asked of the simulated
@@ -197,16 +208,22 @@ static void bufs_free(bufs_t *b)
     }
 }
 
-/* Evicts the buffers and checks they are gone from the device. */
-static void bufs_evict(const bufs_t *b, const char *what)
+/* Evicts the buffers of the first `nranks` ranks and checks they are gone
+ * from their devices. */
+static void bufs_evict_ranks(const bufs_t *b, int nranks, const char *what)
 {
-    for (int r = 0; r < RANKS; r++)
+    for (int r = 0; r < nranks; r++)
         pressure(r);
-    for (int r = 0; r < RANKS; r++) {
+    for (int r = 0; r < nranks; r++) {
         EXPECT(!mapped(b->send[r], b->send_bytes), "%s: rank %d's send buffer was not evicted before the call", what, r);
         EXPECT(!mapped(b->recv[r], b->recv_bytes), "%s: rank %d's receive buffer was not evicted before the call", what,
                r);
     }
+}
+
+static void bufs_evict(const bufs_t *b, const char *what)
+{
+    bufs_evict_ranks(b, RANKS, what);
 }
 
 static void expect_words(int r, CUdeviceptr ptr, const uint32_t *expected, size_t bytes, const char *what)
@@ -368,6 +385,131 @@ static void run_register(ncclComm_t *comms)
     printf("register: resident from registration to deregistration, evictable before and after\n");
 }
 
+/* ---- non-blocking communicators ------------------------------------------ */
+
+/* Polls `comm` until its state is no longer ncclInProgress; that state. */
+static ncclResult_t wait_comm(ncclComm_t comm)
+{
+    ncclResult_t state = ncclInProgress;
+    while (state == ncclInProgress)
+        CHECK_NCCL(nccl.ncclCommGetAsyncError(comm, &state));
+    return state;
+}
+
+/* Makes pressure on the first `nranks` ranks, then checks their buffers of
+ * `b` stayed resident (held) or went (evictable). Once a communicator is
+ * gone the limit leaves room for all the fillers and more: the buffers go
+ * only because the pressure while they were held left them the least
+ * recently used (a call's use counts from its hold). */
+static void expect_resident(const bufs_t *b, int nranks, bool resident, const char *what)
+{
+    for (int r = 0; r < nranks; r++)
+        pressure(r);
+    for (int r = 0; r < nranks; r++) {
+        bool send = mapped(b->send[r], b->send_bytes), recv = mapped(b->recv[r], b->recv_bytes);
+        if (resident)
+            EXPECT(send && recv, "%s: rank %d's buffers were evicted while its call was in progress", what, r);
+        else
+            EXPECT(!send && !recv, "%s: rank %d's buffers stayed resident (a hold was not let go)", what, r);
+    }
+}
+
+static void run_nonblocking(void)
+{
+    ncclConfig_t config = NCCL_CONFIG_INITIALIZER;
+    ncclUniqueId id;
+    ncclComm_t comms[RANKS], one;
+    size_t n = BUF_BYTES / 4;
+    uint32_t *expected = malloc(BUF_BYTES);
+    bufs_t b;
+    config.blocking = 0;
+
+    /* Both devices, ranks made from this thread: the init answers
+     * ncclInProgress until polled done. */
+    CHECK_NCCL(nccl.ncclGetUniqueId(&id));
+    for (int r = 0; r < RANKS; r++) {
+        CHECK_CU(cuCtxSetCurrent(ranks[r].ctx));
+        ncclResult_t rc = nccl.ncclCommInitRankConfig(&comms[r], RANKS, id, r, &config);
+        if (rc != ncclInProgress && rc != ncclSuccess) {
+            fprintf(stderr, "nccl_client: ncclCommInitRankConfig(rank %d) failed: %d\n", r, (int)rc);
+            exit(1);
+        }
+    }
+    for (int r = 0; r < RANKS; r++)
+        EXPECT(wait_comm(comms[r]) == ncclSuccess, "non-blocking init: rank %d failed", r);
+
+    /* A group: the calls answer ncclSuccess, its end ncclInProgress; the
+     * kernels are launched at a later poll, after the pressure. */
+    bufs_make(&b, BUF_BYTES, BUF_BYTES, 1000);
+    bufs_evict(&b, "non-blocking grouped all-reduce");
+    CHECK_NCCL(nccl.ncclGroupStart());
+    for (int r = 0; r < RANKS; r++)
+        CHECK_NCCL(nccl.ncclAllReduce((void *)b.send[r], (void *)b.recv[r], n, ncclUint32, ncclSum, comms[r],
+                                      ranks[r].stream));
+    ncclResult_t rc = nccl.ncclGroupEnd();
+    EXPECT(rc == ncclInProgress, "non-blocking grouped all-reduce: ncclGroupEnd answered %d, not ncclInProgress",
+           (int)rc);
+    expect_resident(&b, RANKS, true, "non-blocking grouped all-reduce");
+    for (int r = 0; r < RANKS; r++)
+        EXPECT(wait_comm(comms[r]) == ncclSuccess, "non-blocking grouped all-reduce: rank %d failed", r);
+    for (size_t i = 0; i < n; i++)
+        expected[i] = b.host_send[0][i] + b.host_send[1][i];
+    for (int r = 0; r < RANKS; r++)
+        expect_words(r, b.recv[r], expected, BUF_BYTES, "non-blocking grouped all-reduce");
+    expect_resident(&b, RANKS, false, "non-blocking grouped all-reduce, done");
+    bufs_free(&b);
+
+    /* Destroyed while in progress: NCCL finalizes the communicator first
+     * (the work is submitted), then its holds must go. */
+    bufs_make(&b, BUF_BYTES, BUF_BYTES, 1100);
+    bufs_evict(&b, "ncclCommDestroy in progress");
+    CHECK_NCCL(nccl.ncclGroupStart());
+    for (int r = 0; r < RANKS; r++)
+        CHECK_NCCL(nccl.ncclAllReduce((void *)b.send[r], (void *)b.recv[r], n, ncclUint32, ncclSum, comms[r],
+                                      ranks[r].stream));
+    rc = nccl.ncclGroupEnd();
+    EXPECT(rc == ncclInProgress, "ncclCommDestroy in progress: ncclGroupEnd answered %d, not ncclInProgress", (int)rc);
+    expect_resident(&b, RANKS, true, "ncclCommDestroy in progress");
+    for (int r = 0; r < RANKS; r++)
+        CHECK_NCCL(nccl.ncclCommDestroy(comms[r]));
+    for (size_t i = 0; i < n; i++)
+        expected[i] = b.host_send[0][i] + b.host_send[1][i];
+    for (int r = 0; r < RANKS; r++)
+        expect_words(r, b.recv[r], expected, BUF_BYTES, "all-reduce finalized by ncclCommDestroy");
+    expect_resident(&b, RANKS, false, "ncclCommDestroy in progress");
+    bufs_free(&b);
+
+    /* One rank outside a group: the call itself answers ncclInProgress. */
+    CHECK_CU(cuCtxSetCurrent(ranks[0].ctx));
+    CHECK_NCCL(nccl.ncclGetUniqueId(&id));
+    rc = nccl.ncclCommInitRankConfig(&one, 1, id, 0, &config);
+    EXPECT(rc == ncclInProgress, "one-rank non-blocking init answered %d, not ncclInProgress", (int)rc);
+    EXPECT(wait_comm(one) == ncclSuccess, "one-rank non-blocking init failed");
+    bufs_make(&b, BUF_BYTES, BUF_BYTES, 1200);
+    bufs_evict_ranks(&b, 1, "non-blocking all-reduce");
+    rc = nccl.ncclAllReduce((void *)b.send[0], (void *)b.recv[0], n, ncclUint32, ncclSum, one, ranks[0].stream);
+    EXPECT(rc == ncclInProgress, "non-blocking all-reduce answered %d, not ncclInProgress", (int)rc);
+    expect_resident(&b, 1, true, "non-blocking all-reduce");
+    EXPECT(wait_comm(one) == ncclSuccess, "non-blocking all-reduce failed");
+    expect_words(0, b.recv[0], b.host_send[0], BUF_BYTES, "non-blocking all-reduce");
+    expect_resident(&b, 1, false, "non-blocking all-reduce, done");
+    bufs_free(&b);
+
+    /* Aborted while in progress: NCCL drops the work; the holds must go. */
+    bufs_make(&b, BUF_BYTES, BUF_BYTES, 1300);
+    bufs_evict_ranks(&b, 1, "ncclCommAbort in progress");
+    rc = nccl.ncclAllReduce((void *)b.send[0], (void *)b.recv[0], n, ncclUint32, ncclSum, one, ranks[0].stream);
+    EXPECT(rc == ncclInProgress, "ncclCommAbort in progress: the all-reduce answered %d, not ncclInProgress", (int)rc);
+    expect_resident(&b, 1, true, "ncclCommAbort in progress");
+    CHECK_NCCL(nccl.ncclCommAbort(one));
+    expect_resident(&b, 1, false, "ncclCommAbort in progress");
+    bufs_free(&b);
+    free(expected);
+    printf("nonblocking: a grouped all-reduce of two ranks and an all-reduce of one answering ncclInProgress held "
+           "through pressure until done, byte-exact, evictable after; holds let go by ncclCommDestroy and "
+           "ncclCommAbort in progress\n");
+}
+
 /* ---- capture ----------------------------------------------------------------- */
 
 static void run_capture(void)
@@ -432,8 +574,9 @@ int main(int argc, char **argv)
 {
     bool use_dlsym = argc > 1 && strcmp(argv[1], "--dlsym") == 0;
     const char *scenario = argc > 1 + use_dlsym ? argv[1 + use_dlsym] : "";
-    if (strcmp(scenario, "collectives") != 0 && strcmp(scenario, "register") != 0 && strcmp(scenario, "capture") != 0) {
-        fprintf(stderr, "usage: nccl_client [--dlsym] collectives|register|capture\n");
+    if (strcmp(scenario, "collectives") != 0 && strcmp(scenario, "register") != 0 && strcmp(scenario, "capture") != 0
+        && strcmp(scenario, "nonblocking") != 0) {
+        fprintf(stderr, "usage: nccl_client [--dlsym] collectives|register|capture|nonblocking\n");
         return 2;
     }
     nccl_bind(use_dlsym);
@@ -450,6 +593,8 @@ int main(int argc, char **argv)
     int devs[RANKS] = {0, 1};
     if (strcmp(scenario, "capture") == 0) {
         run_capture();
+    } else if (strcmp(scenario, "nonblocking") == 0) {
+        run_nonblocking();
     } else {
         CHECK_NCCL(nccl.ncclCommInitAll(comms, RANKS, devs));
         if (strcmp(scenario, "collectives") == 0)

@@ -1,7 +1,11 @@
 /* nccl_fns.h: the NCCL functions nccl_client.c calls, one NCCL_FN(name)
  * each (bound by linking or by dlsym). */
 NCCL_FN(ncclCommInitAll)
+NCCL_FN(ncclGetUniqueId)
+NCCL_FN(ncclCommInitRankConfig)
+NCCL_FN(ncclCommGetAsyncError)
 NCCL_FN(ncclCommDestroy)
+NCCL_FN(ncclCommAbort)
 NCCL_FN(ncclCommRegister)
 NCCL_FN(ncclCommDeregister)
 NCCL_FN(ncclAllReduce)
