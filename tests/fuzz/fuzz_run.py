@@ -5,7 +5,7 @@ under the shim, and compares every byte.
     fuzz_run.py --program FUZZ_PROGRAM --shim LIBVRAMSHIM --spill-parent DIR
                 [--seeds A-B | --seeds N,M,...] [--default-seeds A-B]
                 [--variants K | --env NAME=VALUE ...] [--fractions F,G,...]
-                [--ops N] [--program-args ARGS] [--jobs J] [--progress]
+                [--ops N] [--program-args ARGS] [--jobs J] [--progress] [--run-timeout S]
 
 Without --seeds, the seeds are $FUZZ_SEEDS, else --default-seeds; the jobs
 (seeds run at once) $FUZZ_JOBS, else 1.
@@ -20,7 +20,7 @@ reference went on, never crash); SIMCUDA_LAG; the disk tier with a host pool
 (VRAMSHIM_HOST_LIMIT) smaller than the footprint; VRAMSHIM_POLICY,
 VRAMSHIM_PARTIAL, VRAMSHIM_PREFETCH and VRAMSHIM_PIN_DEVICE_POINTERS. A run
 whose output differs from the reference, that exits otherwise than 0, is
-killed by a signal or runs past its time is a finding; each is printed with
+killed by a signal or runs past its time (--run-timeout, 300 s) is a finding; each is printed with
 the command and environment that reproduce it.
 
 The evictions and restores come from the shim's exit summary
@@ -162,7 +162,7 @@ def one_seed(args, seed):
         if "VRAMSHIM_SPILL_DIR" in extra:
             spill_dir = tempfile.mkdtemp(prefix="fuzz-spill-", dir=args.spill_parent)
             env["VRAMSHIM_SPILL_DIR"] = spill_dir
-        rc, out, err = run(args.program, prog_args, env)
+        rc, out, err = run(args.program, prog_args, env, args.run_timeout)
         runs += 1
         m = SUMMARY.search(err)
         if m:
@@ -205,6 +205,9 @@ def main():
     parser.add_argument("--env", action="append", default=[], metavar="NAME=VALUE",
                         help="run this one variant instead of the seed's (repeatable)")
     parser.add_argument("--progress", action="store_true", help="a running total after each seed")
+    parser.add_argument("--run-timeout", type=int, default=RUN_TIMEOUT_S, metavar="S",
+                        help="seconds a run under the shim may take before it is a finding (default %(default)s; "
+                             "the disk tier's variants on a loaded machine may need more)")
     parser.add_argument("--jobs", type=int, default=int(os.environ.get("FUZZ_JOBS", "1")))
     args = parser.parse_args()
     seeds = parse_seeds(args.seeds or os.environ.get("FUZZ_SEEDS") or args.default_seeds)
