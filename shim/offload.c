@@ -231,8 +231,12 @@ CUresult vs_engine_wait_for_copy(CUstream waiter, CUevent copied)
     return rc == CUDA_SUCCESS ? rc : VS_ENGINE_CALL(VS_HOST_GPU_WAIT, cuEventSynchronize, (copied));
 }
 
-/* How many times one charge may spill to disk and evict again before it
- * waits: other threads may take the room each spill makes. */
+/* How many times one charge may spill to disk and evict again, with the
+ * device's use falling to no new low, before it waits: other threads may
+ * take the room each spill makes. A round whose evictions bring the use to
+ * a new low counts none: the room went to this charge's victims (a device
+ * past its limit may need more victims than the pool holds copies, one
+ * poolful per round). */
 #define VS_SPILL_ROUNDS 4
 /* How long one charge that finds the host pool full and nothing to spill
  * may wait, in all, for other threads' spills, evictions and operations
@@ -280,6 +284,7 @@ int vs_engine_charge_engine_locked(int device, uint64_t bytes, const char *what,
     VS_ASSERT_HELD(&vs_engine.lock);
     int rc, spills = 0;
     uint64_t host_wait_since = 0;
+    uint64_t lowest_used = UINT64_MAX; /* the device's, at this charge's full pools */
     for (int waits = 0;; waits++) {
         rc = vs_engine_make_room(device, bytes, false);
         vs_engine_policy_reset_skips();
@@ -290,10 +295,20 @@ int vs_engine_charge_engine_locked(int device, uint64_t bytes, const char *what,
              * copies go to disk (the lock is let go for the writes), and
              * eviction tries again. */
             int failed = 0;
-            /* Enough for the largest victim's copy too: room for `bytes`
-             * alone may not take one, whole, into the pool. */
+            uint64_t used = vs_cap_used(device), limit = vs_cap_limit(device);
+            if (used < lowest_used) {
+                if (lowest_used != UINT64_MAX)
+                    spills = 0; /* the last spills' room took victims off the device */
+                lowest_used = used;
+            }
+            /* Enough for every victim's copy: the room eviction must make
+             * (more than `bytes` on a device past its limit, after an
+             * operation that needed more than the limit at once), and the
+             * largest victim's copy, which room for that alone may not
+             * take, whole, into the pool. */
             const vs_engine_device_t *d = vs_engine_device(device);
-            uint64_t spill_need = bytes + (d != NULL ? d->largest : 0);
+            uint64_t deficit = used + bytes > limit ? used + bytes - limit : 0;
+            uint64_t spill_need = (deficit > bytes ? deficit : bytes) + (d != NULL ? d->largest : 0);
             if (spills++ < VS_SPILL_ROUNDS && vs_tier_spill(spill_need, &failed) > 0) {
                 waits--;
                 continue;
