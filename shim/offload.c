@@ -282,7 +282,7 @@ static void vs_engine_room_wait(void)
 int vs_engine_charge_engine_locked(int device, uint64_t bytes, const char *what, uint32_t own_holding)
 {
     VS_ASSERT_HELD(&vs_engine.lock);
-    int rc, spills = 0;
+    int rc, spills = 0, heads_given = 0;
     uint64_t host_wait_since = 0;
     uint64_t lowest_used = UINT64_MAX; /* the device's, at this charge's full pools */
     for (int waits = 0;; waits++) {
@@ -310,6 +310,20 @@ int vs_engine_charge_engine_locked(int device, uint64_t bytes, const char *what,
             uint64_t deficit = used + bytes > limit ? used + bytes - limit : 0;
             uint64_t spill_need = (deficit > bytes ? deficit : bytes) + (d != NULL ? d->largest : 0);
             if (spills++ < VS_SPILL_ROUNDS && vs_tier_spill(spill_need, &failed) > 0) {
+                waits--;
+                continue;
+            }
+            /* Nothing left to spill: the heads evicted regions keep on the
+             * device (partial residency) give way. Each holds its region's
+             * host copy in the pool, where no spill takes it (a restore
+             * from disk brings a region back whole), and the pool may hold
+             * little else: a victim's copy then had nowhere to go while
+             * the limit's room went to heads. Given back, their room is
+             * the device's again and their copies, whole, may go to disk;
+             * the spills count afresh. Bounded: only other threads'
+             * prefetches make heads again. */
+            if (failed == 0 && heads_given++ < VS_SPILL_ROUNDS && vs_engine_heads_release_all() > 0) {
+                spills = 0;
                 waits--;
                 continue;
             }

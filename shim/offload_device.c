@@ -934,6 +934,16 @@ uint64_t vs_engine_heads_release(int device)
     return released;
 }
 
+uint64_t vs_engine_heads_release_all(void)
+{
+    VS_ASSERT_HELD(&vs_engine.lock);
+    uint64_t released = 0;
+    for (int device = 0; device < VS_MAX_DEVICES; device++)
+        if (vs_engine.devices[device].ready)
+            released += vs_engine_heads_release(device);
+    return released;
+}
+
 /* Whether `r` is one of the allocations the plan streams through the
  * cycle on device `device`. */
 static bool vs_engine_streamed(const vs_engine_device_t *d, int device, const vs_region_t *r)

@@ -676,6 +676,11 @@ void vs_engine_physical_end(vs_region_t *r);
  * Returns the bytes given back. */
 uint64_t vs_engine_heads_release(int device);
 
+/* `vs_engine_heads_release` on every device: the host pool is theirs
+ * together, and a region keeping a head holds its host copy there, where
+ * no spill takes it. */
+uint64_t vs_engine_heads_release_all(void);
+
 /* Sets, from the plan, which region of `device` keeps a head resident and
  * how much (vs_policy_stats_t.planned_partial_*): a granule multiple,
  * leaving the region a tail to stream. Not `wanted`: none does (the head

@@ -186,7 +186,8 @@ static vs_region_t *vs_tier_spill_choice(bool held)
     uint64_t coldest_next = 0;
     HASH_ITER(hh, vs_engine.by_base, r, tmp) {
         /* (A region keeping a head on the device streams only its tail:
-         * it stays in the pool, the one of its device that does.) */
+         * it stays in the pool, the one of its device that does, until
+         * the head gives way: `vs_engine_charge_engine_locked`.) */
         if (r->where != VS_ON_HOST || r->host.count == 0 || r->evicting || r->disk_io
             || (r->holds > 0 && !held) || r->split > 0 || r->arriving != NULL)
             continue;
