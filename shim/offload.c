@@ -649,6 +649,38 @@ static void vs_engine_sizes_note(vs_engine_device_t *d, uint64_t reserved)
     }
 }
 
+/* A region registered (`r->id` set) joins the policy (resident or not)
+ * and the engine's tables. */
+static void vs_engine_region_enter(vs_engine_device_t *d, vs_region_t *r, bool resident)
+{
+    if (vs_policy_alloc(d->policy, r->id, r->reserved, true, resident) != 0) {
+        vs_log(VS_LOG_WARN, "the eviction policy cannot track allocation %" PRIu64 "; it stays where it is", r->id);
+        r->pinned = true;
+    }
+    HASH_ADD(hh, vs_engine.by_base, base, sizeof r->base, r);
+    HASH_ADD(hh_id, vs_engine.by_id, id, sizeof r->id, r);
+}
+
+/* A region's own memory: the last step of its end. NULL is nothing. */
+static void vs_engine_region_free(vs_region_t *r)
+{
+    if (r == NULL)
+        return;
+    free(r->grants);
+    free(r->prop);
+    free(r);
+}
+
+/* Waits for the copy of a restore that may still be filling `r`. */
+static void vs_engine_arrival_wait(vs_region_t *r)
+{
+    if (r->arriving != NULL) {
+        vs_arrive_join_event(r->arriving); /* the lock may have been let go since it was taken */
+        (void)VS_ENGINE_CALL(VS_HOST_GPU_WAIT, cuEventSynchronize, (r->arriving));
+    }
+    r->arriving = NULL;
+}
+
 CUresult vs_offload_alloc(CUdeviceptr *dptr, uint64_t bytes, int device, vs_alloc_kind_t kind)
 {
     CUstreamCaptureMode mode;
@@ -700,12 +732,7 @@ CUresult vs_offload_alloc(CUdeviceptr *dptr, uint64_t bytes, int device, vs_allo
         vs_engine.stats.placed_on_host++;
         vs_log(VS_LOG_DEBUG, "placed 0x%" PRIxPTR " (%" PRIu64 " bytes) on the host: no room", r->base, bytes);
     }
-    if (vs_policy_alloc(d->policy, r->id, r->reserved, true, resident) != 0) {
-        vs_log(VS_LOG_WARN, "the eviction policy cannot track allocation %" PRIu64 "; it stays where it is", r->id);
-        r->pinned = true;
-    }
-    HASH_ADD(hh, vs_engine.by_base, base, sizeof r->base, r);
-    HASH_ADD(hh_id, vs_engine.by_id, id, sizeof r->id, r);
+    vs_engine_region_enter(d, r, resident);
     vs_engine_unlock(mode);
     *dptr = va;
     return CUDA_SUCCESS;
@@ -754,9 +781,7 @@ CUresult vs_engine_region_release(vs_region_t *r)
     vs_engine_range_unmapped(r->base, r->reserved);
     /* An adopted mapping's range is the application's. */
     CUresult rc = r->adopted ? CUDA_SUCCESS : VS_CALL(cuMemAddressFree, ((CUdeviceptr)r->base, r->reserved));
-    free(r->grants);
-    free(r->prop);
-    free(r);
+    vs_engine_region_free(r);
     return rc;
 }
 
@@ -781,11 +806,7 @@ bool vs_offload_free(CUdeviceptr dptr, CUresult *rc_out)
     vs_engine_device_t *d = &vs_engine.devices[r->device];
     if (r->where == VS_RESIDENT) {
         /* Like cuMemFree: the memory goes once the work using it is done. */
-        if (r->arriving != NULL) {
-            vs_arrive_join_event(r->arriving); /* the lock may have been let go since it was taken */
-            (void)VS_ENGINE_CALL(VS_HOST_GPU_WAIT, cuEventSynchronize, (r->arriving));
-        }
-        r->arriving = NULL;
+        vs_engine_arrival_wait(r);
         if (vs_streams_fence(streams, d->to_host, 0) != 0)
             (void)VS_ENGINE_CALL(VS_HOST_GPU_WAIT, cuCtxSynchronize, ());
         (void)VS_ENGINE_CALL(VS_HOST_GPU_WAIT, cuStreamSynchronize, (d->to_host));
@@ -882,12 +903,7 @@ CUresult vs_offload_adopt(uintptr_t base, uint64_t bytes, int device, CUmemGener
         .registered_before = true};
     if (vs_registry_add(&desc, &r->id) != 0)
         goto fail;
-    if (vs_policy_alloc(d->policy, r->id, r->reserved, true, true) != 0) {
-        vs_log(VS_LOG_WARN, "the eviction policy cannot track allocation %" PRIu64 "; it stays where it is", r->id);
-        r->pinned = true;
-    }
-    HASH_ADD(hh, vs_engine.by_base, base, sizeof r->base, r);
-    HASH_ADD(hh_id, vs_engine.by_id, id, sizeof r->id, r);
+    vs_engine_region_enter(d, r, true);
     /* Its neighbours in an arena: the chunk ending at its start, the one
      * starting at its end. */
     vs_region_t *prev = vs_engine_region_containing(base - 1), *next = vs_engine_region_at(base + bytes);
@@ -908,11 +924,7 @@ CUresult vs_offload_adopt(uintptr_t base, uint64_t bytes, int device, CUmemGener
     return CUDA_SUCCESS;
 
 fail:
-    if (r != NULL) {
-        free(r->grants);
-        free(r->prop);
-    }
-    free(r);
+    vs_engine_region_free(r);
     vs_engine_unlock(mode);
     return rc;
 }
@@ -960,11 +972,7 @@ bool vs_offload_detach(uintptr_t base, CUmemGenericAllocationHandle *phys, CUres
     VS_ASSERT(r->phys != 0 && r->split == 0 && !r->premapped && !r->phys_lent);
     /* Its restore copy may still run: the application's next call (an
      * unmap, a map elsewhere, an export) must find the bytes in place. */
-    if (r->arriving != NULL) {
-        vs_arrive_join_event(r->arriving);
-        (void)VS_ENGINE_CALL(VS_HOST_GPU_WAIT, cuEventSynchronize, (r->arriving));
-        r->arriving = NULL;
-    }
+    vs_engine_arrival_wait(r);
     vs_engine_deferred_reap(true);
     (void)vs_registry_remove(base, ~0u, NULL);
     *phys = r->phys;
@@ -974,9 +982,7 @@ bool vs_offload_detach(uintptr_t base, CUmemGenericAllocationHandle *phys, CUres
         d->keep_id = 0;
     /* Resident, its bytes stay counted: the caller's now. */
     vs_engine_region_forget(r);
-    free(r->grants);
-    free(r->prop);
-    free(r);
+    vs_engine_region_free(r);
     pthread_cond_broadcast(&vs_engine.released);
     vs_engine_unlock(mode);
     vs_log(VS_LOG_DEBUG, "handed the application's mapping at 0x%" PRIxPTR " back to it", base);
