@@ -75,6 +75,10 @@ typedef struct replay_s {
     uint64_t stamp;
     uint64_t last_time;   /* the previous operation's time, for `vs_policy_elapsed` */
     vs_bench_result_t *res;
+    /* Bytes and counts go to `res` only from the trace's `measure_from`
+     * on; before it, to `warmup` (the learning passes). */
+    vs_bench_result_t warmup;
+    vs_bench_result_t *count;
 } replay_t;
 
 static bool farthest_before(const void *x, const void *y)
@@ -153,9 +157,9 @@ static void evict(replay_t *r, obj_t *o)
 {
     o->resident = false;
     r->resident_bytes -= o->size;
-    r->res->evictions++;
+    r->count->evictions++;
     if (o->dirty) {
-        r->res->d2h += o->size;
+        r->count->d2h += o->size;
         o->dirty = false;
     }
     if (o->content && !o->host_copy) {
@@ -250,8 +254,8 @@ static int make_resident(replay_t *r, obj_t *o, const uint64_t *protect, size_t 
     if (o->host_copy)
         r->host_bytes -= o->size;
     if (o->content) {
-        r->res->h2d += o->size;
-        r->res->restores++;
+        r->count->h2d += o->size;
+        r->count->restores++;
     }
     if (o->evictable && r->order == VS_BENCH_BELADY)
         (void)vs_heap_push(&r->farthest, o);
@@ -318,6 +322,7 @@ static int do_op(replay_t *r, size_t k, size_t end)
     const vs_trace_event_t *ev = r->t->ev;
     uint64_t seq = ev[k].seq;
     size_t n = 0;
+    r->count = seq >= r->t->measure_from ? r->res : &r->warmup;
     if (r->policy && ev[k].time_ns > r->last_time) {
         vs_policy_elapsed(r->policy, ev[k].time_ns - r->last_time);
         r->last_time = ev[k].time_ns;
@@ -391,7 +396,7 @@ int vs_bench_replay(const vs_bench_trace_t *t, vs_bench_order_t order, uint64_t 
 
 int vs_bench_optimum(const vs_bench_trace_t *t, uint64_t limit, bool fixed_set, vs_bench_result_t *res)
 {
-    vs_optimum_window_t all = {.seq_from = 0, .seq_to = UINT64_MAX};
+    vs_optimum_window_t all = {.seq_from = t->measure_from, .seq_to = UINT64_MAX};
     vs_optimum_cost_t cost;
     memset(res, 0, sizeof(*res));
     int rc = fixed_set ? vs_optimum_fixed_set(t->ev, t->len, limit, all, &cost, NULL)
@@ -410,6 +415,7 @@ static int replay_run(const vs_bench_trace_t *t, vs_bench_order_t order, uint64_
 {
     replay_t r = {.t = t, .order = order, .limit = limit, .res = res};
     memset(res, 0, sizeof(*res));
+    r.count = t->measure_from ? &r.warmup : res;
     vs_heap_init(&r.farthest, offsetof(obj_t, pos), farthest_before);
     int rc = compute_next_uses(&r);
     if (rc < 0)

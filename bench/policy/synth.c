@@ -93,6 +93,15 @@ static void gen_op(gen_t *g, const char *op, const uint64_t *ids, size_t n, uint
     }
 }
 
+/* Pass `pass` begins: the measured ones start after `warmup` passes. */
+static void gen_pass(gen_t *g, int pass, int warmup)
+{
+    if (pass == warmup) {
+        g->t->warmup = (uint64_t)warmup;
+        g->t->measure_from = g->t->seq + 1;
+    }
+}
+
 static void gen_load(gen_t *g, uint64_t id)
 {
     gen_op(g, "cuMemcpyHtoD", &id, 1, 1);
@@ -247,7 +256,7 @@ int vs_bench_synth_vae(vs_bench_trace_t *t)
  * then the optimizer; everything it touches is written. */
 int vs_bench_synth_train(vs_bench_trace_t *t)
 {
-    enum { LAYERS = 12, STEPS = 6 };
+    enum { LAYERS = 12, STEPS = 8, WARMUP = 2 };
     gen_t g = {t, 1, 0};
     t->name = "train";
     rng_state = 0x9e3779b97f4a7c15ULL; /* the same trace whatever ran before */
@@ -264,6 +273,7 @@ int vs_bench_synth_train(vs_bench_trace_t *t)
         act[l] = gen_alloc(&g, 12 * MIB, true);
     uint64_t loss = gen_alloc(&g, 1 * MIB, true);
     for (int step = 0; step < STEPS; step++) {
+        gen_pass(&g, step, WARMUP);
         gen_op(&g, "batch_in", &act[0], 1, 1);
         for (int l = 0; l < LAYERS; l++)
             gen_op(&g, "forward", (uint64_t[]){w[l], act[l], act[l + 1]}, 3, 4);
@@ -282,7 +292,7 @@ int vs_bench_synth_train(vs_bench_trace_t *t)
  * order of experts) is what the best fixed resident set exploits. */
 int vs_bench_synth_moe(vs_bench_trace_t *t)
 {
-    enum { LAYERS = 6, EXPERTS = 8, TOKENS = 96 };
+    enum { LAYERS = 6, EXPERTS = 8, TOKENS = 480, WARMUP = 96 };
     /* Router weights, out of 1000: top-2 draws without replacement. */
     static const unsigned weight[EXPERTS] = {400, 220, 140, 90, 60, 40, 30, 20};
     gen_t g = {t, 1, 0};
@@ -307,6 +317,7 @@ int vs_bench_synth_moe(vs_bench_trace_t *t)
     }
     uint64_t hidden = gen_alloc(&g, 2 * MIB, true);
     for (int tok = 0; tok < TOKENS; tok++) {
+        gen_pass(&g, tok, WARMUP);
         for (int l = 0; l < LAYERS; l++) {
             gen_op(&g, "attention", (uint64_t[]){attn[l], hidden}, 2, 2);
             unsigned first = EXPERTS;
@@ -335,7 +346,7 @@ int vs_bench_synth_moe(vs_bench_trace_t *t)
  * latent written every step. */
 int vs_bench_synth_pipeline(vs_bench_trace_t *t)
 {
-    enum { PROMPTS = 4, ENCODER = 6, DENOISER = 12, DECODER = 4, STEPS = 8 };
+    enum { PROMPTS = 4, WARMUP = 1, ENCODER = 6, DENOISER = 12, DECODER = 4, STEPS = 8 };
     gen_t g = {t, 1, 0};
     t->name = "pipeline";
     rng_state = 0x9e3779b97f4a7c15ULL; /* the same trace whatever ran before */
@@ -356,6 +367,7 @@ int vs_bench_synth_pipeline(vs_bench_trace_t *t)
     uint64_t emb = gen_alloc(&g, 4 * MIB, true), latent = gen_alloc(&g, 1 * MIB, true);
     uint64_t hid = gen_alloc(&g, 8 * MIB, true), image = gen_alloc(&g, 12 * MIB, true);
     for (int p = 0; p < PROMPTS; p++) {
+        gen_pass(&g, p, WARMUP);
         for (int i = 0; i < ENCODER; i++)
             gen_op(&g, "encoder", (uint64_t[]){enc[i], emb}, 2, 2);
         gen_op(&g, "noise", &latent, 1, 1);
@@ -375,7 +387,7 @@ int vs_bench_synth_pipeline(vs_bench_trace_t *t)
  * the newest. */
 int vs_bench_synth_decode(vs_bench_trace_t *t)
 {
-    enum { LAYERS = 12, TOKENS = 64, PAGE_TOKENS = 8, MAX_PAGES = TOKENS / PAGE_TOKENS };
+    enum { LAYERS = 12, TOKENS = 64, WARMUP = 8, PAGE_TOKENS = 8, MAX_PAGES = TOKENS / PAGE_TOKENS };
     gen_t g = {t, 1, 0};
     t->name = "decode";
     t->passes = TOKENS;
@@ -388,6 +400,7 @@ int vs_bench_synth_decode(vs_bench_trace_t *t)
     gen_load(&g, head);
     size_t pages = 0;
     for (int tok = 0; tok < TOKENS; tok++) {
+        gen_pass(&g, tok, WARMUP);
         if (tok % PAGE_TOKENS == 0) {
             for (int l = 0; l < LAYERS; l++)
                 kv[l][pages] = gen_alloc(&g, 4 * MIB, true);
@@ -407,7 +420,7 @@ int vs_bench_synth_decode(vs_bench_trace_t *t)
 /* The plain cycle: allocations of one size read in turn, pass after pass. */
 int vs_bench_synth_cycle(vs_bench_trace_t *t)
 {
-    enum { BLOCKS = 24, PASSES = 10 };
+    enum { BLOCKS = 24, PASSES = 10, WARMUP = 2 };
     gen_t g = {t, 1, 0};
     t->name = "cycle";
     t->passes = PASSES;
@@ -417,8 +430,10 @@ int vs_bench_synth_cycle(vs_bench_trace_t *t)
         gen_load(&g, block[b]);
     }
     uint64_t act = gen_alloc(&g, 4 * MIB, true);
-    for (int p = 0; p < PASSES; p++)
+    for (int p = 0; p < PASSES; p++) {
+        gen_pass(&g, p, WARMUP);
         for (int b = 0; b < BLOCKS; b++)
             gen_op(&g, "block", (uint64_t[]){block[b], act}, 2, 2);
+    }
     return g.rc;
 }
