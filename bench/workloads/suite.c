@@ -2,7 +2,9 @@
  * policy: access shapes beyond the read-only loop, each measured on
  * simcuda's virtual clock against the offline optimum of its own trace.
  *
- * Run as `workload_suite SHIM [--svg FILE] [--only WORKLOAD]`. Like
+ * Run as `workload_suite SHIM [--svg FILE] [--only WORKLOAD] [--limit PCT]
+ * [--ratio R] [--policy KIND]` (one workload, limit or ratio; the shim's
+ * column with VRAMSHIM_POLICY=KIND). Like
  * bench/offload/offload_cycle.c, the program is a parent (not preloaded)
  * that runs every measurement in a child preloaded with SHIM, with
  * SIMCUDA_CLOCK=virtual, simcuda's default host costs and a link of
@@ -724,7 +726,9 @@ typedef struct config_s {
     const char *prefetch; /* NULL: the shim's default */
 } config_t;
 
-static const config_t configs[] = {
+/* The first is the shim as configured (`--policy` sets its
+ * VRAMSHIM_POLICY); the second is the baseline. */
+static config_t configs[] = {
     {"shim", NULL, NULL},
     {"lru", "lru", "off"},
 };
@@ -969,7 +973,15 @@ static int write_traces(const char *dir)
     return 0;
 }
 
-static int suite_run(const char *shim, const char *svg_path, const char *only)
+/* Which cells run: every one unless `--only`, `--limit` or `--ratio`
+ * names one value. */
+typedef struct selection_s {
+    const char *workload;
+    int limit_percent; /* 0: every limit */
+    double ratio;      /* 0: every ratio */
+} selection_t;
+
+static int suite_run(const char *shim, const char *svg_path, const selection_t *only)
 {
     setenv("SIMCUDA_CLOCK", "virtual", 1);
     setenv("SIMCUDA_DEVICE_MEM", "4G", 1);
@@ -993,15 +1005,17 @@ static int suite_run(const char *shim, const char *svg_path, const char *only)
     const char *costs = getenv("SIMCUDA_HOST_COSTS");
     printf("workload_suite: virtual clock, SIMCUDA_HOST_COSTS=%s, links %.1f GB/s in, %.1f out; per pass: "
            "T = max(MIN in, MIN out) / B, C = ratio x T, bound = max(C, T); MIN = Belady with write-back, "
-           "offline (moe's bytes: against the best fixed resident set); shim = default configuration, lru = "
+           "offline (moe's bytes: against the best fixed resident set); shim = %s%s, lru = "
            "VRAMSHIM_POLICY=lru VRAMSHIM_PREFETCH=off\n",
-           costs && costs[0] ? costs : "default", h2d, d2h);
+           costs && costs[0] ? costs : "default", h2d, d2h,
+           configs[0].policy ? "VRAMSHIM_POLICY=" : "default configuration",
+           configs[0].policy ? configs[0].policy : "");
     printf("%-9s %5s %5s %8s %8s %9s %8s %8s %8s %8s %8s  %s\n", "workload", "limit", "ratio", "C ms", "bound",
            "ref MiB", "shim/bd", "shim/ref", "lru/bd", "lru/ref", "shim/lru", "goal");
     int rc = 0, met = 0, total = 0;
     for (size_t wi = 0; wi < WORKLOAD_COUNT && rc == 0; wi++) {
         const workload_t *w = &workloads[wi];
-        if (only && strcmp(only, w->name) != 0)
+        if (only->workload && strcmp(only->workload, w->name) != 0)
             continue;
         script_t s;
         trace_t t;
@@ -1010,6 +1024,8 @@ static int suite_run(const char *shim, const char *svg_path, const char *only)
             break;
         }
         for (size_t li = 0; li < LIMITS && rc == 0; li++) {
+            if (only->limit_percent && only->limit_percent != limit_percents[li])
+                continue;
             uint64_t limit = t.peak * (uint64_t)limit_percents[li] / 100 / (2 * MIB) * (2 * MIB);
             vs_optimum_cost_t opt, ref;
             int orc = vs_optimum_min(t.ev, t.len, limit, t.window, &opt);
@@ -1028,6 +1044,8 @@ static int suite_run(const char *shim, const char *svg_path, const char *only)
             double transfer_s = t_in > t_out ? t_in : t_out;
             double ref_bytes = (double)(ref.in + ref.out) / m;
             for (size_t ri = 0; ri < RATIOS && rc == 0; ri++) {
+                if (only->ratio != 0.0 && only->ratio != ratios[ri])
+                    continue;
                 cell_t *c = &cells[wi][li][ri];
                 double compute_s = ratios[ri] * transfer_s;
                 double ns_per_byte = compute_s * 1e9 / ((double)t.measured_weight / m);
@@ -1098,25 +1116,39 @@ int main(int argc, char **argv)
     }
     if (argc == 4 && strcmp(argv[2], "--traces") == 0)
         return write_traces(argv[3]);
-    const char *svg = NULL, *only = NULL;
+    const char *svg = NULL;
+    selection_t only = {0};
     int i = 2;
-    for (; argc >= 2 && i + 1 < argc; i += 2) {
-        if (strcmp(argv[i], "--svg") == 0)
+    bool valid = true;
+    for (; argc >= 2 && i + 1 < argc && valid; i += 2) {
+        char *end = NULL;
+        if (strcmp(argv[i], "--svg") == 0) {
             svg = argv[i + 1];
-        else if (strcmp(argv[i], "--only") == 0)
-            only = argv[i + 1];
-        else
+        } else if (strcmp(argv[i], "--only") == 0) {
+            only.workload = argv[i + 1];
+        } else if (strcmp(argv[i], "--policy") == 0) {
+            configs[0].policy = argv[i + 1];
+        } else if (strcmp(argv[i], "--limit") == 0) {
+            long pct = strtol(argv[i + 1], &end, 10);
+            only.limit_percent = (int)pct;
+            valid = *end == '\0' && (pct == 25 || pct == 50 || pct == 75);
+        } else if (strcmp(argv[i], "--ratio") == 0) {
+            only.ratio = strtod(argv[i + 1], &end);
+            valid = *end == '\0' && (only.ratio == ratios[0] || only.ratio == ratios[1]);
+        } else {
             break;
+        }
     }
-    bool known = only == NULL;
+    bool known = only.workload == NULL;
     for (size_t wi = 0; wi < WORKLOAD_COUNT && !known; wi++)
-        known = strcmp(only, workloads[wi].name) == 0;
-    if (argc < 2 || i != argc || !known) {
+        known = strcmp(only.workload, workloads[wi].name) == 0;
+    if (argc < 2 || i != argc || !known || !valid) {
         fprintf(stderr,
-                "usage: %s /path/to/libvramshim.so [--svg FILE] [--only WORKLOAD] | --traces DIR\n"
+                "usage: %s /path/to/libvramshim.so [--svg FILE] [--only WORKLOAD] [--limit 25|50|75]\n"
+                "       [--ratio 0.5|2] [--policy lru|cyclic|predict] | --traces DIR\n"
                 "  workloads: training, moe, pipeline, kvgrow, cycle, dit, llm\n",
                 argv[0]);
         return 2;
     }
-    return suite_run(argv[1], svg, only);
+    return suite_run(argv[1], svg, &only);
 }
