@@ -1339,15 +1339,22 @@ static void restore_scratch(vs_policy_t *policy, vs_heap_t *heap, size_t base)
     policy->scratch_len = base;
 }
 
-/* Whether `v`, the victim the caller takes next, is the one Belady's rule
- * would evict when the access at `ahead[s]` needs room: not used before
- * it, and no other candidate left in `evict` used later after it (or never
- * used again while `v` is). */
-static bool predict_victim_is_min(vs_policy_t *policy, const vs_policy_alloc_t *v, size_t s, size_t n)
+/* Whether the fetch of `ahead[s]` may take `v`, the victim the caller
+ * takes next. Never when `v` is used first (do no harm). For the nearest
+ * predicted operation the fetch is due: a later one would leave the copy
+ * for the operation to wait on, so doing no harm is enough (Kimbrel and
+ * Karlin's forestall: conservative until a fetch is due, aggressive then;
+ * measured in operations, as the caller reports no compute time). Further
+ * ahead, only when `v` is the one Belady's rule would evict when
+ * `ahead[s]` needs room: no other candidate left in `evict` used later
+ * after it (or never used again while `v` is). */
+static bool predict_may_evict_for(vs_policy_t *policy, const vs_policy_alloc_t *v, size_t s, size_t n)
 {
     for (size_t k = 0; k < s; k++)
         if (policy->ahead[k].id == v->id)
             return false; /* used first: evicting it now would harm */
+    if (policy->ahead[s].ops == 0)
+        return true;
     uint64_t mark = ++policy->stamp;
     size_t others = policy->evict.len - 1, seen = 0; /* `v` is in it */
     for (size_t k = s + 1; k < n; k++) {
@@ -1365,11 +1372,13 @@ static bool predict_victim_is_min(vs_policy_t *policy, const vs_policy_alloc_t *
 
 /* The `predict` kind's prefetch: the missing allocations in the order of
  * the predicted accesses, each offered only while the victim the caller
- * will take for its room (the top of `evict`, then the next) is the one
- * Belady's rule would evict when it is used: Cao, Felten, Karlin and Li's
- * conservative strategy. Fetching earlier over the farthest use now (the
- * allocation just used, in a loop) would evict, pass after pass, every
- * allocation after its use: a loop would stream whole. */
+ * will take for its room (the top of `evict`, then the next) may go for it
+ * (`predict_may_evict_for`): beyond the nearest operation, only the victim
+ * Belady's rule would take when the fetched allocation is used (Cao,
+ * Felten, Karlin and Li's conservative strategy). Fetching far ahead over
+ * the farthest use now (in a loop, the allocation just used, which may be
+ * one the loop keeps) would evict, pass after pass, every allocation after
+ * its use: a loop would stream whole. */
 static int predict_prefetch(vs_policy_t *policy, uint64_t budget, uint64_t *ids, size_t cap, size_t *n_ids)
 {
     size_t n = 0;
@@ -1388,7 +1397,7 @@ static int predict_prefetch(vs_policy_t *policy, uint64_t budget, uint64_t *ids,
         if (a->size > left)
             break;
         vs_policy_alloc_t *v = vs_heap_top(&policy->evict);
-        if (v && !predict_victim_is_min(policy, v, s, n))
+        if (v && !predict_may_evict_for(policy, v, s, n))
             break;
         if (v) {
             rc = scratch_push(policy, v);

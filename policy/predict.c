@@ -450,14 +450,21 @@ void vs_predict_next(const vs_predict_t *p, vs_predict_access_t *out, size_t k, 
     if (!p->matched)
         return;
     uint64_t period = p->n - 1 - p->j;
-    uint64_t ns = 0;
+    uint64_t ns = 0, ops = 0;
     for (size_t s = 0; s < k; s++) {
         const vs_predict_hist_t *h = at(p, p->j + 1 + s % period);
         const vs_predict_hist_t *before = at(p, p->j + s % period);
         ns += h->cum_ns - before->cum_ns;
-        out[s] = (vs_predict_access_t){.id = h->id, .bytes = h->bytes, .ns = ns, .write = h->write};
+        ops += s > 0 && h->in_op == 0;
+        out[s] = (vs_predict_access_t){.id = h->id, .bytes = h->bytes, .ns = ns, .ops = ops, .write = h->write};
         (*n)++;
     }
+}
+
+bool vs_predict_periodic(const vs_predict_t *p, uint64_t id)
+{
+    const vs_predict_item_t *it = find_item(p, id);
+    return it != NULL && periodic(it);
 }
 
 void vs_predict_stats(const vs_predict_t *p, vs_predict_stats_t *stats)

@@ -1136,6 +1136,40 @@ static void test_policy_predict_prefetch_waits_for_belady_s_victim(void **state)
     vs_policy_destroy(p);
 }
 
+/* The `predict` kind forestalls: the nearest operation's missing
+ * allocation is fetched over the engine's next victim as long as that one
+ * is used later, Belady's victim or not. Just after 2 (written, as every
+ * even one), 3 is missing and next; the victim is 1, clean, where Belady's
+ * rule by distance alone would take 2, dirty and used after it. */
+static void test_policy_predict_prefetch_forestalls_for_the_next_operation(void **state)
+{
+    (void)state;
+    vs_policy_t *p;
+    assert_int_equal(vs_policy_create(VS_POLICY_PREDICT, &p), 0);
+    for (uint64_t id = 0; id < 8; id++)
+        assert_int_equal(vs_policy_alloc(p, id, 100, true, true), 0);
+    uint64_t seq = 0;
+    predict_cycle(p, &seq, 2);
+    for (uint64_t id = 0; id < 3; id++)
+        assert_int_equal(vs_policy_access(p, id, ++seq, id % 2 ? VS_POLICY_RW_READ : VS_POLICY_RW_WRITE), 0);
+    for (uint64_t id = 3; id < 8; id += 1)
+        if (id != 5 && id != 7)
+            assert_int_equal(vs_policy_set_resident(p, id, false), 0);
+    assert_int_equal(vs_policy_set_resident(p, 0, false), 0);
+    uint64_t victims[2];
+    size_t nv = 0;
+    assert_int_equal(vs_policy_victims(p, 100, NULL, 0, victims, 2, &nv), 0);
+    assert_int_equal(victims[0], 1);
+    uint64_t ids[8];
+    size_t n = 0;
+    assert_int_equal(vs_policy_prefetch(p, 1000, ids, 8, &n), 0);
+    assert_true(n >= 1);
+    assert_int_equal(ids[0], 3);
+    for (size_t i = 1; i < n; i++)
+        assert_true(ids[i] != 4 && ids[i] != 6); /* further ahead: Belady's victim only */
+    vs_policy_destroy(p);
+}
+
 int main(void)
 {
     const struct CMUnitTest tests[] = {
@@ -1168,6 +1202,7 @@ int main(void)
         cmocka_unit_test(test_policy_predict_victims_follow_the_predicted_stream),
         cmocka_unit_test(test_policy_predict_written_on_arrival_is_dirty),
         cmocka_unit_test(test_policy_predict_prefetch_waits_for_belady_s_victim),
+        cmocka_unit_test(test_policy_predict_prefetch_forestalls_for_the_next_operation),
         cmocka_unit_test(test_policy_large_scale_10k_allocs_1m_accesses_completes),
     };
     return cmocka_run_group_tests_name("policy.c", tests, NULL, NULL);
