@@ -74,6 +74,26 @@ static int load_file(const char *path, vs_bench_trace_t *t)
     fclose(f);
     if (!buf)
         return -ENOMEM;
+    /* The workload suite's traces name their measured passes in a
+     * comment: "# passes: W warm-up, M measured (seq A to B, excluded)". */
+    const char *mark = memmem(buf, len, "\n# passes: ", 11);
+    char line[128] = "";
+    if (mark) {
+        size_t at = (size_t)(mark - buf) + 11, n = 0;
+        while (at + n < len && n + 1 < sizeof(line) && buf[at + n] != '\n')
+            n++;
+        memcpy(line, buf + at, n);
+        line[n] = '\0';
+    }
+    unsigned long warmup, measured;
+    unsigned long long from, to;
+    if (sscanf(line, "%lu warm-up, %lu measured (seq %llu to %llu", &warmup, &measured, &from, &to) == 4
+        && measured > 0 && from < to) {
+        t->warmup = warmup;
+        t->passes = warmup + measured;
+        t->measure_from = from;
+        t->measure_to = to;
+    }
     vs_trace_reader_t reader;
     vs_trace_event_t ev;
     vs_trace_reader_init(&reader, buf, len);
@@ -303,7 +323,8 @@ static int bench_suite(char **files, int n_files)
         if (n_files > 0) {
             const char *slash = strrchr(name, '/');
             name = slash ? slash + 1 : name;
-            t.passes = 1;
+            if (!t.measure_from)
+                t.passes = 1;
         }
         bool fixed_reference = n_files > 0 ? strstr(name, "moe") != NULL : suite[s].fixed_reference;
         if (rc == 0)

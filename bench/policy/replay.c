@@ -322,7 +322,8 @@ static int do_op(replay_t *r, size_t k, size_t end)
     const vs_trace_event_t *ev = r->t->ev;
     uint64_t seq = ev[k].seq;
     size_t n = 0;
-    r->count = seq >= r->t->measure_from ? r->res : &r->warmup;
+    bool measured = seq >= r->t->measure_from && (r->t->measure_to == 0 || seq < r->t->measure_to);
+    r->count = measured ? r->res : &r->warmup;
     if (r->policy && ev[k].time_ns > r->last_time) {
         vs_policy_elapsed(r->policy, ev[k].time_ns - r->last_time);
         r->last_time = ev[k].time_ns;
@@ -396,7 +397,7 @@ int vs_bench_replay(const vs_bench_trace_t *t, vs_bench_order_t order, uint64_t 
 
 int vs_bench_optimum(const vs_bench_trace_t *t, uint64_t limit, bool fixed_set, vs_bench_result_t *res)
 {
-    vs_optimum_window_t all = {.seq_from = t->measure_from, .seq_to = UINT64_MAX};
+    vs_optimum_window_t all = {.seq_from = t->measure_from, .seq_to = t->measure_to ? t->measure_to : UINT64_MAX};
     vs_optimum_cost_t cost;
     memset(res, 0, sizeof(*res));
     int rc = fixed_set ? vs_optimum_fixed_set(t->ev, t->len, limit, all, &cost, NULL)

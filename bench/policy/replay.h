@@ -50,14 +50,15 @@ typedef struct vs_bench_result_s {
 /* Bytes of the largest set of live allocations over the trace. */
 uint64_t vs_bench_peak_bytes(const vs_bench_trace_t *t);
 
-/* Replays the whole trace; `res` counts bytes, restores and evictions from
- * the trace's `measure_from` on (the timeline's samples too). Returns 0,
+/* Replays the whole trace; `res` counts bytes, restores and evictions of
+ * the operations from the trace's `measure_from` to before its
+ * `measure_to` (the timeline's samples too). Returns 0,
  * -EINVAL (the trace uses an unknown id, allocates a live one, or an
  * operation does not fit in `limit`) or -ENOMEM. */
 int vs_bench_replay(const vs_bench_trace_t *t, vs_bench_order_t order, uint64_t limit,
                     bool want_timeline, vs_bench_result_t *res);
-/* The offline reference (bench/workloads/optimum.h), counted from the
- * trace's `measure_from` on, the future read to the trace's end:
+/* The offline reference (bench/workloads/optimum.h), counted over the
+ * same operations, the future read to the trace's end:
  * Belady's MIN with write-back, or with `fixed_set` the best fixed resident
  * set (for a stream with no repeating structure). Fills h2d, d2h, restores
  * and ops. Returns 0, -EINVAL (the trace is inconsistent or an operation

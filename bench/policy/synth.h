@@ -17,10 +17,12 @@ typedef struct vs_bench_trace_s {
     size_t cap;
     uint64_t passes; /* repeats of the main loop: steps, tokens, tiles */
     /* The first `warmup` passes are not measured: bytes are counted from
-     * the operation `measure_from` on (0: the whole trace), as the
-     * workload suite counts a steady state after its warm-up. */
+     * the operation `measure_from` on (0: the whole trace) and before
+     * `measure_to`, as the workload suite counts a steady state after its
+     * warm-up. */
     uint64_t warmup;
     uint64_t measure_from;
+    uint64_t measure_to; /* the first operation not measured; 0: none */
     uint64_t seq;    /* last operation number handed out */
 } vs_bench_trace_t;
 

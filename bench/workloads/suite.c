@@ -413,7 +413,7 @@ typedef struct workload_s {
 #define SUITE_WORKLOADS(X)                                                                                    \
     X(training, gen_training, 8, 2, false, MAX_TIME_OVER_BOUND_TRAINING,                                     \
       "training step: 6 layers (weights 4, gradients 4, Adam state 8, activations 4 MiB); all written")       \
-    X(moe, gen_moe, 24, 16, true, MAX_TIME_OVER_BOUND,                                                       \
+    X(moe, gen_moe, 96, 128, true, MAX_TIME_OVER_BOUND,                                                       \
       "mixture of experts: 4 layers x 8 experts of 4 MiB, top-2 by a Zipf-like router, host dispatch")       \
     X(pipeline, gen_pipeline, 6, 2, false, MAX_TIME_OVER_BOUND,                                              \
       "diffusion pipeline per prompt: encoder 16 MiB once, denoiser 48 MiB x 8 steps, VAE 12 MiB once")       \
