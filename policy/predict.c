@@ -461,12 +461,6 @@ void vs_predict_next(const vs_predict_t *p, vs_predict_access_t *out, size_t k, 
     }
 }
 
-bool vs_predict_periodic(const vs_predict_t *p, uint64_t id)
-{
-    const vs_predict_item_t *it = find_item(p, id);
-    return it != NULL && periodic(it);
-}
-
 void vs_predict_stats(const vs_predict_t *p, vs_predict_stats_t *stats)
 {
     *stats = (vs_predict_stats_t){

@@ -95,9 +95,5 @@ int vs_predict_next_use(const vs_predict_t *p, uint64_t id, vs_predict_distance_
  * their count (0 while nothing matched) to `*n`. */
 void vs_predict_next(const vs_predict_t *p, vs_predict_access_t *out, size_t k, size_t *n);
 void vs_predict_stats(const vs_predict_t *p, vs_predict_stats_t *stats);
-/* Whether the context predicts `id`'s uses (at least half of its recent
- * uses came where it said): false for an allocation whose next use is read
- * from its frequency (a router's choice), or one never accessed. */
-bool vs_predict_periodic(const vs_predict_t *p, uint64_t id);
 
 #endif

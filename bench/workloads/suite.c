@@ -3,8 +3,9 @@
  * simcuda's virtual clock against the offline optimum of its own trace.
  *
  * Run as `workload_suite SHIM [--svg FILE] [--only WORKLOAD] [--limit PCT]
- * [--ratio R] [--policy KIND]` (one workload, limit or ratio; the shim's
- * column with VRAMSHIM_POLICY=KIND). Like
+ * [--ratio R] [--policy KIND] [--prefetch on|off]` (one workload, limit
+ * or ratio; the shim's column with VRAMSHIM_POLICY=KIND, or
+ * VRAMSHIM_PREFETCH set). Like
  * bench/offload/offload_cycle.c, the program is a parent (not preloaded)
  * that runs every measurement in a child preloaded with SHIM, with
  * SIMCUDA_CLOCK=virtual, simcuda's default host costs and a link of
@@ -1005,11 +1006,12 @@ static int suite_run(const char *shim, const char *svg_path, const selection_t *
     const char *costs = getenv("SIMCUDA_HOST_COSTS");
     printf("workload_suite: virtual clock, SIMCUDA_HOST_COSTS=%s, links %.1f GB/s in, %.1f out; per pass: "
            "T = max(MIN in, MIN out) / B, C = ratio x T, bound = max(C, T); MIN = Belady with write-back, "
-           "offline (moe's bytes: against the best fixed resident set); shim = %s%s, lru = "
+           "offline (moe's bytes: against the best fixed resident set); shim = %s%s%s%s, lru = "
            "VRAMSHIM_POLICY=lru VRAMSHIM_PREFETCH=off\n",
            costs && costs[0] ? costs : "default", h2d, d2h,
-           configs[0].policy ? "VRAMSHIM_POLICY=" : "default configuration",
-           configs[0].policy ? configs[0].policy : "");
+           configs[0].policy ? "VRAMSHIM_POLICY=" : "default policy",
+           configs[0].policy ? configs[0].policy : "",
+           configs[0].prefetch ? ", VRAMSHIM_PREFETCH=" : "", configs[0].prefetch ? configs[0].prefetch : "");
     printf("%-9s %5s %5s %8s %8s %9s %8s %8s %8s %8s %8s  %s\n", "workload", "limit", "ratio", "C ms", "bound",
            "ref MiB", "shim/bd", "shim/ref", "lru/bd", "lru/ref", "shim/lru", "goal");
     int rc = 0, met = 0, total = 0;
@@ -1128,6 +1130,9 @@ int main(int argc, char **argv)
             only.workload = argv[i + 1];
         } else if (strcmp(argv[i], "--policy") == 0) {
             configs[0].policy = argv[i + 1];
+        } else if (strcmp(argv[i], "--prefetch") == 0) {
+            configs[0].prefetch = argv[i + 1];
+            valid = strcmp(argv[i + 1], "on") == 0 || strcmp(argv[i + 1], "off") == 0;
         } else if (strcmp(argv[i], "--limit") == 0) {
             long pct = strtol(argv[i + 1], &end, 10);
             only.limit_percent = (int)pct;
@@ -1145,7 +1150,7 @@ int main(int argc, char **argv)
     if (argc < 2 || i != argc || !known || !valid) {
         fprintf(stderr,
                 "usage: %s /path/to/libvramshim.so [--svg FILE] [--only WORKLOAD] [--limit 25|50|75]\n"
-                "       [--ratio 0.5|2] [--policy lru|cyclic|predict] | --traces DIR\n"
+                "       [--ratio 0.5|2] [--policy lru|cyclic|predict] [--prefetch on|off] | --traces DIR\n"
                 "  workloads: training, moe, pipeline, kvgrow, cycle, dit, llm\n",
                 argv[0]);
         return 2;
