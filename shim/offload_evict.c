@@ -681,36 +681,6 @@ void vs_engine_departures_settle(void)
         (void)vs_engine_departures_advance(&vs_engine.devices[device], true, false);
 }
 
-/* Regions kept out of the first choice of victims, at most. */
-#define VS_EVICT_BUSY_MAX 256
-
-/* Up to `cap` ids of the resident regions of `device` that are not idle:
- * those whose users may still run (vs_streams_idle), whose eviction makes
- * the copy out and the restore that takes its room wait for them, and
- * those prefetched and not used yet, brought in for work about to come.
- * Returns their count. */
-static size_t vs_evict_busy(int device, uint64_t *ids, size_t cap)
-{
-    VS_ASSERT_HELD(&vs_engine.lock);
-    uint64_t passed[VS_STREAM_SLOTS];
-    vs_streams_passed(passed);
-    size_t count = 0;
-    vs_region_t *r, *tmp;
-    HASH_ITER(hh, vs_engine.by_base, r, tmp) {
-        if (count == cap)
-            break; /* the rest are not told apart: a choice, never an error */
-        if (r->device != device || r->where != VS_RESIDENT)
-            continue;
-        vs_alloc_info_t info;
-        uint64_t streams = 0;
-        if (r->prefetched
-            || (vs_registry_find(r->base, &info) == 0 && vs_registry_streams(r->base, &streams) == 0
-                && !vs_streams_idle(passed, streams, info.last_use_epoch)))
-            ids[count++] = r->id;
-    }
-    return count;
-}
-
 /* Evicts from `device` until `need` more bytes fit under its limit (or, with
  * `ignore_limit`, until `need` bytes were freed), then counts `need` as
  * used. 0; -ENOSPC when nothing more can be evicted (nothing was counted);
@@ -721,9 +691,6 @@ int vs_engine_make_room(int device, uint64_t need, bool ignore_limit)
     vs_engine_device_t *d = vs_engine_device(device);
     uint64_t freed_total = 0;
     bool synced = false;
-    uint64_t busy[VS_EVICT_BUSY_MAX]; /* once a call: what runs now runs on */
-    size_t n_busy = 0;
-    bool busy_known = false;
 
     if (!ignore_limit && d != NULL && vs_engine_filler_take(d, need))
         return 0;
@@ -761,18 +728,7 @@ int vs_engine_make_room(int device, uint64_t need, bool ignore_limit)
         }
         uint64_t ids[VS_EVICT_BATCH];
         size_t n = 0;
-        /* Room comes from idle regions first, in the policy's order: a
-         * region whose users still run makes the copy out, and the restore
-         * into its room, wait for them, and the host waits too while the
-         * GPU drains. Only where the idle ones do not hold the deficit does
-         * the policy choose among all. */
-        if (!busy_known) {
-            n_busy = vs_evict_busy(device, busy, VS_EVICT_BUSY_MAX);
-            busy_known = true;
-        }
-        int rc = n_busy > 0 ? vs_policy_victims(d->policy, deficit, busy, n_busy, ids, VS_EVICT_BATCH, &n) : -ENOSPC;
-        if (rc == -ENOSPC)
-            rc = vs_policy_victims(d->policy, deficit, NULL, 0, ids, VS_EVICT_BATCH, &n);
+        int rc = vs_policy_victims(d->policy, deficit, NULL, 0, ids, VS_EVICT_BATCH, &n);
         vs_region_t *victims[VS_EVICT_BATCH], *chosen[VS_EVICT_BATCH];
         size_t count = 0;
         for (size_t i = 0; i < n && (rc == 0 || rc == -ENOBUFS || rc == -ENOSPC); i++) {

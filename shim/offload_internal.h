@@ -843,14 +843,6 @@ uint64_t vs_streams_marker_record(CUstream stream, uint64_t bit);
  * later operation of the program, and it must not be evicted now. */
 bool vs_streams_gated(uint64_t mask, uint64_t epoch);
 
-/* Per stream slot, the newest epoch whose marker has completed (0: none
- * yet), read without waiting. */
-void vs_streams_passed(uint64_t passed[VS_STREAM_SLOTS]);
-/* Whether an allocation last used in `epoch` by the streams of `mask` is
- * idle by `passed`: its users have run, so evicting it waits for no one.
- * False when that cannot be told. */
-bool vs_streams_idle(const uint64_t passed[VS_STREAM_SLOTS], uint64_t mask, uint64_t epoch);
-
 /* The regime meter (offload_meter.c). `vs_meter_copied` follows each copy
  * of `bytes` queued on `d->to_device` over the link: it reads what is done
  * of what it measured before, and updates `d->regime`;

@@ -565,33 +565,6 @@ static bool vs_streams_any_gate_pending(void)
     return pending;
 }
 
-void vs_streams_passed(uint64_t passed[VS_STREAM_SLOTS])
-{
-    VS_ASSERT_HELD(&vs_engine.lock);
-    for (int i = 0; i < VS_STREAM_SLOTS; i++) {
-        const vs_marker_ring_t *ring = &vs_streams_markers[i];
-        passed[i] = 0;
-        /* Newest first: a stream's markers complete in order. */
-        for (uint32_t k = ring->count; k-- > 0;) {
-            uint32_t at = (ring->next + VS_MARKERS - ring->count + k) % VS_MARKERS;
-            if (VS_CALL(cuEventQuery, (ring->event[at])) == CUDA_SUCCESS) {
-                passed[i] = ring->epoch[at];
-                break;
-            }
-        }
-    }
-}
-
-bool vs_streams_idle(const uint64_t passed[VS_STREAM_SLOTS], uint64_t mask, uint64_t epoch)
-{
-    if (epoch == 0 || (mask & VS_STREAM_BIT_OVERFLOW) != 0)
-        return false;
-    for (int i = 0; i < VS_STREAM_SLOTS; i++)
-        if ((mask & (1ull << i)) != 0 && passed[i] < epoch)
-            return false;
-    return true;
-}
-
 bool vs_streams_gated(uint64_t mask, uint64_t epoch)
 {
     VS_ASSERT_HELD(&vs_engine.lock);
