@@ -1095,17 +1095,29 @@ static void test_policy_predict_written_on_arrival_is_dirty(void **state)
     vs_policy_destroy(p);
 }
 
-static void test_policy_predict_prefetch_waits_for_belady_s_victim(void **state)
+/* A `predict` policy over the cycle of `predict_cycle`: two passes, then
+ * 0, 1 and 2 used again, read only or (`as_cycle`) written as the cycle
+ * writes them. Returns the policy; `*seq` is the last operation. */
+static vs_policy_t *predict_just_after_two(uint64_t *seq, bool as_cycle)
 {
-    (void)state;
     vs_policy_t *p;
     assert_int_equal(vs_policy_create(VS_POLICY_PREDICT, &p), 0);
     for (uint64_t id = 0; id < 8; id++)
         assert_int_equal(vs_policy_alloc(p, id, 100, true, true), 0);
-    uint64_t seq = 0;
-    predict_cycle(p, &seq, 2);
+    *seq = 0;
+    predict_cycle(p, seq, 2);
     for (uint64_t id = 0; id < 3; id++)
-        assert_int_equal(vs_policy_access(p, id, ++seq, VS_POLICY_RW_READ), 0);
+        assert_int_equal(vs_policy_access(p, id, ++*seq,
+                                          as_cycle && id % 2 == 0 ? VS_POLICY_RW_WRITE : VS_POLICY_RW_READ),
+                         0);
+    return p;
+}
+
+static void test_policy_predict_prefetch_waits_for_belady_s_victim(void **state)
+{
+    (void)state;
+    uint64_t seq;
+    vs_policy_t *p = predict_just_after_two(&seq, false);
     /* Just after 2: 4, 6 and 0 are away; 3 comes next, then 4. Fetching 4
      * now would evict 2, just used, which Belady's rule keeps: at 4's use
      * it evicts 3, used by then. */
@@ -1144,18 +1156,11 @@ static void test_policy_predict_prefetch_waits_for_belady_s_victim(void **state)
 static void test_policy_predict_prefetch_forestalls_for_the_next_operation(void **state)
 {
     (void)state;
-    vs_policy_t *p;
-    assert_int_equal(vs_policy_create(VS_POLICY_PREDICT, &p), 0);
-    for (uint64_t id = 0; id < 8; id++)
-        assert_int_equal(vs_policy_alloc(p, id, 100, true, true), 0);
-    uint64_t seq = 0;
-    predict_cycle(p, &seq, 2);
-    for (uint64_t id = 0; id < 3; id++)
-        assert_int_equal(vs_policy_access(p, id, ++seq, id % 2 ? VS_POLICY_RW_READ : VS_POLICY_RW_WRITE), 0);
-    for (uint64_t id = 3; id < 8; id += 1)
-        if (id != 5 && id != 7)
-            assert_int_equal(vs_policy_set_resident(p, id, false), 0);
-    assert_int_equal(vs_policy_set_resident(p, 0, false), 0);
+    uint64_t seq;
+    vs_policy_t *p = predict_just_after_two(&seq, true);
+    static const uint64_t away[] = {0, 3, 4, 6};
+    for (size_t i = 0; i < sizeof(away) / sizeof(away[0]); i++)
+        assert_int_equal(vs_policy_set_resident(p, away[i], false), 0);
     uint64_t victims[2];
     size_t nv = 0;
     assert_int_equal(vs_policy_victims(p, 100, NULL, 0, victims, 2, &nv), 0);
