@@ -229,7 +229,6 @@ static const struct {
 #undef SUITE_ENTRY
 };
 #define N_SUITE (sizeof(suite) / sizeof(suite[0]))
-#define SUITE_GOAL 1.10
 static const unsigned suite_pct[] = {25, 50, 75};
 #define N_SUITE_LIMITS (sizeof(suite_pct) / sizeof(suite_pct[0]))
 
@@ -281,7 +280,7 @@ static int bench_suite_trace(const vs_bench_trace_t *t, const char *name, bool f
         double pass = (double)measured * MIB;
         double pred = ref ? (double)moved(&res[2]) / (double)ref : (moved(&res[2]) ? 1e9 : 1.0);
         double lru = ref ? (double)moved(&res[0]) / (double)ref : (moved(&res[0]) ? 1e9 : 1.0);
-        bool ok = pred <= SUITE_GOAL;
+        bool ok = pred <= VS_BENCH_SUITE_GOAL;
         status |= !ok;
         printf("%-14s%c %4u%% %8.0f | %8.1f %8.1f %8.1f %8.1f ", name, fixed_reference ? '*' : ' ', suite_pct[l],
                (double)limit / MIB, (double)moved(&res[0]) / pass, (double)moved(&res[1]) / pass,
@@ -303,7 +302,7 @@ static int bench_suite_trace(const vs_bench_trace_t *t, const char *name, bool f
  * predict, Belady's MIN with write-back and the best fixed set
  * (bench/workloads/optimum.h); lru and predict over the trace's reference
  * (MIN, or for a stream with no period the best fixed
- * set), goal <= SUITE_GOAL. The synthetic shapes, or the trace files given
+ * set), goal <= VS_BENCH_SUITE_GOAL. The synthetic shapes, or the trace files given
  * (held against Belady's, or the best fixed set's where the file's name
  * says moe). Returns 1 when missed, 0 when met, -errno when broken. */
 static int bench_suite(char **files, int n_files)
@@ -312,7 +311,7 @@ static int bench_suite(char **files, int n_files)
            "write-back, or the best fixed set's (*); whole = pred/ref over the whole trace, the warm-up's learning "
            "included\n");
     printf("%-15s limit      MiB |      lru  learned  predict   belady    fixed | lru/ref pred/ref goal<=%.2f"
-           "  whole\n", "trace", SUITE_GOAL);
+           "  whole\n", "trace", VS_BENCH_SUITE_GOAL);
     int status = 0;
     size_t count = n_files > 0 ? (size_t)n_files : N_SUITE;
     for (size_t s = 0; s < count; s++) {
@@ -334,7 +333,7 @@ static int bench_suite(char **files, int n_files)
             return rc;
         status |= rc;
     }
-    printf("suite goal (predict <= %.2f x the reference at every limit): %s\n", SUITE_GOAL,
+    printf("suite goal (predict <= %.2f x the reference at every limit): %s\n", VS_BENCH_SUITE_GOAL,
            status ? "MISSED" : "met");
     return status;
 }

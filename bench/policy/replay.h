@@ -47,6 +47,11 @@ typedef struct vs_bench_result_s {
     vs_bench_sample_t *timeline; /* `ops` samples when asked for, else NULL */
 } vs_bench_result_t;
 
+/* The suite's goal: predict moves at most this many times the
+ * reference's bytes (Belady's MIN with write-back, or the best fixed set),
+ * at every limit, over the measured passes. */
+#define VS_BENCH_SUITE_GOAL 1.10
+
 /* Bytes of the largest set of live allocations over the trace. */
 uint64_t vs_bench_peak_bytes(const vs_bench_trace_t *t);
 

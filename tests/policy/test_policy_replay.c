@@ -8,8 +8,8 @@
  * stream, the best fixed resident set's) and against LRU's, at 25, 50 and
  * 75% of each trace's peak, counted over the passes after each trace's
  * warm-up (the steady state, as the workload suite measures it). The
- * bound is the suite's goal, 1.10 x the reference (bench/policy's
- * `policy_replay --suite` prints the figures).
+ * bound is the suite's goal, VS_BENCH_SUITE_GOAL x the reference
+ * (bench/policy's `policy_replay --suite` prints the figures).
  */
 #include <errno.h>
 #include <setjmp.h>
@@ -31,13 +31,10 @@ static uint64_t moved(const vs_bench_result_t *r)
     return r->h2d + r->d2h;
 }
 
-#define SUITE_GOAL 1.10
-
 /* Replays `fn`'s trace at every limit; predict's bytes must stay within
  * the goal and under LRU's. */
 static void check_shape(int (*fn)(vs_bench_trace_t *), bool fixed_reference)
 {
-    const double bound = SUITE_GOAL;
     vs_bench_trace_t t;
     memset(&t, 0, sizeof(t));
     assert_int_equal(fn(&t), 0);
@@ -49,9 +46,9 @@ static void check_shape(int (*fn)(vs_bench_trace_t *), bool fixed_reference)
         assert_int_equal(vs_bench_replay(&t, VS_BENCH_LRU, limit, false, &lru), 0);
         assert_int_equal(vs_bench_optimum(&t, limit, fixed_reference, &ref), 0);
         double ratio = (double)moved(&predict) / (double)moved(&ref);
-        if (ratio > bound || moved(&predict) >= moved(&lru))
+        if (ratio > VS_BENCH_SUITE_GOAL || moved(&predict) >= moved(&lru))
             fail_msg("%s at %u%%: predict moves %.3f x the reference (bound %.2f), lru %.3f x", t.name,
-                     limit_pct[l], ratio, bound, (double)moved(&lru) / (double)moved(&ref));
+                     limit_pct[l], ratio, VS_BENCH_SUITE_GOAL, (double)moved(&lru) / (double)moved(&ref));
     }
     vs_bench_trace_fini(&t);
 }
