@@ -56,6 +56,7 @@
 #include <unistd.h>
 
 #include "optimum.h"
+#include "policy.h"
 #include "shim_counters.h"
 #include "simcuda.h"
 #include "trace.h"
@@ -1129,7 +1130,9 @@ int main(int argc, char **argv)
         } else if (strcmp(argv[i], "--only") == 0) {
             only.workload = argv[i + 1];
         } else if (strcmp(argv[i], "--policy") == 0) {
+            vs_policy_kind_t kind;
             configs[0].policy = argv[i + 1];
+            valid = vs_policy_kind_from_name(argv[i + 1], &kind) == 0;
         } else if (strcmp(argv[i], "--prefetch") == 0) {
             configs[0].prefetch = argv[i + 1];
             valid = strcmp(argv[i + 1], "on") == 0 || strcmp(argv[i + 1], "off") == 0;
@@ -1150,9 +1153,9 @@ int main(int argc, char **argv)
     if (argc < 2 || i != argc || !known || !valid) {
         fprintf(stderr,
                 "usage: %s /path/to/libvramshim.so [--svg FILE] [--only WORKLOAD] [--limit 25|50|75]\n"
-                "       [--ratio 0.5|2] [--policy lru|cyclic|predict] [--prefetch on|off] | --traces DIR\n"
-                "  workloads: training, moe, pipeline, kvgrow, cycle, dit, llm\n",
-                argv[0]);
+                "       [--ratio 0.5|2] [--policy KIND] [--prefetch on|off] | --traces DIR\n"
+                "  workloads: training, moe, pipeline, kvgrow, cycle, dit, llm; kinds: %s\n",
+                argv[0], vs_policy_kind_accepted());
         return 2;
     }
     return suite_run(argv[1], svg, &only);
