@@ -8,7 +8,7 @@
  * launches, the grants of a pass were half of that thread's own work in the
  * sweep's LLM at 25%, ratio 1 (46 a pass, 1.9 ms of 6.7): the launches came
  * late and the GPU ran out of queued work. With the grants free, the cell
- * took 1.030 x the bound instead of 1.080 (docs/benchmarks.md, stop 47).
+ * took 1.030 x the bound instead of 1.080 (simcuda's virtual clock).
  *
  * The engine fills a job under its lock while it restores (`vs_arrive_open`,
  * then the calls the restore would make, recorded instead of made) and
@@ -32,7 +32,7 @@
  * (The restore hashes it launches share the compute engine with the
  * application's kernels, where the simulated driver places work in the
  * order the threads submit it: one sweep cell moves between two plans run
- * to run; docs/benchmarks.md, stop 47.) On a GPU the hand-offs cost a
+ * to run; docs/benchmarks.md, "The sweep's table".) On a GPU the hand-offs cost a
  * record and a few microseconds of the thread's time.
  *
  * Where no thread can be had (pthread_create fails, a forked child) or no

@@ -41,8 +41,8 @@ void vs_prefetch_forget(vs_region_t *r)
 
 /* Allocations under this size copy over the link (50 GB/s) in less than
  * ten times the host work a swap costs around a clean departure (unmap, then
- * the restore's map and grant: about 70 us on an H100, docs/benchmarks.md):
- * their restores get room of their own (`vs_prefetch_budget_update`). */
+ * the restore's map and grant: about 70 us on an H100, docs/benchmarks.md,
+ * "On a real GPU"): their restores get room of their own (`vs_prefetch_budget_update`). */
 #define VS_SMALL_STREAM_BYTES (32ull << 20)
 
 /* Whether regions of `d` may be partly resident (VRAMSHIM_PARTIAL): a head

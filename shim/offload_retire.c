@@ -13,7 +13,7 @@
  * device's memory, and the create that follows them needs it gone (with
  * them and the releases left to this thread as well, the device's memory
  * passed the limit: preload_offload_kernels_partial peaked at 78 MiB under
- * 64, its allowance 4; docs/benchmarks.md, stop 46).
+ * 64, its allowance 4).
  *
  * The engine fills a batch under its lock and hands it over when it lets
  * the lock go (`vs_retire_hand_over`). Whoever maps at a range, frees it,

@@ -22,9 +22,9 @@ The room for streaming is what the limit leaves after the activation and
 the kept bytes. Run: python3 bench/offload/pipeline_floor.py [--ratio R]
 (about 2 minutes a ratio). At ratio 1 (2026-11-25): whole 1.037, 1.007 and
 1.000 at 25, 50 and 75%; heads 1.020, 1.000, 1.000. `pass_time` also times
-one plan: the shim's at 50% before stop 32 (kept layers 0, 2 and 5, the
+one plan: a plan of the shim's at 50% (kept layers 0, 2 and 5, the
 head on 10) takes 1.082, with the head on 8 or 9 1.048 (docs/benchmarks.md,
-"Where the head goes").
+"The pipeline model").
 
 `--workload dit` asks the same of the sweep's DiT (16 blocks of 6, 2, 8 and
 8 MiB tensors, 64 KiB ones and the activation resident), whole tensors
@@ -44,8 +44,9 @@ room does (the room for streaming is then the limit less the activation,
 the kept bytes and the reserve). Seconds a ratio. At ratio 1 (2026-11-28):
 with no reserve, free 1.028 / 1.035 / 1.008 at 25 / 50 / 75%, the largest
 family none / 1.554 / 1.300; with 6 MiB held back, free 1.101 / 1.256 /
-1.177 (docs/benchmarks.md, stop 45). A local search gives an upper bound on
-the floor, not the floor: its seeds and steps are fixed, so runs repeat.
+1.177 (docs/benchmarks.md, "The pipeline model"). A local search gives an
+upper bound on the floor, not the floor: its seeds and steps are fixed, so
+runs repeat.
 
 `--workload dit --pieces MIB [--costs default|busy|free]` times the DiT
 streamed in pieces of one size, each with physical memory of its own: a
@@ -59,7 +60,7 @@ departing piece's content hash runs on the compute engine behind its kernel.
 At ratio 1 (2026-11-29), 4 MiB pieces: 1.026 / 1.025 / 1.025 x the bound at
 25 / 50 / 75%, in at most 1.020 x F, the arrival thread 52-54% busy, with
 the default table; 1.45 with h200-busy.txt, where that thread is busy all
-the time (docs/benchmarks.md, stop 49).
+the time (docs/benchmarks.md, "The pipeline model").
 
 `--workload dit --pieces 6 --classes` times the DiT at 25%, where the pieces
 of 6 MiB alone cannot carry the stream, with 2 MiB tensors streamed whole
@@ -68,21 +69,20 @@ departure of its size (classes of the two sizes, which the shim does not
 have). At ratios 0.75 / 1 / 1.33 (2026-11-30): 0.993 / 1.025 / 1.019 x the
 bound, in 0.993 / 1.007 / 0.993 x F; the shim planned so took 1.241 x at
 ratio 1, its swaps of unlike sizes creating and releasing memory after
-their waits (docs/benchmarks.md, stop 54). With `--held` each size's memory
-is held by its class in handles of its own, a restore mapping only onto a
-departure of its size (the room split between the sizes as best it times),
-at 25%, 50% and 75%: every DiT cell of the sweep within 1.025 x the bound
-and 1.013 x F, with two or three 6 MiB handles and one of 2 MiB (the sweep's
-four misses among them: 25% at ratios 0.75 / 1 / 1.33, 0.993 / 1.025 /
-1.019; 50% at ratio 1, 1.025 where pieces alone reach 1.080; 2026-11-30,
-stop 55). The shim meets the three at 25% since stop 55 (fillers, their
-memory held between their uses: 1.020 / 1.037 / 1.019 x, in 1.020 x F,
-with a filler's room of slack the model does not need). The model's plan
-at 50% (30 pieces, 14 fillers, no slack) took the shim 1.541 x, and 1.066
-with 4 MiB of slack (docs/benchmarks.md, stop 55). Since stop 56 the shim
-streams the DiT near the balance point in `--pieces 4` (4 MiB pieces, one
-per tensor of 6 or 8 MiB, with 2 MiB fillers) where they carry the stream:
-at 50%, ratio 1, 1.025 x in 1.019 x F, the floor this model gives them.
+their waits. With `--held` each size's memory is held by its class in
+handles of its own, a restore mapping only onto a departure of its size
+(the room split between the sizes as best it times), at 25%, 50% and 75%:
+every DiT cell of the sweep within 1.025 x the bound and 1.013 x F, with
+two or three 6 MiB handles and one of 2 MiB (among them 25% at ratios 0.75
+/ 1 / 1.33, 0.993 / 1.025 / 1.019; 50% at ratio 1, 1.025 where pieces alone
+reach 1.080; 2026-11-30). The shim meets the three at 25% with fillers,
+their memory held between their uses (1.020 / 1.037 / 1.019 x, in 1.020 x
+F, with a filler's room of slack the model does not need). The model's
+plan at 50% (30 pieces, 14 fillers, no slack) took the shim 1.541 x, and
+1.066 with 4 MiB of slack. The shim streams the DiT near the balance point
+in `--pieces 4` (4 MiB pieces, one per tensor of 6 or 8 MiB, with 2 MiB
+fillers) where they carry the stream: at 50%, ratio 1, 1.025 x in 1.019 x
+F, the floor this model gives them.
 """
 import argparse
 import itertools
@@ -179,8 +179,8 @@ def dit_pass_time(kept, room, compute_us_per_byte, passes=6):
     """Steady-state time per pass of the DiT whose tensor i stays resident
     when kept[i]; the others stream whole through `room` bytes, freed in
     the order taken as their kernels end (memory is fungible here: the
-    shim's is not, see docs/benchmarks.md, stop 45). None when a streamed
-    tensor does not fit in the room."""
+    shim's is not, see docs/benchmarks.md, "The pipeline model"). None when
+    a streamed tensor does not fit in the room."""
     link = kernel = 0.0
     holders = []  # (kernel end, bytes), oldest first
     used = 0

@@ -232,7 +232,7 @@ static void facts_vmm(CUdevice device)
     }
     /* The first granule of a two-granule handle mapped alone: whether one
      * allocation's physical memory could be mapped ahead for a smaller
-     * restore (docs/benchmarks.md, stop 39). An H200 refuses it
+     * restore (docs/benchmarks.md, "On a real GPU"). An H200 refuses it
      * (CUDA_ERROR_NOT_SUPPORTED): a handle maps whole; so does simcuda. */
     CUmemGenericAllocationHandle part;
     if (CALL(cuMemCreate, (&part, 2 * g, &prop, 0)) == CUDA_SUCCESS) {
