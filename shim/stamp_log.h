@@ -3,12 +3,12 @@
  *
  * Nothing in the shim decides on those stamps: no eviction waits for them
  * and no policy reads them; only the listings show them (the live snapshot
- * that `vramshim dump` and `top` read, VRAMSHIM_DEBUG_SNAPSHOT). Their
- * look-ups were a quarter of the launch hook's cost (27 of 100 ns, with
- * 10,000 live allocations; docs/benchmarks.md, stop 48). So a launch puts
- * the words that point into them, with its sequence number, in its
- * thread's log (`vs_stamp_log_put`), and the stamp thread looks them up and
- * stamps them later, in batches. A listing first stamps everything logged
+ * that `vramshim dump` and `top` read, VRAMSHIM_DEBUG_SNAPSHOT). Made at
+ * the launch, their look-ups would be a quarter of the launch hook's cost
+ * (27 of 100 ns with 10,000 live allocations). So a launch puts the words
+ * that point into them, with its sequence number, in its thread's log
+ * (`vs_stamp_log_put`), and the stamp thread looks them up and stamps them
+ * later, in batches. A listing first stamps everything logged
  * (`vs_stamp_log_flush`), so that it shows every use made before it.
  *
  * Each use counts once per operation, as a stamp made at the launch does.

@@ -15,9 +15,9 @@
  * goal is judged on the undisturbed children: those whose direct launches,
  * the same code in every child, took at most 1.15 x the lowest child's.
  * With fewer than three such children of a mode after five pairs, more
- * pairs run, ten at most (a busy machine otherwise failed the goal with
- * the shim's own cost unchanged: stop 53's second benchmark suite, 138.8
- * ns added in a run whose direct launches took 60% longer).
+ * pairs run, ten at most (a busy machine otherwise fails the goal with the
+ * shim's own cost unchanged: a run whose direct launches take 60% longer
+ * can read 138.8 ns added).
  * `launch_overhead SHIM --mode track|offload` runs only one mode.
  *
  * The workload: 10,000 live allocations of 64 KiB (never evictable: under
