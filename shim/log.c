@@ -12,6 +12,7 @@
 #include "output_file.h"
 
 #include <errno.h>
+#include <inttypes.h>
 #include <fcntl.h>
 #include <stdarg.h>
 #include <stdatomic.h>
@@ -79,6 +80,22 @@ out:
 
 /* internal.h: a failed VS_ASSERT. Only debug builds call it (elsewhere the
  * assertions compile to nothing): a loud failure, then abort. */
+const char *vs_log_bytes(char *buf, size_t len, uint64_t bytes)
+{
+    static const char *const units[] = {"B", "KiB", "MiB", "GiB", "TiB", "PiB", "EiB"};
+    double value = (double)bytes;
+    unsigned unit = 0;
+    while (value >= 1024.0 && unit + 1 < sizeof units / sizeof units[0]) {
+        value /= 1024.0;
+        unit++;
+    }
+    if (unit == 0)
+        snprintf(buf, len, "%" PRIu64 " B", bytes);
+    else
+        snprintf(buf, len, value < 100.0 ? "%.1f %s" : "%.0f %s", value, units[unit]);
+    return buf;
+}
+
 void vs_assert_fail(const char *condition, const char *file, int line, const char *function)
 {
     vs_log(VS_LOG_ERROR, "assertion failed: %s (%s:%d, %s)", condition, file, line, function);

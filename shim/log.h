@@ -7,6 +7,9 @@
 #ifndef VS_LOG_H
 #define VS_LOG_H
 
+#include <stddef.h>
+#include <stdint.h>
+
 typedef enum vs_log_level_e {
     VS_LOG_ERROR = 0,
     VS_LOG_WARN = 1,
@@ -24,5 +27,9 @@ int vs_log_configure(vs_log_level_t level, const char *path);
 int vs_log_enabled(vs_log_level_t level);
 
 void vs_log(vs_log_level_t level, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
+
+/* Writes `bytes` for a reader into `buf`: "512 B", "3.5 MiB", "122 GiB".
+ * Returns `buf`. */
+const char *vs_log_bytes(char *buf, size_t len, uint64_t bytes);
 
 #endif /* VS_LOG_H */

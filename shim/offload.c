@@ -1050,24 +1050,48 @@ void vs_offload_shutdown(void)
     vs_host_pool_stats_t pool;
     vs_offload_stats(&s);
     vs_host_pool_stats(&pool);
+    char to_host[32], to_device[32], pinned[32], pool_limit[32];
     vs_log(VS_LOG_INFO,
-           "offload: evictions %" PRIu64 ", restores %" PRIu64 ", to host %" PRIu64 " bytes, to device %" PRIu64
-           " bytes, restore wait %.3f ms, over the limit %" PRIu64 " times, host pool %" PRIu64 " of %" PRIu64
-           " bytes pinned, placed on the host %" PRIu64 ", copies served from host copies %" PRIu64
-           " bytes, clean evictions %" PRIu64 " (%" PRIu64 " bytes not copied), prefetches %" PRIu64 " (%" PRIu64
-           " bytes, %" PRIu64 " unused), kept host copies dropped %" PRIu64 ", partial evictions %" PRIu64
+           "  evicted         %" PRIu64 " times, %s to the host (%" PRIu64 " bytes); %" PRIu64
+           " unchanged since their host copy (%" PRIu64 " bytes not copied)",
+           s.evictions, vs_log_bytes(to_host, sizeof to_host, s.bytes_to_host), s.bytes_to_host, s.clean_drops,
+           s.bytes_not_copied);
+    vs_log(VS_LOG_INFO,
+           "  restored        %" PRIu64 " times, %s to the device (%" PRIu64 " bytes); %" PRIu64
+           " brought in ahead of use (%" PRIu64 " never used)",
+           s.restores, vs_log_bytes(to_device, sizeof to_device, s.bytes_to_device), s.bytes_to_device, s.prefetches,
+           s.prefetch_unused);
+    vs_log(VS_LOG_INFO, "  waited          %.3f ms for restores; over the limit %" PRIu64 " times",
+           (double)s.restore_wait_ns / 1e6, s.over_limit);
+    vs_log(VS_LOG_INFO,
+           "  host memory     %s pinned of %s allowed (%" PRIu64 " of %" PRIu64 " bytes); %" PRIu64
+           " allocations placed there",
+           vs_log_bytes(pinned, sizeof pinned, pool.pinned), vs_log_bytes(pool_limit, sizeof pool_limit, pool.limit),
+           pool.pinned, pool.limit, s.placed_on_host);
+    if (vs_spill_enabled()) {
+        vs_spill_stats_t disk;
+        vs_spill_stats(&disk);
+        vs_log(VS_LOG_INFO,
+               "  disk            %" PRIu64 " spills (%" PRIu64 " bytes), %" PRIu64 " restores (%" PRIu64
+               " bytes); spill file %" PRIu64 " bytes (%" PRIu64 " in use); %" PRIu64 " checksum failures, %" PRIu64
+               " I/O errors; %s I/O",
+               s.spills, s.bytes_to_disk, s.disk_reads, s.bytes_from_disk, disk.file_bytes, disk.used_bytes,
+               disk.checksum_failures, disk.io_errors, disk.direct_io ? "direct" : "buffered");
+    }
+    /* The engine's mechanisms, for whoever tunes them. */
+    vs_log(VS_LOG_DEBUG,
+           "offload details: copies served from host copies %" PRIu64 " bytes, prefetched %" PRIu64
+           " bytes, kept host copies dropped %" PRIu64 ", partial evictions %" PRIu64
            ", evictions ahead of need %" PRIu64 ", partial restores %" PRIu64 ", restores mapped ahead %" PRIu64
            ", restores onto held filler memory %" PRIu64 ", regime changes %" PRIu64
            ", host waits for the GPU %.3f ms (%" PRIu64 "), VMM calls %.3f ms (%" PRIu64 ")",
-           s.evictions, s.restores, s.bytes_to_host, s.bytes_to_device, (double)s.restore_wait_ns / 1e6, s.over_limit,
-           pool.pinned, pool.limit, s.placed_on_host, s.bytes_served_on_host, s.clean_drops, s.bytes_not_copied,
-           s.prefetches, s.prefetch_bytes, s.prefetch_unused, s.host_copies_dropped, s.partial_evictions,
-           s.evictions_ahead, s.partial_restores, s.mapped_ahead, s.filler_maps, s.regime_changes,
-           (double)s.host_gpu_wait_ns / 1e6, s.host_gpu_waits, (double)s.host_vmm_ns / 1e6, s.host_vmm_calls);
+           s.bytes_served_on_host, s.prefetch_bytes, s.host_copies_dropped, s.partial_evictions, s.evictions_ahead,
+           s.partial_restores, s.mapped_ahead, s.filler_maps, s.regime_changes, (double)s.host_gpu_wait_ns / 1e6,
+           s.host_gpu_waits, (double)s.host_vmm_ns / 1e6, s.host_vmm_calls);
     /* The plan's own figures: how often it was built (each build may move
      * allocations between the kept and the streamed, a copy each) and the
      * cycle it learned, which a GPU run cannot see otherwise. */
-    for (int device = 0; device < VS_MAX_DEVICES; device++) {
+    for (int device = 0; device < VS_MAX_DEVICES && vs_log_enabled(VS_LOG_DEBUG); device++) {
         vs_policy_stats_t ps;
         vs_mutex_lock(&vs_engine.lock);
         const vs_engine_device_t *d = &vs_engine.devices[device];
@@ -1098,20 +1122,10 @@ void vs_offload_shutdown(void)
             snprintf(in_pieces, sizeof in_pieces,
                      "; the last plan in pieces: pieces of %" PRIu64 " bytes, fillers of %" PRIu64 " bytes", pieces,
                      fillers);
-        vs_log(VS_LOG_INFO,
-               "offload: device %d: plans built %" PRIu64 ", learned cycle %" PRIu64
+        vs_log(VS_LOG_DEBUG,
+               "offload details: device %d: plans built %" PRIu64 ", learned cycle %" PRIu64
                " operations, the plan streams %" PRIu64 " bytes a cycle; built for %s%s",
                device, ps.plan_builds, ps.period, ps.planned_streamed_bytes, causes, in_pieces);
-    }
-    if (vs_spill_enabled()) {
-        vs_spill_stats_t disk;
-        vs_spill_stats(&disk);
-        vs_log(VS_LOG_INFO,
-               "disk tier: spills %" PRIu64 " (%" PRIu64 " bytes), restores from disk %" PRIu64 " (%" PRIu64
-               " bytes), spill file %" PRIu64 " bytes (%" PRIu64 " in use), checksum failures %" PRIu64
-               ", I/O errors %" PRIu64 ", %s I/O",
-               s.spills, s.bytes_to_disk, s.disk_reads, s.bytes_from_disk, disk.file_bytes, disk.used_bytes,
-               disk.checksum_failures, disk.io_errors, disk.direct_io ? "direct" : "buffered");
     }
     /* The spill file has no name: it goes with the process. */
     /* The process is exiting: the pinned slabs go with it. Freeing them

@@ -118,20 +118,37 @@ __attribute__((destructor)) static void vs_shim_unload(void)
      * the program) has nothing to report. */
     if (!vs_log_enabled(VS_LOG_INFO) || vs_driver_handle() == NULL)
         return;
-    vs_offload_shutdown();
     vs_registry_stats(&rs);
     vs_stats_sum(&vs_stats);
     for (int k = 0; k < VS_ALLOC_KIND_COUNT; k++)
         allocations += rs.total_count[k];
+    /* The allocations by kind, those the program made. */
+    static const struct {
+        const char *name;
+        int kind;
+    } kinds[] = {
+        {"device", VS_ALLOC_DEVICE}, {"pitch", VS_ALLOC_PITCH},   {"async", VS_ALLOC_ASYNC},
+        {"pool", VS_ALLOC_POOL},     {"managed", VS_ALLOC_MANAGED}, {"vmm", VS_ALLOC_VMM},
+        {"pinned host", VS_ALLOC_HOST_PINNED}, {"registered host", VS_ALLOC_HOST_REGISTERED},
+    };
+    char by_kind[256] = "", peak[32];
+    size_t used = 0;
+    for (size_t i = 0; i < sizeof kinds / sizeof kinds[0] && used < sizeof by_kind; i++) {
+        uint64_t count = rs.total_count[kinds[i].kind];
+        if (count == 0)
+            continue;
+        int n = snprintf(by_kind + used, sizeof by_kind - used, "%s%" PRIu64 " %s", used ? ", " : ": ", count,
+                         kinds[i].name);
+        used += n > 0 ? (size_t)n : 0;
+    }
+    vs_log(VS_LOG_INFO, "at exit:");
+    vs_log(VS_LOG_INFO, "  peak tracked    %s (%" PRIu64 " bytes) on the device; %" PRIu64 " allocations%s",
+           vs_log_bytes(peak, sizeof peak, rs.peak_device_bytes), rs.peak_device_bytes, allocations, by_kind);
     vs_log(VS_LOG_INFO,
-           "summary: peak tracked device bytes %" PRIu64 ", allocations %" PRIu64 " (device %" PRIu64
-           ", pitch %" PRIu64 ", async %" PRIu64 ", pool %" PRIu64 ", managed %" PRIu64 ", vmm %" PRIu64
-           ", pinned host %" PRIu64 "), launches %" PRIu64 " (unscanned %" PRIu64 "), graph launches %" PRIu64
-           ", copies %" PRIu64 ", memsets %" PRIu64 ", refused %" PRIu64,
-           rs.peak_device_bytes, allocations, rs.total_count[VS_ALLOC_DEVICE], rs.total_count[VS_ALLOC_PITCH],
-           rs.total_count[VS_ALLOC_ASYNC], rs.total_count[VS_ALLOC_POOL], rs.total_count[VS_ALLOC_MANAGED],
-           rs.total_count[VS_ALLOC_VMM], rs.total_count[VS_ALLOC_HOST_PINNED] + rs.total_count[VS_ALLOC_HOST_REGISTERED],
+           "  operations      %" PRIu64 " launches (%" PRIu64 " unscanned), %" PRIu64 " graph launches, %" PRIu64
+           " copies, %" PRIu64 " memsets; %" PRIu64 " refused",
            atomic_load(&vs_stats.launches), atomic_load(&vs_stats.launches_unscanned),
            atomic_load(&vs_stats.graph_launches), atomic_load(&vs_stats.copies), atomic_load(&vs_stats.memsets),
            atomic_load(&vs_stats.refused));
+    vs_offload_shutdown();
 }

@@ -82,12 +82,15 @@ GPU_FRACTION = 0.92
 CONTEXT_RESERVE = 1 << 30  # CUDA context, cuBLAS workspaces, fragmentation
 GIB = float(1 << 30)
 
-SUMMARY = re.compile(r"offload: evictions (\d+), restores (\d+), to host (\d+) bytes, to device (\d+) bytes"
-                     r"(?:, restore wait ([0-9.]+) ms)?")
-# The plan's line of the exit summary (device 0): how often the plan was
-# built, each build moving allocations between kept and streamed, and the
-# cycle the policy learned.
-PLANS = re.compile(r"offload: device 0: plans built (\d+), learned cycle (\d+) operations"
+# The exit summary's lines at VRAMSHIM_LOG=info (shim/offload.c): what was
+# evicted, what restored, how long operations waited for restores.
+SUMMARY = re.compile(r"(?s)  evicted +(\d+) times, [^(\n]*\((\d+) bytes\).*?"
+                     r"  restored +(\d+) times, [^(\n]*\((\d+) bytes\)"
+                     r"(?:.*?  waited +([0-9.]+) ms for restores)?")
+# The plan's line of the summary's details (VRAMSHIM_LOG=debug, device 0):
+# how often the plan was built, each build moving allocations between kept
+# and streamed, and the cycle the policy learned.
+PLANS = re.compile(r"offload details: device 0: plans built (\d+), learned cycle (\d+) operations"
                    r"(?:, the plan streams \d+ bytes a cycle; built for ([a-z0-9 ,]+))?")
 
 
@@ -178,13 +181,14 @@ def last_match(pattern, text):
 
 
 def parse_shim_summary(text):
-    """The shim's exit summary at VRAMSHIM_LOG=info, or None."""
+    """The shim's exit summary at VRAMSHIM_LOG=info (the plan's figures at
+    debug), or None."""
     m = last_match(SUMMARY, text)
     if m is None:
         return None
     plans = last_match(PLANS, text)
-    return {"evictions": int(m.group(1)), "restores": int(m.group(2)),
-            "to_host": int(m.group(3)), "to_device": int(m.group(4)),
+    return {"evictions": int(m.group(1)), "restores": int(m.group(3)),
+            "to_host": int(m.group(2)), "to_device": int(m.group(4)),
             "restore_wait_ms": float(m.group(5)) if m.group(5) is not None else None,
             "plans_built": int(plans.group(1)) if plans else None,
             "cycle_ops": int(plans.group(2)) if plans else None,
@@ -359,19 +363,22 @@ def self_test(shim_source=None):
     check(bound_seconds(0.5, 10 * 10 ** 9, 50 * 10 ** 9) == 0.5, "compute-bound bound")
     check(abs(bound_seconds(0.1, 10 * 10 ** 9, 50 * 10 ** 9) - 0.2) < 1e-12, "link-bound bound")
 
-    line = ("vramshim: offload: evictions 1200, restores 1180, to host 0 bytes, to device 774000000000 bytes, "
-            "restore wait 1.000 ms, over the limit 0 times")
+    line = ("vramshim[1] info:   evicted         1200 times, 0 B to the host (0 bytes); 0 unchanged since their "
+            "host copy (0 bytes not copied)\n"
+            "vramshim[1] info:   restored        1180 times, 721 GiB to the device (774000000000 bytes); 0 brought "
+            "in ahead of use (0 never used)\n"
+            "vramshim[1] info:   waited          1.000 ms for restores; over the limit 0 times")
     s = parse_shim_summary("noise\n" + line + "\n")
     check(s == {"evictions": 1200, "restores": 1180, "to_host": 0, "to_device": 774000000000,
                 "restore_wait_ms": 1.0, "plans_built": None, "cycle_ops": None, "plan_causes": None},
           "summary parse: %r" % s)
-    s = parse_shim_summary(line + "\nvramshim: offload: device 0: plans built 48, learned cycle 1920 operations, "
-                           "the plan streams 377487360 bytes a cycle; built for the cycle 3, members 40, a rhythm 9, "
-                           "the budget 1, the settings 2\n")
+    s = parse_shim_summary(line + "\nvramshim[1] debug: offload details: device 0: plans built 48, learned cycle "
+                           "1920 operations, the plan streams 377487360 bytes a cycle; built for the cycle 3, "
+                           "members 40, a rhythm 9, the budget 1, the settings 2\n")
     check(s is not None and s["plans_built"] == 48 and s["cycle_ops"] == 1920
           and s["plan_causes"] == "the cycle 3, members 40, a rhythm 9, the budget 1, the settings 2",
           "plans line parse: %r" % s)
-    check(parse_shim_summary("offload: evictions x") is None, "a broken summary was parsed")
+    check(parse_shim_summary("info:   evicted x") is None, "a broken summary was parsed")
     if shim_source:
         with open(shim_source) as f:
             src = f.read()
@@ -390,9 +397,10 @@ def self_test(shim_source=None):
                 m = piece.match(src, m.end())
             return re.sub(r"%[-.0-9]*(llu|f|d|s)", fill, "".join(fmt))
 
-        pattern_ok = parse_shim_summary(sample('"offload: evictions', "7")) is not None
+        pattern_ok = parse_shim_summary("\n".join(sample(start, "7") for start in
+                                                   ('"  evicted ', '"  restored ', '"  waited '))) is not None
         check(pattern_ok, "the shim's exit summary in %s no longer matches %s" % (shim_source, SUMMARY.pattern))
-        plans = PLANS.search(sample('"offload: device %d: plans built', "0"))
+        plans = PLANS.search(sample('"offload details: device %d: plans built', "0"))
         plans_ok = plans is not None and plans.group(3) is not None
         check(plans_ok, "the plan's line in %s no longer matches %s" % (shim_source, PLANS.pattern))
 

@@ -263,7 +263,10 @@ static int run_child(const char *self, const char *shim, const char *dir, scenar
 
     int rc = -1;
     char *text = read_file(result_path), *report = read_file(report_path), *log = read_file(log_path);
-    const char *summary = log != NULL ? strstr(log, "offload: evictions ") : NULL;
+    /* The exit summary's lines (shim/offload.c): evictions and bytes to
+     * the host, then restores and bytes to the device. */
+    const char *evicted = log != NULL ? strstr(log, "info:   evicted ") : NULL;
+    const char *restored = evicted != NULL ? strstr(evicted, "info:   restored ") : NULL;
     if (!WIFEXITED(status) || WEXITSTATUS(status) != 0) {
         fprintf(stderr, "offload_throughput: the %s child failed (status 0x%x); the shim's log:\n%s",
                 scenario_names[scenario], status, log != NULL ? log : "(none)\n");
@@ -278,13 +281,13 @@ static int run_child(const char *self, const char *shim, const char *dir, scenar
     } else if (report == NULL || !json_number(report, "htod", &result->htod)
                || !json_number(report, "dtoh", &result->dtoh) || strstr(report, "\"gpu_idle_fraction\": ") == NULL) {
         fprintf(stderr, "offload_throughput: no simcuda report in %s\n", report_path);
-    } else if (summary == NULL
-               || sscanf(summary,
-                         "offload: evictions %" SCNu64 ", restores %" SCNu64 ", to host %" SCNu64
-                         " bytes, to device %" SCNu64 " bytes",
-                         &result->whole.evictions, &result->whole.restores, &result->whole.bytes_to_host,
-                         &result->whole.bytes_to_device)
-                      != 4) {
+    } else if (restored == NULL
+               || sscanf(evicted, "info: evicted %" SCNu64 " times, %*s %*s to the host (%" SCNu64 " bytes)",
+                         &result->whole.evictions, &result->whole.bytes_to_host)
+                      != 2
+               || sscanf(restored, "info: restored %" SCNu64 " times, %*s %*s to the device (%" SCNu64 " bytes)",
+                         &result->whole.restores, &result->whole.bytes_to_device)
+                      != 2) {
         fprintf(stderr, "offload_throughput: no offload summary from the shim in %s\n", log_path);
     } else {
         result->gpu_idle = strtod(strstr(report, "\"gpu_idle_fraction\": ") + strlen("\"gpu_idle_fraction\": "), NULL);

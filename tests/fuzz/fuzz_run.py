@@ -41,7 +41,7 @@ import subprocess
 import sys
 import tempfile
 
-SUMMARY = re.compile(r"offload: evictions (\d+), restores (\d+),")
+SUMMARY = re.compile(r"(?s)info:   evicted +(\d+) times, .*?info:   restored +(\d+) times,")
 RUN_TIMEOUT_S = 300
 POLICIES = ["lru", "cyclic", "learned"]
 PARTIAL = ["auto", "on", "off"]

@@ -195,11 +195,12 @@ def run_case(vramshim, name, shim, timeout):
     m = re.search(r"^RESULT (.*)$", out, re.M)
     if m:
         res.update(json.loads(m.group(1)))
-    s = re.search(r"offload: evictions (\d+), restores (\d+), to host (\d+) bytes, to device (\d+) bytes", err)
+    s = re.search(r"(?s)info:   evicted +(\d+) times, [^(\n]*\((\d+) bytes\).*?"
+                  r"info:   restored +(\d+) times, [^(\n]*\((\d+) bytes\)", err)
     if s:
-        res.update(evictions=int(s.group(1)), restores=int(s.group(2)), to_host=int(s.group(3)),
+        res.update(evictions=int(s.group(1)), restores=int(s.group(3)), to_host=int(s.group(2)),
                    to_device=int(s.group(4)))
-    sm = re.search(r"summary: peak tracked device bytes (\d+).*", err)
+    sm = re.search(r"info:   peak tracked .*", err)
     if sm:
         res["shim_summary"] = sm.group(0)[:400]
     warn = [l for l in err.splitlines() if "warn" in l or "Error" in l or "error" in l][:6]

@@ -100,12 +100,12 @@ def main():
         failures.append("outputs differ: sums %r vs %r" % (direct["sum"], offloaded["sum"]))
     if offloaded["total"] != min(limit, direct["total"]):
         failures.append("mem_get_info total %d, expected %d" % (offloaded["total"], min(limit, direct["total"])))
-    moved = re.search(r"offload: evictions (\d+), restores (\d+)", log)
+    moved = re.search(r"(?s)info:   evicted +(\d+) times, .*?info:   restored +(\d+) times", log)
     if moved is None or int(moved.group(1)) == 0 or int(moved.group(2)) == 0:
         failures.append("no evictions and restores in the shim's exit summary")
     print("gpu_torch_offload: footprint %d MiB, VRAM_LIMIT %d MiB (25%%), outputs bit-identical: %s, %s" % (
         direct["reserved"] >> 20, limit >> 20, offloaded["sha256"] == direct["sha256"],
-        moved.group(0) if moved else "no offload summary"))
+        "evictions %s, restores %s" % moved.groups() if moved else "no offload summary"))
     for f in failures:
         print("FAIL: " + f)
     return 1 if failures else 0

@@ -457,7 +457,7 @@ def case_dump_while_spilling():
         check(proc.returncode == 0, f"the program failed ({proc.returncode}):\n{err}")
         check(tries >= 10, f"only {tries} dumps while the program ran: make it run longer\n{err}")
         check(not failures, f"{len(failures)} of {tries} dumps failed while the disk tier was busy: {failures[:3]}")
-        stats = re.search(r"disk tier: spills (\d+).*restores from disk (\d+)", err)
+        stats = re.search(r"info:   disk +(\d+) spills \(\d+ bytes\), (\d+) restores", err)
         check(stats is not None and int(stats.group(1)) > 0 and int(stats.group(2)) > 0,
               f"the program never used the disk tier:\n{err}")
         print(f"{tries} dumps while the program spilled ({stats.group(1)} spills, {stats.group(2)} reads), none failed")

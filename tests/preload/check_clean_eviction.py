@@ -2,11 +2,10 @@
 """Runs a program under the offload mode and checks that clean eviction ran.
 
 The program (preload_offload_clean) checks every byte it wrote; this checks
-the shim's exit summary at VRAMSHIM_LOG=info, one line on stderr:
-
-    vramshim[PID] info: offload: evictions N, restores N, to host B bytes,
-    ..., clean evictions N (B bytes not copied), prefetches N (B bytes,
-    N unused), kept host copies dropped N
+the shim's exit summary at VRAMSHIM_LOG=debug (exit_summary.py): its
+"evicted" line (evictions, bytes to the host, those unchanged since their
+host copy and the bytes they did not copy) and its details (kept host
+copies dropped, partial evictions, partial restores).
 
 It requires the program to exit 0 and the summary to show both kinds of
 eviction: clean ones (dropped without a copy, so the clean path really
@@ -33,18 +32,10 @@ EVICTABLE is the number of evictable allocations PROGRAM makes (each can
 lack a host copy once, at its first eviction). Exit status: 0 when every
 check holds, 1 when one fails (one line each), 2 on a usage error.
 """
-import re
 import subprocess
 import sys
 
-SUMMARY = re.compile(
-    r"^vramshim\[\d+\] info: offload: evictions (?P<evictions>\d+), restores (?P<restores>\d+), "
-    r"to host (?P<to_host>\d+) bytes, .*"
-    r"clean evictions (?P<clean>\d+) \((?P<not_copied>\d+) bytes not copied\), .*"
-    r"kept host copies dropped (?P<dropped>\d+), partial evictions (?P<partial>\d+), .*"
-    r"partial restores (?P<partial_restores>\d+)"
-)
-
+import exit_summary
 
 NO_PARTIAL = "no partial residency: no allocation kept a head on the device, or none came in ahead of its tail"
 
@@ -60,13 +51,13 @@ def check(command, evictable, partial, no_partial=False):
     failures = []
     if run.returncode != 0:
         failures.append(f"{command[0]} exited with status {run.returncode}")
-    matches = [m for m in map(SUMMARY.match, run.stderr.splitlines()) if m]
-    if len(matches) != 1:
-        mentions = [line for line in run.stderr.splitlines() if "info: offload:" in line]
-        failures.append(f"{len(matches)} offload summary lines with clean evictions on stderr, expected 1 "
-                        f"(lines mentioning the offload summary: {mentions!r})")
+    summaries = [s for s in exit_summary.parse_all(run.stderr) if "evictions" in s and "partial" in s]
+    if len(summaries) != 1:
+        failures.append(f"{len(summaries)} exit summaries with evictions and the offload's details on stderr, "
+                        f"expected 1 (VRAMSHIM_LOG=debug; lines of the summary: "
+                        f"{exit_summary.mentions(run.stderr)!r})")
     else:
-        s = {k: int(v) for k, v in matches[0].groupdict().items()}
+        s = summaries[0]
         copied = s["evictions"] - s["clean"]
         without_host_copy = evictable + s["dropped"]
         changed = copied - without_host_copy

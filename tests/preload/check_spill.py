@@ -8,11 +8,11 @@ The environment must preload the shim in the offload mode with
 VRAMSHIM_HOST_LIMIT and VRAMSHIM_LOG=info. Each run gets a fresh spill
 directory (mkdtemp in PARENT, which must not be on tmpfs for O_DIRECT to be
 tried) as VRAMSHIM_SPILL_DIR. The program must exit 0, and the shim's exit
-summary must have exactly one line
+summary (exit_summary.py) must be on stderr once, with its line
 
-    vramshim[PID] info: disk tier: spills N (B bytes), restores from disk N
-    (B bytes), spill file B bytes (B in use), checksum failures N,
-    I/O errors N, direct|buffered I/O
+    vramshim[PID] info:   disk            N spills (B bytes), N restores
+    (B bytes); spill file B bytes (B in use); N checksum failures, N I/O
+    errors; direct|buffered I/O
 
 with spills and restores from disk above 0, at least the given I/O errors
 and checksum failures (none unless asked for); the directory must be empty
@@ -30,7 +30,6 @@ Exit status: 0 when every check holds, 1 when one fails (one line each), 2
 on a usage error.
 """
 import os
-import re
 import shutil
 import signal
 import subprocess
@@ -39,12 +38,8 @@ import tempfile
 import threading
 import time
 
-DISK_TIER = re.compile(
-    r"^vramshim\[(?P<pid>\d+)\] info: disk tier: spills (?P<spills>\d+) \((?P<spill_bytes>\d+) bytes\), "
-    r"restores from disk (?P<disk_restores>\d+) \((?P<restore_bytes>\d+) bytes\), "
-    r"spill file (?P<file_bytes>\d+) bytes \((?P<used_bytes>\d+) in use\), "
-    r"checksum failures (?P<checksum_failures>\d+), I/O errors (?P<io_errors>\d+), (?P<io>direct|buffered) I/O$"
-)
+import exit_summary
+
 SPILL_FILE_CREATED = "spill file created in"
 KILL_DELAY_S = 1.0
 RUN_TIMEOUT_S = 900
@@ -70,12 +65,12 @@ def check_empty(spill_dir, when):
 
 
 def check_summary(stderr, opts):
-    lines = [m for m in map(DISK_TIER.match, stderr.splitlines()) if m]
-    mentions = [line for line in stderr.splitlines() if "disk tier:" in line]
+    lines = [s for s in exit_summary.parse_all(stderr) if "spills" in s]
     if len(lines) != 1:
-        fail(f"{len(lines)} well-formed disk tier summary lines, expected 1 (lines mentioning it: {mentions!r})")
+        fail(f"{len(lines)} exit summaries with the disk tier's line, expected 1 (lines of the summary: "
+             f"{exit_summary.mentions(stderr)!r})")
         return
-    s = {k: int(v) for k, v in lines[0].groupdict().items() if k != "io"}
+    s = lines[0]
     for name in ("spills", "spill_bytes", "disk_restores", "restore_bytes"):
         if s[name] <= 0:
             fail(f"the summary reports {name.replace('_', ' ')} {s[name]}, expected more than 0")
@@ -86,7 +81,7 @@ def check_summary(stderr, opts):
         elif s[name] < least:
             fail(f"the summary reports {name.replace('_', ' ')} {s[name]}, expected at least {least}: "
                  "the injected fault did not fire")
-    print("disk tier summary:", lines[0].group(0), flush=True)
+    print("disk tier summary:", {k: s[k] for k in ("spills", "spill_bytes", "disk_restores", "restore_bytes", "file_bytes", "used_bytes", "checksum_failures", "io_errors", "io")}, flush=True)
 
 
 def run_checked(program, spill_dir, opts, what):

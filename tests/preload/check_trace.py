@@ -29,6 +29,8 @@ import re
 import subprocess
 import sys
 
+import exit_summary
+
 NUMBER = r"(?:0[xX][0-9A-Fa-f]+|[0-9]+)"
 LINES = {
     "A": re.compile(rf"^A[ \t]+(?P<id>{NUMBER})[ \t]+(?P<size>{NUMBER})[ \t]+(?P<ev>[en])$"),
@@ -38,7 +40,6 @@ LINES = {
     "R": re.compile(rf"^R[ \t]+(?P<id>{NUMBER})[ \t]+(?P<res>[01])$"),
 }
 OPS = {"launch", "copy", "memset", "graph"}
-LAUNCHES = re.compile(r"^vramshim\[\d+\] info: summary: .*, launches (?P<n>\d+) ")
 
 
 def num(text):
@@ -68,7 +69,7 @@ def main(argv):
     failures = []
     if run.returncode != 0:
         failures.append(f"the program exited {run.returncode}")
-    launches = [int(m["n"]) for m in map(LAUNCHES.match, run.stderr.splitlines()) if m]
+    launches = [s["launches"] for s in exit_summary.parse_all(run.stderr) if "launches" in s]
     if len(launches) != 1:
         failures.append(f"expected one exit summary with a launch count, found {len(launches)}")
 

@@ -70,7 +70,7 @@ def main():
                            capture_output=True, text=True, env=env, timeout=120)
         check(r.returncode == 0, f"workload status {r.returncode}: {r.stderr[-800:]}")
         check("checksums OK" in r.stdout, r.stdout)
-        m = re.search(r"offload: evictions (\d+), restores (\d+)", r.stderr)
+        m = re.search(r"(?s)info:   evicted +(\d+) times, .*?info:   restored +(\d+) times", r.stderr)
         check(m and int(m.group(1)) > 0 and int(m.group(2)) > 0,
               f"no evictions under the installed shim: {r.stderr[-800:]}")
         print(f"installed to {root}; workload ran under {libs[0][len(dest):]} with "
