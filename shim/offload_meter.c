@@ -83,10 +83,10 @@
 #define VS_METER_IDLE_LEAVE 0.90
 #define VS_METER_STALL_ENTER 0.10
 #define VS_METER_STALL_LEAVE 0.05
-/* 2% until stop 47: with restores ahead of need on the arrival thread, the
- * sweep's LLM at 25%, ratio 2 timed its lean plan 1.6% slower than the
- * balanced one over its first cycles and kept it, and took 1.046 x the
- * bound instead of 1.013. */
+/* Under 2%: with restores ahead of need on the arrival thread, the sweep's
+ * LLM at 25%, ratio 2 times its lean plan 1.6% slower than the balanced one
+ * over its first cycles; a tolerance of 2% keeps the lean plan, and the cell
+ * takes 1.046 x the bound instead of 1.013. */
 #define VS_METER_LEAN_TOLERANCE 0.015
 /* A trial's first timed cycle this much slower ends it at once: the 60-block
  * DiT at 360M took 186 against 82 us an operation lean, a cycle each. */

@@ -67,7 +67,7 @@ static bool vs_prefetch_heads_wanted(const vs_engine_device_t *d)
  * for the kernels whose pieces' memory the next restores map), and the
  * next step, 36, brings in 1.029 x F, over the goal. In 4 MiB pieces with
  * 2 MiB fillers, 212 to 214 MiB (1.010-1.019 x F) take 1.025 x, the floor
- * stop 49's model gives them (bench/offload/pipeline_floor.py --workload
+ * the pipeline model gives them (bench/offload/pipeline_floor.py --workload
  * dit --pieces 4). Where the fine pieces cannot carry the stream (the DiT
  * at 25%: 48 of 4 MiB and sixteen 2 MiB tensors hold 224 MiB of the 312
  * it streams) the policy refuses them and the second largest is asked

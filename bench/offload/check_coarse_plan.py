@@ -10,11 +10,11 @@ Runs the sweep's LLM at 25%, ratio 1 (`OFFLOAD_CYCLE SHIM sweep --cell llm
 25 1 LOG --warmup 32`, on the virtual clock): twelve blocks of 6, 2, 8 and
 8 MiB weights and a written 4 MiB KV cache, then a 16 MiB LM head, compute
 equal to F / B. The balanced plan's floor, the smallest size whose members
-hold the stream and an eighth more, is 2 MiB: it streamed eight 2 MiB
-weights and three KV caches a pass, whose restores took their room from
+hold the stream and an eighth more, is 2 MiB: it streams eight 2 MiB
+weights and three KV caches a pass, whose restores take their room from
 departures of other sizes (a wait, unmaps, releases and a create on the
-launching thread), 1.044-1.053 x the bound at stop 53. The lean plan is
-timed slower and the cycle goes back; then the coarse plan, its floor at 4
+launching thread), 1.044-1.053 x the bound. The lean plan is timed slower
+and the cycle goes back; then the coarse plan, its floor at 4
 MiB (the 8, 6 and 4 MiB tensors hold the stream), streams seven KV caches
 and no 2 MiB weight, every KV cache swapped with another's memory: 1.026
 -1.037 x, and it stays.

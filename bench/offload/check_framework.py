@@ -10,11 +10,12 @@ framework 50 1 LOG --warmup 48`, on the virtual clock, the sweep's warm-up):
 bench/gpu/dit_offload.py's DiT as PyTorch ran it on an H200, scaled by 1/10
 (16 blocks of 36 MiB, twenty kernels a block as PyTorch launches the GPU's,
 five of them reading views of the block's weights; 28 MiB of activations).
-Stop 50's policy told members of the cycle by the mean gap of their pattern
-of uses, which five kernels divide by five: the plan kept most blocks as used
-more than once a cycle, streamed a few, and the rest came in on demand (2.000
-x the bound, 1.620 x F in; on the H200, 1.56 to 1.74 x). By the longest gap
-(policy/policy.c) every block is a member: 1.108 x the bound, 1.003 x F in.
+The policy tells members of the cycle by the longest gap of their pattern
+of uses (policy/policy.c): every block is a member, 1.108 x the bound,
+1.003 x F in. By the mean gap, which five kernels divide by five, the plan
+keeps most blocks as used more than once a cycle, streams a few, and the
+rest come in on demand (2.000 x the bound, 1.620 x F in; on the H200, 1.56
+to 1.74 x).
 
 Exit 0 when the child read every word back as written, at most 1.02 x F
 came in, nothing was copied back and the pass took at most 1.20 x the

@@ -17,27 +17,23 @@ minutes at 24). What it checks:
   the plan streams at most 1.02 x F a pass (no room for a departure) within
   1.05 x the bound;
 - the DiT at 25%, ratio 0.5 (transfer twice the compute): the same,
-  link-bound, the plan in pieces filled with whole 2 MiB tensors (stop 55:
-  the pieces alone cannot carry the stream there); the cycle may go back at
+  link-bound, the plan in pieces filled with whole 2 MiB tensors (the
+  pieces alone cannot carry the stream there); the cycle may go back at
   the child's checks, after the figures are taken;
 - the DiT at 25%, ratio 1 (the balance point): a lean plan is tried
-  there too (the shares cannot tell), in pieces with fillers since stop 55,
-  and runs the measured passes: at most 1.02 x F within 1.05 x the bound
-  (before, whole, it was timed slower and the cycle went back, the
-  departure's room bringing in 1.039 x F); it may go back at the child's
-  checks;
+  there too (the shares cannot tell), in pieces with fillers, and runs the
+  measured passes: at most 1.02 x F within 1.05 x the bound; it may go
+  back at the child's checks;
 - the LLM at 75%, ratio 1: the lean plan tried near the balance point,
-  in pieces of 8 MiB since stop 49 (the LM head streams its last 8 MiB,
+  in pieces of 8 MiB (the LM head streams its last 8 MiB,
   `vs_prefetch_piece`), is timed no slower than the balanced one, which
   keeps the LM head resident (`vs_policy_set_largest_offer`), and stays
-  (one change; from stop 45 to stop 48, whole, it was timed slower and the
-  cycle went back): at most 1.02 x F within 1.05 x the bound either way;
+  (one change): at most 1.02 x F within 1.05 x the bound either way;
 - the cycle at 25%, ratio 1: no change (its 32 MiB layers keep heads and
   no room in every regime: there is no other plan to try);
 - the DiT at 25%, ratio 0.75: the cycle reads link-bound, and the lean plan
-  in pieces with fillers runs the measured passes (before stop 55, whole, it
-  was timed slower and the room came back, over 1.02 x F): at most 1.02 x F
-  within 1.05 x the bound; it may go back at the child's checks;
+  in pieces with fillers runs the measured passes: at most 1.02 x F within
+  1.05 x the bound; it may go back at the child's checks;
 - the LLM at 50%, ratio 0.75: link-bound, and the lean plan stays (one
   change): at most 1.02 x F within 1.05 x the bound;
 - the LLM at 25%, ratio 0.5: link-bound, found so only when the stall
@@ -46,16 +42,16 @@ minutes at 24). What it checks:
   the cycle goes back (two changes): at most 1.02 x F within 1.05 x the
   bound;
 - the DiT at 50%, ratio 1.33: compute-bound, and the lean plan, in pieces
-  of 6 MiB since stop 49, runs the measured passes: at most 1.02 x F
-  within 1.05 x the bound; its departures start once the operation after
-  a tensor's last use is submitted (`vs_prefetch_after_launch`), and
-  without that the lean plan was timed 3.5% slower and given up (1.067 x
-  F). In pieces its cycles take what the balanced plan's take (74.9 against
-  74.7 us an operation), and the run's last cycle, the child's checks
-  after the measured passes (106.5 us), may take the mean past the
-  tolerance: the cycle then goes back (two changes), after the figures are
-  taken (since stop 51, whose plan tells members by their longest gap, it
-  stays: one change).
+  of 6 MiB, runs the measured passes: at most 1.02 x F within 1.05 x the
+  bound; its departures start once the operation after a tensor's last use
+  is submitted (`vs_prefetch_after_launch`), and without that the lean
+  plan is timed 3.5% slower and given up (1.067 x F). In pieces its
+  cycles take what the balanced plan's take (74.9 against 74.7 us an
+  operation), and the run's last cycle, the child's checks after the
+  measured passes (106.5 us), may take the mean past the tolerance and
+  send the cycle back (two changes), after the figures are taken; either
+  is allowed, and with the policy telling members by their longest gap
+  (policy/policy.c) the cycle stays (one change).
 Exit 0 when all of it holds, 1 otherwise.
 """
 import os
