@@ -11,7 +11,7 @@ bench/gpu/dit_offload.py's DiT as PyTorch ran it on an H200, scaled by 1/10
 (16 blocks of 36 MiB, twenty kernels a block as PyTorch launches the GPU's,
 five of them reading views of the block's weights; 28 MiB of activations).
 The policy tells members of the cycle by the longest gap of their pattern
-of uses (policy/policy.c): every block is a member, 1.108 x the bound,
+of uses (policy/plan.c): every block is a member, 1.108 x the bound,
 1.003 x F in. By the mean gap, which five kernels divide by five, the plan
 keeps most blocks as used more than once a cycle, streams a few, and the
 rest come in on demand (2.000 x the bound, 1.620 x F in; on the H200, 1.56

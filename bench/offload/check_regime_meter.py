@@ -51,7 +51,7 @@ minutes at 24). What it checks:
   measured passes (106.5 us), may take the mean past the tolerance and
   send the cycle back (two changes), after the figures are taken; either
   is allowed, and with the policy telling members by their longest gap
-  (policy/policy.c) the cycle stays (one change).
+  (policy/plan.c) the cycle stays (one change).
 Exit 0 when all of it holds, 1 otherwise.
 """
 import os

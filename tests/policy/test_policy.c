@@ -1,5 +1,5 @@
 /*
- * test_policy.c: unit tests of the eviction policy engine (policy/policy.c).
+ * test_policy.c: unit tests of the eviction policy engine (policy/).
  *
  * Most tests drive the policy with a small residency simulator, the same
  * loop the shim runs: report the accesses of one operation, bring in what it

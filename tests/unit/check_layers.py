@@ -44,7 +44,7 @@ LAYERS = {
         stats.h publish.c publish.h""",
     TOP: "shim.c",
 }
-POLICY_HEADERS = {"policy.h", "trace.h", "heap.h", "predict.h", "schedule.h"}
+POLICY_HEADERS = {"policy.h", "policy_internal.h", "trace.h", "heap.h", "predict.h", "schedule.h"}
 NO_CUDA_LAYERS = {UTILITIES, REGISTRY}
 CUDA_HEADER = re.compile(r"^(cuda|cudaTypedefs|cuda_runtime|cuda_runtime_api|driver_types|nvrtc)\.h$")
 INCLUDE = re.compile(r'^\s*#\s*include\s*([<"])([^>"]+)[>"]', re.M)
