@@ -28,6 +28,7 @@
 #include "registry.h"
 
 #include "internal.h"
+#include "registry_index.h"
 #include "registry_lock.h"
 #include "stamp_log.h"
 #include "trace_writer.h"
@@ -37,127 +38,6 @@
 #include <stdlib.h>
 #include <string.h>
 #include <time.h>
-
-/* Keys are addresses or page numbers: a multiplicative hash spreads them in
- * a few cycles, where uthash's default hashes byte by byte. The high half of
- * the product goes to the low bits uthash uses to pick a bucket. */
-#define HASH_FUNCTION(keyptr, keylen, hashv)                                                       \
-    do {                                                                                           \
-        uint64_t vs_key_;                                                                          \
-        memcpy(&vs_key_, (keyptr), sizeof vs_key_);                                                \
-        (hashv) = (unsigned)((vs_key_ * 0x9E3779B97F4A7C15ull) >> 32);                             \
-    } while (0)
-/* uthash must not exit the host process when malloc fails. */
-#define HASH_NONFATAL_OOM 1
-#define uthash_nonfatal_oom(elt) (vs_registry.oom = true)
-#include <uthash.h>
-
-typedef struct vs_alloc_s {
-    uint64_t id;
-    uintptr_t base;
-    uint64_t size;
-    int device;
-    vs_alloc_kind_t kind;
-    vs_residency_t residency;
-    uint64_t handle;
-    uint64_t created_seq;
-    uint64_t created_ns;
-    uint32_t hot; /* index of its recency and frequency in `vs_registry.hot` */
-    uint64_t evictions, restores;
-    bool evictable;
-    bool settled; /* registered not evictable: resident for good (VS_HOT_SETTLED) */
-    const char *pinned_reason;
-    UT_hash_handle hh; /* in `by_base` */
-} vs_alloc_t;
-
-/* What pages, slots and pieces store for an allocation: the index of its
- * hot slot, with VS_HOT_SETTLED set when the allocation was registered not
- * evictable. Such an allocation stays resident for good, no engine reads its
- * streams or epochs, and its stamp is news to no one before the operation
- * is submitted: a touch may leave it for `vs_registry_stamp_settled_registry_locked`,
- * after the submission, which logs it for the stamp thread. */
-#define VS_HOT_SETTLED (UINT32_C(1) << 31)
-/* At most this many hot slots: an index never reaches the bit, and no name
- * is UINT32_MAX, which a touch uses for "none". */
-#define VS_HOT_MAX (VS_HOT_SETTLED - 1)
-
-static inline uint32_t vs_hot_index(uint32_t name)
-{
-    return name & ~VS_HOT_SETTLED;
-}
-
-/* One allocation as seen from a page: its bounds are copied here so that a
- * look-up compares addresses without touching the allocation itself (the
- * record is `vs_registry.hot_alloc[vs_hot_index(hot)]`). 32 bytes, aligned: no entry
- * straddles two cache lines, which would cost a look-up a second miss. */
-typedef struct vs_page_entry_s {
-    _Alignas(32) uintptr_t base;
-    uintptr_t end;
-    uint32_t hot; /* a hot name: index and VS_HOT_SETTLED */
-} vs_page_entry_t;
-
-/* What a launch writes: kept apart from the records, in one dense array,
- * so that stamping ten thousand allocations touches half a cache line each
- * instead of a whole one scattered somewhere in the heap. A free slot holds
- * the index of the next free one in `last_use_seq`. */
-typedef struct vs_hot_s {
-    _Alignas(32) _Atomic uint64_t last_use_seq;
-    _Atomic uint64_t streams;   /* streams that used it since it became resident */
-    _Atomic uint64_t epoch;     /* the epoch of its last use */
-    _Atomic uint32_t use_count; /* stops at UINT32_MAX */
-    _Atomic uint16_t residency; /* a vs_residency_t; changed under the write lock */
-    _Atomic uint16_t watched;   /* its use is news to the prefetcher (vs_registry_set_watched) */
-} vs_hot_t;
-/* Two to a cache line in an array on a line boundary (`vs_lines_alloc`):
- * a touch misses once, where a slot straddling two lines missed twice. */
-_Static_assert(sizeof(vs_hot_t) == 32, "a hot slot is half a cache line");
-
-/* A page shared by several allocations, with an index of its 32 KiB
- * pieces (`pieces`). A piece names the one or two allocations that overlap it:
- * their hot slots and bounds as offsets in the piece, so a look-up there
- * needs neither the entries nor the records, and prefetches the hot slot one
- * stage earlier. An unused name has `lo` == `hi` (every address misses it).
- * A piece that more than two allocations overlap names none and says
- * VS_PIECE_WALK in `lo[0]`, with `hot[0]` the index of the last entry
- * starting at or before the piece (0 when none), from which a look-up steps
- * over the few entries that start inside it. The entries follow in the same
- * block, found at a fixed offset instead of through a pointer, one heap block
- * per page. */
-#define VS_PIECE_SHIFT 15
-#define VS_PIECE_BYTES ((uintptr_t)1 << VS_PIECE_SHIFT)
-#define VS_PIECES (1u << (VS_REGISTRY_PAGE_SHIFT - VS_PIECE_SHIFT))
-#define VS_PIECE_WALK UINT16_MAX
-typedef struct vs_page_piece_s {
-    _Alignas(16) uint16_t lo[2]; /* [lo, hi): offsets in the piece, hi up to VS_PIECE_BYTES */
-    uint16_t hi[2];
-    uint32_t hot[2]; /* hot names; with VS_PIECE_WALK, hot[0] is an entry's index */
-} vs_page_piece_t;
-_Static_assert(sizeof(vs_page_piece_t) == 16, "a piece's index is a quarter of a cache line");
-_Static_assert(VS_PIECE_BYTES < VS_PIECE_WALK, "piece offsets fit in 16 bits");
-
-typedef struct vs_page_s {
-    uint32_t count, capacity;
-    vs_page_piece_t pieces[VS_PIECES];
-    vs_page_entry_t entries[]; /* `capacity` of them, sorted by base, non-overlapping */
-} vs_page_t;
-
-/* The page index: open addressing with linear probing, keyed by page
- * number + 1 (0 = empty slot, VS_SLOT_DELETED = tombstone). A page with one
- * allocation, the common case for buffers of 2 MiB and more, is held in the
- * slot itself, so a look-up is one probe and one compare. 32 bytes, in a
- * table on a line boundary: a probe reads one cache line. */
-#define VS_SLOT_DELETED UINTPTR_MAX
-/* A shared page's `end` when every allocation in it is settled. */
-#define VS_SLOT_SETTLED ((uintptr_t)1)
-typedef struct vs_page_slot_s {
-    uintptr_t key;
-    uintptr_t base, end; /* the single allocation when base != 0; else end may say VS_SLOT_SETTLED */
-    union {
-        uint32_t hot;    /* base != 0: the single allocation's hot name */
-        vs_page_t *page; /* base == 0: several allocations */
-    } u;
-} vs_page_slot_t;
-_Static_assert(sizeof(vs_page_slot_t) == 32, "a page slot is half a cache line");
 
 static const struct {
     const char *name;
@@ -170,21 +50,7 @@ static const struct {
 #undef VS_KIND_ROW
 };
 
-static struct {
-    vs_alloc_t *by_base;
-    vs_page_slot_t *slots;
-    size_t slot_mask; /* capacity - 1; capacity is a power of two */
-    size_t slots_used; /* live + tombstones */
-    vs_hot_t *hot;
-    vs_alloc_t **hot_alloc; /* the allocation of each hot slot */
-    uint32_t hot_capacity, hot_top, hot_free; /* hot_free: UINT32_MAX = none */
-    /* Every device-side allocation lies in [lo, hi): a word outside is not a
-     * pointer into one (most scalars fail here). Only ever widened. */
-    uintptr_t lo, hi;
-    bool oom;
-    vs_registry_stats_t stats;
-    uint64_t live_device_bytes;
-} vs_registry = {
+vs_registry_tables_t vs_registry = {
     .lo = UINTPTR_MAX,
     .hi = 0,
     .hot_free = UINT32_MAX,
@@ -253,346 +119,13 @@ static void vs_alloc_copy(const vs_alloc_t *a, vs_alloc_info_t *out)
     out->pinned_reason = a->pinned_reason;
 }
 
-/* `bytes` (a multiple of 64) zeroed, starting on a cache line: the tables
- * the launch path reads keep their slots within one line each. */
-static void *vs_lines_alloc(size_t bytes)
-{
-    void *p = aligned_alloc(64, bytes);
-    if (p != NULL)
-        memset(p, 0, bytes);
-    return p;
-}
-
-/* `vs_lines_alloc`'s realloc: the first `keep` bytes of `old` (NULL: none)
- * in a new block of `bytes`, the rest zeroed; frees `old` on success only. */
-static void *vs_lines_realloc(void *old, size_t keep, size_t bytes)
-{
-    void *p = vs_lines_alloc(bytes);
-    if (p != NULL && old != NULL) {
-        memcpy(p, old, keep);
-        free(old);
-    }
-    return p;
-}
-
-/* A zeroed hot slot; write lock held. 0 or -ENOMEM. */
-static int vs_hot_take(uint32_t *index)
-{
-    if (vs_registry.hot_free != UINT32_MAX) {
-        *index = vs_registry.hot_free;
-        vs_registry.hot_free = (uint32_t)atomic_load(&vs_registry.hot[*index].last_use_seq);
-    } else {
-        if (vs_registry.hot_top == vs_registry.hot_capacity) {
-            if (vs_registry.hot_capacity >= VS_HOT_MAX)
-                return -ENOMEM;
-            uint32_t capacity = vs_registry.hot_capacity ? vs_registry.hot_capacity * 2 : 1024;
-            vs_alloc_t **allocs = realloc(vs_registry.hot_alloc, capacity * sizeof *allocs);
-            if (allocs == NULL)
-                return -ENOMEM;
-            vs_registry.hot_alloc = allocs;
-            vs_hot_t *grown = vs_lines_realloc((void *)vs_registry.hot, vs_registry.hot_top * sizeof *grown,
-                                               capacity * sizeof *grown);
-            if (grown == NULL)
-                return -ENOMEM;
-            vs_registry.hot = grown;
-            vs_registry.hot_capacity = capacity;
-        }
-        *index = vs_registry.hot_top++;
-    }
-    atomic_init(&vs_registry.hot[*index].last_use_seq, 0);
-    atomic_init(&vs_registry.hot[*index].use_count, 0);
-    atomic_init(&vs_registry.hot[*index].streams, 0);
-    atomic_init(&vs_registry.hot[*index].epoch, 0);
-    atomic_init(&vs_registry.hot[*index].residency, VS_RESIDENT);
-    atomic_init(&vs_registry.hot[*index].watched, 0);
-    return 0;
-}
-
-static void vs_hot_give(uint32_t index)
-{
-    atomic_store(&vs_registry.hot[index].last_use_seq, vs_registry.hot_free);
-    vs_registry.hot_free = index;
-}
-
-/* Index of the first entry of `page` whose base is greater than addr. */
-static inline uint32_t vs_page_upper_bound(const vs_page_t *page, uintptr_t addr)
-{
-    uint32_t lo = 0, hi = page->count;
-    while (lo < hi) {
-        uint32_t mid = lo + (hi - lo) / 2;
-        if (page->entries[mid].base <= addr)
-            lo = mid + 1;
-        else
-            hi = mid;
-    }
-    return lo;
-}
-
-/* From entry `i` of `page`, the last entry starting at or before addr (`i`
- * itself when none after it does): a step over the few entries that start
- * inside one piece. */
-static inline uint32_t vs_page_step(const vs_page_t *page, uint32_t i, uintptr_t addr)
-{
-    while (i + 1 < page->count && page->entries[i + 1].base <= addr)
-        i++;
-    return i;
-}
-
-/* Recomputes `page->pieces` after a change; `page_base` is the page's first
- * address. */
-static void vs_page_reindex(vs_page_t *page, uintptr_t page_base)
-{
-    uint32_t i = 0;
-
-    for (uint32_t k = 0; k < VS_PIECES; k++) {
-        uintptr_t start = page_base + (uintptr_t)k * VS_PIECE_BYTES, end = start + VS_PIECE_BYTES;
-        i = vs_page_step(page, i, start);
-        vs_page_piece_t *piece = &page->pieces[k];
-        *piece = (vs_page_piece_t){0};
-        /* The entries overlapping [start, end): entry i when it reaches past
-         * start, then those that start before end. */
-        uint32_t overlapping = 0;
-        for (uint32_t j = i; j < page->count && page->entries[j].base < end; j++) {
-            const vs_page_entry_t *e = &page->entries[j];
-            if (e->end <= start)
-                continue;
-            if (overlapping == 2) {
-                *piece = (vs_page_piece_t){.lo = {VS_PIECE_WALK, 0}, .hot = {i, 0}};
-                break;
-            }
-            piece->lo[overlapping] = (uint16_t)((e->base > start ? e->base : start) - start);
-            piece->hi[overlapping] = (uint16_t)((e->end < end ? e->end : end) - start);
-            piece->hot[overlapping] = e->hot;
-            overlapping++;
-        }
-    }
-}
-
-/* Whether every allocation in `page` is settled. */
-static bool vs_page_settled(const vs_page_t *page)
-{
-    for (uint32_t i = 0; i < page->count; i++) {
-        if ((page->entries[i].hot & VS_HOT_SETTLED) == 0)
-            return false;
-    }
-    return true;
-}
-
-/* The hot slot of the allocation containing `addr` among those `piece` names:
- * true when found, false when none of them holds it (then the entries
- * decide when the piece says VS_PIECE_WALK, otherwise nothing does). */
-static inline bool vs_page_piece_find(const vs_page_piece_t *piece, uintptr_t addr, uint32_t *hot)
-{
-    uint32_t offset = (uint32_t)(addr & (VS_PIECE_BYTES - 1));
-    for (int k = 0; k < 2; k++) {
-        if (offset >= piece->lo[k] && offset < piece->hi[k]) {
-            *hot = piece->hot[k];
-            return true;
-        }
-    }
-    return false;
-}
-
-/* The entry of `page` containing addr, from entry `first` on; NULL when
- * none does. */
-static inline const vs_page_entry_t *vs_page_walk(const vs_page_t *page, uint32_t first, uintptr_t addr)
-{
-    const vs_page_entry_t *e = &page->entries[vs_page_step(page, first, addr)];
-    return addr >= e->base && addr < e->end ? e : NULL;
-}
-
-/* The hot name of the allocation of shared `page` containing `addr`: from
- * its piece, or from the entries where the piece says to walk them. False
- * when none contains it. */
-static inline bool vs_page_find(const vs_page_t *page, uintptr_t addr, uint32_t *name)
-{
-    const vs_page_piece_t *piece = &page->pieces[(addr >> VS_PIECE_SHIFT) & (VS_PIECES - 1)];
-    if (vs_page_piece_find(piece, addr, name))
-        return true;
-    if (piece->lo[0] != VS_PIECE_WALK)
-        return false;
-    const vs_page_entry_t *e = vs_page_walk(page, piece->hot[0], addr);
-    if (e == NULL)
-        return false;
-    *name = e->hot;
-    return true;
-}
-
-static inline size_t vs_slot_hash(uintptr_t key, size_t mask)
-{
-    return (size_t)((key * 0x9E3779B97F4A7C15ull) >> 32) & mask;
-}
-
-/* The slot holding page `key`, or NULL. */
-static inline vs_page_slot_t *vs_slot_find(uintptr_t key)
-{
-    if (vs_registry.slots == NULL)
-        return NULL;
-    for (size_t i = vs_slot_hash(key, vs_registry.slot_mask);; i = (i + 1) & vs_registry.slot_mask) {
-        vs_page_slot_t *slot = &vs_registry.slots[i];
-        if (slot->key == key)
-            return slot;
-        if (slot->key == 0)
-            return NULL;
-    }
-}
-
-static int vs_slots_grow(void)
-{
-    size_t capacity = vs_registry.slots ? (vs_registry.slot_mask + 1) * 2 : 1024;
-    vs_page_slot_t *slots = vs_lines_alloc(capacity * sizeof *slots);
-    if (slots == NULL)
-        return -ENOMEM;
-    size_t mask = capacity - 1, used = 0;
-    if (vs_registry.slots != NULL) {
-        for (size_t i = 0; i <= vs_registry.slot_mask; i++) {
-            vs_page_slot_t *old = &vs_registry.slots[i];
-            if (old->key == 0 || old->key == VS_SLOT_DELETED)
-                continue;
-            size_t j = vs_slot_hash(old->key, mask);
-            while (slots[j].key != 0)
-                j = (j + 1) & mask;
-            slots[j] = *old;
-            used++;
-        }
-        free(vs_registry.slots);
-    }
-    vs_registry.slots = slots;
-    vs_registry.slot_mask = mask;
-    vs_registry.slots_used = used;
-    return 0;
-}
-
-/* A free slot for page `key` (known absent), growing the table first when
- * it is three-quarters full. */
-static vs_page_slot_t *vs_slot_claim(uintptr_t key)
-{
-    if ((vs_registry.slots == NULL || (vs_registry.slots_used + 1) * 4 > (vs_registry.slot_mask + 1) * 3)
-        && vs_slots_grow() != 0)
-        return NULL;
-    size_t i = vs_slot_hash(key, vs_registry.slot_mask);
-    while (vs_registry.slots[i].key != 0 && vs_registry.slots[i].key != VS_SLOT_DELETED)
-        i = (i + 1) & vs_registry.slot_mask;
-    if (vs_registry.slots[i].key == 0)
-        vs_registry.slots_used++;
-    vs_registry.slots[i].key = key;
-    return &vs_registry.slots[i];
-}
-
-/* `page` (NULL: a new one) with room for `capacity` entries, on a cache
- * line like the other tables; frees the old block on success only. */
-static vs_page_t *vs_page_block(vs_page_t *page, uint32_t capacity)
-{
-    size_t bytes = (sizeof(vs_page_t) + capacity * sizeof(vs_page_entry_t) + 63) & ~(size_t)63;
-    size_t keep = page != NULL ? sizeof *page + page->count * sizeof page->entries[0] : 0;
-    vs_page_t *grown = vs_lines_realloc(page, keep, bytes);
-    if (grown != NULL)
-        grown->capacity = capacity;
-    return grown;
-}
-
-/* What the pages store for `a`: settled when registered not evictable (a
- * later pin leaves the bit off: the allocation may have been evicted). */
-static uint32_t vs_hot_name(const vs_alloc_t *a)
-{
-    return a->hot | (a->settled ? VS_HOT_SETTLED : 0);
-}
-
-static int vs_page_insert(uintptr_t page_no, vs_alloc_t *a)
-{
-    uintptr_t key = page_no + 1;
-    vs_page_slot_t *slot = vs_slot_find(key);
-    vs_page_entry_t entry = {.base = a->base, .end = a->base + a->size, .hot = vs_hot_name(a)};
-
-    if (slot == NULL) {
-        slot = vs_slot_claim(key);
-        if (slot == NULL)
-            return -ENOMEM;
-        slot->base = entry.base;
-        slot->end = entry.end;
-        slot->u.hot = entry.hot;
-        return 0;
-    }
-    if (slot->base != 0) {
-        /* A second allocation in this page: move to a page array. */
-        vs_page_t *page = vs_page_block(NULL, 4);
-        if (page == NULL)
-            return -ENOMEM;
-        page->entries[0] = (vs_page_entry_t){.base = slot->base, .end = slot->end, .hot = slot->u.hot};
-        page->count = 1;
-        slot->base = slot->end = 0;
-        slot->u.page = page;
-    }
-    vs_page_t *page = slot->u.page;
-    if (page->count == page->capacity) {
-        vs_page_t *grown = vs_page_block(page, page->capacity * 2);
-        if (grown == NULL)
-            return -ENOMEM;
-        page = slot->u.page = grown;
-    }
-    uint32_t at = vs_page_upper_bound(page, a->base);
-    memmove(&page->entries[at + 1], &page->entries[at], (page->count - at) * sizeof *page->entries);
-    page->entries[at] = entry;
-    page->count++;
-    vs_page_reindex(page, page_no << VS_REGISTRY_PAGE_SHIFT);
-    slot->end = vs_page_settled(page) ? VS_SLOT_SETTLED : 0;
-    return 0;
-}
-
-static void vs_page_erase(uintptr_t page_no, const vs_alloc_t *a)
-{
-    vs_page_slot_t *slot = vs_slot_find(page_no + 1);
-
-    if (slot == NULL)
-        return;
-    if (slot->base != 0) {
-        if (slot->base == a->base) {
-            slot->key = VS_SLOT_DELETED;
-            slot->base = slot->end = 0;
-            slot->u.page = NULL;
-        }
-        return;
-    }
-    vs_page_t *page = slot->u.page;
-    for (uint32_t i = 0; i < page->count; i++) {
-        if (page->entries[i].base == a->base) {
-            memmove(&page->entries[i], &page->entries[i + 1], (page->count - i - 1) * sizeof *page->entries);
-            page->count--;
-            break;
-        }
-    }
-    vs_page_reindex(page, page_no << VS_REGISTRY_PAGE_SHIFT);
-    slot->end = vs_page_settled(page) ? VS_SLOT_SETTLED : 0;
-    if (page->count == 1) {
-        /* Back to the single form. */
-        slot->base = page->entries[0].base;
-        slot->end = page->entries[0].end;
-        slot->u.hot = page->entries[0].hot;
-        free(page);
-    } else if (page->count == 0) {
-        slot->key = VS_SLOT_DELETED;
-        slot->u.page = NULL;
-        free(page);
-    }
-}
-
-static uintptr_t vs_first_page(const vs_alloc_t *a)
-{
-    return a->base >> VS_REGISTRY_PAGE_SHIFT;
-}
-
-static uintptr_t vs_last_page(const vs_alloc_t *a)
-{
-    return (a->base + a->size - 1) >> VS_REGISTRY_PAGE_SHIFT;
-}
-
 /* Unlinks `a` from both tables and the statistics; the caller frees it. */
 static void vs_registry_unlink(vs_alloc_t *a)
 {
     HASH_DEL(vs_registry.by_base, a);
     if (vs_kind_table[a->kind].device_side) {
         for (uintptr_t p = vs_first_page(a); p <= vs_last_page(a); p++)
-            vs_page_erase(p, a);
+            vs_registry_page_erase(p, a);
         vs_registry.live_device_bytes -= a->size;
     }
     vs_registry.stats.live_count[a->kind]--;
@@ -641,25 +174,25 @@ int vs_registry_add(const vs_alloc_desc_t *desc, uint64_t *id_out)
         rc = -EEXIST;
         goto out_unlock;
     }
-    rc = vs_hot_take(&a->hot);
+    rc = vs_registry_hot_take(&a->hot);
     if (rc != 0)
         goto out_unlock;
     vs_registry.hot_alloc[a->hot] = a;
     vs_registry.oom = false;
     HASH_ADD(hh, vs_registry.by_base, base, sizeof a->base, a);
     if (vs_registry.oom) {
-        vs_hot_give(a->hot);
+        vs_registry_hot_give(a->hot);
         rc = -ENOMEM;
         goto out_unlock;
     }
     if (vs_kind_table[a->kind].device_side) {
         for (uintptr_t p = vs_first_page(a); p <= vs_last_page(a); p++) {
-            rc = vs_page_insert(p, a);
+            rc = vs_registry_page_insert(p, a);
             if (rc != 0) {
                 for (uintptr_t q = vs_first_page(a); q < p; q++)
-                    vs_page_erase(q, a);
+                    vs_registry_page_erase(q, a);
                 HASH_DEL(vs_registry.by_base, a);
-                vs_hot_give(a->hot);
+                vs_registry_hot_give(a->hot);
                 goto out_unlock;
             }
         }
@@ -703,7 +236,7 @@ int vs_registry_remove(uintptr_t base, unsigned kinds, vs_alloc_info_t *out)
         vs_trace_free(a->id);
     if (out != NULL)
         vs_alloc_copy(a, out);
-    vs_hot_give(a->hot);
+    vs_registry_hot_give(a->hot);
     vs_registry_lock_release();
     free(a);
     return 0;
@@ -729,7 +262,7 @@ size_t vs_registry_remove_range(uintptr_t start, uint64_t size, vs_alloc_kind_t 
             vs_alloc_copy(a, &info);
             fn(&info, arg);
         }
-        vs_hot_give(a->hot);
+        vs_registry_hot_give(a->hot);
         free(a);
         removed++;
     }

@@ -35,7 +35,7 @@ LAYERS = {
         snapshot_writer.h snapshot_abi.h worker.c worker.h output_file.c output_file.h trace_writer.c
         trace_writer.h""",
     DRIVER: "driver.c driver.h driver.def hooks.def pool_usage.c pool_usage.h",
-    REGISTRY: "registry.c registry.h registry_lock.c registry_lock.h stamp_log.c stamp_log.h",
+    REGISTRY: "registry.c registry.h registry_index.c registry_index.h registry_lock.c registry_lock.h stamp_log.c stamp_log.h",
     ENGINE: """offload.h offload_internal.h offload.c offload_arrive.c offload_device.c offload_evict.c
         offload_meter.c offload_ops.c offload_policy.c offload_prefetch.c offload_retire.c offload_streams.c
         offload_tier.c device_hash.c device_hash.h pool_async.c pool_async.h""",
