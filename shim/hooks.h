@@ -19,6 +19,7 @@
 #include <stdint.h>
 
 #include "driver.h"
+#include "registry.h"
 #include "stats.h"
 
 #define VS_EXPORT __attribute__((visibility("default")))
@@ -64,6 +65,11 @@ void *vs_nccl_dlsym(void *handle, const char *name, void *result);
  * offload mode), or refuses with CUDA_ERROR_OUT_OF_MEMORY. *device_out is
  * -1 when nothing was taken (no device: the driver fails the call itself). */
 CUresult vs_memory_reserve(int device, uint64_t bytes, int *device_out);
+/* hooks_memory.c: forgets the device allocation at `dptr` before the
+ * driver frees it (its record; true with it in *info when known), and,
+ * once the driver has, takes its bytes off the count. */
+bool vs_memory_forget(CUdeviceptr dptr, vs_alloc_info_t *info);
+void vs_memory_uncharge(const vs_alloc_info_t *info);
 
 /* hooks_graph.c: a call on capturing `stream` reaches the allocations at
  * `words` through memory of its own: the graph being captured holds them

@@ -39,7 +39,7 @@ LAYERS = {
     ENGINE: """offload.h offload_internal.h offload.c offload_arrive.c offload_device.c offload_evict.c
         offload_meter.c offload_ops.c offload_policy.c offload_prefetch.c offload_retire.c offload_streams.c
         offload_tier.c device_hash.c device_hash.h pool_async.c pool_async.h""",
-    INTERPOSITION: """hooks.h hooks_copy.c hooks_graph.c hooks_launch.c hooks_memop.c hooks_memory.c
+    INTERPOSITION: """hooks.h hooks_copy.c hooks_graph.c hooks_launch.c hooks_memop.c hooks_memory.c hooks_context.c
         hooks_nccl.c hooks_vmm.c nccl.def nccl_api.h runtime.c resolve.c resolve.h launch.c launch.h stats.c
         stats.h publish.c publish.h""",
     TOP: "shim.c",
