@@ -345,6 +345,11 @@ static void test_novmm_attributes_read_zero(void **state)
     value = -1;
     assert_int_equal(cuDeviceGetAttribute(&value, CU_DEVICE_ATTRIBUTE_HANDLE_TYPE_FABRIC_SUPPORTED, 0), CUDA_SUCCESS);
     assert_int_equal(value, 0);
+    /* Nor host-located memory, which is virtual memory management too. */
+    value = -1;
+    assert_int_equal(cuDeviceGetAttribute(&value, CU_DEVICE_ATTRIBUTE_HOST_VIRTUAL_MEMORY_MANAGEMENT_SUPPORTED, 0),
+                     CUDA_SUCCESS);
+    assert_int_equal(value, 0);
 }
 
 static void test_novmm_create_and_reserve_not_supported(void **state)
@@ -356,6 +361,8 @@ static void test_novmm_create_and_reserve_not_supported(void **state)
     prop.location.type = CU_MEM_LOCATION_TYPE_DEVICE;
     prop.location.id = 0;
     CUmemGenericAllocationHandle handle = 0;
+    assert_int_equal(cuMemCreate(&handle, 2u << 20, &prop, 0), CUDA_ERROR_NOT_SUPPORTED);
+    prop.location.type = CU_MEM_LOCATION_TYPE_HOST;
     assert_int_equal(cuMemCreate(&handle, 2u << 20, &prop, 0), CUDA_ERROR_NOT_SUPPORTED);
     CUdeviceptr va = 0;
     assert_int_equal(cuMemAddressReserve(&va, 2u << 20, 0, 0, 0), CUDA_ERROR_NOT_SUPPORTED);
@@ -415,6 +422,8 @@ static void test_malformed_values_are_one_line_each(void **state)
         {"SIMCUDA_DRIVER_VERSION=12025", "SIMCUDA_DRIVER_VERSION=\"12025\" is not a driver version"},
         {"SIMCUDA_DRIVER_VERSION=99000", "SIMCUDA_DRIVER_VERSION=\"99000\" is not a driver version"},
         {"SIMCUDA_VMM=no", "simcuda: SIMCUDA_VMM=\"no\" is not a switch (accepted: 0 or 1); using 1"},
+        {"SIMCUDA_HOST_VMM=off", "simcuda: SIMCUDA_HOST_VMM=\"off\" is not a switch (accepted: 0 or 1); using 1"},
+        {"SIMCUDA_HOST_VMM=2", "simcuda: SIMCUDA_HOST_VMM=\"2\" is not a switch (accepted: 0 or 1); using 1"},
     };
     for (size_t i = 0; i < sizeof cases / sizeof cases[0]; i++) {
         const char *text = run_child(cases[i].assignment);
@@ -422,7 +431,8 @@ static void test_malformed_values_are_one_line_each(void **state)
             fail_msg("%s: expected one line with \"%s\", got \"%s\"", cases[i].assignment, cases[i].expected, text);
     }
     /* Well-formed values say nothing. */
-    assert_string_equal(run_child("SIMCUDA_LAG=0 SIMCUDA_DRIVER_VERSION=12040 SIMCUDA_VMM=1"), "");
+    assert_string_equal(run_child("SIMCUDA_LAG=0 SIMCUDA_DRIVER_VERSION=12040 SIMCUDA_VMM=1 SIMCUDA_HOST_VMM=1"), "");
+    assert_string_equal(run_child("SIMCUDA_HOST_VMM=0"), "");
 }
 
 /* The child: reads every switch once (as a program would) and reports

@@ -297,6 +297,29 @@ bool sim_vmm_supported(void)
     return vmm_supported;
 }
 
+static pthread_once_t host_vmm_once = PTHREAD_ONCE_INIT;
+static bool host_vmm_enabled = true;
+
+static void read_host_vmm(void)
+{
+    const char *text = getenv("SIMCUDA_HOST_VMM");
+    if (text == NULL || *text == '\0' || strcmp(text, "1") == 0)
+        return;
+    if (strcmp(text, "0") == 0) {
+        host_vmm_enabled = false;
+        return;
+    }
+    fprintf(stderr, "simcuda: SIMCUDA_HOST_VMM=\"%s\" is not a switch (accepted: 0 or 1); using 1\n", text);
+}
+
+bool sim_host_vmm_supported(void)
+{
+    pthread_once(&host_vmm_once, read_host_vmm);
+    /* Host-located memory is a kind of virtual memory management: a device
+     * without it (SIMCUDA_VMM=0) has neither. */
+    return host_vmm_enabled && sim_vmm_supported();
+}
+
 /* ------------------------------------------------------------------------
  * Initialisation
  * ------------------------------------------------------------------------ */
@@ -372,6 +395,7 @@ static void init_once_fn(void)
     sim_fault_check_config();
     (void)sim_driver_version(); /* malformed values are reported at cuInit at the latest */
     (void)sim_vmm_supported();
+    (void)sim_host_vmm_supported();
     sim_clock_check_config();
     raise_file_limit();
     init_devices();
@@ -522,6 +546,8 @@ SIM_EXPORT CUresult cuDeviceGetName(char *name, int len, CUdevice dev)
     X(CU_DEVICE_ATTRIBUTE_UNIFIED_FUNCTION_POINTERS, 1)            \
     X(CU_DEVICE_ATTRIBUTE_NUMA_ID, -1)                             \
     X(CU_DEVICE_ATTRIBUTE_HOST_NUMA_ID, 0)                         \
+    X(CU_DEVICE_ATTRIBUTE_HOST_VIRTUAL_MEMORY_MANAGEMENT_SUPPORTED, sim_host_vmm_supported()) \
+    X(CU_DEVICE_ATTRIBUTE_HOST_NUMA_VIRTUAL_MEMORY_MANAGEMENT_SUPPORTED, sim_host_vmm_supported()) \
     X(CU_DEVICE_ATTRIBUTE_SINGLE_TO_DOUBLE_PRECISION_PERF_RATIO, 2) \
     X(CU_DEVICE_ATTRIBUTE_CAN_USE_HOST_POINTER_FOR_REGISTERED_MEM, 1) \
     X(CU_DEVICE_ATTRIBUTE_COOPERATIVE_MULTI_DEVICE_LAUNCH, 1)     \

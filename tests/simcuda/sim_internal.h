@@ -125,6 +125,12 @@ SIM_HIDDEN int sim_driver_version(void);
  * CUDA_ERROR_NOT_SUPPORTED, the attribute reads 0). Read once. */
 SIM_HIDDEN bool sim_vmm_supported(void);
 
+/* `SIMCUDA_HOST_VMM=0`: the devices cannot create host-located memory with
+ * `cuMemCreate` (`CU_MEM_LOCATION_TYPE_HOST`, `..._HOST_NUMA`): the two
+ * attributes read 0 and such a `cuMemCreate` answers
+ * CUDA_ERROR_NOT_SUPPORTED. Also false under `SIMCUDA_VMM=0`. Read once. */
+SIM_HIDDEN bool sim_host_vmm_supported(void);
+
 /* ------------------------------------------------------------------------
  * Devices and contexts (sim_core.c)
  * ------------------------------------------------------------------------ */
@@ -216,6 +222,15 @@ typedef enum sim_mem_kind_e {
 /* What kind of memory `address` points into; for device memory also which
  * device (else *device_out is left alone). Safe from any thread. */
 SIM_HIDDEN sim_mem_kind_t sim_mem_classify(uintptr_t address, int *device_out);
+
+/* The bytes of host-located memory (`cuMemCreate` with a host location,
+ * mapped) that a kernel's packed arguments `args[0..size)` reach: every
+ * 8-byte-aligned word is taken for a pointer (types are unknown, and
+ * by-value structs hold pointers too), and each distinct mapping one
+ * points into counts whole, once. For the virtual clock, which charges
+ * those bytes at the host-to-device link's bandwidth. Safe from any
+ * thread. */
+SIM_HIDDEN uint64_t sim_mem_host_located_bytes(const void *args, size_t size);
 
 /* ------------------------------------------------------------------------
  * Execution services used by the platform half (sim_stream.c)

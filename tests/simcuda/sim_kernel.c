@@ -193,13 +193,23 @@ void sim_launch_execute(const sim_launch_desc_t *launch)
     launch->kernel->fn(launch->param_ptrs, &geometry, launch->kernel->user);
 }
 
+/* The kernel's own cost, plus the time to bring the host-located memory
+ * its arguments point into over the host link: each such mapping counts
+ * whole, once, at the host-to-device bandwidth, as if read once
+ * (`sim_mem_host_located_bytes`; tests/simcuda/README.md, "Host-located
+ * memory"). */
 uint64_t sim_launch_cost_ns(const sim_launch_desc_t *launch)
 {
     const sim_kernel_t *k = launch->kernel;
-    if (k->cost == NULL)
-        return k->cost_ns;
-    simcuda_launch_t geometry = launch_geometry(launch);
-    return k->cost(launch->param_ptrs, &geometry, k->user);
+    uint64_t cost_ns = k->cost_ns;
+    if (k->cost != NULL) {
+        simcuda_launch_t geometry = launch_geometry(launch);
+        cost_ns = k->cost(launch->param_ptrs, &geometry, k->user);
+    }
+    if (!sim_clock_is_virtual())
+        return cost_ns;
+    uint64_t host_bytes = sim_mem_host_located_bytes(launch->args, launch->args_size);
+    return host_bytes != 0 ? cost_ns + sim_clock_transfer_ns(SIM_ENGINE_H2D, host_bytes) : cost_ns;
 }
 
 static CUresult launch(CUfunction f, const unsigned grid[3], const unsigned block[3], unsigned shared, CUstream hStream,

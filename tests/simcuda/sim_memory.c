@@ -11,12 +11,15 @@
  *   cuMemAlloc*, pools, managed   anonymous MAP_SHARED pages, read-write
  *   cuMemCreate                   a memfd per handle; cuMemMap maps it
  *                                 PROT_NONE, cuMemSetAccess grants access
+ *   cuMemCreate, host location    the same, but host memory: charged to no
+ *                                 device, classified as pinned host memory
  *   cuMemHostAlloc/Register       ordinary host pages, listed as pinned
  *
  * Every kind of device allocation is charged against the device's
  * `total_bytes` (`sim_device_charge`), so `CUDA_ERROR_OUT_OF_MEMORY` and
  * `cuMemGetInfo` agree with what is live. Main entry points: the `cuMem*`
- * functions and `sim_mem_classify` (for copies).
+ * functions, `sim_mem_classify` (for copies) and
+ * `sim_mem_host_located_bytes` (for the kernels' modeled cost).
  *
  * Locking: one rwlock, `mem_lock`, guards the three block maps, the handle
  * table and the address-space allocators. Lookups take it shared; mmap calls
@@ -44,6 +47,12 @@
 #define SIM_RELEASE_MAPPED_NS 100
 #define SIM_PITCH_ALIGNMENT 512
 #define SIM_DEFAULT_VA_SIZE (64ull << 30)
+/* The host's only NUMA node, as CU_DEVICE_ATTRIBUTE_HOST_NUMA_ID reports. */
+#define SIM_HOST_NUMA_NODE 0
+
+/* Whether host-located memory was ever made: until it is, a launch's
+ * arguments are not searched for it. */
+static atomic_bool host_located_made;
 
 /* ------------------------------------------------------------------------
  * Data structures
@@ -61,13 +70,15 @@ typedef enum mem_kind_e {
 
 /* Physical memory of one `cuMemCreate`. It lives while the user holds a
  * handle reference or a mapping uses it (`cuMemRelease` of a mapped handle
- * is legal). */
+ * is legal). Host-located memory (`CU_MEM_LOCATION_TYPE_HOST`,
+ * `..._HOST_NUMA`) has no device and is charged to none. */
 typedef struct mem_phys_s {
     UT_hash_handle hh;
     CUmemGenericAllocationHandle handle; /* key: the struct's address */
     int fd;
     size_t size;
-    sim_device_t *device;
+    sim_device_t *device; /* NULL when host-located */
+    bool host_located;
     CUmemAllocationProp prop;
     int handle_refs;
     int map_refs;
@@ -101,6 +112,7 @@ typedef struct mem_block_s {
     size_t offset;
     struct mem_block_s *reservation;
     unsigned char access[SIM_MAX_DEVICES]; /* CUmemAccess_flags per device */
+    unsigned char host_access; /* the CPU's, host-located memory only (HOST_NUMA grants) */
     /* MEM_RESERVATION */
     size_t mapping_count;
 } mem_block_t;
@@ -1235,6 +1247,17 @@ static bool location_is_device(const CUmemLocation *location)
     return location->type == CU_MEM_LOCATION_TYPE_DEVICE && location->id >= 0 && location->id < sim_device_count;
 }
 
+/* A host location `cuMemCreate` accepts (cuda.h): `HOST`, whose id is
+ * ignored, or `HOST_NUMA` naming a node of the host, which has node 0 only
+ * (SIM_HOST_NUMA_NODE; "on systems where NUMA is not available" the id
+ * "must be set to 0"). `HOST_NUMA_CURRENT` is refused ("will result in
+ * CUDA_ERROR_INVALID_VALUE"). */
+static bool location_is_host(const CUmemLocation *location)
+{
+    return location->type == CU_MEM_LOCATION_TYPE_HOST
+           || (location->type == CU_MEM_LOCATION_TYPE_HOST_NUMA && location->id == SIM_HOST_NUMA_NODE);
+}
+
 static mem_phys_t *phys_find(CUmemGenericAllocationHandle handle)
 {
     mem_phys_t *phys = NULL;
@@ -1249,7 +1272,8 @@ static void phys_unref(mem_phys_t *phys)
     if (phys->handle_refs > 0 || phys->map_refs > 0)
         return;
     close(phys->fd);
-    sim_device_account(phys->device, -(int64_t)phys->size);
+    if (phys->device != NULL)
+        sim_device_account(phys->device, -(int64_t)phys->size);
     free(phys);
 }
 
@@ -1259,9 +1283,12 @@ SIM_EXPORT CUresult cuMemGetAllocationGranularity(size_t *granularity, const CUm
     CUresult entry = SIM_ENTER(cuMemGetAllocationGranularity, SIM_NEED_INIT);
     if (entry != CUDA_SUCCESS)
         return entry;
-    if (granularity == NULL || prop == NULL || !location_is_device(&prop->location) ||
+    if (granularity == NULL || prop == NULL ||
+        (!location_is_device(&prop->location) && !location_is_host(&prop->location)) ||
         (option != CU_MEM_ALLOC_GRANULARITY_MINIMUM && option != CU_MEM_ALLOC_GRANULARITY_RECOMMENDED))
         return CUDA_ERROR_INVALID_VALUE;
+    /* Host-located memory maps into the same reservations in the same
+     * granules: the device's granularity (cuda.h gives no other). */
     *granularity = SIM_GRANULARITY;
     return CUDA_SUCCESS;
 }
@@ -1337,16 +1364,47 @@ SIM_EXPORT CUresult cuMemCreate(CUmemGenericAllocationHandle *handle, size_t siz
         return entry;
     sim_clock_host_sized(SIM_ID(cuMemCreate), size);
     if (handle == NULL || prop == NULL || flags != 0 || size == 0 || size % SIM_GRANULARITY != 0 ||
-        prop->type != CU_MEM_ALLOCATION_TYPE_PINNED || prop->location.type != CU_MEM_LOCATION_TYPE_DEVICE)
+        prop->type != CU_MEM_ALLOCATION_TYPE_PINNED)
         return CUDA_ERROR_INVALID_VALUE;
-    if (prop->location.id < 0 || prop->location.id >= sim_device_count)
-        return CUDA_ERROR_INVALID_DEVICE;
+    bool host_located = false;
+    switch (prop->location.type) {
+    case CU_MEM_LOCATION_TYPE_DEVICE:
+        if (prop->location.id < 0 || prop->location.id >= sim_device_count)
+            return CUDA_ERROR_INVALID_DEVICE;
+        break;
+    case CU_MEM_LOCATION_TYPE_HOST:
+        /* cuda.h: "HOST allocations are not IPC capable and
+         * requestedHandleTypes must be 0, any other value will result in
+         * CUDA_ERROR_INVALID_VALUE". */
+        if (prop->requestedHandleTypes != CU_MEM_HANDLE_TYPE_NONE)
+            return CUDA_ERROR_INVALID_VALUE;
+        host_located = true;
+        break;
+    case CU_MEM_LOCATION_TYPE_HOST_NUMA:
+        /* The id is a host NUMA node, not a device ordinal: a node the
+         * host lacks is an invalid value, not an invalid device. */
+        if (!location_is_host(&prop->location))
+            return CUDA_ERROR_INVALID_VALUE;
+        host_located = true;
+        break;
+    default: /* HOST_NUMA_CURRENT (cuda.h: CUDA_ERROR_INVALID_VALUE), unknown types */
+        return CUDA_ERROR_INVALID_VALUE;
+    }
     if (!sim_vmm_supported()) /* SIMCUDA_VMM=0 */
+        return CUDA_ERROR_NOT_SUPPORTED;
+    /* SIMCUDA_HOST_VMM=0: valid arguments the device cannot honour, as on
+     * a device reporting CU_DEVICE_ATTRIBUTE_HOST_VIRTUAL_MEMORY_MANAGEMENT_SUPPORTED
+     * 0. cuda.h lists CUDA_ERROR_NOT_SUPPORTED for cuMemCreate and keeps
+     * CUDA_ERROR_INVALID_VALUE for malformed properties (checked above);
+     * NOT_SUPPORTED is also what a device without VMM (SIMCUDA_VMM=0) and
+     * one without host memory pools (cuMemPoolCreate) answer here. */
+    if (host_located && !sim_host_vmm_supported())
         return CUDA_ERROR_NOT_SUPPORTED;
     if ((prop->requestedHandleTypes & ~CU_MEM_HANDLE_TYPE_POSIX_FILE_DESCRIPTOR) != 0)
         return CUDA_ERROR_NOT_SUPPORTED;
-    sim_device_t *device = &sim_devices[prop->location.id];
-    if (sim_device_charge(device, size) != 0)
+    /* Host-located memory is host memory: no device's capacity pays. */
+    sim_device_t *device = host_located ? NULL : &sim_devices[prop->location.id];
+    if (device != NULL && sim_device_charge(device, size) != 0)
         return CUDA_ERROR_OUT_OF_MEMORY;
     mem_phys_t *phys = calloc(1, sizeof *phys);
     int fd = memfd_create("simcuda-vmm", MFD_CLOEXEC);
@@ -1355,6 +1413,9 @@ SIM_EXPORT CUresult cuMemCreate(CUmemGenericAllocationHandle *handle, size_t siz
     phys->fd = fd;
     phys->size = size;
     phys->device = device;
+    phys->host_located = host_located;
+    if (host_located)
+        atomic_store_explicit(&host_located_made, true, memory_order_relaxed);
     phys->prop = *prop;
     phys->handle_refs = 1;
     phys->handle = (CUmemGenericAllocationHandle)(uintptr_t)phys;
@@ -1372,7 +1433,8 @@ fail:
     if (fd >= 0)
         close(fd);
     free(phys);
-    sim_device_account(device, -(int64_t)size);
+    if (device != NULL)
+        sim_device_account(device, -(int64_t)size);
     return CUDA_ERROR_OUT_OF_MEMORY;
 }
 
@@ -1447,7 +1509,7 @@ SIM_EXPORT CUresult cuMemMap(CUdeviceptr ptr, size_t size, size_t offset, CUmemG
     mapping->base = (uintptr_t)ptr;
     mapping->size = mapping->span = mapping->va_len = size;
     mapping->kind = MEM_MAPPING;
-    mapping->device = phys->device;
+    mapping->device = phys->device; /* NULL for host-located memory */
     mapping->phys = phys;
     mapping->offset = offset;
     mapping->reservation = reservation;
@@ -1532,11 +1594,16 @@ SIM_EXPORT CUresult cuMemUnmap(CUdeviceptr ptr, size_t size)
     return rc == 0 ? CUDA_SUCCESS : CUDA_ERROR_INVALID_VALUE;
 }
 
-/* The host can do what the most privileged device may: the simulated
- * devices all run on the host. */
+/* The host can do what the most privileged device may, or what a
+ * `HOST_NUMA` grant gave it on host-located memory: the simulated devices
+ * all run on the host. */
 static int host_protection(const mem_block_t *mapping)
 {
     int protection = PROT_NONE;
+    if (mapping->host_access == CU_MEM_ACCESS_FLAGS_PROT_READWRITE)
+        return PROT_READ | PROT_WRITE;
+    if (mapping->host_access == CU_MEM_ACCESS_FLAGS_PROT_READ)
+        protection = PROT_READ;
     for (int i = 0; i < sim_device_count; i++) {
         if (mapping->access[i] == CU_MEM_ACCESS_FLAGS_PROT_READWRITE)
             return PROT_READ | PROT_WRITE;
@@ -1546,13 +1613,19 @@ static int host_protection(const mem_block_t *mapping)
     return protection;
 }
 
-/* What cuMemSetAccess answers to its descriptors alone. */
-static CUresult access_descriptors_check(const CUmemAccessDesc *desc, size_t count)
+/* What cuMemSetAccess answers to its descriptors alone. A `HOST_NUMA`
+ * descriptor (the CPU; cuda.h: its id "is ignored") is accepted here and
+ * sets `*host_grant`; whether the range may take it depends on its
+ * mappings. */
+static CUresult access_descriptors_check(const CUmemAccessDesc *desc, size_t count, bool *host_grant)
 {
+    *host_grant = false;
     if (desc == NULL || count == 0)
         return CUDA_ERROR_INVALID_VALUE;
     for (size_t i = 0; i < count; i++) {
-        if (!location_is_device(&desc[i].location))
+        if (desc[i].location.type == CU_MEM_LOCATION_TYPE_HOST_NUMA)
+            *host_grant = true;
+        else if (!location_is_device(&desc[i].location))
             return desc[i].location.type == CU_MEM_LOCATION_TYPE_DEVICE ? CUDA_ERROR_INVALID_DEVICE
                                                                        : CUDA_ERROR_INVALID_VALUE;
         if (desc[i].flags != CU_MEM_ACCESS_FLAGS_PROT_NONE && desc[i].flags != CU_MEM_ACCESS_FLAGS_PROT_READ &&
@@ -1567,7 +1640,8 @@ SIM_EXPORT CUresult cuMemSetAccess(CUdeviceptr ptr, size_t size, const CUmemAcce
     CUresult entry = SIM_ENTER(cuMemSetAccess, SIM_NEED_INIT);
     if (entry != CUDA_SUCCESS)
         return entry;
-    CUresult result = access_descriptors_check(desc, count);
+    bool host_grant = false;
+    CUresult result = access_descriptors_check(desc, count, &host_grant);
     if (result != CUDA_SUCCESS) {
         sim_clock_host_sized(SIM_ID(cuMemSetAccess), size);
         return result;
@@ -1578,10 +1652,24 @@ SIM_EXPORT CUresult cuMemSetAccess(CUdeviceptr ptr, size_t size, const CUmemAcce
         result = CUDA_ERROR_INVALID_VALUE;
         goto out;
     }
+    /* cuda.h: "Users cannot specify CU_MEM_LOCATION_TYPE_HOST_NUMA
+     * accessibility for allocations created on with other location types"
+     * than the host's: nothing changes when one such mapping is in the
+     * range. */
+    for (size_t m = first; host_grant && m < first + mapping_count; m++) {
+        if (!mappings.items[m]->phys->host_located) {
+            result = CUDA_ERROR_INVALID_VALUE;
+            goto out;
+        }
+    }
     for (size_t m = first; m < first + mapping_count; m++) {
         mem_block_t *mapping = mappings.items[m];
-        for (size_t i = 0; i < count; i++)
-            mapping->access[desc[i].location.id] = (unsigned char)desc[i].flags;
+        for (size_t i = 0; i < count; i++) {
+            if (desc[i].location.type == CU_MEM_LOCATION_TYPE_HOST_NUMA)
+                mapping->host_access = (unsigned char)desc[i].flags;
+            else
+                mapping->access[desc[i].location.id] = (unsigned char)desc[i].flags;
+        }
         atomic_fetch_add_explicit(&sim_access_generation, 1, memory_order_release);
         if (mprotect((void *)mapping->base, mapping->span, host_protection(mapping)) != 0)
             result = CUDA_ERROR_OUT_OF_MEMORY;
@@ -1599,12 +1687,17 @@ SIM_EXPORT CUresult cuMemGetAccess(unsigned long long *flags, const CUmemLocatio
     CUresult entry = SIM_ENTER(cuMemGetAccess, SIM_NEED_INIT);
     if (entry != CUDA_SUCCESS)
         return entry;
-    if (flags == NULL || location == NULL || !location_is_device(location))
+    bool host = location != NULL && location->type == CU_MEM_LOCATION_TYPE_HOST_NUMA;
+    if (flags == NULL || location == NULL || (!host && !location_is_device(location)))
         return CUDA_ERROR_INVALID_VALUE;
     pthread_rwlock_rdlock(&mem_lock);
     mem_block_t *mapping = map_find(&mappings, (uintptr_t)ptr);
+    /* The CPU's access is a property of host-located memory only, as its
+     * grant is (cuMemSetAccess). */
+    if (mapping != NULL && host && !mapping->phys->host_located)
+        mapping = NULL;
     if (mapping != NULL)
-        *flags = mapping->access[location->id];
+        *flags = host ? mapping->host_access : mapping->access[location->id];
     pthread_rwlock_unlock(&mem_lock);
     return mapping != NULL ? CUDA_SUCCESS : CUDA_ERROR_INVALID_VALUE;
 }
@@ -1895,6 +1988,7 @@ SIM_EXPORT CUresult cuMemHostGetFlags(unsigned int *pFlags, void *p)
  * under the lock. */
 typedef struct ptr_info_s {
     bool valid;
+    bool host_located; /* a mapping of host-located memory */
     mem_kind_t kind;
     CUcontext ctx;
     int device;
@@ -1917,7 +2011,10 @@ static ptr_info_t ptr_info(uintptr_t address)
         if (mapping != NULL) {
             info.valid = true;
             info.kind = MEM_MAPPING;
-            info.device = mapping->device->ordinal;
+            info.host_located = mapping->phys->host_located;
+            /* Host-located memory was allocated against no device: the
+             * device whose address range holds the reservation. */
+            info.device = mapping->device != NULL ? mapping->device->ordinal : block->device->ordinal;
             info.range_base = block->base;
             info.range_size = block->size;
             info.mapping_base = mapping->base;
@@ -1962,6 +2059,13 @@ static bool is_host_kind(mem_kind_t kind)
     return kind == MEM_HOST_ALLOC || kind == MEM_HOST_REGISTERED;
 }
 
+/* Host memory, pinned or mapped from a host-located handle: its physical
+ * location (CU_POINTER_ATTRIBUTE_MEMORY_TYPE) is the host. */
+static bool info_is_host(const ptr_info_t *info)
+{
+    return is_host_kind(info->kind) || info->host_located;
+}
+
 /* Writes one attribute of a valid pointer. Returns CUDA_ERROR_INVALID_VALUE
  * for attributes that do not apply (a host pointer of device memory) or
  * that simcuda does not know. */
@@ -1972,13 +2076,13 @@ static CUresult write_attribute(const ptr_info_t *info, CUpointer_attribute attr
         *(CUcontext *)data = info->ctx;
         return CUDA_SUCCESS;
     case CU_POINTER_ATTRIBUTE_MEMORY_TYPE:
-        *(unsigned int *)data = is_host_kind(info->kind) ? CU_MEMORYTYPE_HOST : CU_MEMORYTYPE_DEVICE;
+        *(unsigned int *)data = info_is_host(info) ? CU_MEMORYTYPE_HOST : CU_MEMORYTYPE_DEVICE;
         return CUDA_SUCCESS;
     case CU_POINTER_ATTRIBUTE_DEVICE_POINTER:
         *(CUdeviceptr *)data = (CUdeviceptr)address;
         return CUDA_SUCCESS;
     case CU_POINTER_ATTRIBUTE_HOST_POINTER:
-        if (!is_host_kind(info->kind) && info->kind != MEM_MANAGED)
+        if (!info_is_host(info) && info->kind != MEM_MANAGED)
             return CUDA_ERROR_INVALID_VALUE;
         *(void **)data = (void *)address;
         return CUDA_SUCCESS;
@@ -2117,7 +2221,7 @@ SIM_EXPORT CUresult cuMemGetAddressRange_v2(CUdeviceptr *pbase, size_t *psize, C
 int sim_mem_range(uintptr_t address, uintptr_t *base_out, size_t *size_out)
 {
     ptr_info_t info = ptr_info(address);
-    if (!info.valid || is_host_kind(info.kind))
+    if (!info.valid || info_is_host(&info))
         return -ENOENT;
     *base_out = info.mapping_base;
     *size_out = info.mapping_size;
@@ -2135,13 +2239,17 @@ sim_mem_kind_t sim_mem_classify(uintptr_t address, int *device_out)
         if (block != NULL && block->kind == MEM_MANAGED) {
             kind = SIM_MEM_MANAGED;
         } else if (block != NULL && block->kind == MEM_RESERVATION) {
-            /* Memory of another device may be mapped in this range. */
+            /* Memory of another device, or of the host, may be mapped in
+             * this range. Host-located memory is pinned host memory to a
+             * copy (a device-accessible host side). */
             mem_block_t *mapping = map_find(&mappings, address);
-            if (mapping != NULL)
+            if (mapping != NULL && mapping->phys->host_located)
+                kind = SIM_MEM_PINNED;
+            else if (mapping != NULL)
                 device = mapping->device->ordinal;
         }
         pthread_rwlock_unlock(&mem_lock);
-        if (device_out != NULL)
+        if (device_out != NULL && kind != SIM_MEM_PINNED)
             *device_out = device;
         return kind;
     }
@@ -2149,6 +2257,59 @@ sim_mem_kind_t sim_mem_classify(uintptr_t address, int *device_out)
     bool pinned = map_find(&host_blocks, address) != NULL;
     pthread_rwlock_unlock(&mem_lock);
     return pinned ? SIM_MEM_PINNED : SIM_MEM_PAGEABLE;
+}
+
+/* How many distinct host-located mappings `sim_mem_host_located_bytes`
+ * tells apart on the stack; more take a heap array. */
+#define HOST_LOCATED_SEEN 16
+
+uint64_t sim_mem_host_located_bytes(const void *args, size_t size)
+{
+    const unsigned char *bytes = args;
+    const mem_block_t *stack_seen[HOST_LOCATED_SEEN];
+    const mem_block_t **seen = stack_seen;
+    size_t seen_count = 0, seen_capacity = HOST_LOCATED_SEEN;
+    uint64_t total = 0;
+    bool locked = false;
+    if (!atomic_load_explicit(&host_located_made, memory_order_relaxed))
+        return 0;
+    for (size_t offset = 0; offset + sizeof(uint64_t) <= size; offset += sizeof(uint64_t)) {
+        uint64_t word;
+        memcpy(&word, bytes + offset, sizeof word);
+        if (va_space_of((uintptr_t)word) == NULL)
+            continue; /* not a pointer into any device's address range */
+        if (!locked) {
+            pthread_rwlock_rdlock(&mem_lock);
+            locked = true;
+        }
+        const mem_block_t *mapping = map_find(&mappings, (uintptr_t)word);
+        if (mapping == NULL || !mapping->phys->host_located)
+            continue;
+        bool counted = false;
+        for (size_t i = 0; i < seen_count && !counted; i++)
+            counted = seen[i] == mapping;
+        if (counted)
+            continue;
+        total += mapping->size;
+        if (seen_count == seen_capacity) {
+            /* Without room to remember it, a later word into the same
+             * mapping would be counted twice: grow, or stop counting. */
+            const mem_block_t **grown = malloc(2 * seen_capacity * sizeof *grown);
+            if (grown == NULL)
+                break;
+            memcpy(grown, seen, seen_count * sizeof *seen);
+            if (seen != stack_seen)
+                free(seen);
+            seen = grown;
+            seen_capacity *= 2;
+        }
+        seen[seen_count++] = mapping;
+    }
+    if (locked)
+        pthread_rwlock_unlock(&mem_lock);
+    if (seen != stack_seen)
+        free(seen);
+    return total;
 }
 
 /* ------------------------------------------------------------------------
@@ -2170,6 +2331,8 @@ static bool kernel_may_touch(const sim_kernel_view_t *view, const mem_block_t *b
         return true;
     case MEM_MAPPING:
         /* Only cuMemSetAccess decides; peer access does not apply. */
+        if (block->phys->host_located)
+            *owner = -1; /* the host's */
         *writable = block->access[device] == CU_MEM_ACCESS_FLAGS_PROT_READWRITE;
         return block->access[device] != CU_MEM_ACCESS_FLAGS_PROT_NONE;
     case MEM_DEVICE:
@@ -2215,11 +2378,14 @@ void sim_kernel_touch_check(uintptr_t address, size_t bytes, bool is_write)
         sim_kernel_touch_check(hi, address + bytes - hi, is_write);
         return;
     }
-    char line[256];
-    int n = snprintf(line, sizeof line,
-                     "simcuda: kernel %s on device %d %s 0x%lx, memory of device %d it has no %s to: illegal address\n",
+    char line[256], whose[32];
+    if (owner < 0)
+        snprintf(whose, sizeof whose, "host-located memory");
+    else
+        snprintf(whose, sizeof whose, "memory of device %d", owner);
+    int n = snprintf(line, sizeof line, "simcuda: kernel %s on device %d %s 0x%lx, %s it has no %s to: illegal address\n",
                      view->kernel != NULL ? view->kernel : "?", view->ctx->device->ordinal,
-                     is_write ? "wrote" : "read", (unsigned long)address, owner,
+                     is_write ? "wrote" : "read", (unsigned long)address, whose,
                      allowed ? "write access" : "peer access or cuMemSetAccess grant");
     if (n > 0)
         (void)write(STDERR_FILENO, line, (size_t)n < sizeof line ? (size_t)n : sizeof line - 1);
