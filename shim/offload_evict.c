@@ -11,6 +11,10 @@
  * release. Everything here runs under the engine lock.
  */
 #include "offload_internal.h"
+#include "offload_device.h"
+#include "offload_streams.h"
+#include "offload_tier.h"
+#include "offload_prefetch.h"
 #include "pool_usage.h"
 
 #include <errno.h>

@@ -66,6 +66,9 @@
  * and the cycle goes back.
  */
 #include "offload_internal.h"
+#include "offload_device.h"
+#include "offload_streams.h"
+#include "offload_prefetch.h"
 
 #include "driver.h"
 

@@ -11,6 +11,8 @@
  * missing, and the scan runs again.
  */
 #include "offload_internal.h"
+#include "offload_streams.h"
+#include "offload_prefetch.h"
 
 #include <errno.h>
 #include <inttypes.h>

@@ -7,6 +7,7 @@
  * files with the engine lock held.
  */
 #include "offload_internal.h"
+#include "offload_prefetch.h"
 
 #include <stdlib.h>
 

@@ -13,6 +13,9 @@
  * under the engine lock.
  */
 #include "offload_internal.h"
+#include "offload_device.h"
+#include "offload_streams.h"
+#include "offload_prefetch.h"
 
 #include <errno.h>
 #include <inttypes.h>

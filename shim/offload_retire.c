@@ -39,6 +39,8 @@
  * the thread; no driver call is made under it.
  */
 #include "offload_internal.h"
+#include "offload_device.h"
+#include "offload_streams.h"
 
 #include <errno.h>
 #include <inttypes.h>

@@ -21,6 +21,7 @@
  * Waiting on another context's event is legal and needs nothing.
  */
 #include "offload_internal.h"
+#include "offload_streams.h"
 
 #include <errno.h>
 #include <stdlib.h>

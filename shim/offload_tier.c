@@ -21,6 +21,9 @@
  * have theirs, taken only without the engine lock.
  */
 #include "offload_internal.h"
+#include "offload_device.h"
+#include "offload_streams.h"
+#include "offload_tier.h"
 
 #include <errno.h>
 #include <inttypes.h>

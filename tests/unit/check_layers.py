@@ -36,7 +36,8 @@ LAYERS = {
         trace_writer.h""",
     DRIVER: "driver.c driver.h driver.def hooks.def pool_usage.c pool_usage.h",
     REGISTRY: "registry.c registry.h registry_index.c registry_index.h registry_lock.c registry_lock.h stamp_log.c stamp_log.h",
-    ENGINE: """offload.h offload_internal.h offload.c offload_arrive.c offload_device.c offload_evict.c
+    ENGINE: """offload.h offload_internal.h offload_device.h offload_streams.h offload_tier.h offload_prefetch.h
+        offload.c offload_alloc.c offload_arrive.c offload_device.c offload_partial.c offload_premap.c offload_context.c offload_evict.c
         offload_meter.c offload_ops.c offload_policy.c offload_prefetch.c offload_retire.c offload_streams.c
         offload_tier.c device_hash.c device_hash.h pool_async.c pool_async.h""",
     INTERPOSITION: """hooks.h hooks_copy.c hooks_graph.c hooks_launch.c hooks_memop.c hooks_memory.c hooks_context.c

@@ -31,6 +31,7 @@
 #include "driver.h"
 #include "offload.h"
 #include "offload_internal.h"
+#include "offload_device.h"
 #include "registry.h"
 
 #define REGION_BYTES (8ull << 20)
