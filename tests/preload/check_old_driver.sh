@@ -47,7 +47,7 @@ status=$?
 [ "$status" -eq 0 ] || fail "cap on 12.2: exit status $status"
 [ "$(grep -c 'kernel parameter layouts need 12.4' "$dir/err")" -eq 1 ] || fail "cap on 12.2: no single report of the old driver"
 grep -q 'reports version 12.2' "$dir/err" || fail "cap on 12.2: the version is not named"
-grep -q 'launches [0-9]* (unscanned [1-9]' "$dir/err" || fail "cap on 12.2: launches were not counted as unscanned"
+grep -Eq 'info:   operations +[0-9]+ launches \([1-9][0-9]* unscanned\)' "$dir/err" || fail "cap on 12.2: launches were not counted as unscanned"
 echo "ok: cap on 12.2 ran"
 
 # Track (no VRAM_LIMIT) on 12.2 runs too.
@@ -69,7 +69,7 @@ SIMCUDA_FAIL=cuDriverGetVersion:after=0 VRAM_LIMIT=64M VRAMSHIM_MODE=cap VRAMSHI
     LD_PRELOAD="$shim" "$program" >"$dir/out" 2>"$dir/err"
 status=$?
 [ "$status" -eq 0 ] || fail "cap with failing cuDriverGetVersion: exit status $status"
-grep -q 'launches [0-9]* (unscanned [1-9]' "$dir/err" || fail "cap with failing cuDriverGetVersion: launches were not counted as unscanned"
+grep -Eq 'info:   operations +[0-9]+ launches \([1-9][0-9]* unscanned\)' "$dir/err" || fail "cap with failing cuDriverGetVersion: launches were not counted as unscanned"
 echo "ok: a driver that reports no version is old"
 
 # No driver at all: a program without CUDA runs under offload, silently.
