@@ -4,7 +4,8 @@
 from the command line (else prints the usage line of the check's `doc`), runs the cell and returns `judge(row)`'s exit
 status (2 for a wrong command line, 1 when the run failed); `goals_judge(name)`
 is the judge of a check that wants the sweep's goals met. `run_cell` runs `OFFLOAD_CYCLE SHIM sweep --cell WORKLOAD PERCENT RATIO LOG
---warmup N` (on the virtual clock, deterministic) and returns its row as a
+--warmup N` (on the virtual clock, deterministic; at VRAMSHIM_LOG=debug with
+`details`, for a check that reads the exit summary's details) and returns its row as a
 dict (in_mib, in_f, out_mib, ms, bound_ms, over_bound as numbers; goal,
 "met" or "MISSED"), or None after
 printing why the run failed.
@@ -37,11 +38,19 @@ def read_cell_log(name, work, workload, percent, ratio):
         return None
 
 
-def run_cell(name, program, shim, work, workload, percent, ratio, warmup):
+def details_env():
+    """The environment of a cell whose check reads the exit summary's
+    details (`offload details:`), which the shim prints at
+    VRAMSHIM_LOG=debug."""
+    return dict(os.environ, VRAMSHIM_LOG="debug")
+
+
+def run_cell(name, program, shim, work, workload, percent, ratio, warmup, details=False):
     os.makedirs(work, exist_ok=True)
     log = cell_log(work, workload, percent, ratio)
     run = subprocess.run([program, shim, "sweep", "--cell", workload, str(percent), str(ratio), log,
-                          "--warmup", str(warmup)], capture_output=True, text=True)
+                          "--warmup", str(warmup)], capture_output=True, text=True,
+                         env=details_env() if details else None)
     sys.stdout.write(run.stdout)
     if run.returncode != 0:
         print(f"{name}: FAILED: exit status {run.returncode}: {run.stderr.strip()}")
@@ -54,13 +63,13 @@ def run_cell(name, program, shim, work, workload, percent, ratio, warmup):
     return {key: value if key == "goal" else float(value) for key, value in row.groupdict().items()}
 
 
-def check_main(name, doc, workload, percent, ratio, warmup, judge):
+def check_main(name, doc, workload, percent, ratio, warmup, judge, details=False):
     if len(sys.argv) != 4:
         usage = [line for line in doc.splitlines() if line.startswith("usage:")]
         print(usage[0] if usage else f"usage: {name}.py OFFLOAD_CYCLE SHIM WORK_DIR", file=sys.stderr)
         return 2
     program, shim, work = sys.argv[1:4]
-    row = run_cell(name, program, shim, work, workload, percent, ratio, warmup)
+    row = run_cell(name, program, shim, work, workload, percent, ratio, warmup, details)
     return 1 if row is None else judge(row)
 
 

@@ -21,7 +21,7 @@ engine asks first for pieces of half the largest (4 MiB,
 refuses them and the 6 MiB pieces follow, so the cell checks that too.
 
 Checks: the child exits 0 with every word read back as loaded; the shim's
-exit summary counts restores onto held filler memory; the sweep's verdict
+exit summary's details count restores onto held filler memory; the sweep's verdict
 on the cell, from its unrounded figures: a pass in at most 1.05 x the bound,
 at most 1.02 x F brought in, nothing clean copied back. Exit 0 when all of
 it holds, 1 otherwise.
@@ -51,4 +51,4 @@ def judge(row):
 
 
 if __name__ == "__main__":
-    sys.exit(check_main(NAME, __doc__, WORKLOAD, PERCENT, RATIO, 32, judge))
+    sys.exit(check_main(NAME, __doc__, WORKLOAD, PERCENT, RATIO, 32, judge, details=True))

@@ -17,7 +17,7 @@ stream, their restores mapped and granted ahead onto the departing piece
 (shim/offload_prefetch.c, `vs_prefetch_fine_piece`): 1.025 x, in 1.019 x F.
 
 Checks: the child exits 0 with every word read back as loaded; the shim's
-exit summary names 4 MiB pieces with 2 MiB fillers as its last plan in
+exit summary's details name 4 MiB pieces with 2 MiB fillers as its last plan in
 pieces, and counts restores mapped ahead; the sweep's verdict on the cell,
 from its unrounded figures: a pass in at most 1.05 x the bound, at most
 1.02 x F brought in, nothing clean copied back. Exit 0 when all of it
@@ -54,4 +54,4 @@ def judge(row):
 
 
 if __name__ == "__main__":
-    sys.exit(check_main(NAME, __doc__, WORKLOAD, PERCENT, RATIO, 24, judge))
+    sys.exit(check_main(NAME, __doc__, WORKLOAD, PERCENT, RATIO, 24, judge, details=True))

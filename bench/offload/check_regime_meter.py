@@ -13,7 +13,7 @@ do not depend on the machine) and reads the row and the shim's log of each.
 made within them, and the check stays within its time under TSan (13
 minutes at 24). What it checks:
 - the DiT at 25%, ratio 2 (compute twice the transfer): the log says the
-  cycle is compute-bound, the exit summary counts one regime change, and
+  cycle is compute-bound, the exit summary's details count one regime change, and
   the plan streams at most 1.02 x F a pass (no room for a departure) within
   1.05 x the bound;
 - the DiT at 25%, ratio 0.5 (transfer twice the compute): the same,
@@ -59,7 +59,7 @@ import re
 import subprocess
 import sys
 
-from cell_check import cell_log
+from cell_check import cell_log, details_env
 
 ROW = re.compile(r"^(?P<workload>\w+)\s+(?P<percent>\d+)%\s+(?P<ratio>[\d.]+)\s+[\d.]+\s+[\d.]+\s+(?P<in_f>[\d.]+)"
                  r"\s+[\d.]+\s+[\d.]+\s+[\d.]+\s+(?P<bound>[\d.]+)\s+[\d.]+\s+(?P<goal>\S+)$", re.M)
@@ -88,7 +88,7 @@ def run_cell(program, shim, work, workload, percent, ratio):
     if os.path.exists(log):
         os.unlink(log)
     run = subprocess.run([program, shim, "sweep", "--cell", workload, percent, ratio, log, "--warmup", WARMUP_PASSES],
-                         capture_output=True, text=True)
+                         capture_output=True, text=True, env=details_env())
     if run.returncode != 0:
         return None, None, f"{name}: exit status {run.returncode}: {run.stderr.strip()}"
     row = ROW.search(run.stdout)
