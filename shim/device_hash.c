@@ -16,6 +16,7 @@
 #include "cap.h"
 #include "driver.h"
 #include "log.h"
+#include "tunables.h"
 
 /* The PTX text of `vramshim_content_hash`, NUL-terminated
  * (shim/kernels/meson.build generates its definition). */
@@ -24,13 +25,14 @@ extern const char vs_content_hash_ptx[];
 /* Result slots: two lanes each, on the device and in pinned host memory. */
 #define VS_DEVICE_HASH_SLOT_BYTES (2 * sizeof(uint64_t))
 
-/* Blocks of `VS_DEVICE_HASH_THREADS` threads, each thread given at least
- * `VS_DEVICE_HASH_WORDS_PER_THREAD` words, at most `VS_DEVICE_HASH_BLOCKS`
- * blocks: enough threads in flight to fill any current GPU's memory
- * bandwidth, few enough atomic adds that they cost nothing. */
-#define VS_DEVICE_HASH_THREADS 256u
-#define VS_DEVICE_HASH_WORDS_PER_THREAD 8u
-#define VS_DEVICE_HASH_BLOCKS 1024u
+/* A launch: blocks of `VS_DEVICE_HASH_THREADS` threads, each thread given
+ * at least `VS_DEVICE_HASH_WORDS_PER_THREAD` words, at most
+ * `VS_DEVICE_HASH_BLOCKS` blocks: enough threads in flight to fill any
+ * current GPU's memory bandwidth, few enough atomic adds that they cost
+ * nothing. The kernel takes any block size that is a multiple of 32, up
+ * to 1024. */
+_Static_assert(VS_DEVICE_HASH_THREADS % 32 == 0 && VS_DEVICE_HASH_THREADS <= 1024,
+               "the hash kernel's blocks are whole warps, at most 32 of them");
 
 struct vs_device_hasher_s {
     CUcontext ctx;

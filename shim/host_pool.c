@@ -14,6 +14,8 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "tunables.h"
+
 typedef struct vs_slab_s {
     unsigned char *base;
     uint64_t bytes;

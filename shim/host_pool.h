@@ -16,8 +16,9 @@
 #include <stddef.h>
 #include <stdint.h>
 
+#include "tunables.h" /* VS_HOST_SLAB_BYTES: what the pool pins at once */
+
 #define VS_HOST_BLOCK_BYTES (2ull << 20)
-#define VS_HOST_SLAB_BYTES (256ull << 20)
 
 typedef struct vs_host_extent_s {
     void *ptr;

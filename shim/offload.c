@@ -38,14 +38,10 @@
 #include "driver.h"
 #include "host_memory.h"
 #include "log.h"
+#include "tunables.h"
 
 vs_engine_t vs_engine = {
     .lock = VS_MUTEX_INITIALIZER, .released = PTHREAD_COND_INITIALIZER, .disk_io_done = PTHREAD_COND_INITIALIZER};
-
-/* How long an operation that finds no room waits for other operations to
- * submit and let go of what they hold, before it passes the limit. */
-#define VS_ROOM_WAIT_MS 20
-#define VS_ROOM_WAITS 50
 
 static pthread_once_t vs_engine_once = PTHREAD_ONCE_INIT;
 
@@ -235,19 +231,6 @@ CUresult vs_engine_wait_for_copy(CUstream waiter, CUevent copied)
     return rc == CUDA_SUCCESS ? rc : VS_ENGINE_CALL(VS_HOST_GPU_WAIT, cuEventSynchronize, (copied));
 }
 
-/* How many times one charge may spill to disk and evict again, with the
- * device's use falling to no new low, before it waits: other threads may
- * take the room each spill makes. A round whose evictions bring the use to
- * a new low counts none: the room went to this charge's victims (a device
- * past its limit may need more victims than the pool holds copies, one
- * poolful per round). */
-#define VS_SPILL_ROUNDS 4
-/* How long one charge that finds the host pool full and nothing to spill
- * may wait, in all, for other threads' spills, evictions and operations
- * before it fails (a bound, even while they make progress: they may take
- * every byte its own spills free). */
-#define VS_HOST_WAIT_MS 10000
-
 /* Whether host memory may come free without this thread: another thread
  * writes a host copy to disk or reads one back, an eviction's copy is
  * under way, or other operations hold regions (`own_holding` are this
@@ -297,7 +280,11 @@ int vs_engine_charge_engine_locked(int device, uint64_t bytes, const char *what,
         if (rc == -ENOMEM) {
             /* The host pool is full: with a disk tier, the coldest host
              * copies go to disk (the lock is let go for the writes), and
-             * eviction tries again. */
+             * eviction tries again, up to VS_SPILL_ROUNDS times. A round
+             * whose evictions bring the device's use to a new low counts
+             * none: the room went to this charge's victims (a device past
+             * its limit may need more victims than the pool holds copies,
+             * one poolful per round). */
             int failed = 0;
             uint64_t used = vs_cap_used(device), limit = vs_cap_limit(device);
             if (used < lowest_used) {
@@ -333,8 +320,9 @@ int vs_engine_charge_engine_locked(int device, uint64_t bytes, const char *what,
             }
             /* Nothing to spill now (other threads move or hold every host
              * copy) or others took what the spills freed: wait for them,
-             * then spill again. A failed write ends it: the disk is full
-             * or failing. */
+             * then spill again, VS_HOST_WAIT_MS in all (a bound even while
+             * they make progress). A failed write ends it: the disk is
+             * full or failing. */
             uint64_t now = vs_monotonic_ns();
             if (host_wait_since == 0)
                 host_wait_since = now;
@@ -356,8 +344,9 @@ int vs_engine_charge_engine_locked(int device, uint64_t bytes, const char *what,
             continue;
         }
         /* Other threads' operations hold memory only until they are
-         * submitted: wait for them rather than pass the limit. Bounded, so
-         * that two operations can never wait for each other for long. */
+         * submitted: wait for them rather than pass the limit. Bounded
+         * (VS_ROOM_WAITS waits of VS_ROOM_WAIT_MS), so that two operations
+         * can never wait for each other for long. */
         if (vs_engine.ops_holding <= own_holding || waits >= VS_ROOM_WAITS)
             break;
         vs_engine_room_wait();

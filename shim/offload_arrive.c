@@ -53,10 +53,7 @@
 
 #include "driver.h"
 #include "log.h"
-
-/* Jobs handed over and not joined at most: a hand-over past it joins the
- * oldest (long over by then), so that the list stays short. */
-#define VS_ARRIVE_KEEP 8
+#include "tunables.h"
 
 typedef enum vs_arrive_op_kind_e {
     VS_ARRIVE_GRANT,

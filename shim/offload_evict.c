@@ -24,6 +24,7 @@
 
 #include "driver.h"
 #include "log.h"
+#include "tunables.h"
 
 /* Puts back on the device a victim whose eviction cannot finish: every
  * stream in `streams` may still use it. */
@@ -41,17 +42,12 @@ static void vs_engine_evict_undo(vs_region_t *r, bool had_copy, uint64_t streams
     vs_registry_add_streams(r->base, streams);
 }
 
-/* Clean eviction's verdicts that found a region changed, in a row, before
- * its evictions copy without hashing; and how many such blind evictions
- * pass before it is judged again (its restore then hashes what arrived,
- * and the eviction after compares). A region written at every use (the
- * activations, an optimizer's state) so skips the hash kernel and the wait
- * for its verdict, on the critical path of every eviction; one that turns
- * read-only (weights after loading) is found clean again within
- * VS_BLIND_RECHECK evictions. */
-#define VS_BLIND_AFTER 1
-#define VS_BLIND_RECHECK 8
-
+/* Blind once VS_BLIND_AFTER verdicts in a row found the region changed,
+ * for VS_BLIND_RECHECK evictions; then it is judged again (its restore
+ * hashes what arrived, and the eviction after compares). A region written
+ * at every use (the activations, an optimizer's state) so skips the hash
+ * kernel and the wait for its verdict, on the critical path of every
+ * eviction. */
 bool vs_engine_evict_blind(const vs_region_t *r)
 {
     return r->changed_streak >= VS_BLIND_AFTER && r->blind_evictions < VS_BLIND_RECHECK;

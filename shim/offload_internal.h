@@ -43,16 +43,10 @@
 #include "policy.h"
 #include "registry.h"
 #include "spill.h"
+#include "tunables.h"
 #include "worker.h"
 
 /* ==== offload.c: regions, the engine ===================================== */
-
-/* Copies are issued in chunks of this size, so that the two directions
- * interleave on the copy engines. */
-#define VS_COPY_CHUNK_BYTES (32ull << 20)
-/* How many times an operation may find something missing again after a
- * restore before the engine gives up on it. */
-#define VS_OP_MAX_ATTEMPTS 8
 
 typedef struct vs_region_s {
     uintptr_t base;
@@ -184,13 +178,12 @@ typedef struct vs_deferred_s {
     struct vs_deferred_s *next;
 } vs_deferred_t;
 
-/* Hash slots: one per victim of the eviction batches under way, and one per
- * restore in flight (the hash of what arrived becomes the host copy's). */
+/* Hash slots: one per victim of the eviction batches under way (a batch
+ * moves at most VS_EVICT_BATCH), and one per restore in flight (the hash of
+ * what arrived becomes the host copy's); as many as a busy mask holds
+ * (`evict_slots_busy`, `restore_slots_busy`: one bit a slot). */
 #define VS_EVICT_BATCH 64
 #define VS_RESTORE_HASH_SLOTS 64
-
-/* Departures (offload_evict.c) under way at once on one device. */
-#define VS_DEPARTURES 2
 
 /* An eviction batch under way (offload_evict.c): its victims (NULL where
  * one dropped out), what each had and will move, and the event that ends
@@ -229,10 +222,8 @@ typedef enum vs_regime_e {
  * between two copies' ends is the second copy's when the link ran them
  * back to back, and more when it idled between them; the link's rate is
  * the fastest seen), and two around each wait of an application stream for
- * a copy (the time between them is the stream's stall). */
-#define VS_METER_SLOTS 8
-#define VS_METER_WAITS 8
-#define VS_METER_MARKS 4
+ * a copy (the time between them is the stream's stall). Its rings hold
+ * VS_METER_SLOTS, VS_METER_WAITS and VS_METER_MARKS (tunables.h). */
 #define VS_REGIME_COUNT 5
 /* Whether `regime`'s plan leaves no room for a departure and keeps heads
  * (the balanced plan and its coarse variant keep the room). */

@@ -71,29 +71,7 @@
 #include "offload_prefetch.h"
 
 #include "driver.h"
-
-/* A window: a cycle of at least VS_METER_MIN_INTERVALS intervals, or
- * VS_METER_MAX_INTERVALS of a longer cycle. Whole cycles: the sweep's LLM
- * at 50%, ratio 1.33 (about 45 copies a cycle) read 0.77-0.91 busy in
- * windows of 32 copies, as their start moved along the cycle, and 0.79-0.85
- * in whole cycles. */
-#define VS_METER_MIN_INTERVALS 8
-#define VS_METER_MAX_INTERVALS 256
-/* Cycles a plan runs before it is measured: in its first passes what it
- * keeps comes in and what the plan before kept leaves, on demand. */
-#define VS_METER_SETTLE_CYCLES 2
-#define VS_METER_IDLE_ENTER 0.82
-#define VS_METER_IDLE_LEAVE 0.90
-#define VS_METER_STALL_ENTER 0.10
-#define VS_METER_STALL_LEAVE 0.05
-/* Under 2%: with restores ahead of need on the arrival thread, the sweep's
- * LLM at 25%, ratio 2 times its lean plan 1.6% slower than the balanced one
- * over its first cycles; a tolerance of 2% keeps the lean plan, and the cell
- * takes 1.046 x the bound instead of 1.013. */
-#define VS_METER_LEAN_TOLERANCE 0.015
-/* A trial's first timed cycle this much slower ends it at once: the 60-block
- * DiT at 360M took 186 against 82 us an operation lean, a cycle each. */
-#define VS_METER_LEAN_ABORT 0.25
+#include "tunables.h"
 
 static const char *const vs_regime_names[] = {
     [VS_REGIME_BALANCED] = "near the balance point; room for departures, whole allocations",
@@ -288,7 +266,11 @@ static double vs_meter_ns_per_op(const vs_link_meter_t *m, vs_regime_t regime)
  * the critical path after all, and the cycle goes back for good. Within
  * the tolerance the lean plan stays: it moves fewer bytes (measured on the
  * sweep: one cycle's time varies by about 1.5% from the mean of a plan's,
- * and a mean over two cycles by less). */
+ * and a mean over two cycles by less). Under 2%: with restores ahead of
+ * need on the arrival thread, the sweep's LLM at 25%, ratio 2 times its
+ * lean plan 1.6% slower than the balanced one over its first cycles; a
+ * tolerance of 2% keeps the lean plan, and the cell takes 1.046 x the bound
+ * instead of 1.013. */
 static void vs_meter_judge(vs_engine_device_t *d, int device, double ns_per_op)
 {
     vs_link_meter_t *m = &d->meter;
@@ -401,6 +383,11 @@ static void vs_meter_read(vs_engine_device_t *d, int device, uint64_t before_tic
             m->window_ns += ns;
             m->window_bytes += bytes;
             m->window_intervals++;
+            /* A window is a whole cycle, of at least VS_METER_MIN_INTERVALS
+             * intervals, or VS_METER_MAX_INTERVALS of a longer one: the
+             * sweep's LLM at 50%, ratio 1.33 (about 45 copies a cycle) read
+             * 0.77-0.91 busy in windows of 32 copies, as their start moved
+             * along the cycle, and 0.79-0.85 in whole cycles. */
             if (m->window_intervals >= VS_METER_MAX_INTERVALS
                 || (m->window_intervals >= VS_METER_MIN_INTERVALS && ps.now - m->window_from >= ps.period))
                 vs_meter_window_end(d, device, ps.now);

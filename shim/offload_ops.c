@@ -23,6 +23,7 @@
 #include "driver.h"
 #include "log.h"
 #include "trace_writer.h"
+#include "tunables.h"
 
 CUresult vs_offload_charge(int device, uint64_t bytes)
 {
@@ -97,10 +98,8 @@ void vs_offload_pin(uintptr_t addr, const char *reason)
 /* VRAMSHIM_PIN_DEVICE_POINTERS: the words of a small host-to-device copy
  * that point into an evictable allocation are pointers the program stores
  * in device memory, where no launch scan will see them: those allocations
- * are pinned for good. Only copies up to this size are scanned (pointer
- * tables and `__device__` variables are small; bulk data is not scanned). */
-#define VS_PIN_SCAN_MAX_BYTES (64u << 10)
-
+ * are pinned for good. Only copies up to VS_PIN_SCAN_MAX_BYTES are scanned
+ * (pointer tables and `__device__` variables are small). */
 bool vs_offload_pin_scan_enabled(void)
 {
     return vs_offload_enabled() && vs_config_get()->pin_device_pointers;

@@ -22,12 +22,7 @@
 
 #include "config.h"
 #include "driver.h"
-
-/* The prefetch window, in allocations of the largest size: restored ahead
- * of use and not used yet. The plan's budget may leave room for one more,
- * the one departing (`vs_prefetch_budget_update`). */
-#define VS_PREFETCH_WINDOW 2
-
+#include "tunables.h"
 
 /* A prefetched region was used, evicted or freed: it no longer counts
  * against the prefetch window. */
@@ -41,12 +36,6 @@ void vs_prefetch_forget(vs_region_t *r)
     }
 }
 
-
-/* Allocations under this size copy over the link (50 GB/s) in less than
- * ten times the host work a swap costs around a clean departure (unmap, then
- * the restore's map and grant: about 70 us on an H100, docs/benchmarks.md,
- * "On a real GPU"): their restores get room of their own (`vs_prefetch_budget_update`). */
-#define VS_SMALL_STREAM_BYTES (32ull << 20)
 
 /* Whether regions of `d` may be partly resident (VRAMSHIM_PARTIAL): a head
  * kept between uses, or one brought in ahead of its tail. `auto`: where the
@@ -151,7 +140,8 @@ bool vs_prefetch_lean_differs(const vs_engine_device_t *d)
  * - otherwise, when the largest is small (VS_SMALL_STREAM_BYTES), the
  *   second largest (the largest when all are alike): a clean departure only
  *   hashes, but the host work around it (the unmap, the restore's map and
- *   grant) then costs about as much as the copy, and a restore whose room is
+ *   grant: about 70 us on an H100, docs/benchmarks.md, "On a real GPU")
+ *   then costs about as much as the copy, and a restore whose room is
  *   the allocation used just before waits for all of it with the link idle
  *   (the sweep's DiT rows: 1.49 times the bound at the balance point, 1.12
  *   with this room), unless the cycle is compute-bound or link-bound
@@ -500,20 +490,6 @@ static bool vs_prefetch_applies(const vs_engine_device_t *d)
     return d->ready && d->policy != NULL && vs_policy_kind(d->policy) != VS_POLICY_LRU && vs_config_get()->prefetch;
 }
 
-/* Restores a step makes before its operation is launched, where the
- * largest allocation is small (VS_SMALL_STREAM_BYTES). Each
- * restore costs the host a create, a map and a grant, or an unmap and a
- * release of a departed victim first (about 80 us on an H100), and a step
- * that waited for the oldest departure runs them while the GPU has little
- * left queued: the sweep's LLM at 50%, ratio 1, made four such restores
- * before one launch, and the GPU idled 237 us a pass. The operations come
- * faster than a small allocation's swap, so one restore a step keeps up
- * with the stream; the next operation's step goes on. Where allocations are
- * large, a copy hides the host work of several and the cap would only
- * delay them (the sweep's cycle at 50%, ratio 1: 1.036 -> 1.054 x the
- * bound). */
-#define VS_PREFETCH_STEP_RESTORES 1
-
 /* Restores, on the host-to-device stream and without making anyone wait,
  * the allocations the policy predicts are needed next, within a window of
  * twice the largest allocation (double buffering: one arriving while the
@@ -540,6 +516,18 @@ static void vs_prefetch(int device)
         && vs_policy_prefetch(d->policy, window - d->prefetched_bytes, ids, 8, &n) != 0)
         n = 0;
     vs_prefetch_ahead(d, device);
+    /* A step makes at most VS_PREFETCH_STEP_RESTORES restores before its
+     * operation is launched where the largest allocation is small
+     * (VS_SMALL_STREAM_BYTES). Each restore costs the host a create, a map
+     * and a grant, or an unmap and a release of a departed victim first
+     * (about 80 us on an H100), and a step that waited for the oldest
+     * departure runs them while the GPU has little left queued: the sweep's
+     * LLM at 50%, ratio 1, made four such restores before one launch, and
+     * the GPU idled 237 us a pass. The operations come faster than a small
+     * allocation's swap, so one restore a step keeps up with the stream; the
+     * next operation's step goes on. Where allocations are large, a copy
+     * hides the host work of several and the cap would only delay them (the
+     * sweep's cycle at 50%, ratio 1: 1.036 -> 1.054 x the bound). */
     size_t most = vs_engine.prefetch_before_launch && d->largest < VS_SMALL_STREAM_BYTES ? VS_PREFETCH_STEP_RESTORES : n;
     size_t restored = 0;
     for (size_t i = 0; i < n && restored < most; i++) {

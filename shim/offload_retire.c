@@ -50,12 +50,7 @@
 
 #include "driver.h"
 #include "log.h"
-
-/* Ranges one batch holds: a lock hold lets go of a few. */
-#define VS_RETIRE_BATCH 8
-/* Batches kept after the thread ended them, before the engine takes the
- * oldest back (waiting for its `done`, which is long past by then). */
-#define VS_RETIRE_KEEP 4
+#include "tunables.h"
 
 typedef struct vs_retire_batch_s {
     struct vs_retire_batch_s *next;

@@ -28,6 +28,7 @@
 
 #include "driver.h"
 #include "log.h"
+#include "tunables.h"
 
 typedef enum vs_stream_kind_e {
     VS_STREAM_EMPTY = 0,
@@ -60,8 +61,8 @@ static struct {
  * oldest marker closing an epoch >= e has completed: an eviction waits for
  * that marker instead of the stream's current tail, so the copy out of a
  * victim used long ago does not queue behind the copy in that the stream's
- * latest work waits for. Guarded by the engine lock. */
-#define VS_MARKERS 16
+ * latest work waits for. A ring keeps the newest VS_MARKERS. Guarded by the
+ * engine lock. */
 typedef struct vs_marker_ring_s {
     uint64_t epoch[VS_MARKERS];
     CUevent event[VS_MARKERS];

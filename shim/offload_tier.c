@@ -32,12 +32,13 @@
 #include "driver.h"
 #include "log.h"
 #include "trace_writer.h"
+#include "tunables.h"
 
 /* ---- The disk tier -------------------------------------------------------- */
 
-/* Pinned staging buffers for restores from disk: the read of one chunk
- * overlaps the host-to-device copy of the previous one. */
-#define VS_STAGING_BUFFERS 2
+/* Pinned staging buffers for restores from disk, VS_STAGING_BUFFERS of one
+ * spill chunk each: the read of one chunk overlaps the host-to-device copy
+ * of the previous one. */
 #define VS_STAGING_BYTES VS_SPILL_CHUNK_BYTES
 
 static struct {

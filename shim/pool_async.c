@@ -40,6 +40,7 @@
 #include "internal.h"
 #include "log.h"
 #include "offload.h"
+#include "tunables.h"
 
 #include <errno.h>
 #include <inttypes.h>
@@ -196,7 +197,8 @@ static CUstream vs_pool_async_identity(CUstream named)
     return named == CU_STREAM_PER_THREAD ? NULL : named;
 }
 
-/* Marks the freed blocks whose free event has completed (lock held). The
+/* Marks the freed blocks whose free event has completed (lock held), at
+ * most `done_cap` (VS_POOL_ASYNC_POLL): the rest at a later poll. The
  * events are destroyed after, by the caller: collected in *done. */
 static void vs_pool_async_poll_locked(CUevent *done, size_t *done_count, size_t done_cap)
 {
@@ -258,8 +260,6 @@ static void vs_pool_async_finish(CUevent *done, size_t done_count, vs_ablock_lis
     }
     free(released->items);
 }
-
-#define VS_POOL_ASYNC_POLL 64
 
 /* Notes completed frees and releases what the pools keep past their
  * thresholds. */

@@ -24,8 +24,7 @@
 #include "stats.h"
 #include "snapshot_writer.h"
 #include "stamp_log.h"
-
-#define VS_PUBLISH_PERIOD_MS 200
+#include "tunables.h"
 
 static vs_snapshot_t *vs_publish_snapshot;
 /* Physical memory per device, learned once the driver can tell (only the
@@ -37,9 +36,8 @@ static pthread_once_t vs_publish_once = PTHREAD_ONCE_INIT;
  * clock read per launch would cost more than the whole look-up). Each
  * publication samples (event sequence, time); a use stamped with sequence
  * q happened before the first sample whose sequence is at least q, so its
- * time is known to within one publication period. Only the publisher
- * thread touches the ring. */
-#define VS_PUBLISH_SAMPLES 2048
+ * time is known to within one publication period. The ring keeps the last
+ * VS_PUBLISH_SAMPLES; only the publisher thread touches it. */
 static struct {
     uint64_t seq[VS_PUBLISH_SAMPLES];
     uint64_t ns[VS_PUBLISH_SAMPLES];

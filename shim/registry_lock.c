@@ -21,8 +21,9 @@
  * that reason, and so does this lock: a writer that has waited
  * `VS_WRITER_PATIENCE_NS` for an old read steps back (clears `writer`, lets
  * go of the rwlock, so the readers it kept out come in), sleeps a little
- * and tries again. A writer can therefore wait as long as reads overlap
- * without a gap, as it could with glibc's rwlock; nothing waits for ever.
+ * (a nap that doubles up to `VS_WRITER_NAP_MAX_NS`) and tries again. A
+ * writer can therefore wait as long as reads overlap without a gap, as it
+ * could with glibc's rwlock; nothing waits for ever.
  *
  * Records are never freed: a thread's record goes back to the list when the
  * thread exits (a key destructor) for the next new thread to take. A thread
@@ -40,11 +41,7 @@
 #include <time.h>
 
 #include "internal.h"
-
-/* How long a writer waits for one old read before it steps back, and the
- * longest nap between its attempts. */
-#define VS_WRITER_PATIENCE_NS 2000000ull
-#define VS_WRITER_NAP_MAX_NS 2000000ull
+#include "tunables.h"
 
 typedef struct vs_reader_s {
     _Alignas(64) _Atomic uint32_t active; /* 1 while its thread holds a read through it */

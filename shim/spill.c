@@ -22,6 +22,7 @@
 #include "config.h"
 #include "log.h"
 #include "spill_io.h"
+#include "tunables.h"
 
 #include <errno.h>
 #include <limits.h>
@@ -33,6 +34,8 @@
 #include <string.h>
 #include <sys/stat.h>
 #include <sys/vfs.h>
+
+_Static_assert(VS_SPILL_CHUNK_BYTES % VS_SPILL_ALIGN == 0, "a run cut at a chunk keeps O_DIRECT's alignment");
 
 /* The store. `lock` guards every field but the counters; lock order
  * (internal.h): a leaf (vs_log takes none); `_spill_locked` functions

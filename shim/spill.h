@@ -24,8 +24,6 @@
 
 /* The unit of space and of checksums. */
 #define VS_SPILL_BLOCK_BYTES (2ull << 20)
-/* The largest single pwrite/pread. */
-#define VS_SPILL_CHUNK_BYTES (32ull << 20)
 /* The alignment O_DIRECT needs of buffers, offsets and sizes. */
 #define VS_SPILL_ALIGN 4096u
 

@@ -32,24 +32,16 @@
 
 #include "internal.h"
 #include "registry_lock.h"
+#include "tunables.h"
 #include "worker.h"
 
-/* Words in one thread's log: 256 KiB, about 4,600 launches of 6 settled
- * words each. */
-#define VS_STAMP_LOG_WORDS (1u << 15)
+/* A log's words are indexed modulo VS_STAMP_LOG_WORDS, a power of two. */
 #define VS_STAMP_LOG_MASK (VS_STAMP_LOG_WORDS - 1)
-/* The stamp thread is woken each time a log's head crosses a multiple of
- * this. */
-#define VS_STAMP_LOG_WAKE (VS_STAMP_LOG_WORDS / 4)
-/* The stamp thread drains at least this often. */
-#define VS_STAMP_LOG_PERIOD_NS 100000000ull
 /* The header's count sits in its top byte, the sequence number below. */
 #define VS_STAMP_LOG_COUNT_SHIFT 56
 #define VS_STAMP_LOG_SEQ_MASK ((UINT64_C(1) << VS_STAMP_LOG_COUNT_SHIFT) - 1)
-/* Words one hold of the registry's read lock stamps at most: a writer
- * waits for no more than that. */
-#define VS_STAMP_LOG_HOLD_WORDS 1024
 
+_Static_assert((VS_STAMP_LOG_WORDS & VS_STAMP_LOG_MASK) == 0, "a log's size is a power of two");
 _Static_assert(VS_SETTLED_MAX < 256, "a header counts its words in one byte");
 
 typedef struct vs_stamp_ring_s {

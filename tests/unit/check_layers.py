@@ -33,7 +33,7 @@ LAYERS = {
     UTILITIES: """internal.h log.c log.h config.c config.h cap.c cap.h host_pool.c host_pool.h
         host_memory.c host_memory.h spill_io.c spill_io.h spill.c spill.h content_hash.h snapshot_writer.c
         snapshot_writer.h snapshot_abi.h worker.c worker.h output_file.c output_file.h trace_writer.c
-        trace_writer.h""",
+        trace_writer.h tunables.h""",
     DRIVER: "driver.c driver.h driver.def hooks.def pool_usage.c pool_usage.h",
     REGISTRY: "registry.c registry.h registry_index.c registry_index.h registry_lock.c registry_lock.h stamp_log.c stamp_log.h",
     ENGINE: """offload.h offload_internal.h offload_device.h offload_streams.h offload_tier.h offload_prefetch.h
