@@ -27,6 +27,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/wait.h>
 #include <unistd.h>
 
 /* ------------------------------------------------------------------------
@@ -252,6 +253,41 @@ static inline void vs_tracked_copy(vs_tracked_t *dst, const vs_tracked_t *src, C
     }
     for (unsigned k = 0; k < src->count && dst->defined && dst->count < VS_TRACKED_CANDIDATES; k++)
         dst->seeds[dst->count++] = src->seeds[k];
+}
+
+/* ------------------------------------------------------------------------
+ * Faults in a child
+ * ------------------------------------------------------------------------ */
+
+/* Runs `touch(address)` in a forked child with SIGSEGV's default action:
+ * the signal that ended the child, 0 when it exited, -1 when the fork or
+ * the wait failed. What an access to unmapped device memory does, seen
+ * from outside. */
+static inline int vs_test_child_signal(void (*touch)(uintptr_t), uintptr_t address)
+{
+    pid_t pid = fork();
+    if (pid < 0)
+        return -1;
+    if (pid == 0) {
+        signal(SIGSEGV, SIG_DFL);
+        touch(address);
+        _exit(0);
+    }
+    int status = 0;
+    if (waitpid(pid, &status, 0) != pid)
+        return -1;
+    return WIFSIGNALED(status) ? WTERMSIG(status) : 0;
+}
+
+/* The touches `vs_test_child_signal` makes: one byte read or written. */
+static inline void vs_test_read_byte(uintptr_t address)
+{
+    (void)*(volatile char *)address;
+}
+
+static inline void vs_test_write_byte(uintptr_t address)
+{
+    *(volatile char *)address = 1;
 }
 
 #endif /* VRAMSHIM_TESTS_COMMON_VS_TEST_H */

@@ -36,6 +36,8 @@
 
 #include <cmocka.h>
 
+#include "vs_test.h"
+
 #include "simcuda.h"
 
 #define MiB ((size_t)1 << 20)
@@ -165,30 +167,6 @@ static void launch_checksum(CUdeviceptr src, uint64_t n, CUdeviceptr out)
 {
     void *params[] = {&src, &n, &out};
     assert_int_equal(cuLaunchKernel(fn_checksum, 1, 1, 1, 1, 1, 1, 0, NULL, params, NULL), CUDA_SUCCESS);
-}
-
-static int child_signal(void (*touch)(uintptr_t), uintptr_t address)
-{
-    pid_t pid = fork();
-    assert_true(pid >= 0);
-    if (pid == 0) {
-        signal(SIGSEGV, SIG_DFL);
-        touch(address);
-        _exit(0);
-    }
-    int status = 0;
-    assert_int_equal(waitpid(pid, &status, 0), pid);
-    return WIFSIGNALED(status) ? WTERMSIG(status) : 0;
-}
-
-static void read_byte(uintptr_t address)
-{
-    (void)*(volatile char *)address;
-}
-
-static void write_byte(uintptr_t address)
-{
-    *(volatile char *)address = 1;
 }
 
 /* Settles all work and returns the host clock: the start of a scenario. */
@@ -363,7 +341,7 @@ static void test_kernels_write_and_read_host_located_memory(void **state)
     assert_int_equal(cuMemCreate(&handle, 4 * MiB, &prop, 0), CUDA_SUCCESS);
     assert_int_equal(cuMemMap(va, 4 * MiB, 0, handle, 0), CUDA_SUCCESS);
     /* A new mapping has no access, for the host either. */
-    assert_int_equal(child_signal(read_byte, va), SIGSEGV);
+    assert_int_equal(vs_test_child_signal(vs_test_read_byte, va), SIGSEGV);
     assert_int_equal(grant_to(CU_MEM_LOCATION_TYPE_DEVICE, va, 4 * MiB, CU_MEM_ACCESS_FLAGS_PROT_READWRITE),
                      CUDA_SUCCESS);
     assert_int_equal(cuMemAlloc_v2(&out, 8), CUDA_SUCCESS);
@@ -529,8 +507,8 @@ static void test_host_numa_grant_is_for_host_located_memory_only(void **state)
     /* The CPU alone, read only: the host reads and cannot write. */
     assert_int_equal(grant_to(CU_MEM_LOCATION_TYPE_HOST_NUMA, va, GRAN, CU_MEM_ACCESS_FLAGS_PROT_READ),
                      CUDA_SUCCESS);
-    assert_int_equal(child_signal(read_byte, va), 0);
-    assert_int_equal(child_signal(write_byte, va), SIGSEGV);
+    assert_int_equal(vs_test_child_signal(vs_test_read_byte, va), 0);
+    assert_int_equal(vs_test_child_signal(vs_test_write_byte, va), SIGSEGV);
     unsigned long long flags = 99;
     CUmemLocation cpu = {.type = CU_MEM_LOCATION_TYPE_HOST_NUMA, .id = 0};
     CUmemLocation gpu = {.type = CU_MEM_LOCATION_TYPE_DEVICE, .id = 0};
@@ -547,7 +525,7 @@ static void test_host_numa_grant_is_for_host_located_memory_only(void **state)
                      CUDA_ERROR_INVALID_VALUE);
     assert_int_equal(cuMemGetAccess(&flags, &cpu, va), CUDA_SUCCESS);
     assert_int_equal(flags, CU_MEM_ACCESS_FLAGS_PROT_READ);
-    assert_int_equal(child_signal(read_byte, va + GRAN), SIGSEGV);
+    assert_int_equal(vs_test_child_signal(vs_test_read_byte, va + GRAN), SIGSEGV);
     assert_int_equal(cuMemGetAccess(&flags, &cpu, va + GRAN), CUDA_ERROR_INVALID_VALUE);
     /* A HOST descriptor is no access location cuMemSetAccess knows. */
     assert_int_equal(grant_to(CU_MEM_LOCATION_TYPE_HOST, va, GRAN, CU_MEM_ACCESS_FLAGS_PROT_READWRITE),
@@ -558,7 +536,7 @@ static void test_host_numa_grant_is_for_host_located_memory_only(void **state)
                      CUDA_SUCCESS);
     assert_int_equal(grant_to(CU_MEM_LOCATION_TYPE_HOST_NUMA, va, GRAN, CU_MEM_ACCESS_FLAGS_PROT_READWRITE),
                      CUDA_SUCCESS);
-    assert_int_equal(child_signal(write_byte, va), 0);
+    assert_int_equal(vs_test_child_signal(vs_test_write_byte, va), 0);
 
     assert_int_equal(cuMemUnmap(va, 2 * GRAN), CUDA_SUCCESS);
     assert_int_equal(cuMemRelease(host_handle), CUDA_SUCCESS);
@@ -579,7 +557,7 @@ static void test_unmap_and_release_work_as_for_device_memory(void **state)
     /* Unmapping part of a mapping is refused. */
     assert_int_equal(cuMemUnmap(m.va, GRAN / 2), CUDA_ERROR_INVALID_VALUE);
     assert_int_equal(cuMemUnmap(m.va, GRAN), CUDA_SUCCESS);
-    assert_int_equal(child_signal(read_byte, m.va), SIGSEGV);
+    assert_int_equal(vs_test_child_signal(vs_test_read_byte, m.va), SIGSEGV);
     CUmemGenericAllocationHandle retained;
     assert_int_equal(cuMemRetainAllocationHandle(&retained, (void *)(uintptr_t)m.va), CUDA_ERROR_INVALID_VALUE);
     assert_int_equal(cuMemMap(m.va, GRAN, 0, m.handle, 0), CUDA_ERROR_INVALID_HANDLE);

@@ -19,6 +19,8 @@
 
 #include <cmocka.h>
 
+#include "vs_test.h"
+
 #define MiB ((size_t)1 << 20)
 #define DEVICE_MEM (64 * MiB)
 
@@ -39,32 +41,6 @@ static size_t free_bytes(void)
     assert_int_equal(cuMemGetInfo_v2(&free_now, &total), CUDA_SUCCESS);
     assert_int_equal(total, DEVICE_MEM);
     return free_now;
-}
-
-/* Runs `touch` in a child and returns the signal that ended it (0 if it
- * exited normally). */
-static int child_signal(void (*touch)(uintptr_t), uintptr_t address)
-{
-    pid_t pid = fork();
-    assert_true(pid >= 0);
-    if (pid == 0) {
-        signal(SIGSEGV, SIG_DFL);
-        touch(address);
-        _exit(0);
-    }
-    int status = 0;
-    assert_int_equal(waitpid(pid, &status, 0), pid);
-    return WIFSIGNALED(status) ? WTERMSIG(status) : 0;
-}
-
-static void write_byte(uintptr_t address)
-{
-    *(volatile char *)address = 1;
-}
-
-static void read_byte(uintptr_t address)
-{
-    (void)*(volatile char *)address;
 }
 
 static void test_mem_get_info_counts_exact_bytes(void **state)
@@ -112,16 +88,16 @@ static void test_freed_device_memory_faults(void **state)
     (void)state;
     CUdeviceptr dptr;
     assert_int_equal(cuMemAlloc_v2(&dptr, 4096), CUDA_SUCCESS);
-    assert_int_equal(child_signal(write_byte, dptr), 0);
+    assert_int_equal(vs_test_child_signal(vs_test_write_byte, dptr), 0);
     assert_int_equal(cuMemFree_v2(dptr), CUDA_SUCCESS);
-    assert_int_equal(child_signal(read_byte, dptr), SIGSEGV);
+    assert_int_equal(vs_test_child_signal(vs_test_read_byte, dptr), SIGSEGV);
     /* The next allocation does not land on the freed range. */
     CUdeviceptr next;
     assert_int_equal(cuMemAlloc_v2(&next, 4096), CUDA_SUCCESS);
     assert_int_not_equal(next, dptr);
-    assert_int_equal(child_signal(read_byte, dptr), SIGSEGV);
+    assert_int_equal(vs_test_child_signal(vs_test_read_byte, dptr), SIGSEGV);
     /* Past the end of an allocation there is a guard page. */
-    assert_int_equal(child_signal(write_byte, next + 4096), SIGSEGV);
+    assert_int_equal(vs_test_child_signal(vs_test_write_byte, next + 4096), SIGSEGV);
     assert_int_equal(cuMemFree_v2(next), CUDA_SUCCESS);
 }
 
@@ -139,7 +115,7 @@ static void test_stream_ordered_free_faults_after_sync(void **state)
     assert_int_equal(cuMemFreeAsync(dptr, NULL), CUDA_SUCCESS);
     assert_int_equal(cuMemFreeAsync(dptr, NULL), CUDA_ERROR_INVALID_VALUE);
     assert_int_equal(cuCtxSynchronize(), CUDA_SUCCESS);
-    assert_int_equal(child_signal(read_byte, dptr), SIGSEGV);
+    assert_int_equal(vs_test_child_signal(vs_test_read_byte, dptr), SIGSEGV);
     assert_int_equal(cuMemPoolTrimTo(pool, 0), CUDA_SUCCESS);
     assert_int_equal(free_bytes(), DEVICE_MEM);
 }
@@ -365,7 +341,7 @@ static void test_destroyed_context_frees_its_memory(void **state)
     assert_int_equal(cuCtxDestroy_v2(own), CUDA_SUCCESS);
     assert_int_equal(cuCtxSetCurrent(ctx), CUDA_SUCCESS);
     assert_int_equal(free_bytes(), DEVICE_MEM);
-    assert_int_equal(child_signal(read_byte, dptr), SIGSEGV);
+    assert_int_equal(vs_test_child_signal(vs_test_read_byte, dptr), SIGSEGV);
 }
 
 /* A pool keeps freed memory up to its release threshold: it stays counted

@@ -20,6 +20,8 @@
 
 #include <cmocka.h>
 
+#include "vs_test.h"
+
 #define MiB ((size_t)1 << 20)
 #define GRAN (2 * MiB)
 
@@ -31,30 +33,6 @@ static int setup(void **state)
         cuCtxSetCurrent(ctx) != CUDA_SUCCESS)
         return -1;
     return 0;
-}
-
-static int child_signal(void (*touch)(uintptr_t), uintptr_t address)
-{
-    pid_t pid = fork();
-    assert_true(pid >= 0);
-    if (pid == 0) {
-        signal(SIGSEGV, SIG_DFL);
-        touch(address);
-        _exit(0);
-    }
-    int status = 0;
-    assert_int_equal(waitpid(pid, &status, 0), pid);
-    return WIFSIGNALED(status) ? WTERMSIG(status) : 0;
-}
-
-static void write_byte(uintptr_t address)
-{
-    *(volatile char *)address = 1;
-}
-
-static void read_byte(uintptr_t address)
-{
-    (void)*(volatile char *)address;
 }
 
 static CUmemAllocationProp device_prop(bool exportable)
@@ -109,7 +87,7 @@ static void test_mapping_faults_until_access_is_granted(void **state)
     assert_int_equal(cuMemAddressReserve(&va, 4 * GRAN, 0, 0, 0), CUDA_SUCCESS);
     assert_int_equal(va % GRAN, 0);
     /* Reserved but unmapped address space faults. */
-    assert_int_equal(child_signal(read_byte, va), SIGSEGV);
+    assert_int_equal(vs_test_child_signal(vs_test_read_byte, va), SIGSEGV);
     assert_int_equal(cuMemCreate(&handle, 2 * GRAN, &prop, 0), CUDA_SUCCESS);
     assert_int_equal(cuMemMap(va + GRAN, 2 * GRAN, 0, handle, 0), CUDA_SUCCESS);
     /* Overlapping mappings are refused (a handle of its own: a handle maps
@@ -119,22 +97,22 @@ static void test_mapping_faults_until_access_is_granted(void **state)
     assert_int_equal(cuMemMap(va + 2 * GRAN, GRAN, 0, other, 0), CUDA_ERROR_INVALID_VALUE);
     assert_int_equal(cuMemRelease(other), CUDA_SUCCESS);
     /* Mapped without access: still faults. */
-    assert_int_equal(child_signal(read_byte, va + GRAN), SIGSEGV);
+    assert_int_equal(vs_test_child_signal(vs_test_read_byte, va + GRAN), SIGSEGV);
     unsigned long long flags = 99;
     CUmemLocation location = {.type = CU_MEM_LOCATION_TYPE_DEVICE, .id = 0};
     assert_int_equal(cuMemGetAccess(&flags, &location, va + GRAN), CUDA_SUCCESS);
     assert_int_equal(flags, CU_MEM_ACCESS_FLAGS_PROT_NONE);
 
     assert_int_equal(grant(va + GRAN, 2 * GRAN, CU_MEM_ACCESS_FLAGS_PROT_READ), CUDA_SUCCESS);
-    assert_int_equal(child_signal(read_byte, va + GRAN), 0);
-    assert_int_equal(child_signal(write_byte, va + GRAN), SIGSEGV);
+    assert_int_equal(vs_test_child_signal(vs_test_read_byte, va + GRAN), 0);
+    assert_int_equal(vs_test_child_signal(vs_test_write_byte, va + GRAN), SIGSEGV);
     assert_int_equal(grant(va + GRAN, 2 * GRAN, CU_MEM_ACCESS_FLAGS_PROT_READWRITE), CUDA_SUCCESS);
     assert_int_equal(cuMemGetAccess(&flags, &location, va + 3 * GRAN - 1), CUDA_SUCCESS);
     assert_int_equal(flags, CU_MEM_ACCESS_FLAGS_PROT_READWRITE);
     memset((void *)(va + GRAN), 0x77, 2 * GRAN);
     /* Neighbouring unmapped pages still fault. */
-    assert_int_equal(child_signal(read_byte, va), SIGSEGV);
-    assert_int_equal(child_signal(read_byte, va + 3 * GRAN), SIGSEGV);
+    assert_int_equal(vs_test_child_signal(vs_test_read_byte, va), SIGSEGV);
+    assert_int_equal(vs_test_child_signal(vs_test_read_byte, va + 3 * GRAN), SIGSEGV);
 
     /* Map the same memory a second time: both views share the bytes. */
     CUdeviceptr va2;
@@ -147,7 +125,7 @@ static void test_mapping_faults_until_access_is_granted(void **state)
     assert_int_equal(cuMemUnmap(va + GRAN, GRAN), CUDA_ERROR_INVALID_VALUE);
     assert_int_equal(cuMemAddressFree(va, 4 * GRAN), CUDA_ERROR_INVALID_VALUE); /* still mapped */
     assert_int_equal(cuMemUnmap(va + GRAN, 2 * GRAN), CUDA_SUCCESS);
-    assert_int_equal(child_signal(read_byte, va + GRAN), SIGSEGV);
+    assert_int_equal(vs_test_child_signal(vs_test_read_byte, va + GRAN), SIGSEGV);
     assert_int_equal(cuMemUnmap(va2, 2 * GRAN), CUDA_SUCCESS);
     assert_int_equal(cuMemRelease(handle), CUDA_SUCCESS);
     assert_int_equal(cuMemRelease(handle), CUDA_ERROR_INVALID_VALUE);
@@ -264,11 +242,11 @@ static void test_access_over_several_mappings(void **state)
     for (int i = 0; i < COUNT; i++) {
         assert_int_equal(cuMemGetAccess(&flags, &device0, va + (CUdeviceptr)i * GRAN + GRAN - 1), CUDA_SUCCESS);
         assert_int_equal(flags, CU_MEM_ACCESS_FLAGS_PROT_READWRITE);
-        write_byte(va + (CUdeviceptr)i * GRAN + 7);
+        vs_test_write_byte(va + (CUdeviceptr)i * GRAN + 7);
     }
     /* One of them alone, read-only: the others keep their grant. */
     assert_int_equal(grant(va + GRAN, GRAN, CU_MEM_ACCESS_FLAGS_PROT_READ), CUDA_SUCCESS);
-    assert_int_equal(child_signal(write_byte, va + GRAN), SIGSEGV);
+    assert_int_equal(vs_test_child_signal(vs_test_write_byte, va + GRAN), SIGSEGV);
     assert_int_equal(cuMemGetAccess(&flags, &device0, va + 2 * GRAN), CUDA_SUCCESS);
     assert_int_equal(flags, CU_MEM_ACCESS_FLAGS_PROT_READWRITE);
 
