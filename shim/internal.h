@@ -80,7 +80,7 @@
  * `_streams_locked`, `_registry_locked` (read or write),
  * `_registry_wrlocked`, `_trace_locked`, `_spill_locked`. Inside the engine
  * (offload*.c) the engine lock is the rule rather than the exception: every
- * function declared in offload_internal.h and not named `vs_offload_*` or
+ * function declared in offload_internal.h (or a part header) and not named `vs_offload_*` or
  * `vs_op_*` runs with it held and says so with
  * `VS_ASSERT_HELD(&vs_engine.lock)` on entry; the few that do not (taking
  * it themselves, or pure) say so in that header. A bare `_locked` is not

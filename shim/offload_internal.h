@@ -1,19 +1,30 @@
-/* offload_internal.h: what the files of the offload engine share, in one
- * section per file. Nothing outside offload*.c includes it.
+/* offload_internal.h: what every file of the offload engine shares: the
+ * types (a region, an eviction, the link meter, a device, the engine), the
+ * engine lock's calls and the core's (offload.c, offload_policy.c). The
+ * rest is declared per part, each header included by the files that call
+ * it:
  *
- *   offload.c           the core: regions, restores in flight, eviction,
- *                       restore, allocation and free
- *   offload_device.c    devices, physical memory, host pool pins, contexts ending
- *   offload_policy.c    what the policy hears: uses in order, evictable flags
- *   offload_streams.c   the stream table, marker rings, fences, the event pool
- *   offload_tier.c      the host and disk tiers, copies served from host copies
- *   offload_prefetch.c  prefetch from the policy's learned order
- *   offload_ops.c       operations: scan, hold, restore, submit (VS_OPERATE)
+ *   offload_device.h    devices and physical memory (offload_device.c),
+ *                       partial residency's heads (offload_partial.c),
+ *                       restores mapped ahead (offload_premap.c), contexts
+ *                       ending (offload_context.c), the arrival and retire
+ *                       threads (offload_arrive.c, offload_retire.c)
+ *   offload_streams.h   the stream table, marker rings, fences, the event
+ *                       pool (offload_streams.c)
+ *   offload_tier.h      the host and disk tiers, copies served from host
+ *                       copies (offload_tier.c)
+ *   offload_prefetch.h  prefetch and departures ahead of need
+ *                       (offload_prefetch.c), the regime meter
+ *                       (offload_meter.c)
+ *
+ * Allocation and free are offload_alloc.c's, eviction and room
+ * offload_evict.c's, operations (scan, hold, restore, submit: VS_OPERATE)
+ * offload_ops.c's. Nothing outside the engine's files includes these.
  *
  * Locks (the table and the order are in internal.h): `vs_engine.lock`
- * guards everything in this header except the stream table, which has its
- * own lock (offload_streams.c). Every `vs_engine_*`, `vs_tier_*`,
- * `vs_prefetch_*` and `vs_streams_*` function declared here runs with the
+ * guards everything in these headers except the stream table, which has
+ * its own lock (offload_streams.c). Every `vs_engine_*`, `vs_tier_*`,
+ * `vs_prefetch_*` and `vs_streams_*` function declared in them runs with the
  * engine lock held (`VS_ASSERT_HELD(&vs_engine.lock)`), except those whose
  * name ends in `_streams_locked` or says otherwise below.
  *
