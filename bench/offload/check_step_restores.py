@@ -11,7 +11,7 @@ MiB weights and a written 4 MiB KV cache, then a 16 MiB LM head, with
 compute equal to F / B. Once a pass, a step waited for the oldest departure
 and then made four restores before the launch: unmaps and releases of the
 departure's other victims, creates, maps and grants. The GPU idled 237 us
-(1.085 x the bound). With one restore a step (shim/offload_prefetch.c,
+(1.085 x the bound). With one restore a step (shim/tunables.h,
 `VS_PREFETCH_STEP_RESTORES`) the cell takes 1.041 x.
 
 Exit 0 when the child read every word back as loaded and the sweep's
