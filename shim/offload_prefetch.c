@@ -403,7 +403,7 @@ static int vs_prefetch_room(vs_engine_device_t *d, int device, vs_region_t *r, u
     VS_ASSERT_HELD(&vs_engine.lock);
     if (vs_engine_filler_take(d, need))
         return 0; /* the memory of the filler that left before it */
-    for (int round = 0; round < 8; round++) {
+    for (int round = 0; round < VS_PREFETCH_ROOM_ROUNDS; round++) {
         if (vs_cap_reserve(device, need) == 0)
             return 0;
         if (d->departures != NULL && vs_engine_departures_advance(d, false, false) > 0)

@@ -173,7 +173,7 @@ static bool vs_lock_readers_drain(void)
     uint64_t deadline = 0;
     for (vs_reader_t *r = atomic_load_explicit(&vs_lock.readers, memory_order_acquire); r != NULL; r = r->next) {
         for (unsigned spins = 0; atomic_load_explicit(&r->active, memory_order_seq_cst) != 0; spins++) {
-            if (spins < 64)
+            if (spins < VS_WRITER_SPINS)
                 continue;
             uint64_t now = vs_monotonic_ns();
             if (deadline == 0)
@@ -183,10 +183,10 @@ static bool vs_lock_readers_drain(void)
             /* A read lasts a launch's submission (about a microsecond)
              * unless it spans a synchronous copy: a few yields, then
              * naps that leave the core to the reader. */
-            if (spins < 80)
+            if (spins < VS_WRITER_SPINS + VS_WRITER_YIELDS)
                 sched_yield();
             else
-                vs_lock_nap(20000);
+                vs_lock_nap(VS_WRITER_DRAIN_NAP_NS);
         }
     }
     return true;
@@ -195,7 +195,7 @@ static bool vs_lock_readers_drain(void)
 void vs_registry_lock_write(void)
 {
     VS_ASSERT(vs_mine.depth == 0 && !vs_mine.writing);
-    uint64_t nap = 50000;
+    uint64_t nap = VS_WRITER_NAP_FIRST_NS;
     for (;;) {
         pthread_rwlock_wrlock(&vs_lock.fallback);
         atomic_store_explicit(&vs_lock.writer, 1, memory_order_seq_cst);

@@ -47,6 +47,8 @@
 #define VS_PREFETCH_STEP_RESTORES 1
 /* Departures under way at once on a device: a step waits for the oldest only with a younger one queued (copies back to back). */
 #define VS_DEPARTURES 2
+/* Rounds a prefetch step makes room in (departures ended, started, waited for) before it gives the fetch up for now. */
+#define VS_PREFETCH_ROOM_ROUNDS 8
 
 /* ---- The regime meter (offload_meter.c) ------------------------------------------------------------------------- */
 
@@ -105,8 +107,16 @@
 
 /* A writer waits this long for one old read, then steps back and lets the readers it kept out in (that read may wait on one). */
 #define VS_WRITER_PATIENCE_NS 2000000ull
+/* A writer's first nap after it stepped back; it doubles at each attempt. */
+#define VS_WRITER_NAP_FIRST_NS 50000ull
 /* The longest nap between a writer's attempts; the nap doubles up to it. */
 #define VS_WRITER_NAP_MAX_NS 2000000ull
+/* A writer spins this many times on a read's end (a launch's submission lasts about a microsecond) before it yields. */
+#define VS_WRITER_SPINS 64u
+/* Then it yields this many times, then naps VS_WRITER_DRAIN_NAP_NS at a time, leaving the core to the reader. */
+#define VS_WRITER_YIELDS 16u
+/* A writer's nap while a read spans a synchronous copy. */
+#define VS_WRITER_DRAIN_NAP_NS 20000ull
 /* Words in one thread's stamp log (a power of two): 256 KiB, about 4,600 launches of 6 settled words each. */
 #define VS_STAMP_LOG_WORDS (1u << 15)
 /* The stamp thread is woken each time a log's head crosses a multiple of this: at each quarter of the log. */
