@@ -188,6 +188,20 @@ static void assert_host_vmm_setting(const char *expected)
     assert_string_equal(setting, expected);
 }
 
+/* Both host VMM attributes of device 0 (host and host NUMA) answer `expected`. */
+static void assert_host_vmm_attributes(int expected)
+{
+    static const CUdevice_attribute attributes[] = {
+        CU_DEVICE_ATTRIBUTE_HOST_VIRTUAL_MEMORY_MANAGEMENT_SUPPORTED,
+        CU_DEVICE_ATTRIBUTE_HOST_NUMA_VIRTUAL_MEMORY_MANAGEMENT_SUPPORTED,
+    };
+    for (size_t i = 0; i < sizeof attributes / sizeof attributes[0]; i++) {
+        int value = -1;
+        assert_int_equal(cuDeviceGetAttribute(&value, attributes[i], 0), CUDA_SUCCESS);
+        assert_int_equal(value, expected);
+    }
+}
+
 /* ------------------------------------------------------------------------
  * SIMCUDA_HOST_VMM=1
  * ------------------------------------------------------------------------ */
@@ -196,15 +210,7 @@ static void test_host_vmm_attributes_read_one(void **state)
 {
     (void)state;
     assert_host_vmm_setting("1");
-    int value = -1;
-    assert_int_equal(cuDeviceGetAttribute(&value, CU_DEVICE_ATTRIBUTE_HOST_VIRTUAL_MEMORY_MANAGEMENT_SUPPORTED, 0),
-                     CUDA_SUCCESS);
-    assert_int_equal(value, 1);
-    value = -1;
-    assert_int_equal(
-        cuDeviceGetAttribute(&value, CU_DEVICE_ATTRIBUTE_HOST_NUMA_VIRTUAL_MEMORY_MANAGEMENT_SUPPORTED, 0),
-        CUDA_SUCCESS);
-    assert_int_equal(value, 1);
+    assert_host_vmm_attributes(1);
     assert_int_equal(simcuda_clock_is_virtual(), 1);
 }
 
@@ -727,17 +733,9 @@ static void test_off_attributes_read_zero(void **state)
 {
     (void)state;
     assert_host_vmm_setting("0");
-    int value = -1;
-    assert_int_equal(cuDeviceGetAttribute(&value, CU_DEVICE_ATTRIBUTE_HOST_VIRTUAL_MEMORY_MANAGEMENT_SUPPORTED, 0),
-                     CUDA_SUCCESS);
-    assert_int_equal(value, 0);
-    value = -1;
-    assert_int_equal(
-        cuDeviceGetAttribute(&value, CU_DEVICE_ATTRIBUTE_HOST_NUMA_VIRTUAL_MEMORY_MANAGEMENT_SUPPORTED, 0),
-        CUDA_SUCCESS);
-    assert_int_equal(value, 0);
+    assert_host_vmm_attributes(0);
     /* Device memory keeps its virtual memory management. */
-    value = -1;
+    int value = -1;
     assert_int_equal(cuDeviceGetAttribute(&value, CU_DEVICE_ATTRIBUTE_VIRTUAL_MEMORY_MANAGEMENT_SUPPORTED, 0),
                      CUDA_SUCCESS);
     assert_int_equal(value, 1);

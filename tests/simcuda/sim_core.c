@@ -276,19 +276,28 @@ int sim_driver_version(void)
     return driver_version;
 }
 
+/* A switch SIMCUDA_<name>: unset, empty or 1 leaves `*on` true, 0 makes
+ * it false; anything else is named on stderr and leaves it true. */
+static void read_switch(const char *name, bool *on)
+{
+    char variable[64];
+    snprintf(variable, sizeof variable, "SIMCUDA_%s", name);
+    const char *text = getenv(variable);
+    if (text == NULL || *text == '\0' || strcmp(text, "1") == 0)
+        return;
+    if (strcmp(text, "0") == 0) {
+        *on = false;
+        return;
+    }
+    fprintf(stderr, "simcuda: %s=\"%s\" is not a switch (accepted: 0 or 1); using 1\n", variable, text);
+}
+
 static pthread_once_t vmm_once = PTHREAD_ONCE_INIT;
 static bool vmm_supported = true;
 
 static void read_vmm(void)
 {
-    const char *text = getenv("SIMCUDA_VMM");
-    if (text == NULL || *text == '\0' || strcmp(text, "1") == 0)
-        return;
-    if (strcmp(text, "0") == 0) {
-        vmm_supported = false;
-        return;
-    }
-    fprintf(stderr, "simcuda: SIMCUDA_VMM=\"%s\" is not a switch (accepted: 0 or 1); using 1\n", text);
+    read_switch("VMM", &vmm_supported);
 }
 
 bool sim_vmm_supported(void)
@@ -302,14 +311,7 @@ static bool host_vmm_enabled = true;
 
 static void read_host_vmm(void)
 {
-    const char *text = getenv("SIMCUDA_HOST_VMM");
-    if (text == NULL || *text == '\0' || strcmp(text, "1") == 0)
-        return;
-    if (strcmp(text, "0") == 0) {
-        host_vmm_enabled = false;
-        return;
-    }
-    fprintf(stderr, "simcuda: SIMCUDA_HOST_VMM=\"%s\" is not a switch (accepted: 0 or 1); using 1\n", text);
+    read_switch("HOST_VMM", &host_vmm_enabled);
 }
 
 bool sim_host_vmm_supported(void)
